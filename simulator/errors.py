@@ -1,0 +1,36 @@
+"""User-facing errors: each carries where the problem is, what is wrong and how to fix it.
+
+The CLI prints these as one message and exits non-zero, without a traceback.
+"""
+
+from __future__ import annotations
+
+
+class ServesimError(Exception):
+    """An error caused by user input, printed without a traceback."""
+
+    def __init__(self, message: str, *, where: str | None = None, fix: str | None = None):
+        self.message = message
+        self.where = where
+        self.fix = fix
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        head = f"{self.where}: {self.message}" if self.where else self.message
+        return f"{head}\n  fix: {self.fix}" if self.fix else head
+
+
+class ConfigError(ServesimError):
+    """The scenario (or an override) is invalid."""
+
+
+class CatalogError(ServesimError):
+    """An unknown GPU or model name, or an unreadable model config."""
+
+
+class TraceError(ServesimError):
+    """A trace file is missing or has a malformed row."""
+
+
+class DoesNotFitError(ServesimError):
+    """The model (weights + runtime) does not fit in GPU memory for this parallelism."""

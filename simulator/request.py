@@ -1,0 +1,77 @@
+"""A request's static description and its mutable serving state, in one slotted object.
+
+Slots keep the per-request footprint small and attribute access fast: the scheduler
+touches these fields on every iteration.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+class Request:
+    __slots__ = (
+        "arrival",
+        "block_count",
+        "client",
+        "finish_time",
+        "first_token_time",
+        "id",
+        "last_token_time",
+        "num_computed",
+        "num_generated",
+        "output_tokens",
+        "preemptions",
+        "prefix_id",
+        "prompt_tokens",
+        "reject_reason",
+        "replica",
+        "session_id",
+        "status",
+    )
+
+    def __init__(
+        self,
+        id: int,
+        arrival: float,
+        prompt_tokens: int,
+        output_tokens: int,
+        session_id: int = -1,
+        prefix_id: int = -1,
+        client: int = -1,
+    ):
+        self.id = id
+        self.arrival = arrival
+        self.prompt_tokens = prompt_tokens
+        self.output_tokens = output_tokens
+        self.session_id = session_id
+        self.prefix_id = prefix_id
+        self.client = client
+        self.replica = -1
+        # num_computed: tokens whose KV is in cache; num_generated: output tokens emitted.
+        self.num_computed = 0
+        self.num_generated = 0
+        self.block_count = 0
+        self.preemptions = 0
+        self.first_token_time = math.nan
+        self.last_token_time = math.nan
+        self.finish_time = math.nan
+        self.status = "waiting"
+        self.reject_reason = ""
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.output_tokens
+
+    def tokens_to_prefill(self) -> int:
+        """Tokens that must be computed before the next output token can be sampled.
+
+        After a recompute preemption, generated tokens become part of the prompt.
+        """
+        return self.prompt_tokens + self.num_generated - self.num_computed
+
+    def __repr__(self) -> str:
+        return (
+            f"Request(id={self.id}, arrival={self.arrival:.4f}, prompt={self.prompt_tokens}, "
+            f"output={self.output_tokens}, generated={self.num_generated}, status={self.status})"
+        )
