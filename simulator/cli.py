@@ -1,0 +1,195 @@
+"""The `simulate` command line: a thin layer over `simulator.api`.
+
+`simulate SCENARIO.yaml` is shorthand for `simulate run SCENARIO.yaml`. User errors are
+printed as one message (where, what, fix) with exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from simulator.errors import ServesimError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="servesim: simulate LLM inference serving. `simulate SCENARIO.yaml` runs a scenario.")
+list_app = typer.Typer(help="List catalog entries.", no_args_is_help=True)
+app.add_typer(list_app, name="list")
+console = Console()
+err_console = Console(stderr=True)
+
+PROGRESS_AFTER_S = 1.5
+
+
+class LazyProgress:
+    """A progress bar that appears only once a run has taken longer than PROGRESS_AFTER_S."""
+
+    def __init__(self, label: str, enabled: bool = True):
+        self.label = label
+        self.enabled = enabled
+        self.start = time.perf_counter()
+        self.bar: Progress | None = None
+        self.task = None
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        if self.bar is None:
+            if time.perf_counter() - self.start < PROGRESS_AFTER_S:
+                return
+            self.bar = Progress(TextColumn("{task.description}"), BarColumn(),
+                                TextColumn("{task.completed}/{task.total} requests"),
+                                TimeElapsedColumn(), console=err_console, transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task(self.label, total=total)
+        self.bar.update(self.task, completed=done, total=max(total, done))
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def _fmt(v, unit: str = "") -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, float):
+        return f"{v:,.1f}{unit}" if abs(v) >= 10 else f"{v:,.3g}{unit}"
+    return f"{v}{unit}"
+
+
+def print_summary(summary: dict, out_dir: Path | None) -> None:
+    cfg = summary.get("config", {})
+    req = summary["requests"]
+    thr = summary["throughput"]
+    title = (f"{summary['scenario']}: {cfg.get('model')} on {cfg.get('replicas')}× "
+             f"({cfg.get('tp')}×{cfg.get('pp')} {cfg.get('gpu')}), {cfg.get('scheduler')}")
+    table = Table(title=title, title_justify="left")
+    table.add_column("metric")
+    for col in ("mean", "p50", "p90", "p99"):
+        table.add_column(col, justify="right")
+    for key, label in (("ttft_ms", "TTFT ms"), ("tpot_ms", "TPOT ms"), ("itl_ms", "ITL ms"), ("e2e_ms", "E2E ms")):
+        s = summary[key]
+        table.add_row(label, *(_fmt(s[c]) for c in ("mean", "p50", "p90", "p99")))
+    console.print(table)
+    kv = summary["kv_cache"]
+    good = summary["goodput"]
+    lines = [
+        f"requests   {req['completed']} completed, {req['rejected']} rejected, over {summary['duration_s']:.1f} s",
+        f"throughput {_fmt(thr['requests_per_s'])} req/s, {_fmt(thr['input_tokens_per_s'])} input tok/s, "
+        f"{_fmt(thr['output_tokens_per_s'])} output tok/s",
+        f"KV cache   {kv['capacity_tokens']:,} tokens per replica, peak {kv['peak_utilization']:.0%} used",
+    ]
+    if any(v is not None for v in good["slo"].values()):
+        lines.append(f"SLO        {good['slo_attainment']:.1%} attainment, goodput {_fmt(good['requests_per_s'])} req/s")
+    cost = summary.get("cost", {})
+    if cost.get("usd_per_million_output_tokens") is not None:
+        lines.append(f"cost       {cost['gpus']} GPUs, ${cost['usd_per_hour']:.2f}/h, "
+                     f"${cost['usd_per_million_output_tokens']:.2f} per M output tokens")
+    lines.append(f"simulated  {summary['iterations']:,} iterations in {summary['sim_wall_s']:.2f} s wall")
+    if out_dir is not None:
+        lines.append(f"output     {out_dir}/  (report.html, summary.json, requests.csv, iterations.csv)")
+    console.print("\n".join(lines))
+
+
+@app.command("run")
+def run_cmd(
+    scenario: Annotated[Path, typer.Argument(help="scenario YAML file")],
+    set_: Annotated[list[str] | None, typer.Option("--set", help="override a field: dotted.path=value (repeatable)")] = None,
+    output_dir: Annotated[Path | None, typer.Option("--output-dir", "-o", help="where to write results; default reports/<scenario>-<timestamp>/")] = None,
+    no_report: Annotated[bool, typer.Option("--no-report", help="skip report.html and PNG figures")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no table, no progress bar")] = False,
+) -> None:
+    """Simulate one scenario and write summary.json, requests.csv, iterations.csv and report.html."""
+    from simulator import api
+
+    loaded = api.load(scenario, set_ or [])
+    progress = LazyProgress(f"simulating {loaded.name}", enabled=not quiet)
+    try:
+        result = api.run(loaded, progress=progress)
+    finally:
+        progress.close()
+    out = api.write_outputs(result, output_dir, report=False if no_report else None)
+    if not quiet:
+        print_summary(result.summary, out)
+
+
+@list_app.command("gpus")
+def list_gpus() -> None:
+    """GPUs in the catalog."""
+    from simulator.hardware import GPU_CATALOG
+
+    table = Table("name", "GPU", "memory GB", "HBM TB/s", "bf16 TFLOP/s", "fp8 TFLOP/s", "$/h")
+    for g in GPU_CATALOG.values():
+        table.add_row(g.name, g.display_name, f"{g.memory_gb:g}", f"{g.hbm_tbps:g}",
+                      f"{g.peak_tflops.get('bf16', 0):g}", f"{g.peak_tflops.get('fp8', 0):g}",
+                      f"{g.cost_per_gpu_hour:.2f}")
+    console.print(table)
+
+
+@list_app.command("models")
+def list_models() -> None:
+    """Models in the catalog."""
+    from simulator.models import MODEL_CATALOG
+
+    table = Table("name", "params (B)", "layers", "hidden", "heads", "KV heads", "ffn", "vocab", "max len")
+    for m in MODEL_CATALOG.values():
+        table.add_row(m.name, f"{m.param_count / 1e9:.2f}", str(m.num_layers), str(m.hidden_size),
+                      str(m.num_heads), str(m.num_kv_heads), str(m.ffn_size), str(m.vocab_size),
+                      str(m.max_position_embeddings))
+    console.print(table)
+
+
+@list_app.command("policies")
+def list_policies() -> None:
+    """Batching policies and routers."""
+    from simulator.router import ROUTERS
+    from simulator.scheduler import POLICIES
+
+    for name, pol in POLICIES.items():
+        knobs = ", ".join(k for k in pol.config.model_fields if k != "policy")
+        console.print(f"[bold]{name}[/bold]: {knobs}")
+    console.print(f"routers: {', '.join(ROUTERS)}")
+
+
+def _argv_with_default_command(argv: list[str]) -> list[str]:
+    """`simulate X.yaml ...` means `simulate run X.yaml ...`."""
+    commands = {"run", "list", "--help", "-h"} | {c.name for c in app.registered_commands if c.name} \
+        | {g.name for g in app.registered_groups if g.name}
+    if argv and argv[0] not in commands and not argv[0].startswith("-"):
+        return ["run", *argv]
+    return argv
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _argv_with_default_command(list(sys.argv[1:] if argv is None else argv))
+    try:
+        app(args=args, prog_name="simulate", standalone_mode=False)
+    except ServesimError as exc:
+        err_console.print(Text("error: ", style="bold red") + Text(exc.render()), highlight=False)
+        raise SystemExit(2) from None
+    except KeyboardInterrupt:
+        err_console.print("interrupted; no output was written for the unfinished run")
+        raise SystemExit(130) from None
+    except SystemExit:
+        raise
+    except Exception as exc:  # click usage errors in non-standalone mode
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            raise SystemExit(exc.exit_code) from None
+        if isinstance(exc, click.exceptions.Abort):
+            raise SystemExit(1) from None
+        raise
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,249 @@
+"""The scenario file: a strict, typed description of one simulated deployment.
+
+Every section is a pydantic model with `extra="forbid"`, so a misspelt field is an error,
+not a silently ignored setting. Field descriptions double as the README's reference.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, Field, ValidationError, model_validator
+
+from simulator.cost.config import CostModelConfig
+from simulator.dtypes import Dtype
+from simulator.errors import ConfigError
+from simulator.router import RouterConfig
+from simulator.scheduler import POLICIES, SchedulerConfig
+from simulator.scheduler.vllm_v1 import VllmV1Config
+from simulator.strict import StrictModel
+from simulator.workload import WorkloadConfig
+
+
+class ModelConfig(StrictModel):
+    name: str | None = Field(None, description="catalog name, e.g. `llama-3.1-8b` (see `simulate list models`)")
+    config_json: str | None = Field(None, description="path to a Hugging Face config.json, instead of `name`")
+    weight_dtype: Dtype = Field("bf16", description="weight format: bf16, fp16, fp8, int8, int4, fp4")
+    activation_dtype: Dtype = Field("bf16", description="GEMM input format; fp8 with fp8 weights = W8A8 on FP8 tensor cores")
+    kv_dtype: Dtype = Field("bf16", description="KV-cache element format")
+    max_model_len: int | None = Field(None, ge=2, description="longest prompt + output; default the model's max_position_embeddings")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ModelConfig:
+        if (self.name is None) == (self.config_json is None):
+            raise ValueError("give exactly one of `name` (catalog) or `config_json` (a Hugging Face config.json path)")
+        return self
+
+
+class HardwareConfig(StrictModel):
+    gpu: str = Field("h100-sxm", description="catalog GPU, e.g. h100-sxm, h200, a100-80gb-sxm, l40s (see `simulate list gpus`)")
+    gpus_per_node: int = Field(8, ge=1, description="GPUs per node; TP/PP beyond it crosses the inter-node link")
+    cost_per_gpu_hour: float | None = Field(None, ge=0, description="$ per GPU-hour; default the catalog's price")
+    profile: str | None = Field(None, description="calibrated profile name or path (for cost_model.backend: calibrated)")
+
+
+class ParallelismConfig(StrictModel):
+    tp: int = Field(1, ge=1, description="tensor-parallel degree (GPUs per pipeline stage)")
+    pp: int = Field(1, ge=1, description="pipeline-parallel stages")
+    replicas: int = Field(1, ge=1, description="independent copies of the model behind the router")
+
+
+class MemoryConfig(StrictModel):
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="fraction of GPU memory the engine may use (vLLM's flag)")
+    block_size: int = Field(16, ge=1, description="tokens per KV block")
+    runtime_reserve_gib: float = Field(1.0, ge=0, description="non-torch memory: CUDA context, CUDA graphs, NCCL buffers, GiB per GPU")
+    kv_cache_tokens: int | None = Field(None, ge=1, description="force the KV capacity per replica, tokens (skips the memory plan)")
+
+
+class SLOConfig(StrictModel):
+    ttft_ms: float | None = Field(None, gt=0, description="time-to-first-token target, ms")
+    tpot_ms: float | None = Field(None, gt=0, description="time-per-output-token target, ms")
+    e2e_ms: float | None = Field(None, gt=0, description="end-to-end latency target, ms")
+
+
+class OutputConfig(StrictModel):
+    dir: str | None = Field(None, description="output folder; default reports/<scenario>-<timestamp>/")
+    report: bool = Field(True, description="write report.html and the PNG figures")
+    iterations_csv: bool = Field(True, description="write iterations.csv (one row per iteration)")
+
+
+class Scenario(StrictModel):
+    name: str | None = Field(None, description="used in output names; default the file name")
+    description: str | None = Field(None, description="free text shown in the report")
+    model: ModelConfig
+    hardware: HardwareConfig = Field(default_factory=HardwareConfig)
+    parallelism: ParallelismConfig = Field(default_factory=ParallelismConfig)
+    scheduler: SchedulerConfig = Field(default_factory=VllmV1Config)
+    router: RouterConfig = Field(default_factory=RouterConfig)
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    workload: WorkloadConfig
+    slo: SLOConfig = Field(default_factory=SLOConfig)
+    cost_model: CostModelConfig = Field(default_factory=CostModelConfig)
+    output: OutputConfig = Field(default_factory=OutputConfig)
+
+
+@dataclass(frozen=True)
+class LoadedScenario:
+    scenario: Scenario
+    path: Path | None
+    base_dir: Path
+    text: str  # the YAML after overrides, for the report
+
+    @property
+    def name(self) -> str:
+        if self.scenario.name:
+            return self.scenario.name
+        return self.path.stem if self.path else "scenario"
+
+
+# -- overrides -----------------------------------------------------------------------
+def apply_override(data: dict, assignment: str) -> None:
+    """Apply `dotted.path=value` to a raw scenario dict; the value is parsed as YAML."""
+    if "=" not in assignment:
+        raise ConfigError(f"override {assignment!r} has no '='", where="--set",
+                          fix="write it as dotted.path=value, e.g. --set workload.arrival.rate=20")
+    key, _, raw = assignment.partition("=")
+    parts = [p for p in key.strip().split(".") if p]
+    if not parts:
+        raise ConfigError(f"override {assignment!r} has an empty path", where="--set",
+                          fix="write it as dotted.path=value")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else None
+    except yaml.YAMLError:
+        value = raw
+    node = data
+    for i, part in enumerate(parts[:-1]):
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        elif not isinstance(child, dict):
+            raise ConfigError(f"cannot set {key}: {'.'.join(parts[: i + 1])} is not a section",
+                              where="--set", fix="check the path against the scenario reference in README")
+        node = child
+    node[parts[-1]] = value
+
+
+# -- error formatting ----------------------------------------------------------------
+def _model_at(loc: tuple) -> type[BaseModel] | None:
+    """The pydantic model class that owns the last element of `loc`, for fix hints."""
+    cls: Any = Scenario
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        if part in POLICIES and cls is not Scenario:
+            cls = POLICIES[part].config
+            continue
+        field = getattr(cls, "model_fields", {}).get(part)
+        if field is None:
+            return _tagged(part) or None
+        ann = field.annotation
+        cls = _first_model(ann) or _tagged(part)
+        if cls is None:
+            return None
+    return cls if isinstance(cls, type) and issubclass(cls, BaseModel) else None
+
+
+def _tagged(tag: Any) -> type[BaseModel] | None:
+    if tag in POLICIES:
+        return POLICIES[tag].config
+    from simulator import workload as wl
+
+    for obj in vars(wl).values():
+        if isinstance(obj, type) and issubclass(obj, BaseModel):
+            fld = obj.model_fields.get("type")
+            if fld is not None and getattr(fld, "default", None) == tag:
+                return obj
+    return None
+
+
+def _first_model(ann: Any) -> type[BaseModel] | None:
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        return ann
+    for arg in getattr(ann, "__args__", ()) or ():
+        found = _first_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _fix_for(err: dict) -> str:
+    kind = err["type"]
+    loc = tuple(err["loc"])
+    if kind == "extra_forbidden":
+        owner = _model_at(loc)
+        allowed = sorted(owner.model_fields) if owner else []
+        close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+        hint = f"did you mean `{close[0]}`? " if close else ""
+        return f"{hint}remove it; allowed here: {', '.join(allowed)}" if allowed else "remove it"
+    if kind == "union_tag_invalid":
+        return f"use one of: {err.get('ctx', {}).get('expected_tags', '')}"
+    if kind == "missing":
+        return "add this field (see the scenario reference in README)"
+    if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
+        return "use a value in the allowed range"
+    if kind == "literal_error":
+        return f"use one of: {err.get('ctx', {}).get('expected', '')}"
+    return "see the scenario reference in README for this field's type"
+
+
+def format_validation_error(exc: ValidationError, source: str) -> ConfigError:
+    lines = []
+    fixes = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"])
+        got = err.get("input")
+        shown = "" if isinstance(got, dict) or err["type"] == "missing" else f" (got {got!r})"
+        lines.append(f"{loc}: {err['msg']}{shown}")
+        fixes.append(f"{loc}: {_fix_for(err)}")
+    n = len(lines)
+    head = f"invalid scenario ({n} problem{'s' if n > 1 else ''}):\n  " + "\n  ".join(lines)
+    return ConfigError(head, where=source, fix="\n       ".join(fixes))
+
+
+# -- loading -------------------------------------------------------------------------
+def load_scenario(path: str | Path | None = None, overrides: list[str] | None = None,
+                  *, data: dict | None = None) -> LoadedScenario:
+    """Read a scenario file (or a dict), apply `--set` overrides, validate strictly."""
+    source = str(path) if path is not None else "<scenario>"
+    if data is None:
+        if path is None:
+            raise ConfigError("no scenario given", fix="pass a scenario file, e.g. scenarios/chatbot.yaml")
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError("scenario file not found", where=source,
+                              fix="check the path; example scenarios live in scenarios/")
+        try:
+            data = yaml.safe_load(p.read_text())
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f"{source}:{mark.line + 1}" if mark else source
+            raise ConfigError(f"not valid YAML: {getattr(exc, 'problem', exc)}", where=where,
+                              fix="fix the YAML syntax at that line (indentation, a missing ':')") from None
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise ConfigError("a scenario must be a YAML mapping (key: value)", where=source,
+                              fix="start from scenarios/chatbot.yaml")
+    else:
+        data = _deepcopy(data)
+    for assignment in overrides or []:
+        apply_override(data, assignment)
+    try:
+        scenario = Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise format_validation_error(exc, source) from None
+    base = Path(path).resolve().parent if path is not None else Path.cwd()
+    text = yaml.safe_dump(data, sort_keys=False)
+    return LoadedScenario(scenario, Path(path) if path is not None else None, base, text)
+
+
+def _deepcopy(d: Any) -> Any:
+    if isinstance(d, dict):
+        return {k: _deepcopy(v) for k, v in d.items()}
+    if isinstance(d, list):
+        return [_deepcopy(v) for v in d]
+    return d

@@ -1,0 +1,89 @@
+"""Iteration time = Σ op times of the shared decomposition + explicit framework overhead.
+
+Op times that depend only on the token count or the emitting-sequence count are
+memoised: in steady state almost every iteration hits the cache, and only the
+attention terms (which depend on context lengths) are evaluated afresh.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from simulator.cost.config import CostModelConfig
+from simulator.cost.ops import (
+    IterationShape,
+    Op,
+    ShardedModel,
+    attn_decode_op,
+    attn_prefill_op,
+    emit_ops,
+    iteration_ops,
+    token_ops,
+)
+
+
+class OpTimer(Protocol):
+    """A source of kernel times: roofline formulas or a calibrated profile."""
+
+    name: str
+
+    def op_time(self, op: Op) -> float: ...
+
+
+class IterationCostModel:
+    """Predicts the duration of one scheduler iteration of one (virtual) engine."""
+
+    def __init__(self, sharded: ShardedModel, timer: OpTimer, config: CostModelConfig):
+        self.sharded = sharded
+        self.timer = timer
+        self.overhead = config.framework_overhead_ms * 1e-3
+        self.per_seq = config.per_sequence_overhead_us * 1e-6
+        self._token_cache: dict[int, float] = {}
+        self._emit_cache: dict[int, float] = {}
+
+    def _sum(self, ops: list[Op]) -> float:
+        t = self.timer.op_time
+        return sum(t(op) * op.count for op in ops)
+
+    def token_time(self, num_tokens: int) -> float:
+        v = self._token_cache.get(num_tokens)
+        if v is None:
+            v = self._token_cache[num_tokens] = self._sum(token_ops(num_tokens, self.sharded))
+        return v
+
+    def emit_time(self, num_emit: int) -> float:
+        v = self._emit_cache.get(num_emit)
+        if v is None:
+            v = self._emit_cache[num_emit] = self._sum(emit_ops(num_emit, self.sharded))
+        return v
+
+    def decode_attention_time(self, num_seqs: int, context_sum: int) -> float:
+        op = attn_decode_op(num_seqs, context_sum, self.sharded)
+        return self.timer.op_time(op) * op.count
+
+    def iteration_time(self, shape: IterationShape) -> float:
+        t = self.token_time(shape.num_tokens) + self.emit_time(shape.num_emit)
+        if shape.prefill_chunks:
+            op = attn_prefill_op(shape.prefill_chunks, self.sharded)
+            t += self.timer.op_time(op) * op.count
+        if shape.num_decode:
+            t += self.decode_attention_time(shape.num_decode, shape.decode_context)
+        return t + self.overhead + self.per_seq * shape.num_seqs
+
+    def decode_step_times(self, num_seqs: int, context_sum: int, steps: int) -> list[float]:
+        """Durations of `steps` consecutive identical decode iterations.
+
+        Each step every sequence gains one token of context; nothing else changes, which
+        is what makes fast-forwarding a decode stretch exact.
+        """
+        base = self.token_time(num_seqs) + self.emit_time(num_seqs) + self.overhead + self.per_seq * num_seqs
+        attn = self.decode_attention_time
+        return [base + attn(num_seqs, context_sum + j * num_seqs) for j in range(steps)]
+
+    def breakdown(self, shape: IterationShape) -> dict[str, float]:
+        """Seconds per op name for one iteration, plus the framework overhead."""
+        out: dict[str, float] = {}
+        for op in iteration_ops(shape, self.sharded):
+            out[op.name] = out.get(op.name, 0.0) + self.timer.op_time(op) * op.count
+        out["framework_overhead"] = self.overhead + self.per_seq * shape.num_seqs
+        return out

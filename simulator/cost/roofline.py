@@ -1,0 +1,67 @@
+"""Roofline back end: each op takes max(compute time, memory time) plus a launch cost.
+
+Shape awareness that matters in serving: GEMM wave quantisation (a tile grid that does
+not fill the last wave of SMs wastes it) and the latency floor of small collectives.
+"""
+
+from __future__ import annotations
+
+import math
+
+from simulator.cost.config import RooflineEfficiency
+from simulator.cost.ops import Op
+from simulator.hardware import GPUSpec, LinkSpec
+
+TILE_N = 128
+
+
+class RooflineTimer:
+    """Op times from datasheet peaks scaled by documented efficiencies."""
+
+    name = "roofline"
+
+    def __init__(self, gpu: GPUSpec, eff: RooflineEfficiency):
+        self.gpu = gpu
+        self.eff = eff
+        self.bw = gpu.hbm_tbps * 1e12
+        self.latency = eff.kernel_latency_us * 1e-6
+        self._links: dict[str, LinkSpec] = {"intra": gpu.intra_node_link, "inter": gpu.inter_node_link}
+
+    def peak(self, dtype: str) -> float:
+        return self.gpu.peak_tflops_for(dtype) * 1e12
+
+    def gemm_time(self, m: int, n: int, k: int, flops: float, nbytes: float, dtype: str) -> float:
+        tile_m = 128 if m >= 128 else 64
+        tiles = math.ceil(m / tile_m) * math.ceil(n / TILE_N)
+        waves = math.ceil(tiles / self.gpu.num_sms)
+        # Compute-bound time with the last wave's idle SMs counted as spent.
+        padded_flops = waves * self.gpu.num_sms * 2.0 * tile_m * TILE_N * k
+        compute = max(flops, padded_flops) / (self.peak(dtype) * self.eff.gemm_compute)
+        memory = nbytes / (self.bw * self.eff.gemm_memory)
+        return max(compute, memory) + self.latency
+
+    def collective_time(self, family: str, nbytes: float, ranks: int, link: str) -> float:
+        spec = self._links[link]
+        bw = spec.bandwidth_gbps * 1e9 * self.eff.collective_bandwidth
+        alpha = spec.latency_us * 1e-6
+        if family == "p2p":
+            return nbytes / bw + alpha
+        # Ring all-reduce moves 2(p-1)/p of the message per GPU, all-gather (p-1)/p.
+        factor = 2.0 * (ranks - 1) / ranks if family == "allreduce" else (ranks - 1) / ranks
+        return factor * nbytes / bw + alpha * 2 * math.ceil(math.log2(ranks))
+
+    def op_time(self, op: Op) -> float:
+        f = op.family
+        if f == "gemm":
+            m, n, k = op.shape
+            return self.gemm_time(m, n, k, op.flops, op.bytes, op.dtype)
+        if f in ("attn_prefill", "attn_decode"):
+            compute = op.flops / (self.peak("bf16") * self.eff.attention_compute)
+            memory = op.bytes / (self.bw * self.eff.attention_memory)
+            return max(compute, memory) + self.latency
+        if f == "elementwise":
+            return op.bytes / (self.bw * self.eff.elementwise_memory) + self.latency
+        if f in ("allreduce", "allgather", "p2p"):
+            nbytes, ranks, link = op.shape
+            return self.collective_time(f, nbytes, ranks, link)
+        raise ValueError(f"unknown op family {f!r}")

@@ -1,0 +1,28 @@
+"""Element sizes of the numeric formats the cost and memory models understand."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+Dtype = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4"]
+
+DTYPE_BYTES: dict[str, float] = {
+    "fp32": 4.0,
+    "bf16": 2.0,
+    "fp16": 2.0,
+    "fp8": 1.0,
+    "int8": 1.0,
+    "int4": 0.5,
+    "fp4": 0.5,
+}
+
+
+def gemm_compute_dtype(weight_dtype: str, activation_dtype: str) -> str:
+    """The tensor-core format a GEMM runs in.
+
+    W8A8/FP8 runs on the 8-bit tensor cores; weight-only quantisation (W4A16, W8A16)
+    dequantises to the activation dtype and computes there.
+    """
+    if DTYPE_BYTES[activation_dtype] <= 1.0 and DTYPE_BYTES[weight_dtype] <= 1.0:
+        return activation_dtype if activation_dtype in ("fp8", "int8") else "fp8"
+    return "bf16" if activation_dtype == "fp32" else activation_dtype

@@ -1,0 +1,106 @@
+"""The SimPy process of one engine: one event per scheduler iteration, never per token.
+
+A decode-only stretch, in which nothing can change the batch until the first
+completion or KV block shortage, is advanced in one event (DESIGN.md §7). An arrival
+during such a stretch interrupts it: the iterations already finished, and the one in
+progress, are applied exactly as stepping would have, and scheduling resumes.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Callable
+from itertools import accumulate
+
+import simpy
+
+from simulator.cost.model import IterationCostModel
+from simulator.metrics import IterationLog
+from simulator.request import Request
+from simulator.scheduler.base import Scheduler
+
+
+class Engine:
+    """One scheduler + KV cache + cost model: a replica, or one pipeline virtual engine."""
+
+    def __init__(self, env: simpy.Environment, replica: int, scheduler: Scheduler,
+                 cost: IterationCostModel, log: IterationLog,
+                 on_finish: Callable[[Request], None], on_reject: Callable[[Request, str], None]):
+        self.env = env
+        self.replica = replica
+        self.scheduler = scheduler
+        self.cost = cost
+        self.log = log
+        self.on_finish = on_finish
+        self.on_reject = on_reject
+        self._idle: simpy.Event | None = None
+        self._in_stretch = False
+        self.process = env.process(self._run())
+
+    @property
+    def outstanding(self) -> int:
+        return self.scheduler.outstanding
+
+    def submit(self, req: Request) -> None:
+        reason = self.scheduler.add(req)
+        if reason is not None:
+            self.on_reject(req, reason)
+            return
+        self.wake()
+        if self._in_stretch:
+            self._in_stretch = False
+            self.process.interrupt()
+
+    def wake(self) -> None:
+        """Re-run scheduling if idle (a new request, or no more arrivals to wait for)."""
+        if self._idle is not None and not self._idle.triggered:
+            self._idle.succeed()
+
+    def _run(self):
+        env = self.env
+        sched = self.scheduler
+        cost = self.cost
+        log = self.log
+        kv = sched.kv
+        replica = self.replica
+        while True:
+            now = env.now
+            step = sched.schedule(now)
+            if step is None:
+                self._idle = env.event()
+                wake_at = sched.next_wakeup(now)
+                if wake_at is None:
+                    yield self._idle
+                else:
+                    yield self._idle | env.timeout(max(wake_at - now, 0.0))
+                self._idle = None
+                continue
+            shape = step.shape
+            k = sched.stretch_limit(step) if step.decode_only else 1
+            if k == 1:
+                dt = cost.iteration_time(shape)
+                used, queued = kv.used, len(sched.waiting)
+                yield env.timeout(dt)
+                finished = sched.complete(step, env.now)
+                log.add(replica, now, dt, shape.num_tokens - shape.num_decode, shape.num_decode,
+                        shape.num_seqs, used, kv.total, queued)
+            else:
+                durations = cost.decode_step_times(shape.num_decode, shape.decode_context, k)
+                ends = [now + t for t in accumulate(durations)]
+                self._in_stretch = True
+                try:
+                    yield env.timeout(ends[-1] - now)
+                    n = k
+                except simpy.Interrupt:
+                    # Finished steps plus the one in progress complete; then we reschedule.
+                    n = min(bisect_right(ends, env.now) + 1, k)
+                    yield env.timeout(max(ends[n - 1] - env.now, 0.0))
+                self._in_stretch = False
+                ends = ends[:n]
+                ends[-1] = env.now
+                finished, kv_steps = sched.complete_stretch(step, ends)
+                starts = [now, *ends[:-1]]
+                log.add_stretch(replica, starts, durations[:n], shape.num_decode, kv_steps,
+                                kv.total, len(sched.waiting))
+            for req in finished:
+                self.on_finish(req)

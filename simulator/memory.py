@@ -1,0 +1,125 @@
+"""GPU memory plan of one replica: weights, activations, runtime reserve, and the KV cache.
+
+Follows vLLM's accounting (DESIGN.md §4): the engine may use gpu_memory_utilization of
+the device; weights, the peak activation of a profiling forward pass and non-torch
+runtime memory come off the top, and the rest becomes KV blocks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simulator.dtypes import DTYPE_BYTES
+from simulator.errors import DoesNotFitError
+from simulator.hardware import GPUSpec
+from simulator.models import ModelSpec
+
+GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """Per-GPU memory breakdown (GiB) and the resulting KV capacity of one replica."""
+
+    gpu_memory_gib: float
+    utilization: float
+    weights_gib: float
+    activation_gib: float
+    runtime_gib: float
+    kv_gib: float
+    kv_bytes_per_token: float  # per GPU, for this replica's TP/PP shard
+    block_size: int
+    num_blocks: int
+
+    @property
+    def capacity_tokens(self) -> int:
+        return self.num_blocks * self.block_size
+
+    @property
+    def free_gib(self) -> float:
+        """Memory outside the engine's budget (1 − utilization)."""
+        return self.gpu_memory_gib * (1 - self.utilization)
+
+    def table(self) -> str:
+        rows = [
+            ("GPU memory", self.gpu_memory_gib),
+            (f"  budget at gpu_memory_utilization={self.utilization:g}", self.gpu_memory_gib * self.utilization),
+            ("  weights (per GPU)", self.weights_gib),
+            ("  activations (peak of a profiling pass)", self.activation_gib),
+            ("  runtime reserve (CUDA context, graphs, NCCL)", self.runtime_gib),
+            ("  KV cache", self.kv_gib),
+            ("  free (outside the budget)", self.free_gib),
+        ]
+        return "\n".join(f"    {name:<48} {value:9.2f} GiB" for name, value in rows)
+
+
+def weight_bytes_per_gpu(model: ModelSpec, weight_dtype: str, tp: int, pp: int) -> float:
+    """Decoder weights in the weight dtype; embeddings and LM head stay 16-bit when quantised."""
+    head_params = model.vocab_size * model.hidden_size * (1 if model.tied_embeddings else 2)
+    body_params = model.param_count - head_params
+    head_bytes = max(2.0, DTYPE_BYTES[weight_dtype])
+    return (body_params * DTYPE_BYTES[weight_dtype] + head_params * head_bytes) / (tp * pp)
+
+
+def kv_bytes_per_token_per_gpu(model: ModelSpec, kv_dtype: str, tp: int, pp: int) -> float:
+    """KV heads are split across TP ranks, replicated when TP exceeds their count."""
+    kv_heads = max(1, model.num_kv_heads // tp)
+    layers = -(-model.num_layers // pp)
+    return 2 * layers * kv_heads * model.head_dim * DTYPE_BYTES[kv_dtype]
+
+
+def activation_bytes_per_gpu(model: ModelSpec, tp: int, max_batched_tokens: int, max_num_seqs: int) -> float:
+    """Peak of vLLM's profiling pass: the widest layer's intermediates plus sampler logits."""
+    qkv = (model.num_heads + 2 * model.num_kv_heads) * model.head_dim // tp
+    mlp = (3 if model.gated_mlp else 2) * model.ffn_size // tp
+    hidden_states = max_batched_tokens * (2 * model.hidden_size + max(qkv, mlp)) * 2
+    logits = max_num_seqs * model.vocab_size * 4 * 2  # fp32 logits and one working copy
+    return hidden_states + logits
+
+
+def plan_memory(
+    model: ModelSpec,
+    gpu: GPUSpec,
+    *,
+    tp: int,
+    pp: int,
+    weight_dtype: str,
+    kv_dtype: str,
+    utilization: float,
+    runtime_reserve_gib: float,
+    block_size: int,
+    max_batched_tokens: int,
+    max_num_seqs: int,
+    max_model_len: int,
+    kv_cache_tokens: int | None = None,
+) -> MemoryPlan:
+    """Build the memory plan, or raise DoesNotFitError with the breakdown."""
+    total = gpu.usable_memory_gib
+    weights = weight_bytes_per_gpu(model, weight_dtype, tp, pp) / GIB
+    act = activation_bytes_per_gpu(model, tp, max_batched_tokens, max_num_seqs) / GIB
+    per_token = kv_bytes_per_token_per_gpu(model, kv_dtype, tp, pp)
+    kv = total * utilization - weights - act - runtime_reserve_gib
+    if kv_cache_tokens is not None:
+        blocks = -(-kv_cache_tokens // block_size)
+        kv = blocks * block_size * per_token / GIB
+    else:
+        blocks = int(max(kv, 0.0) * GIB // (block_size * per_token))
+    plan = MemoryPlan(total, utilization, weights, act, runtime_reserve_gib, kv, per_token,
+                      block_size, blocks)
+    where = f"model {model.name} on {gpu.name} with tp={tp}, pp={pp}"
+    if blocks <= 0:
+        raise DoesNotFitError(
+            f"does not fit: no memory left for the KV cache\n{plan.table()}",
+            where=where,
+            fix="raise parallelism.tp or parallelism.pp, use a larger GPU, a smaller weight dtype "
+            "(model.weight_dtype: fp8), or raise memory.gpu_memory_utilization",
+        )
+    if plan.capacity_tokens < max_model_len:
+        raise DoesNotFitError(
+            f"the KV cache holds {plan.capacity_tokens} tokens, fewer than max_model_len="
+            f"{max_model_len} (vLLM refuses to start in this case)\n{plan.table()}",
+            where=where,
+            fix=f"set model.max_model_len to at most {plan.capacity_tokens}, or add GPU memory "
+            "(more tp/pp, a larger GPU, fp8 weights or KV)",
+        )
+    return plan

@@ -1,0 +1,183 @@
+"""Per-iteration records, and summaries with vLLM `bench serve` semantics (DESIGN.md §3).
+
+TTFT, TPOT and E2E are per request; ITL pools every inter-token gap of every request.
+Gaps are stored as (value, count) pairs, because within one iteration most sequences
+share the same gap: a run of 10M tokens needs a few hundred thousand pairs, not 10M floats.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+
+import numpy as np
+import pandas as pd
+
+from simulator.request import Request
+from simulator.scheduler.base import ItlSink
+
+PERCENTILES = (50, 90, 95, 99)
+ITERATION_COLUMNS = ("replica", "start_s", "duration_ms", "prefill_tokens", "decode_tokens",
+                     "num_seqs", "kv_blocks_used", "kv_blocks_total", "queue_len")
+
+
+class IterationLog:
+    """Columnar, compact (array.array) log of every iteration of every engine."""
+
+    def __init__(self, enabled: bool = True):
+        self.enabled = enabled
+        self.replica = array("i")
+        self.start = array("d")
+        self.duration = array("d")
+        self.prefill = array("q")
+        self.decode = array("q")
+        self.seqs = array("i")
+        self.kv_used = array("q")
+        self.kv_total = array("q")
+        self.queue = array("i")
+        self.count = 0
+
+    def add(self, replica: int, start: float, duration: float, prefill: int, decode: int,
+            seqs: int, kv_used: int, kv_total: int, queue: int) -> None:
+        self.count += 1
+        if not self.enabled:
+            return
+        self.replica.append(replica)
+        self.start.append(start)
+        self.duration.append(duration)
+        self.prefill.append(prefill)
+        self.decode.append(decode)
+        self.seqs.append(seqs)
+        self.kv_used.append(kv_used)
+        self.kv_total.append(kv_total)
+        self.queue.append(queue)
+
+    def add_stretch(self, replica: int, starts: list[float], durations: list[float], seqs: int,
+                    kv_used: np.ndarray, kv_total: int, queue: int) -> None:
+        n = len(starts)
+        self.count += n
+        if not self.enabled:
+            return
+        self.replica.extend([replica] * n)
+        self.start.extend(starts)
+        self.duration.extend(durations)
+        self.prefill.extend([0] * n)
+        self.decode.extend([seqs] * n)
+        self.seqs.extend([seqs] * n)
+        self.kv_used.extend(kv_used.tolist())
+        self.kv_total.extend([kv_total] * n)
+        self.queue.extend([queue] * n)
+
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame({
+            "replica": np.frombuffer(self.replica, dtype=np.int32),
+            "start_s": np.frombuffer(self.start, dtype=np.float64),
+            "duration_ms": np.frombuffer(self.duration, dtype=np.float64) * 1e3,
+            "prefill_tokens": np.frombuffer(self.prefill, dtype=np.int64),
+            "decode_tokens": np.frombuffer(self.decode, dtype=np.int64),
+            "num_seqs": np.frombuffer(self.seqs, dtype=np.int32),
+            "kv_blocks_used": np.frombuffer(self.kv_used, dtype=np.int64),
+            "kv_blocks_total": np.frombuffer(self.kv_total, dtype=np.int64),
+            "queue_len": np.frombuffer(self.queue, dtype=np.int32),
+        }, columns=list(ITERATION_COLUMNS))
+
+
+def requests_frame(requests: list[Request]) -> pd.DataFrame:
+    """One row per request, latencies in ms (NaN where undefined, as vLLM leaves them out)."""
+    arrival = np.array([r.arrival for r in requests], dtype=np.float64)
+    first = np.array([r.first_token_time for r in requests], dtype=np.float64)
+    finish = np.array([r.finish_time for r in requests], dtype=np.float64)
+    out = np.array([r.output_tokens for r in requests], dtype=np.int64)
+    ttft = (first - arrival) * 1e3
+    e2e = (finish - arrival) * 1e3
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(out > 1, (e2e - ttft) / (out - 1), np.nan)
+    status = ["completed" if r.status == "finished" else "rejected" for r in requests]
+    return pd.DataFrame({
+        "request_id": np.array([r.id for r in requests], dtype=np.int64),
+        "replica": np.array([r.replica for r in requests], dtype=np.int64),
+        "arrival_s": arrival,
+        "prompt_tokens": np.array([r.prompt_tokens for r in requests], dtype=np.int64),
+        "output_tokens": out,
+        "first_token_s": first,
+        "finish_s": finish,
+        "ttft_ms": ttft,
+        "tpot_ms": tpot,
+        "e2e_ms": e2e,
+        "preemptions": np.array([r.preemptions for r in requests], dtype=np.int64),
+        "status": status,
+        "reject_reason": [r.reject_reason for r in requests],
+    })
+
+
+def _stats(values: np.ndarray) -> dict[str, float | None]:
+    values = values[~np.isnan(values)]
+    if values.size == 0:
+        return {"mean": None, **{f"p{p}": None for p in PERCENTILES}}
+    pct = np.percentile(values, PERCENTILES)
+    return {"mean": float(values.mean()), **{f"p{p}": float(v) for p, v in zip(PERCENTILES, pct)}}
+
+
+def weighted_percentiles(values: np.ndarray, weights: np.ndarray, percentiles) -> list[float]:
+    """numpy's default (linear) percentile of the array where each value repeats `weight` times."""
+    order = np.argsort(values, kind="stable")
+    v = values[order]
+    cum = np.cumsum(weights[order])
+    n = int(cum[-1])
+    out = []
+    for p in percentiles:
+        h = (n - 1) * p / 100.0
+        lo = math.floor(h)
+        hi = min(lo + 1, n - 1)
+        v_lo = v[np.searchsorted(cum, lo + 1)]
+        v_hi = v[np.searchsorted(cum, hi + 1)]
+        out.append(float(v_lo + (h - lo) * (v_hi - v_lo)))
+    return out
+
+
+def itl_stats(itl: ItlSink) -> dict[str, float | None]:
+    if not itl.values:
+        return {"mean": None, **{f"p{p}": None for p in PERCENTILES}}
+    v = np.asarray(itl.values, dtype=np.float64) * 1e3
+    w = np.asarray(itl.weights, dtype=np.int64)
+    pct = weighted_percentiles(v, w, PERCENTILES)
+    return {"mean": float((v * w).sum() / w.sum()), **{f"p{p}": x for p, x in zip(PERCENTILES, pct)}}
+
+
+def summarize(req: pd.DataFrame, itl: ItlSink, slo: dict[str, float | None]) -> dict:
+    """The metric block of summary.json (the contract other tools read)."""
+    done = req[req["status"] == "completed"]
+    total = len(req)
+    if len(done):
+        start = float(req["arrival_s"].min())
+        duration = float(done["finish_s"].max()) - start
+    else:
+        duration = 0.0
+    rate = (lambda x: x / duration) if duration > 0 else (lambda x: 0.0)
+    meets = np.ones(len(done), dtype=bool)
+    for key in ("ttft_ms", "tpot_ms", "e2e_ms"):
+        limit = slo.get(key)
+        if limit is not None:
+            vals = done[key].to_numpy()
+            # A single-token request has no TPOT: vLLM counts it as meeting the TPOT SLO.
+            meets &= np.where(np.isnan(vals), key == "tpot_ms", vals <= limit)
+    good = int(meets.sum())
+    return {
+        "requests": {"total": total, "completed": len(done), "rejected": total - len(done)},
+        "duration_s": duration,
+        "throughput": {
+            "requests_per_s": rate(len(done)),
+            "input_tokens_per_s": rate(float(done["prompt_tokens"].sum())),
+            "output_tokens_per_s": rate(float(done["output_tokens"].sum())),
+        },
+        "ttft_ms": _stats(done["ttft_ms"].to_numpy()),
+        "tpot_ms": _stats(done["tpot_ms"].to_numpy()),
+        "itl_ms": itl_stats(itl),
+        "e2e_ms": _stats(done["e2e_ms"].to_numpy()),
+        "goodput": {
+            "requests_per_s": rate(good),
+            "slo_attainment": good / total if total else 0.0,
+            "slo": dict(slo),
+        },
+        "preemptions": int(req["preemptions"].sum()),
+    }

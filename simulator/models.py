@@ -1,0 +1,486 @@
+"""Model catalog and Hugging Face config.json loader.
+
+The simulator needs shapes, not weights: layer count and matrix sizes give GEMM shapes,
+parameter count gives weight bytes, KV heads x head_dim gives KV bytes per token. Each
+catalog entry copies a published config.json; ``param_count`` is derived from the shapes
+and checked against the published size in the tests, which catches a wrong shape.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError, model_validator
+
+from simulator.errors import CatalogError
+from simulator.strict import StrictModel
+
+# OPT's learned position table has max_position_embeddings + 2 rows (HF OPTLearnedPositional-
+# Embedding offset, a fairseq legacy).
+_OPT_POSITION_OFFSET = 2
+
+
+class ModelSpec(StrictModel):
+    """A dense decoder-only transformer, described by the shapes that cost time and memory."""
+
+    name: str
+    hf_id: str | None = None
+    num_layers: int = Field(gt=0)
+    hidden_size: int = Field(gt=0)
+    num_heads: int = Field(gt=0)
+    num_kv_heads: int = Field(gt=0)
+    head_dim: int = Field(gt=0)
+    ffn_size: int = Field(gt=0)
+    gated_mlp: bool  # SwiGLU: gate, up, down (3 matrices) vs fc1/fc2 (OPT)
+    vocab_size: int = Field(gt=0)
+    tied_embeddings: bool = False
+    max_position_embeddings: int = Field(gt=0)
+    attention_bias: bool = False  # bias on q, k, v and o (OPT, HF Llama attention_bias)
+    mlp_bias: bool = False
+    norm: Literal["rmsnorm", "layernorm"] = "rmsnorm"
+    learned_pos_embeddings: bool = False  # OPT: a (max_pos + 2) x hidden position table
+    published_params_b: float | None = None  # published size, billions, for sanity checks
+    qkv_bias: bool = False  # bias on q, k, v only (Qwen2); ignored if attention_bias
+    qk_norm: bool = False  # per-head RMSNorm on q and k (Qwen3)
+    aliases: tuple[str, ...] = ()  # extra names get_model() accepts
+
+    @model_validator(mode="after")
+    def _check_heads(self) -> ModelSpec:
+        # head_dim * num_heads may differ from hidden_size (Qwen3-32B: 64 x 128 != 5120);
+        # only grouped-query attention's grouping must be exact.
+        if self.num_heads % self.num_kv_heads:
+            raise ValueError(
+                f"num_heads ({self.num_heads}) must be a multiple of "
+                f"num_kv_heads ({self.num_kv_heads})"
+            )
+        return self
+
+    @property
+    def q_size(self) -> int:
+        return self.num_heads * self.head_dim
+
+    @property
+    def kv_size(self) -> int:
+        return self.num_kv_heads * self.head_dim
+
+    @property
+    def param_count(self) -> int:
+        """Exact parameter count from the architecture (what the weights occupy)."""
+        h, q, kv, f = self.hidden_size, self.q_size, self.kv_size, self.ffn_size
+        norm_params = h * (2 if self.norm == "layernorm" else 1)  # LayerNorm has a bias
+
+        attn = h * (q + 2 * kv) + q * h
+        if self.attention_bias:
+            attn += q + 2 * kv + h
+        elif self.qkv_bias:
+            attn += q + 2 * kv
+        if self.qk_norm:
+            attn += 2 * self.head_dim
+
+        n_mats = 3 if self.gated_mlp else 2
+        mlp = n_mats * h * f
+        if self.mlp_bias:
+            mlp += (n_mats - 1) * f + h
+
+        per_layer = attn + mlp + 2 * norm_params
+        embed = self.vocab_size * h
+        lm_head = 0 if self.tied_embeddings else self.vocab_size * h
+        positions = (
+            (self.max_position_embeddings + _OPT_POSITION_OFFSET) * h
+            if self.learned_pos_embeddings
+            else 0
+        )
+        return self.num_layers * per_layer + embed + lm_head + positions + norm_params
+
+    def weight_bytes(self, dtype_bytes: float) -> float:
+        return self.param_count * dtype_bytes
+
+    def kv_bytes_per_token(self, kv_dtype_bytes: float) -> float:
+        """K and V for every layer: 2 x layers x kv_heads x head_dim x bytes."""
+        return 2 * self.num_layers * self.num_kv_heads * self.head_dim * kv_dtype_bytes
+
+
+# ---------------------------------------------------------------------------------------
+# Catalog. Shapes copied from each model's config.json on the Hugging Face Hub.
+# ---------------------------------------------------------------------------------------
+_MODELS: list[ModelSpec] = [
+    # https://huggingface.co/meta-llama/Llama-3.1-8B/blob/main/config.json
+    ModelSpec(
+        name="llama-3.1-8b",
+        hf_id="meta-llama/Llama-3.1-8B",
+        num_layers=32,
+        hidden_size=4096,
+        num_heads=32,
+        num_kv_heads=8,
+        head_dim=128,
+        ffn_size=14336,
+        gated_mlp=True,
+        vocab_size=128256,
+        max_position_embeddings=131072,
+        published_params_b=8.03,  # model card: 8.03B
+        aliases=("meta-llama/Meta-Llama-3.1-8B",),
+    ),
+    # https://huggingface.co/meta-llama/Llama-3.1-70B/blob/main/config.json
+    ModelSpec(
+        name="llama-3.1-70b",
+        hf_id="meta-llama/Llama-3.1-70B",
+        num_layers=80,
+        hidden_size=8192,
+        num_heads=64,
+        num_kv_heads=8,
+        head_dim=128,
+        ffn_size=28672,
+        gated_mlp=True,
+        vocab_size=128256,
+        max_position_embeddings=131072,
+        published_params_b=70.6,  # model card: 70.6B
+        aliases=("meta-llama/Meta-Llama-3.1-70B",),
+    ),
+    # https://huggingface.co/meta-llama/Llama-3.1-405B/blob/main/config.json
+    ModelSpec(
+        name="llama-3.1-405b",
+        hf_id="meta-llama/Llama-3.1-405B",
+        num_layers=126,
+        hidden_size=16384,
+        num_heads=128,
+        num_kv_heads=8,
+        head_dim=128,
+        ffn_size=53248,
+        gated_mlp=True,
+        vocab_size=128256,
+        max_position_embeddings=131072,
+        published_params_b=405.9,  # model card: 405B (405.9B counted)
+        aliases=("meta-llama/Meta-Llama-3.1-405B",),
+    ),
+    # https://huggingface.co/meta-llama/Llama-2-7b-hf/blob/main/config.json
+    ModelSpec(
+        name="llama-2-7b",
+        hf_id="meta-llama/Llama-2-7b-hf",
+        num_layers=32,
+        hidden_size=4096,
+        num_heads=32,
+        num_kv_heads=32,
+        head_dim=128,
+        ffn_size=11008,
+        gated_mlp=True,
+        vocab_size=32000,
+        max_position_embeddings=4096,
+        published_params_b=6.74,  # HF parameter count 6.74B
+    ),
+    # https://huggingface.co/meta-llama/Llama-2-13b-hf/blob/main/config.json
+    ModelSpec(
+        name="llama-2-13b",
+        hf_id="meta-llama/Llama-2-13b-hf",
+        num_layers=40,
+        hidden_size=5120,
+        num_heads=40,
+        num_kv_heads=40,
+        head_dim=128,
+        ffn_size=13824,
+        gated_mlp=True,
+        vocab_size=32000,
+        max_position_embeddings=4096,
+        published_params_b=13.0,  # HF parameter count 13.0B
+    ),
+    # https://huggingface.co/meta-llama/Llama-2-70b-hf/blob/main/config.json
+    ModelSpec(
+        name="llama-2-70b",
+        hf_id="meta-llama/Llama-2-70b-hf",
+        num_layers=80,
+        hidden_size=8192,
+        num_heads=64,
+        num_kv_heads=8,
+        head_dim=128,
+        ffn_size=28672,
+        gated_mlp=True,
+        vocab_size=32000,
+        max_position_embeddings=4096,
+        published_params_b=69.0,  # HF parameter count 69.0B
+    ),
+    # https://huggingface.co/Qwen/Qwen3-8B/blob/main/config.json
+    ModelSpec(
+        name="qwen3-8b",
+        hf_id="Qwen/Qwen3-8B",
+        num_layers=36,
+        hidden_size=4096,
+        num_heads=32,
+        num_kv_heads=8,
+        head_dim=128,
+        ffn_size=12288,
+        gated_mlp=True,
+        vocab_size=151936,
+        max_position_embeddings=40960,
+        qk_norm=True,
+        published_params_b=8.19,  # model card: 8.2B (HF count 8.19B)
+    ),
+    # https://huggingface.co/Qwen/Qwen3-32B/blob/main/config.json (64 x 128 != 5120: allowed)
+    ModelSpec(
+        name="qwen3-32b",
+        hf_id="Qwen/Qwen3-32B",
+        num_layers=64,
+        hidden_size=5120,
+        num_heads=64,
+        num_kv_heads=8,
+        head_dim=128,
+        ffn_size=25600,
+        gated_mlp=True,
+        vocab_size=151936,
+        max_position_embeddings=40960,
+        qk_norm=True,
+        published_params_b=32.8,  # model card: 32.8B
+    ),
+    # https://huggingface.co/mistralai/Mistral-7B-v0.3/blob/main/config.json
+    # v0.3 shapes (vocab 32768); v0.1/v0.2 differ only in vocab (32000) and are not aliased.
+    ModelSpec(
+        name="mistral-7b",
+        hf_id="mistralai/Mistral-7B-v0.3",
+        num_layers=32,
+        hidden_size=4096,
+        num_heads=32,
+        num_kv_heads=8,
+        head_dim=128,
+        ffn_size=14336,
+        gated_mlp=True,
+        vocab_size=32768,
+        max_position_embeddings=32768,
+        published_params_b=7.25,  # HF parameter count 7.25B
+        aliases=("mistral-7b-v0.3",),
+    ),
+    # https://huggingface.co/facebook/opt-13b/blob/main/config.json
+    # ReLU fc1/fc2 MLP, biases everywhere, pre-LayerNorm, learned positions, tied lm head.
+    ModelSpec(
+        name="opt-13b",
+        hf_id="facebook/opt-13b",
+        num_layers=40,
+        hidden_size=5120,
+        num_heads=40,
+        num_kv_heads=40,
+        head_dim=128,
+        ffn_size=20480,
+        gated_mlp=False,
+        vocab_size=50272,
+        tied_embeddings=True,
+        max_position_embeddings=2048,
+        attention_bias=True,
+        mlp_bias=True,
+        norm="layernorm",
+        learned_pos_embeddings=True,
+        published_params_b=12.85,  # HF parameter count 12.85B
+    ),
+    # https://huggingface.co/codellama/CodeLlama-34b-hf/blob/main/config.json
+    ModelSpec(
+        name="codellama-34b",
+        hf_id="codellama/CodeLlama-34b-hf",
+        num_layers=48,
+        hidden_size=8192,
+        num_heads=64,
+        num_kv_heads=8,
+        head_dim=128,
+        ffn_size=22016,
+        gated_mlp=True,
+        vocab_size=32000,
+        max_position_embeddings=16384,
+        published_params_b=33.7,  # HF parameter count 33.7B
+        aliases=("meta-llama/CodeLlama-34b-hf",),
+    ),
+]
+
+MODEL_CATALOG: dict[str, ModelSpec] = {m.name: m for m in _MODELS}
+
+# Fine-tune suffixes that keep the base model's shapes ("Llama-2-7b-chat-hf").
+_SAME_SHAPE_TOKENS = frozenset({"instruct", "chat", "hf", "base", "it"})
+
+
+def _key(name: str) -> str:
+    """Lookup key ignoring case, org prefix, separators and same-shape fine-tune suffixes."""
+    s = name.strip().lower().rsplit("/", 1)[-1].removeprefix("meta-")
+    tokens = [t for t in re.split(r"[-_\s]+", s) if t and t not in _SAME_SHAPE_TOKENS]
+    return re.sub(r"[^a-z0-9.]", "", "".join(tokens))
+
+
+def _build_index() -> dict[str, str]:
+    index: dict[str, str] = {}
+    for model in _MODELS:
+        for alias in (model.name, model.hf_id or model.name, *model.aliases):
+            key = _key(alias)
+            if index.get(key, model.name) != model.name:
+                raise RuntimeError(f"model alias {alias!r} is ambiguous")
+            index[key] = model.name
+    return index
+
+
+_MODEL_INDEX = _build_index()
+
+
+def list_models() -> list[str]:
+    return sorted(MODEL_CATALOG)
+
+
+def get_model(name: str) -> ModelSpec:
+    """Look a model up by catalog name or HF id; instruct/chat variants map to the base."""
+    canonical = _MODEL_INDEX.get(_key(name))
+    if canonical is not None:
+        return MODEL_CATALOG[canonical]
+    close = difflib.get_close_matches(_key(name), list(_MODEL_INDEX), n=3, cutoff=0.6)
+    guesses = list(dict.fromkeys(_MODEL_INDEX[k] for k in close))
+    hint = f"did you mean {' or '.join(repr(g) for g in guesses)}? " if guesses else ""
+    raise CatalogError(
+        f"unknown model {name!r}; {hint}known models: {', '.join(list_models())}",
+        where="model",
+        fix="use a known name, or load the model's Hugging Face config.json "
+        "(simulator.models.load_hf_config)",
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Hugging Face config.json loader
+# ---------------------------------------------------------------------------------------
+_LLAMA_STYLE = frozenset({"llama", "mistral", "qwen2", "qwen3"})
+_MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
+
+
+def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
+    """Build a ModelSpec from a Hugging Face config.json (or a directory holding one).
+
+    Supports llama/mistral/qwen2/qwen3-style dense models and OPT, the families whose
+    config keys fully determine the shapes above.
+    """
+    p = Path(path)
+    if p.is_dir():
+        p = p / "config.json"
+    where = str(p)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CatalogError(
+            "model config file not found",
+            where=where,
+            fix="pass the path of a Hugging Face config.json "
+            "(e.g. `huggingface-cli download <repo> config.json`)",
+        ) from None
+    except OSError as exc:
+        raise CatalogError(f"cannot read model config: {exc}", where=where) from None
+    try:
+        cfg = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CatalogError(
+            f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
+            where=where,
+            fix="re-download config.json from the model's Hugging Face repository",
+        ) from None
+    if not isinstance(cfg, dict):
+        raise CatalogError(
+            "config.json must be a JSON object", where=where, fix="use a HF config.json"
+        )
+
+    model_type = cfg.get("model_type", "llama")
+    moe = [k for k in _MOE_KEYS if cfg.get(k)]
+    if moe:
+        raise CatalogError(
+            f"mixture-of-experts config ({moe[0]}={cfg[moe[0]]}) is not a dense model",
+            where=where,
+            fix="use a dense model; ModelSpec does not describe MoE layers",
+        )
+    if model_type == "opt":
+        fields = _opt_fields(cfg, where)
+    elif model_type in _LLAMA_STYLE:
+        fields = _llama_fields(cfg, where, model_type)
+    else:
+        raise CatalogError(
+            f"unsupported model_type {model_type!r}",
+            where=where,
+            fix=f"supported: {', '.join(sorted(_LLAMA_STYLE | {'opt'}))}; for other "
+            "architectures construct a ModelSpec directly",
+        )
+
+    name_or_path = cfg.get("_name_or_path")
+    hf_id = name_or_path if isinstance(name_or_path, str) and name_or_path.count("/") == 1 else None
+    if name is None:
+        if isinstance(name_or_path, str) and name_or_path:
+            name = name_or_path.rstrip("/").rsplit("/", 1)[-1].lower()
+        else:
+            name = (p.parent.name or p.stem).lower()
+    try:
+        return ModelSpec(name=name, hf_id=hf_id, **fields)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(x) for x in first["loc"]) or "config"
+        raise CatalogError(
+            f"invalid model config ({loc}: {first['msg']})",
+            where=where,
+            fix="check the value in config.json against the model's published config",
+        ) from None
+
+
+def _require(cfg: dict[str, Any], key: str, where: str) -> Any:
+    if key not in cfg or cfg[key] is None:
+        raise CatalogError(
+            f"missing required key {key!r}",
+            where=where,
+            fix=f"add {key!r} to config.json (copy it from the model's published config)",
+        )
+    return cfg[key]
+
+
+def _optional(cfg: dict[str, Any], key: str, default: Any) -> Any:
+    value = cfg.get(key)
+    return default if value is None else value
+
+
+def _llama_fields(cfg: dict[str, Any], where: str, model_type: str) -> dict[str, Any]:
+    hidden = _require(cfg, "hidden_size", where)
+    heads = _require(cfg, "num_attention_heads", where)
+    head_dim_default = hidden // heads if isinstance(hidden, int) and isinstance(heads, int) else 0
+    return {
+        "num_layers": _require(cfg, "num_hidden_layers", where),
+        "hidden_size": hidden,
+        "num_heads": heads,
+        "num_kv_heads": _optional(cfg, "num_key_value_heads", heads),
+        "head_dim": _optional(cfg, "head_dim", head_dim_default),
+        "ffn_size": _require(cfg, "intermediate_size", where),
+        "gated_mlp": True,
+        "vocab_size": _require(cfg, "vocab_size", where),
+        "tied_embeddings": _optional(cfg, "tie_word_embeddings", False),
+        "max_position_embeddings": _require(cfg, "max_position_embeddings", where),
+        "attention_bias": _optional(cfg, "attention_bias", False),
+        "mlp_bias": _optional(cfg, "mlp_bias", False),
+        "qkv_bias": model_type == "qwen2",  # Qwen2 hard-codes q/k/v biases
+        "qk_norm": model_type == "qwen3",
+        "norm": "rmsnorm",
+    }
+
+
+def _opt_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
+    hidden = _require(cfg, "hidden_size", where)
+    heads = _require(cfg, "num_attention_heads", where)
+    proj = _optional(cfg, "word_embed_proj_dim", hidden)
+    if proj != hidden:
+        raise CatalogError(
+            f"word_embed_proj_dim={proj} differs from hidden_size={hidden} "
+            "(embedding projections, as in OPT-350m, are not modelled)",
+            where=where,
+            fix="use an OPT size whose word_embed_proj_dim equals hidden_size",
+        )
+    # enable_bias covers attention and fc1/fc2 alike. do_layer_norm_before only moves the
+    # norms (post-LN exists only in OPT-350m, rejected above), so it is not read.
+    bias = _optional(cfg, "enable_bias", True)
+    return {
+        "num_layers": _require(cfg, "num_hidden_layers", where),
+        "hidden_size": hidden,
+        "num_heads": heads,
+        "num_kv_heads": heads,
+        "head_dim": hidden // heads if isinstance(hidden, int) and isinstance(heads, int) else 0,
+        "ffn_size": _require(cfg, "ffn_dim", where),
+        "gated_mlp": False,
+        "vocab_size": _require(cfg, "vocab_size", where),
+        "tied_embeddings": _optional(cfg, "tie_word_embeddings", True),
+        "max_position_embeddings": _require(cfg, "max_position_embeddings", where),
+        "attention_bias": bias,
+        "mlp_bias": bias,
+        "norm": "layernorm",
+        "learned_pos_embeddings": True,
+    }

@@ -1,0 +1,69 @@
+"""Writes a run's files: summary.json, requests.csv, iterations.csv and the report.
+
+Files are written to a temporary sibling folder and moved into place at the end, so an
+interrupted or failed run never leaves a half-written output folder behind.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import time
+from pathlib import Path
+
+from simulator.simulation import SimulationResult
+
+
+def default_output_dir(name: str) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return Path("reports") / f"{name}-{stamp}"
+
+
+def _clean(obj):
+    """JSON-safe: NaN/inf become null (strict JSON readers reject NaN)."""
+    if isinstance(obj, dict):
+        return {k: _clean(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_clean(v) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def write_summary(path: Path, summary: dict) -> None:
+    path.write_text(json.dumps(_clean(summary), indent=2, sort_keys=False) + "\n")
+
+
+def write_outputs(result: SimulationResult, out_dir: str | Path | None = None, *,
+                  report: bool | None = None, iterations_csv: bool | None = None) -> Path:
+    """Write every output file of a run into `out_dir` (atomically) and return it."""
+    sc = result.scenario.scenario
+    report = sc.output.report if report is None else report
+    iterations_csv = sc.output.iterations_csv if iterations_csv is None else iterations_csv
+    final = Path(out_dir) if out_dir is not None else (
+        Path(sc.output.dir) if sc.output.dir else default_output_dir(result.scenario.name))
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.parent / f".{final.name}.tmp-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    try:
+        write_summary(tmp / "summary.json", result.summary)
+        result.requests.to_csv(tmp / "requests.csv", index=False, float_format="%.6f")
+        if iterations_csv:
+            result.iterations.to_csv(tmp / "iterations.csv", index=False, float_format="%.6f")
+        (tmp / "scenario.yaml").write_text(result.scenario.text)
+        if report:
+            from simulator.report import write_report
+
+            write_report(tmp, result.summary, result.requests, result.iterations,
+                         title=f"servesim: {result.scenario.name}", scenario_yaml=result.scenario.text)
+        if final.exists():
+            shutil.rmtree(final)
+        tmp.rename(final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final

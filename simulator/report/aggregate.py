@@ -1,0 +1,164 @@
+"""Reduce per-request and per-iteration frames to the few points and rows a report shows.
+
+A long run logs millions of iterations; plotting them raw would take minutes and produce
+unreadable figures, so everything here bins or groups first. Missing columns read as NaN
+so a partial frame still renders instead of crashing the whole report.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+MAX_TIME_BINS = 2000
+MAX_THROUGHPUT_BINS = 200
+
+BINNED_COLUMNS = [
+    "replica",
+    "t_s",
+    "iterations",
+    "queue_mean",
+    "queue_max",
+    "kv_mean",
+    "kv_max",
+    "seqs_mean",
+    "seqs_max",
+    "prefill_mean",
+    "decode_mean",
+]
+
+
+def column(df: pd.DataFrame, name: str) -> np.ndarray:
+    """Column `name` as float64, or all-NaN when absent, so callers need no key checks."""
+    if name not in df.columns:
+        return np.full(len(df), np.nan)
+    return pd.to_numeric(df[name], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+def finite(values: np.ndarray) -> np.ndarray:
+    """Drop NaN/inf: rejected requests and single-token outputs carry NaN latencies."""
+    return values[np.isfinite(values)]
+
+
+def _replicas(df: pd.DataFrame) -> pd.Series:
+    """Replica ids, defaulting to 0 so single-replica logs without the column still group."""
+    if "replica" in df.columns:
+        return df["replica"].reset_index(drop=True)
+    return pd.Series(np.zeros(len(df), dtype=np.int64))
+
+
+def bin_iterations(iterations: pd.DataFrame, max_bins: int = MAX_TIME_BINS) -> pd.DataFrame:
+    """Time-bin iterations per replica on one shared grid of at most `max_bins` bins.
+
+    Means are per iteration (not time-weighted): a bin's value is what a typical
+    iteration in that window saw. The shared grid keeps replicas aligned on one x axis.
+    """
+    t = column(iterations, "start_s")
+    keep = np.isfinite(t)
+    if not keep.any():
+        return pd.DataFrame(columns=BINNED_COLUMNS)
+    t = t[keep]
+    t0, t1 = float(t.min()), float(t.max())
+    width = (t1 - t0) / max_bins if t1 > t0 else 1.0
+    idx = np.minimum(((t - t0) / width).astype(np.int64), max_bins - 1)
+
+    used = column(iterations, "kv_blocks_used")[keep]
+    total = column(iterations, "kv_blocks_total")[keep]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kv = np.where(total > 0, used / total, np.nan)
+    frame = pd.DataFrame(
+        {
+            "replica": _replicas(iterations)[keep].to_numpy(),
+            "bin": idx,
+            "queue": column(iterations, "queue_len")[keep],
+            "kv": kv,
+            "seqs": column(iterations, "num_seqs")[keep],
+            "prefill": column(iterations, "prefill_tokens")[keep],
+            "decode": column(iterations, "decode_tokens")[keep],
+        }
+    )
+    out = (
+        frame.groupby(["replica", "bin"], sort=True)
+        .agg(
+            iterations=("bin", "size"),
+            queue_mean=("queue", "mean"),
+            queue_max=("queue", "max"),
+            kv_mean=("kv", "mean"),
+            kv_max=("kv", "max"),
+            seqs_mean=("seqs", "mean"),
+            seqs_max=("seqs", "max"),
+            prefill_mean=("prefill", "mean"),
+            decode_mean=("decode", "mean"),
+        )
+        .reset_index()
+    )
+    out["t_s"] = t0 + (out["bin"] + 0.5) * width
+    return out[BINNED_COLUMNS]
+
+
+def completed_mask(requests: pd.DataFrame) -> np.ndarray:
+    """Rows that finished: status says so, or (without a status column) finish_s is set."""
+    finish = column(requests, "finish_s")
+    if "status" in requests.columns:
+        return (requests["status"] == "completed").to_numpy() & np.isfinite(finish)
+    return np.isfinite(finish)
+
+
+def bin_completions(
+    requests: pd.DataFrame, max_bins: int = MAX_THROUGHPUT_BINS
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Completed requests/s and output tokens/s per finish-time bin: (edges, req/s, tok/s).
+
+    Tokens are attributed to the bin where their request finished, which smooths out
+    within-request timing but needs no per-token log. ~sqrt(n) bins keeps each bin
+    populated enough that the rate is not dominated by noise.
+    """
+    done = completed_mask(requests)
+    finish = column(requests, "finish_s")[done]
+    tokens = np.nan_to_num(column(requests, "output_tokens")[done])
+    if finish.size == 0:
+        return np.empty(0), np.empty(0), np.empty(0)
+    t0 = min(0.0, float(finish.min()))
+    t1 = float(finish.max())
+    if t1 <= t0:
+        t1 = t0 + 1.0
+    nbins = int(np.clip(round(math.sqrt(finish.size)), 1, max_bins))
+    edges = np.linspace(t0, t1, nbins + 1)
+    width = edges[1] - edges[0]
+    count, _ = np.histogram(finish, bins=edges)
+    toks, _ = np.histogram(finish, bins=edges, weights=tokens)
+    return edges, count / width, toks / width
+
+
+def per_replica(requests: pd.DataFrame) -> pd.DataFrame:
+    """Per-replica request counts, mean TTFT/TPOT and preemptions, to spot load imbalance."""
+    cols = ["replica", "requests", "completed", "rejected", "ttft_mean", "tpot_mean", "preemptions"]
+    if requests.empty:
+        return pd.DataFrame(columns=cols)
+    done = completed_mask(requests)
+    frame = pd.DataFrame(
+        {
+            "replica": _replicas(requests).to_numpy(),
+            "completed": done,
+            "ttft": column(requests, "ttft_ms"),
+            "tpot": column(requests, "tpot_ms"),
+            "preemptions": np.nan_to_num(column(requests, "preemptions")),
+        }
+    )
+    out = (
+        frame.groupby("replica", sort=True, dropna=False)
+        .agg(
+            requests=("completed", "size"),
+            completed=("completed", "sum"),
+            ttft_mean=("ttft", "mean"),
+            tpot_mean=("tpot", "mean"),
+            preemptions=("preemptions", "sum"),
+        )
+        .reset_index()
+    )
+    out["completed"] = out["completed"].astype(np.int64)
+    out["preemptions"] = out["preemptions"].astype(np.int64)
+    out["rejected"] = out["requests"] - out["completed"]
+    return out[cols]

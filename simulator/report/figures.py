@@ -1,0 +1,241 @@
+"""One function per report figure; each writes a PNG to `path` and returns it.
+
+The Agg backend renders without a display, so reports work on headless servers and CI.
+Every figure is closed after saving because sweeps write many reports in one process.
+Empty inputs draw a "no data" placeholder: a report of a fully rejected run is still useful.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+import pandas as pd
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+from simulator.report.aggregate import bin_completions, finite
+
+DPI = 100
+ECDF_POINTS = 2000
+# Past this many replicas a legend is unreadable; lines are drawn thin and unlabeled.
+MAX_LEGEND_REPLICAS = 8
+HIST_COLOR = "#4c78a8"
+CDF_COLOR = "#f58518"
+SLO_COLOR = "#d62728"
+
+
+@contextmanager
+def _figure(path: Path, nrows: int = 1, height: float = 4.0) -> Iterator[np.ndarray]:
+    """Yield axes, then save to `path` and close even if drawing fails."""
+    fig, axes = plt.subplots(nrows, 1, figsize=(8, height), sharex=True, squeeze=False)
+    try:
+        yield axes[:, 0]
+        fig.tight_layout()
+        fig.savefig(path, dpi=DPI)
+    finally:
+        plt.close(fig)
+
+
+def no_data(path: Path, title: str) -> Path:
+    """Placeholder figure, so the page layout and the file set stay fixed."""
+    with _figure(path, height=3.0) as (ax,):
+        ax.text(0.5, 0.5, "no data", ha="center", va="center", fontsize=18, color="0.5")
+        ax.set_title(title)
+        ax.set_xticks([])
+        ax.set_yticks([])
+    return path
+
+
+def _ms(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:,.1f}"
+
+
+def _ecdf(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """ECDF thinned to ECDF_POINTS quantiles: a million-point line adds nothing visible."""
+    xs = np.sort(values)
+    ys = np.arange(1, xs.size + 1) / xs.size
+    if xs.size > ECDF_POINTS:
+        pick = np.linspace(0, xs.size - 1, ECDF_POINTS).astype(np.int64)
+        xs, ys = xs[pick], ys[pick]
+    return xs, ys
+
+
+def plot_distribution(
+    values: np.ndarray, path: Path, *, metric: str, slo_ms: float | None = None
+) -> Path:
+    """Histogram + ECDF of one latency metric (ms) with p50/p99 markers and the SLO line.
+
+    The x axis stops at p99.9 (or the SLO, if larger) so a few stragglers do not squash
+    the body of the distribution; the title says how many points fell past it.
+    """
+    title = f"{metric} distribution"
+    v = finite(np.asarray(values, dtype=np.float64))
+    if v.size == 0:
+        return no_data(path, title)
+    p50, p99, p999 = np.percentile(v, [50, 99, 99.9])
+    lo = min(0.0, float(v.min()))
+    hi = max(float(p999), float(slo_ms or 0.0)) * 1.05
+    if hi <= lo:
+        hi = lo + 1.0
+    with _figure(path) as (ax,):
+        ax.hist(
+            v,
+            bins=60,
+            range=(lo, hi),
+            color=HIST_COLOR,
+            alpha=0.75,
+            label=f"requests (n={v.size:,})",
+        )
+        ax.axvline(p50, color="0.2", ls=":", lw=1.5, label=f"p50 = {_ms(p50)} ms")
+        ax.axvline(p99, color="0.2", ls="--", lw=1.5, label=f"p99 = {_ms(p99)} ms")
+        if slo_ms is not None:
+            ax.axvline(slo_ms, color=SLO_COLOR, lw=2, label=f"SLO = {_ms(slo_ms)} ms")
+        ax.set_xlim(lo, hi)
+        ax.set_xlabel(f"{metric} (ms)")
+        ax.set_ylabel("requests")
+        cdf_ax = ax.twinx()
+        cdf_ax.plot(*_ecdf(v), color=CDF_COLOR, lw=1.8, label="CDF")
+        cdf_ax.set_ylim(0, 1.02)
+        cdf_ax.set_ylabel("CDF")
+        handles = ax.get_legend_handles_labels()
+        cdf_handles = cdf_ax.get_legend_handles_labels()
+        ax.legend(
+            handles[0] + cdf_handles[0],
+            handles[1] + cdf_handles[1],
+            loc="center right",
+            fontsize=8,
+            framealpha=0.9,
+        )
+        above = int((v > hi).sum())
+        if above:
+            title += f" ({above:,} above {_ms(hi)} ms not shown; max {_ms(float(v.max()))} ms)"
+        ax.set_title(title)
+    return path
+
+
+def plot_throughput(requests: pd.DataFrame, path: Path) -> Path:
+    """Output tokens/s and completed requests/s over time, binned by finish time."""
+    edges, req_rate, tok_rate = bin_completions(requests)
+    if edges.size == 0:
+        return no_data(path, "Throughput")
+    with _figure(path, nrows=2, height=5.5) as (top, bottom):
+        top.stairs(tok_rate, edges, fill=True, color=HIST_COLOR, alpha=0.8)
+        top.set_ylabel("output tokens/s")
+        top.set_title("Throughput (by request finish time)")
+        bottom.stairs(req_rate, edges, fill=True, color=CDF_COLOR, alpha=0.8)
+        bottom.set_ylabel("completed req/s")
+        bottom.set_xlabel("simulated time (s)")
+    return path
+
+
+def _replica_lines(
+    ax, binned: pd.DataFrame, mean_col: str, max_col: str | None, scale: float = 1.0
+) -> None:
+    """Mean line per replica, with the bin max as a faint band above it when given."""
+    groups = list(binned.groupby("replica", sort=True))
+    labeled = len(groups) <= MAX_LEGEND_REPLICAS
+    for i, (replica, g) in enumerate(groups):
+        color = f"C{i % 10}"
+        t = g["t_s"].to_numpy()
+        mean = g[mean_col].to_numpy(dtype=np.float64) * scale
+        ax.plot(
+            t,
+            mean,
+            color=color,
+            lw=1.4 if labeled else 0.7,
+            label=f"replica {replica}" if labeled else None,
+        )
+        if max_col is not None and labeled:
+            top = g[max_col].to_numpy(dtype=np.float64) * scale
+            ax.fill_between(t, mean, top, color=color, alpha=0.15, lw=0)
+    if labeled:
+        ax.legend(fontsize=8, loc="upper right", framealpha=0.9)
+    else:
+        ax.text(
+            0.99,
+            0.97,
+            f"{len(groups)} replicas",
+            transform=ax.transAxes,
+            ha="right",
+            va="top",
+            fontsize=8,
+        )
+
+
+def _has(binned: pd.DataFrame, col: str) -> bool:
+    return not binned.empty and bool(np.isfinite(binned[col].to_numpy(dtype=np.float64)).any())
+
+
+def plot_queue_length(binned: pd.DataFrame, path: Path) -> Path:
+    """Waiting-queue length per replica; a rising trend means the load exceeds capacity."""
+    title = "Queue length"
+    if not _has(binned, "queue_mean"):
+        return no_data(path, title)
+    with _figure(path) as (ax,):
+        _replica_lines(ax, binned, "queue_mean", "queue_max")
+        ax.set_title(f"{title} (line: bin mean, band: bin max)")
+        ax.set_ylabel("queued requests")
+        ax.set_xlabel("simulated time (s)")
+        ax.set_ylim(bottom=0)
+    return path
+
+
+def plot_kv_utilization(binned: pd.DataFrame, path: Path) -> Path:
+    """KV blocks used / total per replica; near 100% is where preemptions start."""
+    title = "KV cache utilization"
+    if not _has(binned, "kv_mean"):
+        return no_data(path, title)
+    with _figure(path) as (ax,):
+        _replica_lines(ax, binned, "kv_mean", "kv_max", scale=100.0)
+        ax.set_title(f"{title} (line: bin mean, band: bin max)")
+        ax.set_ylabel("KV blocks used (%)")
+        ax.set_xlabel("simulated time (s)")
+        ax.set_ylim(0, 105)
+    return path
+
+
+def plot_batch_size(binned: pd.DataFrame, path: Path) -> Path:
+    """Running sequences per replica, and prefill vs decode tokens per iteration.
+
+    Tokens per iteration are pooled across replicas (weighted by iteration count) and
+    stacked, which shows how much of each step's budget prefill takes from decode.
+    """
+    title = "Batch size"
+    if not _has(binned, "seqs_mean"):
+        return no_data(path, title)
+    w = binned["iterations"].to_numpy(dtype=np.float64)
+    pooled = (
+        pd.DataFrame(
+            {
+                "t_s": binned["t_s"].to_numpy(dtype=np.float64),
+                "w": w,
+                "prefill": np.nan_to_num(binned["prefill_mean"].to_numpy(dtype=np.float64)) * w,
+                "decode": np.nan_to_num(binned["decode_mean"].to_numpy(dtype=np.float64)) * w,
+            }
+        )
+        .groupby("t_s", sort=True)
+        .sum()
+    )
+    with _figure(path, nrows=2, height=5.5) as (top, bottom):
+        _replica_lines(top, binned, "seqs_mean", "seqs_max")
+        top.set_title(f"{title} (line: bin mean, band: bin max)")
+        top.set_ylabel("running sequences")
+        top.set_ylim(bottom=0)
+        t = pooled.index.to_numpy()
+        bottom.stackplot(
+            t,
+            pooled["decode"] / pooled["w"],
+            pooled["prefill"] / pooled["w"],
+            labels=["decode", "prefill"],
+            colors=[HIST_COLOR, CDF_COLOR],
+            alpha=0.8,
+        )
+        bottom.set_ylabel("tokens / iteration")
+        bottom.set_xlabel("simulated time (s)")
+        bottom.legend(fontsize=8, loc="upper right", framealpha=0.9)
+    return path

@@ -1,0 +1,129 @@
+"""Static and dynamic batching: a batch is formed, then runs to completion without joins.
+
+Static: wait for `max_batch_size` requests (or for the last ones, when no more can
+arrive); the batch is padded to its longest prompt and longest output, as a plain
+`generate()` call computes it. Dynamic (Triton-style): dispatch when the queue reaches
+`max_batch_size` or its oldest request has waited `max_wait_ms`; prompts are packed
+without padding and finished sequences stop computing, but nobody joins mid-batch.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from simulator.cost.ops import IterationShape
+from simulator.request import Request
+from simulator.scheduler.base import Scheduler, SchedulerConfigBase, Step
+
+
+class _BatchConfig(SchedulerConfigBase):
+    def resolve_limits(self, gpu_name, gpu_memory_gib, max_model_len):
+        # Only sizes the activation estimate of the memory plan: a batch of 2k-token prompts.
+        return self.max_batch_size * min(max_model_len, 2048), self.max_batch_size
+
+
+class StaticConfig(_BatchConfig):
+    policy: Literal["static"] = "static"
+    max_batch_size: int = Field(8, ge=1, description="requests per batch")
+
+
+class DynamicConfig(_BatchConfig):
+    policy: Literal["dynamic"] = "dynamic"
+    max_batch_size: int = Field(8, ge=1, description="dispatch as soon as this many are queued")
+    max_wait_ms: float = Field(50.0, ge=0, description="or when the oldest queued request has waited this long, ms")
+
+
+class _BatchRunner(Scheduler):
+    """Shared run-to-completion mechanics; subclasses decide when and how to form a batch."""
+
+    padded: bool = False
+
+    def __init__(self, config, kv, max_model_len, itl, **_):
+        super().__init__(config, kv, max_model_len, itl)
+        self.batch_size = config.max_batch_size
+        self.batch: list[Request] = []
+        self.pad_prompt = 0
+        self.pad_total = 0
+
+    def ready(self, now: float) -> bool:
+        raise NotImplementedError
+
+    def _reserve(self, req: Request) -> int:
+        return self.kv.blocks_for(req.prompt_tokens + req.output_tokens)
+
+    def _form_batch(self) -> None:
+        batch: list[Request] = []
+        while self.waiting and len(batch) < self.batch_size:
+            req = self.waiting[0]
+            need = self._reserve(req)
+            if need > self.kv.free:
+                break
+            self.waiting.popleft()
+            self.kv.allocate(need)
+            req.block_count = need
+            req.status = "running"
+            batch.append(req)
+        self.batch = batch
+        self.running = list(batch)
+        self.pad_prompt = max((r.prompt_tokens for r in batch), default=0)
+        self.pad_total = self.pad_prompt + max((r.output_tokens for r in batch), default=0)
+
+    def schedule(self, now: float) -> Step | None:
+        if not self.running:
+            if not self.waiting or not self.ready(now):
+                return None
+            self._form_batch()
+            if not self.running:
+                return None
+        entries = [(r, r.prompt_tokens if r.num_generated == 0 else 1) for r in self.running]
+        if not self.padded:
+            shape, decode_only = self.shape_of(entries)
+            return Step(entries, shape, decode_only)
+        b = len(self.batch)
+        if self.running[0].num_generated == 0:
+            shape = IterationShape(b * self.pad_prompt, b, 0, 0, ((self.pad_prompt, 0),) * b)
+            return Step(entries, shape, False)
+        # Every row of the padded batch decodes, finished or not, at the padded length.
+        ctx = self._padded_context()
+        shape = IterationShape(b, b, b, b * ctx, ())
+        return Step(entries, shape, True)
+
+    def _padded_context(self) -> int:
+        # All rows advance in lockstep; the longest-running row tells how far they are.
+        return self.pad_prompt + max(r.num_generated for r in self.running) - 1
+
+    def _retire(self, finished, end):
+        super()._retire(finished, end)
+        if not self.running:
+            self.batch = []
+
+
+class StaticScheduler(_BatchRunner):
+    name = "static"
+    padded = True
+
+    def ready(self, now: float) -> bool:
+        return len(self.waiting) >= self.batch_size or not self.expect_arrivals()
+
+    def can_fast_forward(self, step: Step) -> bool:
+        return False  # padded rows keep computing after a request finishes
+
+
+class DynamicScheduler(_BatchRunner):
+    name = "dynamic"
+
+    def __init__(self, config: DynamicConfig, kv, max_model_len, itl, **kw):
+        super().__init__(config, kv, max_model_len, itl, **kw)
+        self.max_wait = config.max_wait_ms * 1e-3
+
+    def ready(self, now: float) -> bool:
+        if len(self.waiting) >= self.batch_size or not self.expect_arrivals():
+            return True
+        return now - self.waiting[0].arrival >= self.max_wait - 1e-12
+
+    def next_wakeup(self, now: float) -> float | None:
+        if self.waiting and not self.running:
+            return self.waiting[0].arrival + self.max_wait
+        return None

@@ -1,0 +1,92 @@
+"""vLLM v0 (0.2-0.5 default): prefill-prioritised iterations over paged KV.
+
+An iteration is all prefill or all decode. Waiting prompts are admitted FCFS, whole,
+while the token budget, max_num_seqs and the KV watermark allow; if any were admitted
+the iteration is theirs. Otherwise every running request decodes one token; a request
+that cannot get a new block preempts the most recently admitted running request.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from simulator.scheduler.base import Scheduler, SchedulerConfigBase, Step, max_num_seqs_field
+
+
+class VllmV0Config(SchedulerConfigBase):
+    policy: Literal["vllm-v0"] = "vllm-v0"
+    max_num_seqs: int | None = max_num_seqs_field("256")
+    max_num_batched_tokens: int | None = Field(
+        None, ge=1, description="prefill token budget per iteration; default max(max_model_len, 2048)")
+    watermark: float = Field(0.01, ge=0, lt=1, description="fraction of KV blocks kept free when admitting prompts")
+
+    def resolve_limits(self, gpu_name, gpu_memory_gib, max_model_len):
+        return self.max_num_batched_tokens or max(max_model_len, 2048), self.max_num_seqs or 256
+
+
+class VllmV0Scheduler(Scheduler):
+    name = "vllm-v0"
+
+    def __init__(self, config: VllmV0Config, kv, max_model_len, itl, *, token_budget: int,
+                 max_num_seqs: int):
+        super().__init__(config, kv, max_model_len, itl)
+        self.token_budget = token_budget
+        self.max_num_seqs = max_num_seqs
+
+    def admission_error(self, req):
+        if req.prompt_tokens > self.token_budget:
+            return (f"prompt of {req.prompt_tokens} tokens exceeds max_num_batched_tokens="
+                    f"{self.token_budget}")
+        return super().admission_error(req)
+
+    def schedule(self, now: float) -> Step | None:
+        kv = self.kv
+        running = self.running
+        waiting = self.waiting
+        entries = []
+        budget = self.token_budget
+        while waiting and len(running) < self.max_num_seqs:
+            req = waiting[0]
+            todo = req.prompt_tokens + req.num_generated
+            if todo > budget:
+                break
+            need = kv.blocks_for(todo)
+            if not kv.can_allocate(need, keep_watermark=True):
+                break
+            waiting.popleft()
+            kv.allocate(need)
+            req.block_count = need
+            req.status = "running"
+            running.append(req)
+            entries.append((req, todo))
+            budget -= todo
+        if entries:
+            shape, _ = self.shape_of(entries)
+            return Step(entries, shape, False)
+        preempted = 0
+        bs = kv.block_size
+        i = 0
+        while i < len(running):
+            req = running[i]
+            need = -(-(req.num_computed + 1) // bs) - req.block_count
+            self_preempted = False
+            while need > kv.free:
+                victim = running.pop()
+                self._preempt(victim)
+                preempted += 1
+                if victim is req:
+                    self_preempted = True
+                    break
+            if self_preempted:
+                break
+            if need > 0:
+                kv.allocate(need)
+                req.block_count += need
+            entries.append((req, 1))
+            i += 1
+        if not entries:
+            return None
+        shape, decode_only = self.shape_of(entries)
+        return Step(entries, shape, decode_only, preempted)
