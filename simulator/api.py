@@ -23,7 +23,7 @@ def load(path: str | Path | None = None, overrides: list[str] | None = None, *,
 
 
 def run(scenario: LoadedScenario | str | Path | dict, overrides: list[str] | None = None, *,
-        record_iterations: bool = True,
+        record_iterations: bool = True, fast_forward: bool = True,
         progress: Callable[[int, int], None] | None = None) -> SimulationResult:
     """Simulate a scenario; returns the summary dict and the requests/iterations frames."""
     if isinstance(scenario, dict):
@@ -32,7 +32,8 @@ def run(scenario: LoadedScenario | str | Path | dict, overrides: list[str] | Non
         loaded = scenario if not overrides else load(scenario.path, overrides)
     else:
         loaded = load(scenario, overrides)
-    return Simulation(loaded).run(record_iterations=record_iterations, progress=progress)
+    return Simulation(loaded).run(record_iterations=record_iterations, fast_forward=fast_forward,
+                                  progress=progress)
 
 
 __all__ = ["LoadedScenario", "SimulationResult", "load", "run", "write_outputs"]

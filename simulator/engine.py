@@ -25,7 +25,8 @@ class Engine:
 
     def __init__(self, env: simpy.Environment, replica: int, scheduler: Scheduler,
                  cost: IterationCostModel, log: IterationLog,
-                 on_finish: Callable[[Request], None], on_reject: Callable[[Request, str], None]):
+                 on_finish: Callable[[Request], None], on_reject: Callable[[Request, str], None],
+                 *, fast_forward: bool = True):
         self.env = env
         self.replica = replica
         self.scheduler = scheduler
@@ -35,6 +36,7 @@ class Engine:
         self.on_reject = on_reject
         self._idle: simpy.Event | None = None
         self._in_stretch = False
+        self.fast_forward = fast_forward
         self.process = env.process(self._run())
 
     @property
@@ -76,7 +78,7 @@ class Engine:
                 self._idle = None
                 continue
             shape = step.shape
-            k = sched.stretch_limit(step) if step.decode_only else 1
+            k = sched.stretch_limit(step) if step.decode_only and self.fast_forward else 1
             if k == 1:
                 dt = cost.iteration_time(shape)
                 used, queued = kv.used, len(sched.waiting)

@@ -115,7 +115,7 @@ def _stats(values: np.ndarray) -> dict[str, float | None]:
     if values.size == 0:
         return {"mean": None, **{f"p{p}": None for p in PERCENTILES}}
     pct = np.percentile(values, PERCENTILES)
-    return {"mean": float(values.mean()), **{f"p{p}": float(v) for p, v in zip(PERCENTILES, pct)}}
+    return {"mean": float(values.mean()), **{f"p{p}": float(v) for p, v in zip(PERCENTILES, pct, strict=True)}}
 
 
 def weighted_percentiles(values: np.ndarray, weights: np.ndarray, percentiles) -> list[float]:
@@ -141,7 +141,7 @@ def itl_stats(itl: ItlSink) -> dict[str, float | None]:
     v = np.asarray(itl.values, dtype=np.float64) * 1e3
     w = np.asarray(itl.weights, dtype=np.int64)
     pct = weighted_percentiles(v, w, PERCENTILES)
-    return {"mean": float((v * w).sum() / w.sum()), **{f"p{p}": x for p, x in zip(PERCENTILES, pct)}}
+    return {"mean": float((v * w).sum() / w.sum()), **{f"p{p}": x for p, x in zip(PERCENTILES, pct, strict=True)}}
 
 
 def summarize(req: pd.DataFrame, itl: ItlSink, slo: dict[str, float | None]) -> dict:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -80,11 +80,10 @@ def check_parallelism(model: ModelSpec, gpu: GPUSpec, scenario: Scenario) -> Non
     if pp > model.num_layers:
         raise ConfigError(f"pp={pp} exceeds the {model.num_layers} layers of {model.name}",
                           where="parallelism.pp", fix=f"use pp <= {model.num_layers}")
-    for dtype, where in ((scenario.model.activation_dtype, "model.activation_dtype"),):
-        if dtype in ("fp8", "int8", "fp4") and scenario.model.weight_dtype in ("fp8", "int8", "fp4", "int4"):
-            if dtype not in gpu.peak_tflops:
-                raise ConfigError(f"{gpu.name} has no {dtype} tensor cores", where=where,
-                                  fix="use activation_dtype: bf16 (weight-only quantisation) or a GPU that supports it")
+    act = scenario.model.activation_dtype
+    if act in ("fp8", "int8", "fp4") and act not in gpu.peak_tflops:
+        raise ConfigError(f"{gpu.name} has no {act} tensor cores", where="model.activation_dtype",
+                          fix="use activation_dtype: bf16 (weight-only quantisation) or a GPU that supports it")
 
 
 class Simulation:
@@ -134,7 +133,8 @@ class Simulation:
                 sched = policy.scheduler(sc.scheduler, kv, self.max_model_len, itl,
                                          token_budget=self.token_budget, max_num_seqs=self.max_num_seqs)
                 sched.expect_arrivals = self._expect_arrivals
-                engines.append(Engine(env, r, sched, self.cost, log, self._on_finish, self._on_reject))
+                engines.append(Engine(env, r, sched, self.cost, log, self._on_finish, self._on_reject,
+                                      fast_forward=self._fast_forward))
             replicas.append(Replica(r, engines))
         return replicas
 
@@ -206,9 +206,11 @@ class Simulation:
         wl = self.workload
         return len(wl.prompt_tokens)
 
-    def run(self, *, record_iterations: bool = True,
+    def run(self, *, record_iterations: bool = True, fast_forward: bool = True,
             progress: Callable[[int, int], None] | None = None) -> SimulationResult:
+        """Run once. `fast_forward=False` steps every decode iteration (for equivalence tests)."""
         t0 = time.perf_counter()
+        self._fast_forward = fast_forward
         env = self.env = simpy.Environment()
         self.requests: list[Request] = []
         self.settled = 0

@@ -12,7 +12,12 @@ from pydantic import Field
 
 from simulator.scheduler.base import ItlSink, Scheduler, SchedulerConfigBase, Step
 from simulator.scheduler.continuous import ContinuousConfig, ContinuousScheduler
-from simulator.scheduler.static import DynamicConfig, DynamicScheduler, StaticConfig, StaticScheduler
+from simulator.scheduler.static import (
+    DynamicConfig,
+    DynamicScheduler,
+    StaticConfig,
+    StaticScheduler,
+)
 from simulator.scheduler.vllm_v0 import VllmV0Config, VllmV0Scheduler
 from simulator.scheduler.vllm_v1 import VllmV1Config, VllmV1Scheduler, vllm_default_limits
 
