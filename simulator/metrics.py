@@ -53,7 +53,7 @@ class IterationLog:
         self.queue.append(queue)
 
     def add_stretch(self, replica: int, starts: list[float], durations: list[float], seqs: int,
-                    kv_used: np.ndarray, kv_total: int, queue: int) -> None:
+                    kv_used: list[int], kv_total: int, queue: int) -> None:
         n = len(starts)
         self.count += n
         if not self.enabled:
@@ -64,7 +64,7 @@ class IterationLog:
         self.prefill.extend([0] * n)
         self.decode.extend([seqs] * n)
         self.seqs.extend([seqs] * n)
-        self.kv_used.extend(kv_used.tolist())
+        self.kv_used.extend(kv_used)
         self.kv_total.extend([kv_total] * n)
         self.queue.extend([queue] * n)
 

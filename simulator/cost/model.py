@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+import numpy as np
+
 from simulator.cost.config import CostModelConfig
 from simulator.cost.ops import (
     IterationShape,
@@ -77,8 +79,17 @@ class IterationCostModel:
         is what makes fast-forwarding a decode stretch exact.
         """
         base = self.token_time(num_seqs) + self.emit_time(num_seqs) + self.overhead + self.per_seq * num_seqs
-        attn = self.decode_attention_time
-        return [base + attn(num_seqs, context_sum + j * num_seqs) for j in range(steps)]
+        vector = getattr(self.timer, "attn_decode_times", None)
+        if vector is None or steps < 4:
+            attn = self.decode_attention_time
+            return [base + attn(num_seqs, context_sum + j * num_seqs) for j in range(steps)]
+        # Decode-attention FLOPs and bytes are affine in the total context: evaluate all steps at once.
+        first = attn_decode_op(num_seqs, context_sum, self.sharded)
+        step = attn_decode_op(num_seqs, context_sum + num_seqs, self.sharded)
+        j = np.arange(steps, dtype=np.float64)
+        flops = first.flops + j * (step.flops - first.flops)
+        nbytes = first.bytes + j * (step.bytes - first.bytes)
+        return (base + vector(flops, nbytes) * first.count).tolist()
 
     def breakdown(self, shape: IterationShape) -> dict[str, float]:
         """Seconds per op name for one iteration, plus the framework overhead."""

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from simulator.cost.config import RooflineEfficiency
 from simulator.cost.ops import Op
 from simulator.hardware import GPUSpec, LinkSpec
@@ -26,9 +28,19 @@ class RooflineTimer:
         self.bw = gpu.hbm_tbps * 1e12
         self.latency = eff.kernel_latency_us * 1e-6
         self._links: dict[str, LinkSpec] = {"intra": gpu.intra_node_link, "inter": gpu.inter_node_link}
+        self._peaks: dict[str, float] = {}
 
     def peak(self, dtype: str) -> float:
-        return self.gpu.peak_tflops_for(dtype) * 1e12
+        v = self._peaks.get(dtype)
+        if v is None:
+            v = self._peaks[dtype] = self.gpu.peak_tflops_for(dtype) * 1e12
+        return v
+
+    def attn_decode_times(self, flops: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
+        """Vectorised decode-attention roofline, for fast-forwarded decode stretches."""
+        compute = flops / (self.peak("bf16") * self.eff.attention_compute)
+        memory = nbytes / (self.bw * self.eff.attention_memory)
+        return np.maximum(compute, memory) + self.latency
 
     def gemm_time(self, m: int, n: int, k: int, flops: float, nbytes: float, dtype: str) -> float:
         tile_m = 128 if m >= 128 else 64

@@ -12,7 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-import numpy as np
 from pydantic import Field
 
 from simulator.cost.ops import IterationShape
@@ -175,6 +174,21 @@ class Scheduler:
         """
         return step.decode_only and step.preempted == 0
 
+    def _block_crossings(self, entries, steps: int) -> list[int]:
+        """Steps (1-based) at which some sequence needs one more KV block, one entry per block.
+
+        Step 1's blocks were allocated by `schedule()`; a sequence at context c holding h
+        blocks next needs one at step h*bs - c + 1, then every bs steps.
+        """
+        bs = self.kv.block_size
+        out: list[int] = []
+        for req, _ in entries:
+            j = req.block_count * bs - req.num_computed + 1
+            while j <= steps:
+                out.append(j)
+                j += bs
+        return out
+
     def stretch_limit(self, step: Step) -> int:
         """How many identical decode iterations can run, starting with `step` (>= 1).
 
@@ -183,30 +197,18 @@ class Scheduler:
         """
         if not self.can_fast_forward(step):
             return 1
-        entries = step.entries
-        k = min(req.output_tokens - req.num_generated for req, _ in entries)
+        k = min([req.output_tokens - req.num_generated for req, _ in step.entries])
         if k <= 1:
             return 1
-        free = self.kv.free
-        ctx = np.fromiter((req.num_computed for req, _ in entries), dtype=np.int64, count=len(entries))
-        held = np.fromiter((req.block_count for req, _ in entries), dtype=np.int64, count=len(entries))
-        bs = self.kv.block_size
-
-        def need(j: int) -> int:
-            return int(np.maximum(-(-(ctx + j) // bs) - held, 0).sum())
-
-        if need(k) <= free:
+        crossings = self._block_crossings(step.entries, k)
+        free = self.kv.total - self.kv.used
+        if len(crossings) <= free:
             return k
-        lo, hi = 1, k  # need(lo) <= free < need(hi)
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if need(mid) <= free:
-                lo = mid
-            else:
-                hi = mid
-        return lo
+        crossings.sort()
+        # The (free+1)-th block request would fail: stop just before that step.
+        return max(crossings[free] - 1, 1)
 
-    def complete_stretch(self, step: Step, ends: list[float]) -> tuple[list[Request], np.ndarray]:
+    def complete_stretch(self, step: Step, ends: list[float]) -> tuple[list[Request], list[int]]:
         """Apply n = len(ends) identical decode iterations at once.
 
         Returns the finished requests and the KV blocks in use during each iteration.
@@ -214,33 +216,42 @@ class Scheduler:
         """
         n = len(ends)
         entries = step.entries
-        bs = self.kv.block_size
-        ctx = np.fromiter((req.num_computed for req, _ in entries), dtype=np.int64, count=len(entries))
-        held = np.fromiter((req.block_count for req, _ in entries), dtype=np.int64, count=len(entries))
-        steps = np.arange(1, n + 1, dtype=np.int64)
-        extra = np.maximum(-(-(ctx[:, None] + steps[None, :]) // bs) - held[:, None], 0).sum(axis=0)
-        kv_per_step = self.kv.used + extra
+        kv = self.kv
+        bs = kv.block_size
+        per_step = [0] * (n + 1)
+        for j in self._block_crossings(entries, n):
+            per_step[j] += 1
+        kv_per_step = []
+        used = kv.used
+        for j in range(1, n + 1):
+            used += per_step[j]
+            kv_per_step.append(used)
         gaps: dict[float, int] = {}
         finished: list[Request] = []
         first_end = ends[0]
         last_end = ends[-1]
+        new_blocks = 0
         for req, _ in entries:
             lt = req.last_token_time
             gaps[lt] = gaps.get(lt, 0) + 1
-            req.num_computed += n
+            c = req.num_computed + n
+            req.num_computed = c
             req.num_generated += n
             req.last_token_time = last_end
-            blocks = -(-req.num_computed // bs)
+            blocks = -(-c // bs)
             if blocks > req.block_count:
-                self.kv.allocate(blocks - req.block_count)
+                new_blocks += blocks - req.block_count
                 req.block_count = blocks
             if req.num_generated >= req.output_tokens:
                 finished.append(req)
+        if new_blocks:
+            kv.allocate(new_blocks)
+        itl = self.itl
         for lt, c in gaps.items():
-            self.itl.add(first_end - lt, c)
+            itl.add(first_end - lt, c)
         b = len(entries)
         for i in range(1, n):
-            self.itl.add(ends[i] - ends[i - 1], b)
+            itl.add(ends[i] - ends[i - 1], b)
         if finished:
             self._retire(finished, last_end)
         return finished, kv_per_step

@@ -64,19 +64,21 @@ class VllmV1Scheduler(Scheduler):
         i = 0
         while i < len(running) and budget > 0:
             req = running[i]
-            q = min(req.prompt_tokens + req.num_generated - req.num_computed, budget)
+            q = req.prompt_tokens + req.num_generated - req.num_computed
+            if q > budget:
+                q = budget
             need = -(-(req.num_computed + q) // bs) - req.block_count
-            self_preempted = False
-            while need > kv.free:
-                victim = running.pop()
-                self._preempt(victim)
-                preempted += 1
-                if victim is req:
-                    self_preempted = True
-                    break
-            if self_preempted:
-                break
             if need > 0:
+                self_preempted = False
+                while need > kv.total - kv.used:
+                    victim = running.pop()
+                    self._preempt(victim)
+                    preempted += 1
+                    if victim is req:
+                        self_preempted = True
+                        break
+                if self_preempted:
+                    break
                 kv.allocate(need)
                 req.block_count += need
             entries.append((req, q))
@@ -91,7 +93,7 @@ class VllmV1Scheduler(Scheduler):
                     break
                 q = min(todo, budget)
                 need = -(-(req.num_computed + q) // bs) - req.block_count
-                if need > kv.free:
+                if need > kv.total - kv.used:
                     break
                 waiting.popleft()
                 kv.allocate(need)
