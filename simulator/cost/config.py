@@ -26,7 +26,7 @@ class RooflineEfficiency(StrictModel):
 
 
 class CostModelConfig(StrictModel):
-    """How iteration times are computed."""
+    """How iteration times are computed (DESIGN.md §5)."""
 
     backend: str = Field("roofline", description="cost back end: `roofline` (or `calibrated` with hardware.profile)")
     framework_overhead_ms: float = Field(

@@ -15,6 +15,8 @@ from simulator.scheduler.base import Scheduler, SchedulerConfigBase, Step, max_n
 
 
 class ContinuousConfig(SchedulerConfigBase):
+    """Orca-style iteration-level batching, KV reserved for the maximum length."""
+
     policy: Literal["continuous"] = "continuous"
     max_num_seqs: int | None = max_num_seqs_field("256")
     max_num_batched_tokens: int | None = Field(

@@ -25,11 +25,15 @@ class _BatchConfig(SchedulerConfigBase):
 
 
 class StaticConfig(_BatchConfig):
+    """Wait for a full batch; pad to the longest prompt and output; run it to completion."""
+
     policy: Literal["static"] = "static"
     max_batch_size: int = Field(8, ge=1, description="requests per batch")
 
 
 class DynamicConfig(_BatchConfig):
+    """Dispatch at max_batch_size or after max_wait_ms; no padding, no joins mid-batch."""
+
     policy: Literal["dynamic"] = "dynamic"
     max_batch_size: int = Field(8, ge=1, description="dispatch as soon as this many are queued")
     max_wait_ms: float = Field(50.0, ge=0, description="or when the oldest queued request has waited this long, ms")

@@ -16,6 +16,8 @@ from simulator.scheduler.base import Scheduler, SchedulerConfigBase, Step, max_n
 
 
 class VllmV0Config(SchedulerConfigBase):
+    """vLLM v0: prefill-prioritised, paged KV with watermark, recompute preemption."""
+
     policy: Literal["vllm-v0"] = "vllm-v0"
     max_num_seqs: int | None = max_num_seqs_field("256")
     max_num_batched_tokens: int | None = Field(

@@ -16,6 +16,8 @@ from simulator.scheduler.base import Scheduler, SchedulerConfigBase, Step, max_n
 
 
 class VllmV1Config(SchedulerConfigBase):
+    """vLLM v1: chunked prefill under a token budget, running requests first."""
+
     policy: Literal["vllm-v1"] = "vllm-v1"
     max_num_seqs: int | None = max_num_seqs_field("same rule as the budget: 1024 or 256")
     max_num_batched_tokens: int | None = Field(

@@ -1,0 +1,1 @@
+"""Calibration: kernel microbenchmarks on a target GPU, profiles, fitting and importers."""
