@@ -121,6 +121,44 @@ def run_cmd(
         print_summary(result.summary, out)
 
 
+@app.command("validate")
+def validate_cmd(
+    measured: Annotated[list[Path], typer.Argument(help="measured results: per-request CSV(s), a sweep CSV, a vLLM bench JSON, or a folder")],
+    scenario: Annotated[Path, typer.Option("--scenario", "-s", help="base scenario: model, GPU, scheduler, SLOs")],
+    set_: Annotated[list[str] | None, typer.Option("--set", help="override a field of the base scenario (repeatable)")] = None,
+    output_dir: Annotated[Path | None, typer.Option("--output-dir", "-o", help="default reports/validate-<scenario>-<timestamp>/")] = None,
+    rounds: Annotated[int, typer.Option(help="closed-loop sweeps: requests per client in each simulated run")] = 10,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+) -> None:
+    """Simulate measured benchmarks under SCENARIO and report the prediction error."""
+    from simulator.validation import run_validation
+
+    progress = LazyProgress("validating", enabled=not quiet)
+    try:
+        result, out = run_validation(measured, scenario, set_ or [], output_dir, rounds=rounds, progress=progress)
+    finally:
+        progress.close()
+    if quiet:
+        return
+    table = Table(title=f"validation: {result['runs']} run(s) against {scenario}", title_justify="left")
+    for col in ("metric", "rows", "n", "MAPE %", "mean signed %", "max |err| %"):
+        table.add_column(col, justify="right" if col not in ("metric", "rows") else "left")
+    for m, blocks in result["metrics"].items():
+        for scope, b in blocks.items():
+            table.add_row(m, scope, str(b["n"]), _fmt(b["mape"]), _fmt(b["mean_signed_pct"]), _fmt(b["max_abs_pct"]))
+    console.print(table)
+    if "cliffs" in result:
+        c = result["cliffs"]
+        console.print(f"KV cliffs: {c['measured']} measured, {c['predicted']} predicted, {c['both']} both, "
+                      f"{c['missed']} missed, {c['false_alarms']} false alarms")
+    if result.get("slo") and result["slo"]["runs"]:
+        worst = result["slo"]["max_abs_diff_points"]
+        console.print(f"SLO attainment: worst difference {worst:.1f} points over {len(result['slo']['runs'])} run(s)")
+    for m, d in result.get("per_request", {}).items():
+        console.print(f"per request {m}: median |err| {d['median_abs_pct']:.1f}%, p90 {d['p90_abs_pct']:.1f}%")
+    console.print(f"output     {out}/  (validation.html, validation.json, validation.csv)")
+
+
 @list_app.command("gpus")
 def list_gpus() -> None:
     """GPUs in the catalog."""

@@ -89,7 +89,9 @@ def check_parallelism(model: ModelSpec, gpu: GPUSpec, scenario: Scenario) -> Non
 class Simulation:
     """One scenario wired into SimPy; `run()` executes it once."""
 
-    def __init__(self, loaded: LoadedScenario):
+    def __init__(self, loaded: LoadedScenario,
+                 workload: OpenLoopWorkload | ClosedLoopWorkload | None = None):
+        """`workload` replaces the scenario's own (validation replays measured requests)."""
         self.loaded = loaded
         sc = loaded.scenario
         self.scenario = sc
@@ -116,7 +118,7 @@ class Simulation:
                                           sc.model.activation_dtype, sc.model.kv_dtype,
                                           sc.hardware.gpus_per_node)
         self.cost = IterationCostModel(self.sharded, timer, sc.cost_model)
-        self.workload = build_workload(sc.workload, loaded.base_dir)
+        self.workload = workload if workload is not None else build_workload(sc.workload, loaded.base_dir)
 
     # -- wiring ------------------------------------------------------------------------
     def _build_engines(self, env, itl, log) -> list[Replica]:

@@ -1,0 +1,47 @@
+"""`simulate validate`: replay measured benchmarks and report prediction errors."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from simulator.config import load_scenario
+from simulator.output import _clean
+from simulator.validation.measured import MeasuredSet, read_measured
+from simulator.validation.report import write_validation_report
+from simulator.validation.runner import RunPrediction, validate
+from simulator.validation.scoring import prediction_table, runs_frame, score
+
+
+def run_validation(paths: list[Path], scenario: Path, overrides: list[str], out_dir: Path | None,
+                   *, rounds: int = 10, progress: Callable[[int, int], None] | None = None
+                   ) -> tuple[dict, Path]:
+    """Validate measurements against the base scenario; write the output folder atomically."""
+    base = load_scenario(scenario, overrides)  # fail early on a bad base scenario
+    measured = read_measured(paths, rounds=rounds)
+    preds = validate(measured, scenario, overrides, progress=progress)
+    result = score(measured, preds, base.scenario.slo.model_dump())
+    result["scenario"] = str(scenario)
+    result["overrides"] = list(overrides)
+    result["inputs"] = [str(p) for p in paths]
+    final = out_dir or Path("reports") / f"validate-{base.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.parent / f".{final.name}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        (tmp / "validation.json").write_text(json.dumps(_clean(result), indent=2) + "\n")
+        prediction_table(measured, preds).to_csv(tmp / "validation.csv", index=False)
+        write_validation_report(tmp, result, runs_frame(preds), preds, f"servesim validation: {base.name}")
+        shutil.rmtree(final, ignore_errors=True)
+        tmp.rename(final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return result, final
+
+
+__all__ = ["MeasuredSet", "RunPrediction", "read_measured", "run_validation", "score", "validate"]

@@ -1,0 +1,204 @@
+"""Readers for measured benchmark results, in the three formats users bring.
+
+- A per-request CSV: arrival_s,prompt_tokens,output_tokens,ttft_ms,tpot_ms,e2e_ms (one
+  open-loop run per file; replayed with its exact arrivals and lengths).
+- A closed-loop sweep CSV: system,model,precision,tp_size,isl,osl,concurrency,ttft_ms,tpot_ms
+  (one run per row: N clients with fixed lengths).
+- A `vllm bench serve --save-result` JSON (per-request details when present).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from simulator.errors import ServesimError
+
+PER_REQUEST_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens", "ttft_ms", "tpot_ms")
+SWEEP_COLUMNS = ("system", "model", "precision", "tp_size", "isl", "osl", "concurrency",
+                 "ttft_ms", "tpot_ms")
+
+
+class MeasurementError(ServesimError):
+    """A measured-results file is missing, of an unknown format, or malformed."""
+
+
+@dataclass
+class MeasuredRun:
+    """One measured run to re-simulate.
+
+    kind: "trace" (exact arrivals), "closed_loop" (N clients) or "rate" (open loop at a rate).
+    requests: per-request measurements (prompt_tokens, output_tokens, ttft_ms, tpot_ms,
+    e2e_ms, and arrival_s for traces); None for aggregate-only rows.
+    overrides: `--set` style assignments this run adds to the base scenario.
+    """
+
+    label: str
+    source: str
+    kind: str
+    measured: dict[str, float]
+    requests: pd.DataFrame | None = None
+    overrides: list[str] = field(default_factory=list)
+    concurrency: int | None = None
+    rate: float | None = None
+    burstiness: float = 1.0
+    isl: int | None = None
+    osl: int | None = None
+    group: str = ""  # runs that differ only in load (for cliff detection and curves)
+
+
+@dataclass
+class MeasuredSet:
+    kind: str  # "per_request" | "sweep" | "vllm_json"
+    runs: list[MeasuredRun]
+    table: pd.DataFrame  # the input rows, unchanged, for validation.csv
+    row_run: np.ndarray  # for each table row, the index of its run
+
+
+def _means(df: pd.DataFrame) -> dict[str, float]:
+    out = {}
+    for col in ("ttft_ms", "tpot_ms", "e2e_ms"):
+        if col in df:
+            vals = df[col].to_numpy(dtype=float)
+            vals = vals[~np.isnan(vals)]
+            if vals.size:
+                out[col] = float(vals.mean())
+    return out
+
+
+def read_per_request_csv(path: Path) -> MeasuredSet:
+    df = pd.read_csv(path)
+    missing = [c for c in PER_REQUEST_COLUMNS if c not in df.columns]
+    if missing:
+        raise MeasurementError(f"missing column(s) {', '.join(missing)}", where=str(path),
+                               fix=f"a per-request CSV needs: {', '.join(PER_REQUEST_COLUMNS)}[,e2e_ms]")
+    req = df.copy()
+    # vLLM leaves TPOT undefined for single-token outputs.
+    req.loc[req["output_tokens"] <= 1, "tpot_ms"] = np.nan
+    run = MeasuredRun(label=path.stem, source=path.name, kind="trace", measured=_means(req),
+                      requests=req)
+    return MeasuredSet("per_request", [run], df, np.zeros(len(df), dtype=int))
+
+
+PRECISIONS = {
+    # precision column -> (weight, activation, kv) dtypes. FP8 serving on Hopper (vLLM
+    # --quantization fp8 --kv-cache-dtype fp8) quantises the KV cache too; see docs/fidelity.md.
+    "fp8": ("fp8", "fp8", "fp8"),
+    "fp16": ("fp16", "fp16", "fp16"),
+    "bf16": ("bf16", "bf16", "bf16"),
+    "int4": ("int4", "bf16", "bf16"),
+}
+
+
+def read_sweep_csv(path: Path, rounds: int) -> MeasuredSet:
+    df = pd.read_csv(path)
+    missing = [c for c in SWEEP_COLUMNS if c not in df.columns]
+    if missing:
+        raise MeasurementError(f"missing column(s) {', '.join(missing)}", where=str(path),
+                               fix=f"a sweep CSV needs: {', '.join(SWEEP_COLUMNS)}")
+    runs = []
+    for i, row in enumerate(df.itertuples(index=False)):
+        where = f"{path}:{i + 2}"
+        prec = str(row.precision).lower()
+        if prec not in PRECISIONS:
+            raise MeasurementError(f"unknown precision {row.precision!r}", where=where,
+                                   fix=f"use one of: {', '.join(PRECISIONS)}")
+        w, a, kv = PRECISIONS[prec]
+        conc, isl, osl, tp = int(row.concurrency), int(row.isl), int(row.osl), int(row.tp_size)
+        if min(conc, isl, osl, tp) < 1:
+            raise MeasurementError("concurrency, isl, osl and tp_size must be >= 1", where=where,
+                                   fix="fix or drop that row")
+        overrides = [
+            f"model.name={row.model}", "model.config_json=null",
+            f"model.weight_dtype={w}", f"model.activation_dtype={a}", f"model.kv_dtype={kv}",
+            f"hardware.gpu={row.system}", f"parallelism.tp={tp}",
+            f"workload.arrival={{type: closed_loop, concurrency: {conc}}}",
+            f"workload.prompt_tokens={{type: fixed, value: {isl}}}",
+            f"workload.output_tokens={{type: fixed, value: {osl}}}",
+            f"workload.num_requests={conc * rounds}", "workload.duration_s=null",
+        ]
+        group = f"{row.system} {row.model} {prec} tp{tp} isl{isl} osl{osl}"
+        measured = {"ttft_ms": float(row.ttft_ms), "tpot_ms": float(row.tpot_ms)}
+        runs.append(MeasuredRun(label=f"{group} c{conc}", source=path.name, kind="closed_loop",
+                                measured=measured, overrides=overrides, concurrency=conc,
+                                isl=isl, osl=osl, group=group))
+    return MeasuredSet("sweep", runs, df, np.arange(len(df)))
+
+
+def read_vllm_json(path: Path) -> MeasuredSet:
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise MeasurementError(f"not valid JSON: {exc.msg} (line {exc.lineno})", where=str(path),
+                               fix="pass the file written by `vllm bench serve --save-result`") from None
+    needed = ("input_lens", "output_lens", "ttfts")
+    if not isinstance(data, dict) or any(k not in data for k in needed):
+        raise MeasurementError("no per-request details (input_lens, output_lens, ttfts)", where=str(path),
+                               fix="re-run `vllm bench serve --save-result --save-detailed`")
+    ttfts = np.asarray(data["ttfts"], dtype=float) * 1e3
+    itls = data.get("itls") or [[] for _ in ttfts]
+    out = np.asarray(data["output_lens"], dtype=int)
+    sums = np.array([sum(x) for x in itls], dtype=float) * 1e3
+    e2e = ttfts + sums
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(out > 1, sums / (out - 1), np.nan)
+    ok = ttfts > 0  # failed requests have ttft 0 and no tokens
+    req = pd.DataFrame({"prompt_tokens": np.asarray(data["input_lens"], dtype=int), "output_tokens": out,
+                        "ttft_ms": ttfts, "tpot_ms": tpot, "e2e_ms": e2e})[ok].reset_index(drop=True)
+    conc = data.get("max_concurrency")
+    rate = data.get("request_rate", "inf")
+    rate = math.inf if rate in (None, "inf", float("inf")) else float(rate)
+    burst = float(data.get("burstiness", 1.0) or 1.0)
+    kind = "closed_loop" if conc else "rate"
+    run = MeasuredRun(label=path.stem, source=path.name, kind=kind, measured=_means(req), requests=req,
+                      concurrency=int(conc) if conc else None, rate=rate, burstiness=burst)
+    return MeasuredSet("vllm_json", [run], req, np.zeros(len(req), dtype=int))
+
+
+def read_measured(paths: list[Path], rounds: int = 10) -> MeasuredSet:
+    """Read one or more files (a folder means every CSV/JSON in it) into one set."""
+    files: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            files.extend(sorted(q for q in p.iterdir() if q.suffix in (".csv", ".json")))
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise MeasurementError("file not found", where=str(p), fix="check the path")
+    if not files:
+        raise MeasurementError("no measurement files found", where=", ".join(map(str, paths)),
+                               fix="pass CSV or JSON files, or a folder that holds them")
+    sets = [_read_one(f, rounds) for f in files]
+    kinds = {s.kind for s in sets}
+    if len(kinds) > 1:
+        raise MeasurementError(f"mixed formats: {', '.join(sorted(kinds))}", where=", ".join(map(str, paths)),
+                               fix="validate one kind of measurement at a time")
+    runs, tables, row_run = [], [], []
+    for s in sets:
+        offset = len(runs)
+        runs.extend(s.runs)
+        t = s.table.copy()
+        if s.kind != "sweep":
+            t["source"] = s.runs[0].source
+        tables.append(t)
+        row_run.append(s.row_run + offset)
+    return MeasuredSet(sets[0].kind, runs, pd.concat(tables, ignore_index=True), np.concatenate(row_run))
+
+
+def _read_one(path: Path, rounds: int) -> MeasuredSet:
+    if path.suffix == ".json":
+        return read_vllm_json(path)
+    header = path.read_text().splitlines()[0] if path.stat().st_size else ""
+    cols = {c.strip() for c in header.split(",")}
+    if set(SWEEP_COLUMNS) <= cols:
+        return read_sweep_csv(path, rounds)
+    if set(PER_REQUEST_COLUMNS) <= cols:
+        return read_per_request_csv(path)
+    raise MeasurementError("unrecognised CSV header", where=f"{path}:1",
+                           fix=f"per-request: {','.join(PER_REQUEST_COLUMNS)}[,e2e_ms]; "
+                           f"sweep: {','.join(SWEEP_COLUMNS)}")

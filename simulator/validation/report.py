@@ -1,0 +1,159 @@
+"""validation.html: predicted-vs-measured scatter plots, per-configuration curves, tables."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from simulator.report.html import CSS, _esc, _figure, _table
+
+DPI = 110
+
+
+def _scatter(runs: pd.DataFrame, metric: str, label: str, path: Path) -> Path:
+    fig, ax = plt.subplots(figsize=(5.2, 5))
+    try:
+        m = runs[f"measured_{metric}"].to_numpy(dtype=float)
+        p = runs[f"pred_{metric}"].to_numpy(dtype=float)
+        ok = np.isfinite(m) & np.isfinite(p) & (m > 0) & (p > 0)
+        groups = runs["group"].where(runs["group"].astype(bool), runs["source"])
+        for g in sorted(set(groups[ok])):
+            sel = ok & (groups == g).to_numpy()
+            ax.scatter(m[sel], p[sel], s=22, label=g if len(set(groups[ok])) <= 12 else None)
+        if ok.any():
+            lo, hi = min(m[ok].min(), p[ok].min()) * 0.8, max(m[ok].max(), p[ok].max()) * 1.25
+            xs = np.array([lo, hi])
+            ax.plot(xs, xs, color="0.3", lw=1)
+            ax.fill_between(xs, xs * 0.9, xs * 1.1, color="0.85", label="±10%")
+            ax.set_xlim(lo, hi)
+            ax.set_ylim(lo, hi)
+            if hi / lo > 20:
+                ax.set_xscale("log")
+                ax.set_yscale("log")
+        ax.set_xlabel(f"measured {label}")
+        ax.set_ylabel(f"predicted {label}")
+        ax.set_title(f"{label}: predicted vs measured")
+        if len(set(groups[ok])) <= 12:
+            ax.legend(fontsize=6, loc="upper left")
+        fig.tight_layout()
+        fig.savefig(path, dpi=DPI)
+    finally:
+        plt.close(fig)
+    return path
+
+
+def _curves(runs: pd.DataFrame, metric: str, label: str, path: Path) -> Path | None:
+    groups = [g for g in dict.fromkeys(runs["group"]) if g]
+    if not groups:
+        return None
+    cols = min(4, len(groups))
+    rows = math.ceil(len(groups) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.4 * cols, 2.6 * rows), squeeze=False)
+    try:
+        for ax, g in zip(axes.flat, groups, strict=False):
+            sel = runs[runs["group"] == g].sort_values("concurrency")
+            ax.plot(sel["concurrency"], sel[f"measured_{metric}"], "o", color="#4c78a8", label="measured")
+            ax.plot(sel["concurrency"], sel[f"pred_{metric}"], "-", color="#f58518", label="predicted")
+            ax.set_xscale("log", base=2)
+            if metric == "ttft_ms":
+                ax.set_yscale("log")
+            ax.set_title(g, fontsize=7)
+            ax.tick_params(labelsize=7)
+        for ax in list(axes.flat)[len(groups):]:
+            ax.axis("off")
+        axes.flat[0].legend(fontsize=7)
+        fig.supxlabel("concurrency", fontsize=9)
+        fig.supylabel(label, fontsize=9)
+        fig.tight_layout()
+        fig.savefig(path, dpi=DPI)
+    finally:
+        plt.close(fig)
+    return path
+
+
+def _cdfs(preds, metric: str, label: str, path: Path) -> Path | None:
+    items = [p for p in preds if p.run.requests is not None and metric in p.run.requests]
+    if not items:
+        return None
+    cols = min(4, len(items))
+    rows = math.ceil(len(items) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.4 * cols, 2.6 * rows), squeeze=False)
+    try:
+        for ax, p in zip(axes.flat, items, strict=False):
+            for vals, name, color in ((p.run.requests[metric], "measured", "#4c78a8"),
+                                      (p.requests[metric], "predicted", "#f58518")):
+                v = np.sort(vals.dropna().to_numpy(dtype=float))
+                if v.size:
+                    ax.plot(v, np.arange(1, v.size + 1) / v.size, color=color, label=name)
+            ax.set_title(p.run.label, fontsize=8)
+            ax.tick_params(labelsize=7)
+        for ax in list(axes.flat)[len(items):]:
+            ax.axis("off")
+        axes.flat[0].legend(fontsize=7)
+        fig.supxlabel(label, fontsize=9)
+        fig.tight_layout()
+        fig.savefig(path, dpi=DPI)
+    finally:
+        plt.close(fig)
+    return path
+
+
+def _fmt(v, digits: int = 1) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "—"
+    return f"{v:,.{digits}f}"
+
+
+def write_validation_report(out_dir: Path, result: dict, runs: pd.DataFrame, preds, title: str) -> Path:
+    figs = []
+    for metric, label in (("ttft_ms", "TTFT (ms)"), ("tpot_ms", "TPOT (ms)"), ("e2e_ms", "E2E (ms)")):
+        if runs[f"measured_{metric}"].notna().any():
+            figs.append((f"{label}: predicted vs measured", _scatter(runs, metric, label, out_dir / f"scatter_{metric}.png")))
+    for metric, label in (("ttft_ms", "TTFT (ms)"), ("tpot_ms", "TPOT (ms)")):
+        p = _curves(runs, metric, label, out_dir / f"curves_{metric}.png")
+        if p is not None:
+            figs.append((f"{label} vs concurrency per configuration", p))
+        c = _cdfs(preds, metric, label, out_dir / f"cdf_{metric}.png")
+        if c is not None:
+            figs.append((f"{label} per-request distribution per run", c))
+    metric_rows = []
+    for m, blocks in result["metrics"].items():
+        for scope, b in blocks.items():
+            metric_rows.append([m, scope, str(b["n"]), _fmt(b["mape"]), _fmt(b["mean_signed_pct"]), _fmt(b["max_abs_pct"])])
+    metrics_html = _table(["metric", "rows", "n", "MAPE %", "mean signed %", "max |err| %"], metric_rows, numeric_from=2)
+    run_rows = []
+    for r in result["per_run"]:
+        run_rows.append([r["run"], _fmt(r["measured_ttft_ms"]), _fmt(r["pred_ttft_ms"]), _fmt(r["err_pct_ttft_ms"]),
+                         _fmt(r["measured_tpot_ms"], 2), _fmt(r["pred_tpot_ms"], 2), _fmt(r["err_pct_tpot_ms"]),
+                         "yes" if r.get("measured_cliff") else "", "yes" if r.get("pred_cliff") else ""])
+    runs_html = _table(["run", "TTFT meas", "TTFT pred", "err %", "TPOT meas", "TPOT pred", "err %",
+                        "cliff (meas)", "cliff (pred)"], run_rows)
+    extra = ""
+    if "cliffs" in result:
+        c = result["cliffs"]
+        extra += (f"<p>KV-capacity cliffs (TTFT ≥ 5× the configuration's lowest-concurrency TTFT): "
+                  f"{c['measured']} measured, {c['predicted']} predicted, {c['both']} both, "
+                  f"{c['missed']} missed, {c['false_alarms']} false alarms.</p>")
+    if result.get("slo"):
+        rows = [[r["run"], _fmt(r["measured"] * 100), _fmt(r["predicted"] * 100), _fmt(r["diff_points"])]
+                for r in result["slo"]["runs"]]
+        extra += "<h2>SLO attainment</h2>" + _table(["run", "measured %", "predicted %", "diff (points)"], rows)
+    page = f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{_esc(title)}</title><style>{CSS}</style></head>
+<body><main><h1>{_esc(title)}</h1>
+<h2>Errors</h2>{metrics_html}{extra}
+<h2>Figures</h2><div class="figs">{"".join(_figure(c, p) for c, p in figs)}</div>
+<h2>Per run</h2>{runs_html}
+<footer>Generated by servesim validate. Signed error = (predicted − measured)/measured.</footer>
+</main></body></html>
+"""
+    path = out_dir / "validation.html"
+    path.write_text(page)
+    return path

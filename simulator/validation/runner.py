@@ -1,0 +1,76 @@
+"""Re-simulates measured runs under the base scenario and scores the predictions."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from simulator.config import load_scenario
+from simulator.simulation import Simulation
+from simulator.validation.measured import MeasuredRun, MeasuredSet
+from simulator.workload import ClosedLoopWorkload, OpenLoopWorkload
+
+METRICS = ("ttft_ms", "tpot_ms", "e2e_ms")
+
+
+@dataclass
+class RunPrediction:
+    run: MeasuredRun
+    predicted: dict[str, float]
+    requests: pd.DataFrame  # simulated per-request frame, in the measured order when replayed
+    summary: dict
+    error: str | None = None
+
+
+def _replay_workload(run: MeasuredRun, seed: int) -> OpenLoopWorkload | ClosedLoopWorkload | None:
+    req = run.requests
+    if req is None:
+        return None
+    prompts = req["prompt_tokens"].to_numpy(dtype=np.int64)
+    outputs = np.maximum(req["output_tokens"].to_numpy(dtype=np.int64), 1)
+    if run.kind == "trace":
+        arrival = req["arrival_s"].to_numpy(dtype=float)
+        order = np.argsort(arrival, kind="stable")
+        return OpenLoopWorkload(arrival[order] - arrival[order][0], prompts[order], outputs[order])
+    if run.kind == "closed_loop":
+        return ClosedLoopWorkload(run.concurrency, 0.0, prompts, outputs, None)
+    n = len(prompts)
+    if run.rate is None or math.isinf(run.rate):
+        arrival = np.zeros(n)
+    else:
+        rng = np.random.default_rng(seed)
+        b = run.burstiness
+        gaps = rng.gamma(b, 1.0 / (run.rate * b), size=n)
+        arrival = np.concatenate([[0.0], np.cumsum(gaps[1:])])
+    return OpenLoopWorkload(arrival, prompts, outputs)
+
+
+def simulate_run(run: MeasuredRun, scenario_path: Path, overrides: list[str]) -> RunPrediction:
+    loaded = load_scenario(scenario_path, [*run.overrides, *overrides])
+    workload = _replay_workload(run, loaded.scenario.workload.seed)
+    result = Simulation(loaded, workload=workload).run(record_iterations=False)
+    sim = result.requests
+    if run.kind == "trace" and run.requests is not None:
+        # Map simulated requests back to the measured row order.
+        order = np.argsort(run.requests["arrival_s"].to_numpy(dtype=float), kind="stable")
+        back = np.empty_like(order)
+        back[order] = np.arange(len(order))
+        sim = sim.set_index("request_id").loc[back].reset_index()
+    done = sim[sim["status"] == "completed"]
+    predicted = {m: float(done[m].mean()) for m in METRICS if len(done) and done[m].notna().any()}
+    return RunPrediction(run, predicted, sim, result.summary)
+
+
+def validate(measured: MeasuredSet, scenario_path: Path, overrides: list[str],
+             progress: Callable[[int, int], None] | None = None) -> list[RunPrediction]:
+    out = []
+    for i, run in enumerate(measured.runs):
+        out.append(simulate_run(run, scenario_path, overrides))
+        if progress is not None:
+            progress(i + 1, len(measured.runs))
+    return out

@@ -1,0 +1,134 @@
+"""Error metrics of predictions against measurements.
+
+Signed % error = (predicted − measured) / measured. MAPE = mean of |signed %| over runs.
+A KV-capacity cliff (closed-loop sweeps): TTFT ≥ 5× the TTFT of the same configuration
+at its lowest measured concurrency. Rows below the cliff are scored separately, since a
+cliff's TTFT is a queueing time that scales with the benchmark's length.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from simulator.validation.measured import MeasuredSet
+from simulator.validation.runner import METRICS, RunPrediction
+
+CLIFF_FACTOR = 5.0
+
+
+def pct(pred: float, meas: float) -> float:
+    return (pred - meas) / meas * 100.0 if meas else float("nan")
+
+
+def runs_frame(preds: list[RunPrediction]) -> pd.DataFrame:
+    rows = []
+    for p in preds:
+        row = {"run": p.run.label, "source": p.run.source, "group": p.run.group,
+               "concurrency": p.run.concurrency}
+        for m in METRICS:
+            meas = p.run.measured.get(m)
+            pred = p.predicted.get(m)
+            row[f"measured_{m}"] = meas
+            row[f"pred_{m}"] = pred
+            row[f"err_pct_{m}"] = pct(pred, meas) if meas is not None and pred is not None else np.nan
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    df["measured_cliff"] = False
+    df["pred_cliff"] = False
+    if df["group"].astype(bool).any():
+        for _, g in df.groupby("group"):
+            base = g.sort_values("concurrency").iloc[0]
+            df.loc[g.index, "measured_cliff"] = g["measured_ttft_ms"] >= CLIFF_FACTOR * base["measured_ttft_ms"]
+            df.loc[g.index, "pred_cliff"] = g["pred_ttft_ms"] >= CLIFF_FACTOR * base["pred_ttft_ms"]
+    return df
+
+
+def _err_block(errs: np.ndarray) -> dict:
+    errs = errs[~np.isnan(errs)]
+    if errs.size == 0:
+        return {"n": 0, "mape": None, "mean_signed_pct": None, "max_abs_pct": None}
+    return {"n": int(errs.size), "mape": float(np.abs(errs).mean()),
+            "mean_signed_pct": float(errs.mean()), "max_abs_pct": float(np.abs(errs).max())}
+
+
+def per_request_errors(preds: list[RunPrediction]) -> dict:
+    """Distribution of per-request absolute % errors, where measurements are per request."""
+    out = {}
+    for m in METRICS:
+        errs = []
+        for p in preds:
+            req = p.run.requests
+            if req is None or m not in req or m not in p.requests:
+                continue
+            meas = req[m].to_numpy(dtype=float)
+            pred = p.requests[m].to_numpy(dtype=float)
+            if len(pred) != len(meas):
+                continue
+            with np.errstate(invalid="ignore", divide="ignore"):
+                e = np.abs(pred - meas) / meas * 100.0
+            errs.append(e[np.isfinite(e)])
+        if errs:
+            e = np.concatenate(errs)
+            if e.size:
+                out[m] = {"n": int(e.size), "median_abs_pct": float(np.median(e)),
+                          "p90_abs_pct": float(np.percentile(e, 90))}
+    return out
+
+
+def slo_attainment(df: pd.DataFrame, slo: dict[str, float | None]) -> float | None:
+    if not any(v is not None for v in slo.values()):
+        return None
+    ok = np.ones(len(df), dtype=bool)
+    for m, limit in slo.items():
+        if limit is None or m not in df:
+            continue
+        vals = df[m].to_numpy(dtype=float)
+        ok &= np.where(np.isnan(vals), m == "tpot_ms", vals <= limit)
+    return float(ok.mean()) if len(df) else None
+
+
+def score(measured: MeasuredSet, preds: list[RunPrediction], slo: dict[str, float | None]) -> dict:
+    runs = runs_frame(preds)
+    below = runs[~runs["measured_cliff"]]
+    result: dict = {"kind": measured.kind, "runs": len(preds), "metrics": {}}
+    for m in METRICS:
+        if runs[f"measured_{m}"].notna().any():
+            result["metrics"][m] = {"all": _err_block(runs[f"err_pct_{m}"].to_numpy(dtype=float)),
+                                    "below_cliff": _err_block(below[f"err_pct_{m}"].to_numpy(dtype=float))}
+    if measured.kind == "sweep":
+        mc, pc = runs["measured_cliff"], runs["pred_cliff"]
+        result["cliffs"] = {"measured": int(mc.sum()), "predicted": int(pc.sum()),
+                            "both": int((mc & pc).sum()), "missed": int((mc & ~pc).sum()),
+                            "false_alarms": int((~mc & pc).sum())}
+    result["per_request"] = per_request_errors(preds)
+    if any(v is not None for v in slo.values()):
+        slo_rows = []
+        for p in preds:
+            if p.run.requests is None:
+                continue
+            meas = slo_attainment(p.run.requests, slo)
+            pred = slo_attainment(p.requests[p.requests["status"] == "completed"], slo)
+            if meas is not None and pred is not None:
+                slo_rows.append({"run": p.run.label, "measured": meas, "predicted": pred,
+                                 "diff_points": (pred - meas) * 100.0})
+        result["slo"] = {"targets": slo, "runs": slo_rows,
+                         "max_abs_diff_points": max((abs(r["diff_points"]) for r in slo_rows), default=None)}
+    result["per_run"] = runs.replace({np.nan: None}).to_dict(orient="records")
+    return result
+
+
+def prediction_table(measured: MeasuredSet, preds: list[RunPrediction]) -> pd.DataFrame:
+    """The input rows unchanged, plus pred_ttft_ms, pred_tpot_ms (and pred_e2e_ms)."""
+    table = measured.table.copy()
+    per_request = measured.kind != "sweep"
+    has_e2e = "e2e_ms" in table.columns
+    for m in METRICS:
+        if m == "e2e_ms" and not has_e2e:
+            continue
+        if per_request:
+            vals = np.concatenate([p.requests[m].to_numpy(dtype=float) for p in preds])
+        else:
+            vals = np.array([p.predicted.get(m, np.nan) for p in preds], dtype=float)
+        table[f"pred_{m}"] = vals
+    return table
