@@ -145,6 +145,21 @@ class Simulation:
 
     def _dispatch(self, req: Request) -> None:
         self.requests.append(req)
+        if self._frontend_fixed or self._frontend_per_token:
+            # The API server handles requests one at a time (one event loop): a burst
+            # reaches the engine spread out, which is what desynchronises clients.
+            service = self._frontend_fixed + self._frontend_per_token * req.prompt_tokens
+            ready = max(self.env.now, self._frontend_free) + service
+            self._frontend_free = ready
+            self.env.process(self._deliver_at(req, ready))
+        else:
+            self._route(req)
+
+    def _deliver_at(self, req: Request, when: float):
+        yield self.env.timeout(when - self.env.now)
+        self._route(req)
+
+    def _route(self, req: Request) -> None:
         self.replicas[self.router.choose(self.replicas)].submit(req)
 
     def _on_reject(self, req: Request, reason: str) -> None:
@@ -160,25 +175,33 @@ class Simulation:
         if self.settled % self._tick_every == 0 and not self._tick.triggered:
             self._tick.succeed()
         if isinstance(self.workload, ClosedLoopWorkload):
-            wl = self.workload
-            if wl.think_time_s > 0:
-                self._pending_sources += 1
-                self.env.process(self._think_then_send(req.client, wl.think_time_s))
-            else:
-                self._send_closed_loop(req.client)
+            self._next_send(req.client, first=False)
 
-    def _think_then_send(self, client: int, delay: float):
-        yield self.env.timeout(delay)
-        self._pending_sources -= 1
-        self._send_closed_loop(client)
-
-    def _send_closed_loop(self, client: int) -> None:
+    def _next_send(self, client: int, *, first: bool) -> None:
+        """Client `client` sends its next request, after its think time if any."""
         wl = self.workload
         i = self._next_index
         if i >= len(wl.prompt_tokens) or (wl.duration_s is not None and self.env.now >= wl.duration_s):
             self._wake_all()
             return
         self._next_index += 1
+        if wl.think_times is not None:
+            delay = float(wl.think_times[i])
+        else:
+            delay = 0.0 if first else wl.think_time_s
+        if delay > 0:
+            self._pending_sources += 1
+            self.env.process(self._think_then_send(client, i, delay))
+        else:
+            self._send_closed_loop(client, i)
+
+    def _think_then_send(self, client: int, i: int, delay: float):
+        yield self.env.timeout(delay)
+        self._pending_sources -= 1
+        self._send_closed_loop(client, i)
+
+    def _send_closed_loop(self, client: int, i: int) -> None:
+        wl = self.workload
         self._dispatch(Request(i, self.env.now, int(wl.prompt_tokens[i]), int(wl.output_tokens[i]),
                                client=client))
 
@@ -223,6 +246,10 @@ class Simulation:
         itl = ItlSink()
         log = IterationLog(record_iterations)
         self.router = make_router(self.scenario.router)
+        cm = self.scenario.cost_model
+        self._frontend_fixed = cm.frontend_ms_per_request * 1e-3
+        self._frontend_per_token = cm.frontend_us_per_token * 1e-6
+        self._frontend_free = 0.0
         self.replicas = self._build_engines(env, itl, log)
         wl = self.workload
         if isinstance(wl, OpenLoopWorkload):
@@ -231,7 +258,7 @@ class Simulation:
         else:
             self._pending_sources = 0
             for c in range(wl.concurrency):
-                self._send_closed_loop(c)
+                self._next_send(c, first=True)
         while True:
             try:
                 env.run(until=self._tick)

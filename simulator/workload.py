@@ -191,6 +191,14 @@ class ClosedLoopArrival(StrictModel):
         allow_inf_nan=False,
         description="Seconds a client waits after a reply before sending its next request.",
     )
+    think_time_distribution: Literal["fixed", "exponential"] = Field(
+        default="fixed",
+        description=(
+            "fixed: every wait is think_time_s (first requests at t = 0). exponential: each "
+            "wait, the first included, is drawn with mean think_time_s: the jitter of real "
+            "clients and networks, which keeps clients from staying in lockstep."
+        ),
+    )
 
 
 class TraceArrival(StrictModel):
@@ -608,10 +616,12 @@ class ClosedLoopWorkload:
     prompt_tokens: np.ndarray
     output_tokens: np.ndarray
     duration_s: float | None
+    think_times: np.ndarray | None = None  # per request, seconds before it is sent (jittered clients)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "prompt_tokens", _frozen(self.prompt_tokens, np.int64))
         object.__setattr__(self, "output_tokens", _frozen(self.output_tokens, np.int64))
+        object.__setattr__(self, "think_times", _frozen(self.think_times, np.float64))
         if self.prompt_tokens.size != self.output_tokens.size:
             raise ValueError("prompt_tokens and output_tokens differ in length")
 
@@ -621,7 +631,7 @@ class ClosedLoopWorkload:
 
 def _streams(seed: int) -> tuple[np.random.Generator, ...]:
     """Independent generators for arrivals, prompt lengths and output lengths."""
-    return tuple(np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(3))
+    return tuple(np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(4))
 
 
 def build_workload(
@@ -634,7 +644,7 @@ def build_workload(
     if isinstance(arrival, TraceArrival):
         return _build_trace_workload(cfg, arrival, base)
 
-    rng_arrival, rng_prompt, rng_output = _streams(cfg.seed)
+    rng_arrival, rng_prompt, rng_output, rng_think = _streams(cfg.seed)
     assert cfg.prompt_tokens is not None and cfg.output_tokens is not None
 
     if isinstance(arrival, ClosedLoopArrival):
@@ -655,6 +665,11 @@ def build_workload(
                 cfg.output_tokens, n, rng_output, base, field="workload.output_tokens"
             ),
             duration_s=cfg.duration_s,
+            think_times=(
+                rng_think.exponential(arrival.think_time_s, n)
+                if arrival.think_time_distribution == "exponential" and arrival.think_time_s > 0
+                else None
+            ),
         )
 
     n_req = cfg.num_requests

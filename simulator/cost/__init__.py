@@ -16,7 +16,7 @@ from simulator.hardware import GPUSpec
 
 
 def _roofline(gpu: GPUSpec, config: CostModelConfig, profile: str | None) -> OpTimer:
-    return RooflineTimer(gpu, config.efficiency)
+    return RooflineTimer(gpu, config.efficiency, config.overheads().kernel_latency_us)
 
 
 COST_BACKENDS: dict[str, Callable[[GPUSpec, CostModelConfig, str | None], OpTimer]] = {

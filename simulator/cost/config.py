@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import NamedTuple
+
+from pydantic import Field, field_validator
 
 from simulator.strict import StrictModel
 
@@ -22,15 +24,64 @@ class RooflineEfficiency(StrictModel):
     attention_memory: float = Field(0.72, gt=0, le=1, description="attention fraction of HBM bandwidth (KV reads)")
     elementwise_memory: float = Field(0.8, gt=0, le=1, description="norm/activation fraction of HBM bandwidth")
     collective_bandwidth: float = Field(0.75, gt=0, le=1, description="collective fraction of link bandwidth")
-    kernel_latency_us: float = Field(2.0, ge=0, description="fixed cost per kernel launch, µs")
+
+
+class EngineOverhead(NamedTuple):
+    """Costs that belong to the serving engine's software, not to the GPU kernels.
+
+    kernel_latency_us: fixed cost per kernel: launch plus tail under CUDA graphs (a few
+    µs), or CPU-side Python dispatch in eager mode (tens of µs).
+    framework_overhead_ms: per-iteration CPU work the GPU waits for (scheduling, input
+    preparation, output processing).
+    per_sequence_overhead_us: the part of that work that grows with each scheduled
+    sequence (sampling bookkeeping, detokenisation, stop checks).
+    """
+
+    kernel_latency_us: float
+    framework_overhead_ms: float
+    per_sequence_overhead_us: float
+    note: str
+
+
+# One entry per engine generation; the values are global constants documented (and fitted,
+# where noted) in docs/fidelity.md. Never tuned per scenario or per measurement row.
+ENGINES: dict[str, EngineOverhead] = {
+    "vllm-v1": EngineOverhead(3.5, 0.6, 3.0, "vLLM >= 0.8 (V1 engine): CUDA graphs, overlapped CPU work"),
+    "vllm-0.2": EngineOverhead(20.0, 4.0, 500.0, "vLLM 0.2.x: eager PyTorch, Python sampler and detokeniser"),
+}
 
 
 class CostModelConfig(StrictModel):
     """How iteration times are computed (DESIGN.md §5)."""
 
     backend: str = Field("roofline", description="cost back end: `roofline` (or `calibrated` with hardware.profile)")
-    framework_overhead_ms: float = Field(
-        0.6, ge=0, description="fixed per-iteration CPU cost: scheduling, input prep, output processing, ms")
-    per_sequence_overhead_us: float = Field(
-        3.0, ge=0, description="extra per-iteration cost for each scheduled sequence (sampling, detokenise), µs")
+    engine: str = Field("vllm-v1", description=f"serving-engine generation, which sets the software overheads: {', '.join(ENGINES)}")
+    kernel_latency_us: float | None = Field(
+        None, ge=0, description="fixed cost per kernel, µs; default from `engine`")
+    framework_overhead_ms: float | None = Field(
+        None, ge=0, description="fixed per-iteration CPU cost: scheduling, input prep, output processing, ms; default from `engine`")
+    per_sequence_overhead_us: float | None = Field(
+        None, ge=0, description="extra per-iteration cost for each scheduled sequence (sampling, detokenise), µs; default from `engine`")
+    frontend_ms_per_request: float = Field(
+        0.0, ge=0, description="API-server time per request before the engine sees it (HTTP, "
+        "request parsing), ms; requests queue for it one at a time")
+    frontend_us_per_token: float = Field(
+        0.0, ge=0, description="API-server tokenisation time per prompt token, µs (serial, as above)")
     efficiency: RooflineEfficiency = Field(default_factory=RooflineEfficiency)
+
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, v: str) -> str:
+        if v not in ENGINES:
+            raise ValueError(f"unknown engine {v!r}; use one of: {', '.join(ENGINES)}")
+        return v
+
+    def overheads(self) -> EngineOverhead:
+        """The engine's overheads with any explicit setting applied on top."""
+        base = ENGINES[self.engine]
+        return EngineOverhead(
+            base.kernel_latency_us if self.kernel_latency_us is None else self.kernel_latency_us,
+            base.framework_overhead_ms if self.framework_overhead_ms is None else self.framework_overhead_ms,
+            base.per_sequence_overhead_us if self.per_sequence_overhead_us is None else self.per_sequence_overhead_us,
+            base.note,
+        )

@@ -38,8 +38,9 @@ class IterationCostModel:
     def __init__(self, sharded: ShardedModel, timer: OpTimer, config: CostModelConfig):
         self.sharded = sharded
         self.timer = timer
-        self.overhead = config.framework_overhead_ms * 1e-3
-        self.per_seq = config.per_sequence_overhead_us * 1e-6
+        engine = config.overheads()
+        self.overhead = engine.framework_overhead_ms * 1e-3
+        self.per_seq = engine.per_sequence_overhead_us * 1e-6
         self._token_cache: dict[int, float] = {}
         self._emit_cache: dict[int, float] = {}
 

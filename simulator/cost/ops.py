@@ -50,6 +50,7 @@ class Op:
     count: int
     shape: tuple
     dtype: str
+    kernels: int = 1  # separate kernel launches this op takes (fixed-cost floor each)
 
 
 @dataclass(frozen=True)
@@ -114,8 +115,8 @@ def gemm(name: str, m: int, n: int, k: int, sm: ShardedModel, count: int,
               (m, n, k), dtype)
 
 
-def elementwise(name: str, nbytes: float, count: int) -> Op:
-    return Op(name, "elementwise", 0.0, nbytes, count, (nbytes,), "bf16")
+def elementwise(name: str, nbytes: float, count: int, kernels: int = 1) -> Op:
+    return Op(name, "elementwise", 0.0, nbytes, count, (nbytes,), "bf16", kernels)
 
 
 def token_ops(m: int, sm: ShardedModel) -> list[Op]:
@@ -128,7 +129,7 @@ def token_ops(m: int, sm: ShardedModel) -> list[Op]:
         elementwise("input_norm", 3 * m * h * a, layers),
         gemm("qkv_proj", m, qkv_n, h, sm, layers),
         elementwise("rope_kv_write", m * (sm.heads + sm.kv_heads) * sm.head_dim * a * 2
-                    + m * 2 * sm.kv_heads * sm.head_dim * sm.kv_bytes, layers),
+                    + m * 2 * sm.kv_heads * sm.head_dim * sm.kv_bytes, layers, kernels=2),
         gemm("o_proj", m, h, sm.heads * sm.head_dim, sm, layers),
         elementwise("post_attn_norm", 3 * m * h * a, layers),
         gemm("gate_up_proj", m, up_n, h, sm, layers),

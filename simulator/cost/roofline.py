@@ -22,11 +22,11 @@ class RooflineTimer:
 
     name = "roofline"
 
-    def __init__(self, gpu: GPUSpec, eff: RooflineEfficiency):
+    def __init__(self, gpu: GPUSpec, eff: RooflineEfficiency, kernel_latency_us: float = 3.5):
         self.gpu = gpu
         self.eff = eff
         self.bw = gpu.hbm_tbps * 1e12
-        self.latency = eff.kernel_latency_us * 1e-6
+        self.latency = kernel_latency_us * 1e-6
         self._links: dict[str, LinkSpec] = {"intra": gpu.intra_node_link, "inter": gpu.inter_node_link}
         self._peaks: dict[str, float] = {}
 
@@ -45,12 +45,21 @@ class RooflineTimer:
     def gemm_time(self, m: int, n: int, k: int, flops: float, nbytes: float, dtype: str) -> float:
         tile_m = 128 if m >= 128 else 64
         tiles = math.ceil(m / tile_m) * math.ceil(n / TILE_N)
-        waves = math.ceil(tiles / self.gpu.num_sms)
-        # Compute-bound time with the last wave's idle SMs counted as spent.
-        padded_flops = waves * self.gpu.num_sms * 2.0 * tile_m * TILE_N * k
+        sms = self.gpu.num_sms
+        if tiles >= sms:
+            # Wave quantisation: the last, partial wave of tiles costs a full wave.
+            padded_flops = math.ceil(tiles / sms) * sms * 2.0 * tile_m * TILE_N * k
+        else:
+            # Too few tiles to fill the GPU: libraries split K across SMs instead.
+            padded_flops = 2.0 * math.ceil(m / tile_m) * tile_m * n * k
         compute = max(flops, padded_flops) / (self.peak(dtype) * self.eff.gemm_compute)
         memory = nbytes / (self.bw * self.eff.gemm_memory)
-        return max(compute, memory) + self.latency
+        return max(compute, memory) + self.latency * self._gemm_kernels(dtype)
+
+    @staticmethod
+    def _gemm_kernels(dtype: str) -> int:
+        # FP8/INT8 GEMMs quantise their input activations in a separate kernel.
+        return 2 if dtype in ("fp8", "int8") else 1
 
     def collective_time(self, family: str, nbytes: float, ranks: int, link: str) -> float:
         spec = self._links[link]
@@ -72,7 +81,7 @@ class RooflineTimer:
             memory = op.bytes / (self.bw * self.eff.attention_memory)
             return max(compute, memory) + self.latency
         if f == "elementwise":
-            return op.bytes / (self.bw * self.eff.elementwise_memory) + self.latency
+            return op.bytes / (self.bw * self.eff.elementwise_memory) + self.latency * op.kernels
         if f in ("allreduce", "allgather", "p2p"):
             nbytes, ranks, link = op.shape
             return self.collective_time(f, nbytes, ranks, link)

@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from simulator.cost.ops import IterationShape
 from simulator.scheduler.base import Scheduler, SchedulerConfigBase, Step, max_num_seqs_field
 
 
@@ -23,6 +24,10 @@ class VllmV0Config(SchedulerConfigBase):
     max_num_batched_tokens: int | None = Field(
         None, ge=1, description="prefill token budget per iteration; default max(max_model_len, 2048)")
     watermark: float = Field(0.01, ge=0, lt=1, description="fraction of KV blocks kept free when admitting prompts")
+    max_paddings: int | None = Field(
+        None, ge=0, description="vLLM <= 0.2.x: prompts of one prefill are padded to the longest, the padded "
+        "size counts against the budget, and at most this many pad tokens are allowed (0.2.x default 256); "
+        "null = packed prompts, no padding (later versions)")
 
     def resolve_limits(self, gpu_name, gpu_memory_gib, max_model_len):
         return self.max_num_batched_tokens or max(max_model_len, 2048), self.max_num_seqs or 256
@@ -48,11 +53,17 @@ class VllmV0Scheduler(Scheduler):
         running = self.running
         waiting = self.waiting
         entries = []
-        budget = self.token_budget
+        packed = longest = 0
+        pad_limit = self.config.max_paddings
         while waiting and len(running) < self.max_num_seqs:
             req = waiting[0]
             todo = req.prompt_tokens + req.num_generated
-            if todo > budget:
+            n = len(entries) + 1
+            new_longest = max(longest, todo)
+            batched = n * new_longest if pad_limit is not None else packed + todo
+            if batched > self.token_budget:
+                break
+            if pad_limit is not None and batched - (packed + todo) > pad_limit:
                 break
             need = kv.blocks_for(todo)
             if not kv.can_allocate(need, keep_watermark=True):
@@ -63,9 +74,14 @@ class VllmV0Scheduler(Scheduler):
             req.status = "running"
             running.append(req)
             entries.append((req, todo))
-            budget -= todo
+            packed += todo
+            longest = new_longest
         if entries:
             shape, _ = self.shape_of(entries)
+            if pad_limit is not None and len(entries) > 1:
+                # The model runs on a [seqs, longest] padded batch.
+                n = len(entries)
+                shape = IterationShape(n * longest, n, 0, 0, ((longest, 0),) * n)
             return Step(entries, shape, False)
         preempted = 0
         bs = kv.block_size
