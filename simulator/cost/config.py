@@ -47,7 +47,7 @@ class EngineOverhead(NamedTuple):
 # where noted) in docs/fidelity.md. Never tuned per scenario or per measurement row.
 ENGINES: dict[str, EngineOverhead] = {
     "vllm-v1": EngineOverhead(3.5, 0.6, 3.0, "vLLM >= 0.8 (V1 engine): CUDA graphs, overlapped CPU work"),
-    "vllm-0.2": EngineOverhead(20.0, 4.0, 500.0, "vLLM 0.2.x: eager PyTorch, Python sampler and detokeniser"),
+    "vllm-0.2": EngineOverhead(20.0, 4.0, 400.0, "vLLM 0.2.x: eager PyTorch, Python sampler and detokeniser"),
 }
 
 
