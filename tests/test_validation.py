@@ -73,8 +73,8 @@ def test_silicon_tpot_and_cliffs(silicon):
 @needs_silicon
 def test_silicon_ttft_below_cliff_does_not_grow(silicon):
     result, _ = silicon
-    # Target 15% MAPE below the cliffs; see docs/fidelity.md for where this stands.
-    assert result["metrics"]["ttft_ms"]["below_cliff"]["mape"] <= 100.0
+    # Target 15% MAPE below the cliffs; 17.0% when this bound was set (docs/fidelity.md).
+    assert result["metrics"]["ttft_ms"]["below_cliff"]["mape"] <= 19.0
 
 
 # -- outputs -------------------------------------------------------------------------------

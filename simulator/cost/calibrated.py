@@ -291,8 +291,8 @@ def _bounded_lstsq(a: np.ndarray, y: np.ndarray, lb: np.ndarray, default: np.nda
     return np.maximum(x, lb)
 
 
-def _fit_max(t: np.ndarray, xc: np.ndarray, xm: np.ndarray, x0: np.ndarray) -> np.ndarray:
-    """Fit t ≈ max(a·xc, b·xm) + L (a, b ≥ 1 i.e. η ≤ 1; L ≥ 0) on relative error.
+def _fit_max(t: np.ndarray, xc: np.ndarray, xm: np.ndarray, xl: np.ndarray, x0: np.ndarray) -> np.ndarray:
+    """Fit t ≈ max(a·xc, b·xm) + L·xl (a, b ≥ 1 i.e. η ≤ 1; L ≥ 0) on relative error.
 
     The max makes it non-linear; with each point's bound (compute or memory) fixed it is
     linear, so alternate: assign bounds, solve, re-assign, until the assignment settles.
@@ -303,9 +303,9 @@ def _fit_max(t: np.ndarray, xc: np.ndarray, xm: np.ndarray, x0: np.ndarray) -> n
     prev = None
     for _ in range(30):
         comp = p[0] * xc >= p[1] * xm
-        a = np.column_stack([xc * comp, xm * ~comp, np.ones_like(t)]) / t[:, None]
+        a = np.column_stack([xc * comp, xm * ~comp, xl]) / t[:, None]
         p = _bounded_lstsq(a, np.ones_like(t), lb, x0)
-        loss = float(np.sum(((np.maximum(p[0] * xc, p[1] * xm) + p[2]) / t - 1.0) ** 2))
+        loss = float(np.sum(((np.maximum(p[0] * xc, p[1] * xm) + p[2] * xl) / t - 1.0) ** 2))
         if loss < best_loss:
             best, best_loss = p.copy(), loss
         if prev is not None and np.array_equal(comp, prev):
@@ -315,42 +315,45 @@ def _fit_max(t: np.ndarray, xc: np.ndarray, xm: np.ndarray, x0: np.ndarray) -> n
 
 
 def fit_roofline(family: str, ops: list[Op], times: np.ndarray, gpu: GPUSpec,
-                 base: RooflineEfficiency) -> tuple[RooflineTimer, dict]:
-    """A RooflineTimer whose efficiencies (and latency) are fitted to measured op times.
+                 base: RooflineEfficiency, latency_us: float) -> tuple[RooflineTimer, dict]:
+    """A RooflineTimer whose efficiencies and per-kernel latency are fitted to measured times.
 
-    The regressors are the roofline's own terms, each evaluated with the other resource
+    The regressors are the roofline's own terms, each evaluated with the other resources
     made free, so the fitted model is exactly what RooflineTimer.op_time computes.
     """
     if family in COLLECTIVES:
         bw_only = RooflineTimer(_with_links(gpu, latency_us=0.0), _efficiency(base, collective_bandwidth=1.0))
         alpha_only = RooflineTimer(_with_links(gpu, latency_us=1.0, bandwidth_gbps=_HUGE), base)
         xb = np.array([bw_only.op_time(o) for o in ops])
-        ya = np.array([alpha_only.op_time(o) for o in ops]) * 1e6  # seconds per µs of alpha
+        ya = np.array([alpha_only.op_time(o) for o in ops]) * 1e6  # alpha terms per op
         x0 = np.array([1.0 / base.collective_bandwidth, gpu.intra_node_link.latency_us * 1e-6])
         a = np.column_stack([xb, ya]) / times[:, None]
         inv_eta, alpha = _bounded_lstsq(a, np.ones_like(times), np.array([1.0, 0.0]), x0)
         eff = _efficiency(base, collective_bandwidth=1.0 / inv_eta)
         # Catalog link bandwidths stay; only alpha and the efficiency are fitted.
         fitted = _with_links(gpu, latency_us=alpha * 1e6)
-        return RooflineTimer(fitted, eff), {"eta_memory": 1.0 / inv_eta, "latency_us": alpha * 1e6}
+        return RooflineTimer(fitted, eff, latency_us), {"eta_memory": 1.0 / inv_eta, "latency_us": alpha * 1e6}
     c_field, m_field = _EFF_FIELDS[family]
     free_mem = gpu.model_copy(update={"hbm_tbps": _HUGE})
     free_compute = gpu.model_copy(update={"peak_tflops": dict.fromkeys(gpu.peak_tflops, _HUGE)})
-    unit = {"kernel_latency_us": 0.0, m_field: 1.0}
-    xm = np.array([RooflineTimer(free_compute, _efficiency(base, **unit)).op_time(o) for o in ops])
+    free_all = free_compute.model_copy(update={"hbm_tbps": _HUGE})
+    t_m = RooflineTimer(free_compute, _efficiency(base, **{m_field: 1.0}), 0.0)
+    t_l = RooflineTimer(free_all, base, 1.0)
+    xm = np.array([t_m.op_time(o) for o in ops])
+    xl = np.round(np.array([t_l.op_time(o) for o in ops]) * 1e6)  # kernel launches per op
     if c_field is None:
         xc = np.zeros_like(xm)
     else:
-        t_c = RooflineTimer(free_mem, _efficiency(base, kernel_latency_us=0.0, **{c_field: 1.0}))
+        t_c = RooflineTimer(free_mem, _efficiency(base, **{c_field: 1.0}), 0.0)
         xc = np.array([t_c.op_time(o) for o in ops])
     x0 = np.array([1.0 / getattr(base, c_field) if c_field else 1.0, 1.0 / getattr(base, m_field),
-                   base.kernel_latency_us * 1e-6])
-    a, b, lat = _fit_max(times, xc, xm, x0)
-    update = {m_field: 1.0 / b, "kernel_latency_us": lat * 1e6}
+                   latency_us * 1e-6])
+    a, b, lat = _fit_max(times, xc, xm, xl, x0)
+    update = {m_field: 1.0 / b}
     if c_field is not None:
         update[c_field] = 1.0 / a
     info = {"eta_compute": 1.0 / a if c_field else None, "eta_memory": 1.0 / b, "latency_us": lat * 1e6}
-    return RooflineTimer(gpu, _efficiency(base, **update)), info
+    return RooflineTimer(gpu, _efficiency(base, **update), lat * 1e6), info
 
 
 # -- one family's predictor --------------------------------------------------------------
@@ -364,7 +367,7 @@ class _Row:
 class FamilyModel:
     """Interpolating predictor for one op family, with its fitted roofline."""
 
-    def __init__(self, family: str, rows: list[list], gpu: GPUSpec, base: RooflineEfficiency):
+    def __init__(self, family: str, rows: list[list], gpu: GPUSpec, config: CostModelConfig):
         self.family = family
         self.adapter = FAMILY_ADAPTERS[family]
         n_shape = len(FAMILY_COLUMNS[family])
@@ -377,7 +380,8 @@ class FamilyModel:
             raise CalibrationError(f"no {family} rows to fit")
         ops = [ad.eq_op(r.key, r.coords) for r in self.rows]
         times = np.array([r.seconds for r in self.rows])
-        self.timer, self.fit_info = fit_roofline(family, ops, times, gpu, base)
+        self.timer, self.fit_info = fit_roofline(family, ops, times, gpu, config.efficiency,
+                                                 config.overheads().kernel_latency_us)
         grouped: dict[tuple, list] = {}
         for r in self.rows:
             grouped.setdefault(r.key, []).append((r.coords, r.seconds))
@@ -495,12 +499,12 @@ class CalibratedTimer:
         self.profile = profile
         self.gpu = gpu
         self.reference = reference_gpu(profile, gpu)
-        self.default = RooflineTimer(gpu, config.efficiency)
+        self.default = RooflineTimer(gpu, config.efficiency, config.overheads().kernel_latency_us)
         self.models: dict[str, FamilyModel] = {}
         for fam in FAMILIES:
             table = profile.table(fam)
             if table is not None:
-                self.models[fam] = FamilyModel(fam, table.rows, self.reference, config.efficiency)
+                self.models[fam] = FamilyModel(fam, table.rows, self.reference, config)
 
     def op_time(self, op: Op) -> float:
         model = self.models.get(op.family)
@@ -538,7 +542,8 @@ def calibrated_backend(gpu: GPUSpec, config: CostModelConfig, profile: str | Non
             where="hardware.profile",
             fix=f"set hardware.gpu: {meta.gpu}, or use a profile made on {gpu.name}")
     st = path.stat()
-    cache_key = (str(path), st.st_mtime_ns, gpu.name, config.efficiency.model_dump_json())
+    cache_key = (str(path), st.st_mtime_ns, gpu.name, config.efficiency.model_dump_json(),
+                 config.overheads().kernel_latency_us)
     timer = _TIMERS.get(cache_key)
     if timer is None:
         if len(_TIMERS) >= 8:
@@ -553,15 +558,15 @@ def _ape(pred: np.ndarray, true: np.ndarray) -> np.ndarray:
 
 
 def score_family(family: str, train: list[list], test: list[list], gpu: GPUSpec,
-                 base: RooflineEfficiency | None = None) -> dict[str, np.ndarray]:
+                 config: CostModelConfig | None = None) -> dict[str, np.ndarray]:
     """Absolute % errors on `test` rows of a model built from `train` rows only.
 
     Returns arrays for the calibrated predictor, its fitted roofline alone, and the
     roofline with default efficiencies (which needs no training).
     """
-    base = base or RooflineEfficiency()
-    model = FamilyModel(family, train, gpu, base)
-    default = RooflineTimer(gpu, base)
+    config = config or CostModelConfig()
+    model = FamilyModel(family, train, gpu, config)
+    default = RooflineTimer(gpu, config.efficiency, config.overheads().kernel_latency_us)
     ad = model.adapter
     n_shape = len(FAMILY_COLUMNS[family])
     cal, fit, dft, true = [], [], [], []
@@ -587,7 +592,7 @@ def cross_validate(profile: Profile, *, template: GPUSpec | None = None, folds: 
     """
     template = template or get_gpu(profile.metadata.gpu or "h100-sxm")
     gpu = reference_gpu(profile, template)
-    base = RooflineEfficiency()
+    config = CostModelConfig()
     out: dict[str, FamilyFit] = {}
     rng = np.random.default_rng(seed)
     for fam in FAMILIES:
@@ -595,7 +600,7 @@ def cross_validate(profile: Profile, *, template: GPUSpec | None = None, folds: 
         if table is None:
             continue
         rows = table.rows
-        info = FamilyModel(fam, rows, gpu, base).fit_info
+        info = FamilyModel(fam, rows, gpu, config).fit_info
         fit = {"points": len(rows), "eta_compute": info.get("eta_compute"),
                "eta_memory": info.get("eta_memory"), "latency_us": info.get("latency_us")}
         n = len(rows)
@@ -610,7 +615,7 @@ def cross_validate(profile: Profile, *, template: GPUSpec | None = None, folds: 
                 if not test:
                     continue
                 train = [rows[i] for i in np.flatnonzero(fold != j)]
-                for name, e in score_family(fam, train, test, gpu, base).items():
+                for name, e in score_family(fam, train, test, gpu, config).items():
                     errs[name].append(e)
             cal = np.concatenate(errs["calibrated"])
             fit.update(cv_folds=k, cv_points=len(cal),

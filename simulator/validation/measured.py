@@ -85,6 +85,13 @@ def read_per_request_csv(path: Path) -> MeasuredSet:
     return MeasuredSet("per_request", [run], df, np.zeros(len(df), dtype=int))
 
 
+# Real closed-loop runs are not in lockstep: requests that started together finish a few
+# iterations apart (client and API-server jitter), so clients drift apart after the first
+# round. A simulated benchmark with exactly equal lengths would instead keep every client
+# in lockstep forever, prefilling in bursts. Output lengths are therefore drawn within
+# ±LOCKSTEP_JITTER of osl (mean unchanged). One global constant; see docs/fidelity.md.
+LOCKSTEP_JITTER = 0.02
+
 PRECISIONS = {
     # precision column -> (weight, activation, kv) dtypes. FP8 serving on Hopper (vLLM
     # --quantization fp8 --kv-cache-dtype fp8) quantises the KV cache too; see docs/fidelity.md.
@@ -93,6 +100,13 @@ PRECISIONS = {
     "bf16": ("bf16", "bf16", "bf16"),
     "int4": ("int4", "bf16", "bf16"),
 }
+
+
+def _jittered_output(osl: int) -> str:
+    spread = int(round(osl * LOCKSTEP_JITTER))
+    if spread == 0:
+        return f"workload.output_tokens={{type: fixed, value: {osl}}}"
+    return f"workload.output_tokens={{type: uniform, min: {max(1, osl - spread)}, max: {osl + spread}}}"
 
 
 def read_sweep_csv(path: Path, rounds: int) -> MeasuredSet:
@@ -119,7 +133,7 @@ def read_sweep_csv(path: Path, rounds: int) -> MeasuredSet:
             f"hardware.gpu={row.system}", f"parallelism.tp={tp}",
             f"workload.arrival={{type: closed_loop, concurrency: {conc}}}",
             f"workload.prompt_tokens={{type: fixed, value: {isl}}}",
-            f"workload.output_tokens={{type: fixed, value: {osl}}}",
+            _jittered_output(osl),
             f"workload.num_requests={conc * rounds}", "workload.duration_s=null",
         ]
         group = f"{row.system} {row.model} {prec} tp{tp} isl{isl} osl{osl}"
