@@ -145,13 +145,13 @@ class Simulation:
 
     def _dispatch(self, req: Request) -> None:
         self.requests.append(req)
-        if self._frontend_fixed or self._frontend_per_token:
-            # The API server handles requests one at a time (one event loop): a burst
-            # reaches the engine spread out, which is what desynchronises clients.
+        if self._frontend_fixed or self._frontend_per_token or self._frontend_latency:
+            # The API server's CPU work (parsing, tokenising) is serial (one event loop);
+            # its latency (HTTP, process hand-offs) is not.
             service = self._frontend_fixed + self._frontend_per_token * req.prompt_tokens
             ready = max(self.env.now, self._frontend_free) + service
             self._frontend_free = ready
-            self.env.process(self._deliver_at(req, ready))
+            self.env.process(self._deliver_at(req, ready + self._frontend_latency))
         else:
             self._route(req)
 
@@ -250,6 +250,7 @@ class Simulation:
         self._frontend_fixed = cm.frontend_ms_per_request * 1e-3
         self._frontend_per_token = cm.frontend_us_per_token * 1e-6
         self._frontend_free = 0.0
+        self._frontend_latency = cm.frontend_latency_ms * 1e-3
         self.replicas = self._build_engines(env, itl, log)
         wl = self.workload
         if isinstance(wl, OpenLoopWorkload):

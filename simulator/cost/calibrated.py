@@ -82,6 +82,10 @@ class _Family:
 
     name = ""
     scales: tuple[str, ...] = ()
+    # Interpolate measured/roofline (True) or the measured time itself (False); chosen per
+    # family on held-out rows (calibration/evaluate.py): the roofline's wave steps help
+    # GEMMs, its compute/memory kink hurts attention.
+    ratio = True
 
     def split(self, shape: tuple) -> tuple[tuple, tuple]:
         raise NotImplementedError
@@ -127,6 +131,8 @@ class _Gemm(_Family):
 
 
 class _Attention(_Family):
+    ratio = False
+
     def distance(self, want, have):
         h, kvh, d, dt = want
         h2, kvh2, d2, dt2 = have
@@ -328,7 +334,7 @@ def fit_roofline(family: str, ops: list[Op], times: np.ndarray, gpu: GPUSpec,
         ya = np.array([alpha_only.op_time(o) for o in ops]) * 1e6  # alpha terms per op
         x0 = np.array([1.0 / base.collective_bandwidth, gpu.intra_node_link.latency_us * 1e-6])
         a = np.column_stack([xb, ya]) / times[:, None]
-        inv_eta, alpha = _bounded_lstsq(a, np.ones_like(times), np.array([1.0, 0.0]), x0)
+        inv_eta, alpha = (float(v) for v in _bounded_lstsq(a, np.ones_like(times), np.array([1.0, 0.0]), x0))
         eff = _efficiency(base, collective_bandwidth=1.0 / inv_eta)
         # Catalog link bandwidths stay; only alpha and the efficiency are fitted.
         fitted = _with_links(gpu, latency_us=alpha * 1e6)
@@ -348,7 +354,7 @@ def fit_roofline(family: str, ops: list[Op], times: np.ndarray, gpu: GPUSpec,
         xc = np.array([t_c.op_time(o) for o in ops])
     x0 = np.array([1.0 / getattr(base, c_field) if c_field else 1.0, 1.0 / getattr(base, m_field),
                    latency_us * 1e-6])
-    a, b, lat = _fit_max(times, xc, xm, xl, x0)
+    a, b, lat = (float(v) for v in _fit_max(times, xc, xm, xl, x0))
     update = {m_field: 1.0 / b}
     if c_field is not None:
         update[c_field] = 1.0 / a
@@ -390,6 +396,7 @@ class FamilyModel:
         self._r = self.timer.op_time
         self._eq = ad.eq_op
         self._log = tuple(s == "log" for s in ad.scales)
+        self._ratio = ad.ratio
         self._ndim = len(ad.scales)
 
     def candidates(self, key: tuple) -> list[tuple]:
@@ -442,10 +449,17 @@ class FamilyModel:
         q1 = (*q[:d], x1, *q[d + 1:])
         t0 = self._eval(node.kids[i - 1], key, q0, d + 1)
         t1 = self._eval(node.kids[i], key, q1, d + 1)
-        w = math.log(x / x0) / math.log(x1 / x0) if self._log[d] else (x - x0) / (x1 - x0)
-        rho0 = t0 / max(r(eq(key, q0)), 1e-15)
-        rho1 = t1 / max(r(eq(key, q1)), 1e-15)
-        t = r(eq(key, q)) * rho0 ** (1.0 - w) * rho1 ** w
+        if self._log[d]:
+            w = math.log(x / x0) / math.log(x1 / x0)
+        else:
+            w = (x - x0) / (x1 - x0)
+            if not self._ratio:
+                return t0 + w * (t1 - t0)
+        if self._ratio:
+            t0r, t1r = t0 / max(r(eq(key, q0)), 1e-15), t1 / max(r(eq(key, q1)), 1e-15)
+            t = r(eq(key, q)) * t0r ** (1.0 - w) * t1r ** w
+        else:
+            t = t0 ** (1.0 - w) * t1 ** w
         lo, hi = (t0, t1) if t0 <= t1 else (t1, t0)
         return min(max(t, lo), hi)
 
@@ -522,7 +536,7 @@ class CalibratedTimer:
         cands = model.candidates(key)
         if not cands:
             return "roofline-fitted"
-        return "profile" if key in cands else "profile-nearest"
+        return "profile" if model.adapter.distance(key, cands[0]) == 0 else "profile-nearest"
 
 
 _TIMERS: dict[tuple, CalibratedTimer] = {}

@@ -62,6 +62,9 @@ class CostModelConfig(StrictModel):
         None, ge=0, description="fixed per-iteration CPU cost: scheduling, input prep, output processing, ms; default from `engine`")
     per_sequence_overhead_us: float | None = Field(
         None, ge=0, description="extra per-iteration cost for each scheduled sequence (sampling, detokenise), µs; default from `engine`")
+    frontend_latency_ms: float = Field(
+        0.0, ge=0, description="fixed latency a request spends outside the engine before its first "
+        "token reaches the client (HTTP, API server hand-offs, streaming), ms; not serialised")
     frontend_ms_per_request: float = Field(
         0.0, ge=0, description="API-server time per request before the engine sees it (HTTP, "
         "request parsing), ms; requests queue for it one at a time")
