@@ -103,7 +103,7 @@ PRECISIONS = {
 
 
 def _jittered_output(osl: int) -> str:
-    spread = int(round(osl * LOCKSTEP_JITTER))
+    spread = round(osl * LOCKSTEP_JITTER)
     if spread == 0:
         return f"workload.output_tokens={{type: fixed, value: {osl}}}"
     return f"workload.output_tokens={{type: uniform, min: {max(1, osl - spread)}, max: {osl + spread}}}"
