@@ -17,12 +17,14 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
+from calibration.cli import calibrate_app
 from simulator.errors import ServesimError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="servesim: simulate LLM inference serving. `simulate SCENARIO.yaml` runs a scenario.")
 list_app = typer.Typer(help="List catalog entries.", no_args_is_help=True)
 app.add_typer(list_app, name="list")
+app.add_typer(calibrate_app, name="calibrate")
 console = Console()
 err_console = Console(stderr=True)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
@@ -42,6 +42,10 @@ class ModelConfig(StrictModel):
 class HardwareConfig(StrictModel):
     gpu: str = Field("h100-sxm", description="catalog GPU, e.g. h100-sxm, h200, a100-80gb-sxm, l40s (see `simulate list gpus`)")
     gpus_per_node: int = Field(8, ge=1, description="GPUs per node; TP/PP beyond it crosses the inter-node link")
+    intra_node_link: Literal["nvlink3", "nvlink4", "nvlink5", "infinity-fabric", "pcie4", "pcie5"] | None = Field(
+        None, description="interconnect between GPUs of a node (TP collectives); default the GPU's own")
+    inter_node_link: Literal["ib-ndr", "ib-hdr", "eth-200g", "pcie5"] | None = Field(
+        None, description="interconnect between nodes, per GPU (TP/PP beyond a node); default the GPU's own")
     cost_per_gpu_hour: float | None = Field(None, ge=0, description="$ per GPU-hour; default the catalog's price")
     profile: str | None = Field(None, description="calibrated profile name or path (for cost_model.backend: calibrated)")
 

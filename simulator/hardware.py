@@ -166,6 +166,19 @@ _ETH_AWS_100G = LinkSpec(
     latency_us=20.0,  # estimate
 )
 
+# Named links, for the scenario's `hardware.intra_node_link` / `inter_node_link` overrides.
+LINKS: dict[str, LinkSpec] = {
+    "nvlink3": _NVLINK3,
+    "nvlink4": _NVLINK4,
+    "nvlink5": _NVLINK5,
+    "infinity-fabric": _INFINITY_FABRIC,
+    "pcie4": _PCIE4,
+    "pcie5": _PCIE5,
+    "ib-ndr": _IB_NDR,
+    "ib-hdr": _IB_HDR,
+    "eth-200g": _ETH_200G,
+}
+
 
 _GPUS: list[GPUSpec] = [
     GPUSpec(

@@ -19,7 +19,7 @@ from simulator.config import LoadedScenario, Scenario
 from simulator.cost import COST_BACKENDS, IterationCostModel, ShardedModel
 from simulator.engine import Engine
 from simulator.errors import ConfigError
-from simulator.hardware import GPUSpec, get_gpu
+from simulator.hardware import LINKS, GPUSpec, get_gpu
 from simulator.kv_cache import BlockManager
 from simulator.memory import MemoryPlan, plan_memory
 from simulator.metrics import IterationLog, requests_frame, summarize
@@ -67,6 +67,16 @@ def resolve_model(scenario: Scenario, base_dir) -> ModelSpec:
     return get_model(m.name)
 
 
+def with_links(gpu: GPUSpec, intra: str | None, inter: str | None) -> GPUSpec:
+    """The GPU with the scenario's interconnect overrides applied."""
+    update = {}
+    if intra is not None:
+        update["intra_node_link"] = LINKS[intra]
+    if inter is not None:
+        update["inter_node_link"] = LINKS[inter]
+    return gpu.model_copy(update=update) if update else gpu
+
+
 def check_parallelism(model: ModelSpec, gpu: GPUSpec, scenario: Scenario) -> None:
     tp, pp = scenario.parallelism.tp, scenario.parallelism.pp
     if model.num_heads % tp:
@@ -96,7 +106,8 @@ class Simulation:
         sc = loaded.scenario
         self.scenario = sc
         self.model = resolve_model(sc, loaded.base_dir)
-        self.gpu = get_gpu(sc.hardware.gpu)
+        self.gpu = with_links(get_gpu(sc.hardware.gpu), sc.hardware.intra_node_link,
+                              sc.hardware.inter_node_link)
         check_parallelism(self.model, self.gpu, sc)
         tp, pp = sc.parallelism.tp, sc.parallelism.pp
         self.max_model_len = sc.model.max_model_len or self.model.max_position_embeddings

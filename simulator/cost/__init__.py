@@ -19,8 +19,15 @@ def _roofline(gpu: GPUSpec, config: CostModelConfig, profile: str | None) -> OpT
     return RooflineTimer(gpu, config.efficiency, config.overheads().kernel_latency_us)
 
 
+def _calibrated(gpu: GPUSpec, config: CostModelConfig, profile: str | None) -> OpTimer:
+    from simulator.cost.calibrated import calibrated_backend  # loads calibration/ on demand
+
+    return calibrated_backend(gpu, config, profile)
+
+
 COST_BACKENDS: dict[str, Callable[[GPUSpec, CostModelConfig, str | None], OpTimer]] = {
     "roofline": _roofline,
+    "calibrated": _calibrated,
 }
 
 __all__ = [
