@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
@@ -66,11 +66,16 @@ _HUGE = 1e12
 # -- op families: keys, coordinates and the op a table row stands for -----------------
 @lru_cache(maxsize=512)
 def _attn_model(heads: int, kv_heads: int, head_dim: int, kv_bytes: float) -> ShardedModel:
-    """The per-GPU attention dimensions ops.py needs to build a table row's op."""
-    return ShardedModel(layers_per_stage=1, pp=1, tp=1, hidden=heads * head_dim, heads=heads,
-                        kv_heads=kv_heads, head_dim=head_dim, ffn=1, gated_mlp=True, vocab=1,
-                        weight_bytes=2.0, head_weight_bytes=2.0, act_bytes=2.0, kv_bytes=kv_bytes,
-                        gemm_dtype="bf16", tp_link="intra", pp_link="intra")
+    """The per-GPU attention dimensions ops.py needs to build a table row's op.
+
+    Derived from a catalog model through ShardedModel.build, so fields added to
+    ShardedModel later keep sensible values; only what attention reads is replaced.
+    """
+    from simulator.models import get_model
+
+    base = ShardedModel.build(get_model("llama-3.1-8b"), 1, 1, "bf16", "bf16", "bf16", 8)
+    return replace(base, layers_per_stage=1, pp=1, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
+                   hidden=heads * head_dim, act_bytes=2.0, kv_bytes=kv_bytes)
 
 
 def _log_dist(a: float, b: float) -> float:

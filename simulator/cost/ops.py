@@ -72,6 +72,7 @@ class ShardedModel:
     act_bytes: float
     kv_bytes: float
     gemm_dtype: str
+    rotary: bool  # RoPE kernel per layer (not with learned position embeddings, e.g. OPT)
     tp_link: str  # "intra" or "inter"
     pp_link: str
 
@@ -100,6 +101,7 @@ class ShardedModel:
             act_bytes=DTYPE_BYTES["bf16"] if DTYPE_BYTES[activation_dtype] < 2 else DTYPE_BYTES[activation_dtype],
             kv_bytes=DTYPE_BYTES[kv_dtype],
             gemm_dtype=gemm_compute_dtype(weight_dtype, activation_dtype),
+            rotary=not model.learned_pos_embeddings,
             tp_link="intra" if tp <= gpus_per_node else "inter",
             pp_link="intra" if tp * pp <= gpus_per_node else "inter",
         )
@@ -129,7 +131,8 @@ def token_ops(m: int, sm: ShardedModel) -> list[Op]:
         elementwise("input_norm", 3 * m * h * a, layers),
         gemm("qkv_proj", m, qkv_n, h, sm, layers),
         elementwise("rope_kv_write", m * (sm.heads + sm.kv_heads) * sm.head_dim * a * 2
-                    + m * 2 * sm.kv_heads * sm.head_dim * sm.kv_bytes, layers, kernels=2),
+                    + m * 2 * sm.kv_heads * sm.head_dim * sm.kv_bytes, layers,
+                    kernels=2 if sm.rotary else 1),
         gemm("o_proj", m, h, sm.heads * sm.head_dim, sm, layers),
         elementwise("post_attn_norm", 3 * m * h * a, layers),
         gemm("gate_up_proj", m, up_n, h, sm, layers),
