@@ -220,13 +220,12 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(130) from None
     except SystemExit:
         raise
-    except Exception as exc:  # click usage errors in non-standalone mode
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
+    except Exception as exc:
+        # Usage errors from click (typer may vendor its own copy, so match by behaviour).
+        if hasattr(exc, "show") and hasattr(exc, "exit_code"):
             exc.show()
             raise SystemExit(exc.exit_code) from None
-        if isinstance(exc, click.exceptions.Abort):
+        if type(exc).__name__ == "Abort":
             raise SystemExit(1) from None
         raise
 

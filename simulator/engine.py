@@ -71,7 +71,7 @@ class Engine:
             if step is None:
                 self._idle = env.event()
                 wake_at = sched.next_wakeup(now)
-                if wake_at is None:
+                if wake_at is None or wake_at <= now:
                     yield self._idle
                 else:
                     yield self._idle | env.timeout(max(wake_at - now, 0.0))
@@ -87,6 +87,7 @@ class Engine:
                 log.add(replica, now, dt, shape.num_tokens - shape.num_decode, shape.num_decode,
                         shape.num_seqs, used, kv.total, queued)
             else:
+                queued = len(sched.waiting)
                 durations = cost.decode_step_times(shape.num_decode, shape.decode_context, k)
                 ends = [now + t for t in accumulate(durations)]
                 self._in_stretch = True
@@ -103,6 +104,6 @@ class Engine:
                 finished, kv_steps = sched.complete_stretch(step, ends)
                 starts = [now, *ends[:-1]]
                 log.add_stretch(replica, starts, durations[:n], shape.num_decode, kv_steps,
-                                kv.total, len(sched.waiting))
+                                kv.total, queued)
             for req in finished:
                 self.on_finish(req)

@@ -13,12 +13,50 @@ import shutil
 import time
 from pathlib import Path
 
+from simulator.errors import ServesimError
 from simulator.simulation import SimulationResult
 
 
 def default_output_dir(name: str) -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     return Path("reports") / f"{name}-{stamp}"
+
+
+# Files servesim writes into an output folder; only a folder holding nothing else is replaced.
+OWN_FILES = {"summary.json", "requests.csv", "iterations.csv", "report.html", "scenario.yaml",
+             "validation.json", "validation.csv", "validation.html"}
+
+
+def check_output_dir(final: Path) -> None:
+    """Refuse to overwrite anything that is not a previous servesim output folder."""
+    if final.exists() and not final.is_dir():
+        raise ServesimError("the output path exists and is a file", where=str(final),
+                            fix="pass a folder path to --output-dir")
+    if final.is_dir():
+        foreign = [p.name for p in final.iterdir() if p.name not in OWN_FILES and p.suffix != ".png"]
+        if foreign:
+            shown = ", ".join(sorted(foreign)[:5])
+            raise ServesimError(f"the output folder holds files servesim did not write ({shown})",
+                                where=str(final), fix="choose a new or empty folder for --output-dir")
+
+
+def publish(tmp: Path, final: Path) -> None:
+    """Move a fully written temporary folder into place, replacing an old output folder."""
+    check_output_dir(final)
+    if final.exists():
+        shutil.rmtree(final)
+    tmp.rename(final)
+
+
+def staging_dir(final: Path) -> Path:
+    """A fresh temporary sibling of `final`, so nothing half-written ever appears there."""
+    check_output_dir(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.parent / f".{final.name}.tmp-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    return tmp
 
 
 def _clean(obj):
@@ -44,11 +82,7 @@ def write_outputs(result: SimulationResult, out_dir: str | Path | None = None, *
     iterations_csv = sc.output.iterations_csv if iterations_csv is None else iterations_csv
     final = Path(out_dir) if out_dir is not None else (
         Path(sc.output.dir) if sc.output.dir else default_output_dir(result.scenario.name))
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.parent / f".{final.name}.tmp-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
+    tmp = staging_dir(final)
     try:
         write_summary(tmp / "summary.json", result.summary)
         result.requests.to_csv(tmp / "requests.csv", index=False, float_format="%.6f")
@@ -60,9 +94,7 @@ def write_outputs(result: SimulationResult, out_dir: str | Path | None = None, *
 
             write_report(tmp, result.summary, result.requests, result.iterations,
                          title=f"servesim: {result.scenario.name}", scenario_yaml=result.scenario.text)
-        if final.exists():
-            shutil.rmtree(final)
-        tmp.rename(final)
+        publish(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -186,9 +186,11 @@ class Simulation:
         if self.settled % self._tick_every == 0 and not self._tick.triggered:
             self._tick.succeed()
         if isinstance(self.workload, ClosedLoopWorkload):
-            self._next_send(req.client, first=False)
+            # After a rejection the client's next send goes through the event queue, so a
+            # run of rejections cannot recurse.
+            self._next_send(req.client, first=False, defer=req.status == "rejected")
 
-    def _next_send(self, client: int, *, first: bool) -> None:
+    def _next_send(self, client: int, *, first: bool, defer: bool = False) -> None:
         """Client `client` sends its next request, after its think time if any."""
         wl = self.workload
         i = self._next_index
@@ -200,7 +202,7 @@ class Simulation:
             delay = float(wl.think_times[i])
         else:
             delay = 0.0 if first else wl.think_time_s
-        if delay > 0:
+        if delay > 0 or defer:
             self._pending_sources += 1
             self.env.process(self._think_then_send(client, i, delay))
         else:

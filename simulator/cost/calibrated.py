@@ -7,14 +7,15 @@ For one op:
    head dim; elementwise kind; collective ranks and link) and continuous coordinates
    (GEMM (N, K, M); prefill (chunks, tokens per chunk, prior context); decode
    (sequences, context per sequence); bytes for the rest).
-2. Interpolate the measured times one axis at a time. Between two measured points the
-   ratio measured/roofline is interpolated (geometrically; linear in log x for GEMM M,
-   N, K, prefill tokens and bytes, linear in x for context and batch), so the roofline
-   supplies the shape (q^2 of causal attention, GEMM wave steps) and the measurements
-   the level. The result is clamped between the two bracketing measurements: exact on
-   grid points, and monotone wherever the measurements are. Outside the measured range
-   the ratio is held at its edge value: the fitted roofline extrapolates, anchored to
-   the last measurement, so predictions stay continuous at the edge of the grid.
+2. Interpolate the measured times one axis at a time: piecewise linear in log-log for
+   GEMM M and prefill tokens, in time for context and batch. Across GEMM N and K, and
+   across bytes, the ratio measured/roofline is interpolated instead, so the roofline's
+   FLOP and byte scaling carries between measured shapes (the "scale a nearby shape by
+   its FLOP/byte ratio" rule, made continuous). Results are clamped between the two
+   bracketing measurements: exact on grid points, and monotone wherever the
+   measurements are. Outside the measured range the ratio is held at its edge value:
+   the fitted roofline extrapolates, anchored to the last measurement, so predictions
+   stay continuous at the edge of the grid.
 3. A key the profile lacks (an (H, KVH) pair never measured) borrows the nearest key,
    scaled by the roofline ratio of the real op to its stand-in. A family without rows
    (collectives measured on one GPU) uses the default roofline.
@@ -87,10 +88,12 @@ class _Family:
 
     name = ""
     scales: tuple[str, ...] = ()
-    # Interpolate measured/roofline (True) or the measured time itself (False); chosen per
-    # family on held-out rows (calibration/evaluate.py): the roofline's wave steps help
-    # GEMMs, its compute/memory kink hurts attention.
-    ratio = True
+    # Per axis: interpolate measured/roofline (True: the roofline's FLOP and byte scaling
+    # carries across, e.g. between two measured N) or the time itself (False: plain
+    # piecewise-linear, in log-log on "log" axes). Chosen on held-out rows
+    # (calibration/evaluate.py); plain where the roofline's kinks and tile steps would
+    # misplace the shape (GEMM M, attention).
+    ratio: tuple[bool, ...] = ()
 
     def split(self, shape: tuple) -> tuple[tuple, tuple]:
         raise NotImplementedError
@@ -112,6 +115,7 @@ class _Family:
 class _Gemm(_Family):
     name = "gemm"
     scales = ("log", "log", "log")  # N, K, M
+    ratio = (True, True, False)
 
     def split(self, shape):
         m, n, k, dtype = shape
@@ -136,7 +140,6 @@ class _Gemm(_Family):
 
 
 class _Attention(_Family):
-    ratio = False
 
     def distance(self, want, have):
         h, kvh, d, dt = want
@@ -149,6 +152,7 @@ class _Attention(_Family):
 class _Prefill(_Attention):
     name = "attn_prefill"
     scales = ("log", "log", "lin")  # chunks, tokens per chunk, prior context
+    ratio = (False, False, False)
 
     def split(self, shape):
         b, q, c, h, kvh, d, dt = shape
@@ -181,6 +185,7 @@ class _Prefill(_Attention):
 class _Decode(_Attention):
     name = "attn_decode"
     scales = ("lin", "lin")  # sequences, context per sequence
+    ratio = (False, False)
 
     def split(self, shape):
         b, ctx, h, kvh, d, dt = shape
@@ -199,6 +204,7 @@ class _Decode(_Attention):
 class _Elementwise(_Family):
     name = "elementwise"
     scales = ("log",)
+    ratio = (True,)  # latency + bytes/bandwidth: the roofline's own form
 
     def split(self, shape):
         kind, nbytes, _dt = shape
@@ -216,6 +222,7 @@ class _Elementwise(_Family):
 
 class _Collective(_Family):
     scales = ("log",)
+    ratio = (True,)  # alpha + bytes/bandwidth: the roofline's own form
 
     def __init__(self, name: str):
         self.name = name
@@ -398,11 +405,19 @@ class FamilyModel:
             grouped.setdefault(r.key, []).append((r.coords, r.seconds))
         self.trees = {k: _build(v, 0) for k, v in grouped.items()}
         self._cands: dict[tuple, list[tuple]] = {}
-        self._r = self.timer.op_time
+        # The shape ratios follow. GEMMs use the plain roofline of the fitted timer, without
+        # its tile and wave steps: those depend on N and K, and carried across N or K by a
+        # ratio they would put steps into M that the measurements do not have.
+        self._r = self._smooth_gemm if family == "gemm" else self.timer.op_time
         self._eq = ad.eq_op
         self._log = tuple(s == "log" for s in ad.scales)
         self._ratio = ad.ratio
         self._ndim = len(ad.scales)
+
+    def _smooth_gemm(self, op: Op) -> float:
+        t = self.timer
+        return (max(op.flops / (t.peak(op.dtype) * t.eff.gemm_compute), op.bytes / (t.bw * t.eff.gemm_memory))
+                + t.latency * t._gemm_kernels(op.dtype))
 
     def candidates(self, key: tuple) -> list[tuple]:
         """Measured keys that answer for `key`: itself, or the nearest stand-ins."""
@@ -458,9 +473,9 @@ class FamilyModel:
             w = math.log(x / x0) / math.log(x1 / x0)
         else:
             w = (x - x0) / (x1 - x0)
-            if not self._ratio:
+            if not self._ratio[d]:
                 return t0 + w * (t1 - t0)
-        if self._ratio:
+        if self._ratio[d]:
             t0r, t1r = t0 / max(r(eq(key, q0)), 1e-15), t1 / max(r(eq(key, q1)), 1e-15)
             t = r(eq(key, q)) * t0r ** (1.0 - w) * t1r ** w
         else:
@@ -483,6 +498,11 @@ def reference_gpu(profile: Profile, template: GPUSpec) -> GPUSpec:
     if gemm is not None:
         for m, n, k, dt, med, *_ in gemm.rows:
             peaks[dt] = max(peaks.get(dt, 0.0), 2.0 * m * n * k / (med * 1e-6) / 1e12)
+    prefill = profile.table("attn_prefill")
+    if prefill is not None:
+        ad = FAMILY_ADAPTERS["attn_prefill"]
+        best = max(ad.eq_op(*ad.split(tuple(r[:7]))).flops / (r[7] * 1e-6) for r in prefill.rows) / 1e12
+        peaks["bf16"] = max(peaks.get("bf16", 0.0), best)
     bw = 0.0
     for fam in ("elementwise", "attn_decode"):
         table = profile.table(fam)

@@ -54,6 +54,12 @@ class _BatchRunner(Scheduler):
     def ready(self, now: float) -> bool:
         raise NotImplementedError
 
+    def admission_error(self, req: Request) -> str | None:
+        need = self._reserve(req)
+        if need > self.kv.total:
+            return f"reserving {need} KV blocks exceeds the cache ({self.kv.total} blocks)"
+        return super().admission_error(req)
+
     def _reserve(self, req: Request) -> int:
         return self.kv.blocks_for(req.prompt_tokens + req.output_tokens)
 
@@ -123,7 +129,9 @@ class DynamicScheduler(_BatchRunner):
         self.max_wait = config.max_wait_ms * 1e-3
 
     def ready(self, now: float) -> bool:
-        if len(self.waiting) >= self.batch_size or not self.expect_arrivals():
+        # Triton-style: a partial batch waits max_wait_ms even for the last requests,
+        # since a real batcher cannot know that nothing else will arrive.
+        if len(self.waiting) >= self.batch_size:
             return True
         return now - self.waiting[0].arrival >= self.max_wait - 1e-12
 

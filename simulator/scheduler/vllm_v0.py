@@ -46,6 +46,13 @@ class VllmV0Scheduler(Scheduler):
         if req.prompt_tokens > self.token_budget:
             return (f"prompt of {req.prompt_tokens} tokens exceeds max_num_batched_tokens="
                     f"{self.token_budget}")
+        # Admission keeps the watermark free; a request (recomputed after a preemption at
+        # up to its full length) that could never pass it would block the queue forever.
+        usable = self.kv.total - self.kv.watermark_blocks
+        need = self.kv.blocks_for(req.prompt_tokens + req.output_tokens - 1)
+        if need > usable:
+            return (f"needs {need} KV blocks at full length; {usable} can be admitted under the "
+                    f"watermark (cache {self.kv.total} blocks)")
         return super().admission_error(req)
 
     def schedule(self, now: float) -> Step | None:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from simulator.config import load_scenario
-from simulator.output import _clean
+from simulator.output import _clean, publish, staging_dir
 from simulator.validation.measured import MeasuredSet, read_measured
 from simulator.validation.report import write_validation_report
 from simulator.validation.runner import RunPrediction, validate
@@ -28,16 +28,12 @@ def run_validation(paths: list[Path], scenario: Path, overrides: list[str], out_
     result["overrides"] = list(overrides)
     result["inputs"] = [str(p) for p in paths]
     final = out_dir or Path("reports") / f"validate-{base.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.parent / f".{final.name}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
+    tmp = staging_dir(final)
     try:
         (tmp / "validation.json").write_text(json.dumps(_clean(result), indent=2) + "\n")
         prediction_table(measured, preds).to_csv(tmp / "validation.csv", index=False)
         write_validation_report(tmp, result, runs_frame(preds), preds, f"servesim validation: {base.name}")
-        shutil.rmtree(final, ignore_errors=True)
-        tmp.rename(final)
+        publish(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

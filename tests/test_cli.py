@@ -1,0 +1,201 @@
+"""The `simulate` command line: outputs, exit codes, clean errors, atomic output folders,
+and determinism. Most cases call `simulator.cli.main` in-process (fast); a few run the
+real entry point in a subprocess to see exactly what a user sees."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+from conftest import CHATBOT, ROOT
+
+from simulator.cli import main
+
+SMALL = ["--set", "workload.num_requests=50"]
+FIGURES_MIN = 3
+
+
+def cli(*args: str) -> int:
+    """Run `simulate ARGS` in-process; the exit status (0 when main returns normally)."""
+    try:
+        main([str(a) for a in args])
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0
+
+
+def strict_json(text: str):
+    def _no_constants(name):
+        raise ValueError(f"non-standard JSON constant {name}")
+
+    return json.loads(text, parse_constant=_no_constants)
+
+
+def check_outputs(out, n: int, *, report: bool = True) -> dict:
+    summary = strict_json((out / "summary.json").read_text())
+    assert summary["requests"]["completed"] + summary["requests"]["rejected"] == n
+    req = pd.read_csv(out / "requests.csv")
+    assert len(req) == n
+    assert {"request_id", "ttft_ms", "tpot_ms", "e2e_ms", "status"} <= set(req.columns)
+    it = pd.read_csv(out / "iterations.csv")
+    assert len(it) == summary["iterations"] > 0
+    assert (out / "scenario.yaml").is_file()
+    if report:
+        html = (out / "report.html").read_text()
+        assert "<html" in html.lower()
+        pngs = sorted(out.glob("*.png"))
+        assert len(pngs) >= FIGURES_MIN
+        assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
+    return summary
+
+
+def no_leftovers(tmp_path, name: str = "out") -> None:
+    assert not (tmp_path / name).exists(), "an output folder was left behind"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(f".{name}")], \
+        "a temporary output folder was left behind"
+
+
+def test_shorthand_writes_every_output(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert cli(CHATBOT, *SMALL, "-o", out, "--quiet") == 0
+    check_outputs(out, 50)
+    assert capsys.readouterr().out == ""  # --quiet: no table
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_run_subcommand_prints_a_summary(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert cli("run", CHATBOT, *SMALL, "-o", out, "--no-report") == 0
+    check_outputs(out, 50, report=False)
+    assert not (out / "report.html").exists()
+    text = capsys.readouterr().out
+    assert "TTFT" in text and "throughput" in text and str(out.name) in text
+
+
+def test_same_seed_same_outputs(tmp_path):
+    runs = []
+    for name in ("a", "b"):
+        out = tmp_path / name
+        assert cli(CHATBOT, *SMALL, "-o", out, "--quiet", "--no-report") == 0
+        s = strict_json((out / "summary.json").read_text())
+        s.pop("sim_wall_s")
+        runs.append((s, (out / "requests.csv").read_bytes(), (out / "iterations.csv").read_bytes()))
+    assert runs[0] == runs[1]
+    # A different seed gives a different run.
+    out = tmp_path / "c"
+    assert cli(CHATBOT, *SMALL, "--set", "workload.seed=1", "-o", out, "--quiet",
+               "--no-report") == 0
+    assert (out / "requests.csv").read_bytes() != runs[0][1]
+
+
+def test_rerun_replaces_a_previous_output_folder(tmp_path):
+    out = tmp_path / "out"
+    assert cli(CHATBOT, "--set", "workload.num_requests=20", "-o", out, "-q", "--no-report") == 0
+    assert cli(CHATBOT, "--set", "workload.num_requests=30", "-o", out, "-q", "--no-report") == 0
+    assert len(pd.read_csv(out / "requests.csv")) == 30
+
+
+@pytest.mark.parametrize("what", ["gpus", "models", "policies"])
+def test_list_commands(what, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "300")  # rich wraps tables at the terminal width
+    assert cli("list", what) == 0
+    text = capsys.readouterr().out
+    expected = {"gpus": "h100-sxm", "models": "llama-3.1-8b", "policies": "vllm-v1"}[what]
+    assert expected in text
+
+
+def test_help_exits_zero(capsys):
+    assert cli("--help") == 0
+    assert "run" in capsys.readouterr().out
+
+
+# -- bad input: exit 2, one message, nothing written ---------------------------------------
+def bad_trace(tmp_path):
+    trace = tmp_path / "bad.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,10,10\n0.5,abc,3\n")
+    return trace
+
+
+BAD_INPUTS = {
+    "unknown field": (["--set", "workload.arrival.rat=3"], "did you mean"),
+    "wrong type": (["--set", "parallelism.tp=two"], "parallelism.tp"),
+    "negative rate": (["--set", "workload.arrival.rate=-1"], "greater than 0"),
+    "unknown model": (["--set", "model.name=llama-9"], "unknown model"),
+    "unknown gpu": (["--set", "hardware.gpu=h900"], "unknown GPU"),
+    "does not fit": (["--set", "model.name=llama-3.1-70b", "--set", "hardware.gpu=l4"],
+                     "does not fit"),
+    "tp not dividing heads": (["--set", "parallelism.tp=3"], "tp=3"),
+    "override without =": (["--set", "workload.arrival.rate"], "no '='"),
+    "missing trace": (["--set", "workload={arrival: {type: trace, path: /no/such/trace.csv}}"],
+                      "not found"),
+    "malformed trace row": (["--set", "workload={arrival: {type: trace, path: BAD}}"], ":3"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUTS))
+def test_bad_input_exits_2_with_one_message(case, tmp_path, capsys):
+    args, words = BAD_INPUTS[case]
+    args = [a.replace("BAD", str(bad_trace(tmp_path))) for a in args]
+    assert cli(CHATBOT, *args, "-o", tmp_path / "out", "--quiet") == 2
+    captured = capsys.readouterr()
+    err = " ".join(captured.err.split())
+    assert err.startswith("error:")
+    assert words in err
+    assert "fix:" in err
+    assert "Traceback" not in captured.err + captured.out
+    no_leftovers(tmp_path)
+
+
+def test_missing_scenario_file(tmp_path, capsys):
+    assert cli(tmp_path / "nope.yaml", "-o", tmp_path / "out") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and "not found" in err
+    no_leftovers(tmp_path)
+
+
+def test_entry_point_subprocess(tmp_path):
+    """What a user sees: the real interpreter, exit codes and streams."""
+    run = [sys.executable, "-m", "simulator.cli"]
+    ok = subprocess.run([*run, str(CHATBOT), "--set", "workload.num_requests=10", "-o",
+                         str(tmp_path / "ok"), "--quiet", "--no-report"],
+                        capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert ok.returncode == 0, ok.stderr
+    assert (tmp_path / "ok" / "summary.json").is_file()
+    bad = subprocess.run([*run, str(CHATBOT), "--set", "parallelism.tp=two", "-o",
+                          str(tmp_path / "out")], capture_output=True, text=True, cwd=ROOT,
+                         timeout=120)
+    assert bad.returncode == 2
+    assert bad.stderr.startswith("error:") and "Traceback" not in bad.stderr
+    assert bad.stdout == ""
+    no_leftovers(tmp_path)
+
+
+@pytest.mark.parametrize("args", [
+    ["run", str(CHATBOT), "--bogus"],
+    ["run"],
+    ["list", "nothing"],
+], ids=["unknown option", "missing argument", "unknown command"])
+def test_usage_errors_exit_2_without_traceback(args, capsys):
+    assert cli(*args) == 2
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_output_dir_never_deletes_foreign_files(tmp_path):
+    out = tmp_path / "mine"
+    out.mkdir()
+    precious = out / "notes.txt"
+    precious.write_text("not servesim's")
+    cli(CHATBOT, "--set", "workload.num_requests=5", "-o", out, "-q", "--no-report")
+    assert precious.exists()
+
+
+def test_output_dir_that_is_a_file_is_a_clean_error(tmp_path, capsys):
+    target = tmp_path / "file.txt"
+    target.write_text("x")
+    assert cli(CHATBOT, "--set", "workload.num_requests=5", "-o", target, "-q",
+               "--no-report") == 2
+    assert capsys.readouterr().err.startswith("error:")
+    assert target.read_text() == "x"
