@@ -492,7 +492,9 @@ def reference_gpu(profile: Profile, template: GPUSpec) -> GPUSpec:
     its best measured throughput stands in for the peaks; links come from `template`.
     """
     if profile.metadata.gpu is not None:
-        return get_gpu(profile.metadata.gpu)
+        gpu = get_gpu(profile.metadata.gpu)
+        # The scenario's own spec when it is this GPU: it carries any link overrides.
+        return template if template.name == gpu.name else gpu
     peaks: dict[str, float] = {}
     gemm = profile.table("gemm")
     if gemm is not None:
@@ -581,7 +583,7 @@ def calibrated_backend(gpu: GPUSpec, config: CostModelConfig, profile: str | Non
             where="hardware.profile",
             fix=f"set hardware.gpu: {meta.gpu}, or use a profile made on {gpu.name}")
     st = path.stat()
-    cache_key = (str(path), st.st_mtime_ns, gpu.name, config.efficiency.model_dump_json(),
+    cache_key = (str(path), st.st_mtime_ns, gpu.model_dump_json(), config.efficiency.model_dump_json(),
                  config.overheads().kernel_latency_us)
     timer = _TIMERS.get(cache_key)
     if timer is None:

@@ -60,8 +60,10 @@ class Scheduler:
     name: ClassVar[str] = ""
 
     def __init__(self, config: SchedulerConfigBase, kv: BlockManager, max_model_len: int,
-                 itl: ItlSink):
+                 itl: ItlSink, *, token_budget: int = 0, max_num_seqs: int = 0):
         self.config = config
+        self.token_budget = token_budget
+        self.max_num_seqs = max_num_seqs
         self.kv = kv
         self.max_model_len = max_model_len
         self.itl = itl
@@ -81,6 +83,13 @@ class Scheduler:
         blocks = self.kv.blocks_for(total - 1)
         if blocks > self.kv.total:
             return (f"needs {blocks} KV blocks at full length; the cache holds {self.kv.total}")
+        return None
+
+    def budget_error(self, req: Request, note: str = "") -> str | None:
+        """A prompt that can never be scheduled whole under the token budget."""
+        if req.prompt_tokens > self.token_budget:
+            return (f"prompt of {req.prompt_tokens} tokens exceeds max_num_batched_tokens="
+                    f"{self.token_budget}{note}")
         return None
 
     def add(self, req: Request) -> str | None:

@@ -32,11 +32,8 @@ class ContinuousConfig(SchedulerConfigBase):
 class ContinuousScheduler(Scheduler):
     name = "continuous"
 
-    def __init__(self, config: ContinuousConfig, kv, max_model_len, itl, *, token_budget: int,
-                 max_num_seqs: int):
-        super().__init__(config, kv, max_model_len, itl)
-        self.token_budget = token_budget
-        self.max_num_seqs = max_num_seqs
+    def __init__(self, config: ContinuousConfig, kv, max_model_len, itl, **limits):
+        super().__init__(config, kv, max_model_len, itl, **limits)
         self.reserve_max = config.kv_reservation == "max_model_len"
 
     def reservation(self, req) -> int:
@@ -44,9 +41,9 @@ class ContinuousScheduler(Scheduler):
         return self.kv.blocks_for(tokens)
 
     def admission_error(self, req):
-        if req.prompt_tokens > self.token_budget:
-            return (f"prompt of {req.prompt_tokens} tokens exceeds max_num_batched_tokens="
-                    f"{self.token_budget}")
+        err = self.budget_error(req)
+        if err:
+            return err
         if self.reservation(req) > self.kv.total:
             return (f"reserving {self.reservation(req)} KV blocks exceeds the cache "
                     f"({self.kv.total} blocks)")

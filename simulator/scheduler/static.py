@@ -44,8 +44,8 @@ class _BatchRunner(Scheduler):
 
     padded: bool = False
 
-    def __init__(self, config, kv, max_model_len, itl, **_):
-        super().__init__(config, kv, max_model_len, itl)
+    def __init__(self, config, kv, max_model_len, itl, **limits):
+        super().__init__(config, kv, max_model_len, itl, **limits)
         self.batch_size = config.max_batch_size
         self.batch: list[Request] = []
         self.pad_prompt = 0

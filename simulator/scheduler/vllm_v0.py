@@ -36,16 +36,11 @@ class VllmV0Config(SchedulerConfigBase):
 class VllmV0Scheduler(Scheduler):
     name = "vllm-v0"
 
-    def __init__(self, config: VllmV0Config, kv, max_model_len, itl, *, token_budget: int,
-                 max_num_seqs: int):
-        super().__init__(config, kv, max_model_len, itl)
-        self.token_budget = token_budget
-        self.max_num_seqs = max_num_seqs
 
     def admission_error(self, req):
-        if req.prompt_tokens > self.token_budget:
-            return (f"prompt of {req.prompt_tokens} tokens exceeds max_num_batched_tokens="
-                    f"{self.token_budget}")
+        err = self.budget_error(req)
+        if err:
+            return err
         # Admission keeps the watermark free; a request (recomputed after a preemption at
         # up to its full length) that could never pass it would block the queue forever.
         usable = self.kv.total - self.kv.watermark_blocks

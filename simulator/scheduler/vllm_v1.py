@@ -43,18 +43,13 @@ def vllm_default_limits(gpu_name: str, gpu_memory_gib: float) -> tuple[int, int]
 class VllmV1Scheduler(Scheduler):
     name = "vllm-v1"
 
-    def __init__(self, config: VllmV1Config, kv, max_model_len, itl, *, token_budget: int,
-                 max_num_seqs: int):
-        super().__init__(config, kv, max_model_len, itl)
-        self.token_budget = token_budget
-        self.max_num_seqs = max_num_seqs
+    def __init__(self, config: VllmV1Config, kv, max_model_len, itl, **limits):
+        super().__init__(config, kv, max_model_len, itl, **limits)
         self.chunked = config.enable_chunked_prefill
 
     def admission_error(self, req):
-        if not self.chunked and req.prompt_tokens > self.token_budget:
-            return (f"prompt of {req.prompt_tokens} tokens exceeds max_num_batched_tokens="
-                    f"{self.token_budget} with chunked prefill off")
-        return super().admission_error(req)
+        err = None if self.chunked else self.budget_error(req, " with chunked prefill off")
+        return err or super().admission_error(req)
 
     def schedule(self, now: float) -> Step | None:
         kv = self.kv
