@@ -1,0 +1,308 @@
+"""Import NVIDIA's published per-op tables (aiconfigurator-core, Apache-2.0) as a profile.
+
+aiconfigurator-core ships measured kernel latencies per system under
+``aiconfigurator_core/systems/data/<system>/<family>/<backend>/<version>/*.parquet``.
+The tables and their units, as read here (checked against physics: a 32768x65536x12288
+bf16 GEMM at ~60 ms is ~880 TFLOP/s, an 8-GPU 512 MB all-reduce at ~2.1 ms is ~450 GB/s
+bus bandwidth):
+
+- ``gemm/<backend>/<v>/gemm_perf.parquet``: gemm_dtype, m, n, k, latency [ms].
+- ``attention/<backend>/<v>/context_attention_perf.parquet``: batch_size, isl, num_heads,
+  num_key_value_heads, head_dim, kv_cache_dtype, window_size, latency [ms]; causal
+  prefill of `isl` fresh tokens per sequence (no prior context).
+- ``attention/<backend>/<v>/generation_attention_perf.parquet``: same columns; one token
+  per sequence over a KV of isl + step tokens (isl is 1), latency [ms].
+- ``comm/nccl/<nccl version>/nccl_perf.parquet``: op_name, nccl_dtype, num_gpus,
+  message_size [elements, not bytes], latency [ms]; all_gather's size is the gathered
+  output, as in nccl-tests.
+- ``comm/<backend>/<v>/custom_allreduce_perf.parquet``: the framework's own all-reduce
+  (vLLM: CUDA-graph and eager variants), message_size [elements], latency [ms].
+
+The package is an optional extra (``pip install -e '.[aiconfigurator]'``); its data
+directory is found without importing the package (its compiled core is not needed).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import importlib.util
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from calibration.profile import (
+    CalibrationError,
+    MethodInfo,
+    Profile,
+    ProfileMetadata,
+    make_table,
+    round_sig,
+)
+
+PACKAGE = "aiconfigurator_core"
+LICENSE_NOTE = ("Data: NVIDIA aiconfigurator-core {version} (Apache-2.0), "
+                "Copyright (c) 2025-2026 NVIDIA CORPORATION & AFFILIATES.")
+_GEMM_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "fp8": "fp8"}  # fp8 = per-tensor scaled
+_ATTN_DTYPES = {"bfloat16": "bf16", "float16": "fp16"}
+_COMM_DTYPES = {"half": ("bf16", 2), "bfloat16": ("bf16", 2), "float16": ("fp16", 2)}
+_COMM_OPS = {"all_reduce": "allreduce", "all_gather": "allgather"}
+_MS_TO_US = 1000.0
+
+# What ships in calibration/profiles/: the shapes dense Llama/OPT/Qwen-class models need
+# (N, K >= 512; head_dim 128), every measured M up to 32k on a log-spaced subset.
+SHIP_GEMM_M = frozenset({1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 160, 192, 256, 384, 512, 768, 1024,
+                         1536, 2048, 3072, 4096, 8192, 16384, 32768})
+SHIP_MIN_NK = 512
+SHIP_HEAD_DIMS = frozenset({128})
+
+
+def package_root() -> Path:
+    """The installed aiconfigurator_core directory, located without importing it."""
+    spec = importlib.util.find_spec(PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise CalibrationError("aiconfigurator-core is not installed",
+                               fix="pip install -e '.[aiconfigurator]' (NVIDIA's aiconfigurator-core wheel)")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def package_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("aiconfigurator-core")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _read_parquet(path: Path):
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        raise CalibrationError("reading aiconfigurator tables needs pyarrow",
+                               fix="pip install -e '.[aiconfigurator]' (or pip install pyarrow)") from None
+    import pandas as pd
+
+    return pd.read_parquet(path)
+
+
+def _vkey(v: str) -> tuple:
+    """Sort key for versions like 0.24.0, 1.3.0rc20, 0.5.6.post2."""
+    return tuple(int(p) if p.isdigit() else -1 for p in re.split(r"[.\-]|(?<=\d)(?=[a-z])", v))
+
+
+def _subdirs(p: Path) -> list[str]:
+    return sorted((d.name for d in p.iterdir() if d.is_dir()), key=_vkey) if p.is_dir() else []
+
+
+def available(data_root: Path | None = None) -> dict[str, dict[str, list[str]]]:
+    """{system: {backend: [versions with GEMM data]}} found in the package."""
+    root = data_root or package_root() / "systems" / "data"
+    out: dict[str, dict[str, list[str]]] = {}
+    for system in _subdirs(root):
+        gemm = root / system / "gemm"
+        out[system] = {b: _subdirs(gemm / b) for b in _subdirs(gemm)}
+    return out
+
+
+def _current_version(systems_dir: Path, system: str, backend: str) -> str | None:
+    """The package's own 'current' version for (system, backend), if it declares one."""
+    path = systems_dir / "query_versions.yaml"
+    if not path.is_file():
+        return None
+    import yaml
+
+    doc = yaml.safe_load(path.read_text()) or {}
+    slot = (doc.get("overrides", {}).get(system, {}) or {}).get(backend) or doc.get("defaults", {}).get(backend)
+    return str(slot["current"]) if isinstance(slot, dict) and slot.get("current") else None
+
+
+def resolve(system: str, backend: str, version: str | None,
+            data_root: Path | None = None) -> tuple[Path, str]:
+    """The system's data directory and the version to read; errors list what exists."""
+    root = data_root or package_root() / "systems" / "data"
+    avail = available(root)
+    if system not in avail:
+        raise CalibrationError(f"aiconfigurator has no system {system!r}", where="--system",
+                               fix=f"use one of: {', '.join(avail)}")
+    versions = avail[system].get(backend)
+    if not versions:
+        raise CalibrationError(f"aiconfigurator has no {backend!r} data for {system}", where="--backend",
+                               fix=f"use one of: {', '.join(b for b, v in avail[system].items() if v)}")
+    if version is None:
+        current = _current_version(root.parent, system, backend)
+        version = current if current in versions else versions[-1]
+    elif version not in versions:
+        raise CalibrationError(f"aiconfigurator has no {system}/{backend} version {version!r}",
+                               where="--version", fix=f"use one of: {', '.join(versions)}")
+    return root / system, version
+
+
+def _nccl_dir(sys_dir: Path) -> Path | None:
+    """NCCL tables: the version the system file names, else the newest present."""
+    base = sys_dir / "comm" / "nccl"
+    versions = _subdirs(base)
+    if not versions:
+        return None
+    spec = sys_dir.parent.parent / f"{sys_dir.name}.yaml"
+    want = None
+    if spec.is_file():
+        import yaml
+
+        want = str(((yaml.safe_load(spec.read_text()) or {}).get("misc") or {}).get("nccl_version", ""))
+    return base / (want if want in versions else versions[-1])
+
+
+def _system_spec(sys_dir: Path) -> dict:
+    spec = sys_dir.parent.parent / f"{sys_dir.name}.yaml"
+    if not spec.is_file():
+        return {}
+    import yaml
+
+    return yaml.safe_load(spec.read_text()) or {}
+
+
+def _rows(df, cols: list[str], keep: Callable | None = None) -> list[list]:
+    """Median-aggregate duplicate shapes (some tables repeat a shape across kernels/runs)."""
+    if keep is not None:
+        df = df[keep(df)]
+    g = df.groupby(cols, sort=True)["latency_us"].agg(["median", "size"]).reset_index()
+    out = []
+    for rec in g.itertuples(index=False):
+        vals = list(rec)
+        shape = [v.item() if hasattr(v, "item") else v for v in vals[: len(cols)]]
+        out.append([*shape, round_sig(float(vals[len(cols)])), None, None, None])
+    return out
+
+
+def convert(system: str, backend: str = "vllm", version: str | None = None, *, full: bool = False,
+            data_root: Path | None = None) -> Profile:
+    """Build a profile from one system/backend/version of aiconfigurator's tables.
+
+    `full` keeps every fp16/bf16/fp8 GEMM and every head size; otherwise the shipped
+    subset (dense-model shapes, < 2 MB) is kept.
+    """
+    sys_dir, version = resolve(system, backend, version, data_root)
+    tables: dict = {}
+    devices: set[str] = set()
+    kernels: dict[str, list[str]] = {}
+    notes = [
+        "latency columns are milliseconds in the source tables; converted to microseconds",
+        "NCCL/custom all-reduce message_size is an element count (fp16/bf16: 2 bytes each)",
+        "p10/p90/samples are not published (null); median_us is the published latency",
+    ]
+
+    gemm_path = sys_dir / "gemm" / backend / version / "gemm_perf.parquet"
+    if gemm_path.is_file():
+        df = _read_parquet(gemm_path)
+        devices.update(df["device"].unique())
+        df = df[df["gemm_dtype"].isin(_GEMM_DTYPES)].copy()
+        kernels["gemm"] = sorted(df["kernel_source"].unique())
+        df["dtype"] = df["gemm_dtype"].map(_GEMM_DTYPES)
+        df["latency_us"] = df["latency"] * _MS_TO_US
+        keep = None if full else (lambda d: d["m"].isin(SHIP_GEMM_M) & (d["n"] >= SHIP_MIN_NK)
+                                  & (d["k"] >= SHIP_MIN_NK))
+        tables["gemm"] = make_table("gemm", _rows(df, ["m", "n", "k", "dtype"], keep))
+
+    attn_dir = sys_dir / "attention" / backend / version
+    for fam, fname, ctx in (("attn_prefill", "context_attention_perf.parquet", False),
+                            ("attn_decode", "generation_attention_perf.parquet", True)):
+        path = attn_dir / fname
+        if not path.is_file():
+            continue
+        df = _read_parquet(path)
+        devices.update(df["device"].unique())
+        mask = df["kv_cache_dtype"].isin(_ATTN_DTYPES) & df["attn_dtype"].isin(_ATTN_DTYPES)
+        if "window_size" in df:
+            mask &= df["window_size"] == 0
+        if "beam_width" in df:
+            mask &= df["beam_width"] == 1
+        if not full:
+            mask &= df["head_dim"].isin(SHIP_HEAD_DIMS)
+        df = df[mask].copy()
+        kernels[fam] = sorted(df["kernel_source"].unique())
+        df["dtype"] = df["kv_cache_dtype"].map(_ATTN_DTYPES)
+        df["latency_us"] = df["latency"] * _MS_TO_US
+        df = df.rename(columns={"batch_size": "batch", "num_heads": "heads",
+                                "num_key_value_heads": "kv_heads"})
+        if ctx:
+            df["ctx_len"] = df["isl"] + df["step"]
+            cols = ["batch", "ctx_len", "heads", "kv_heads", "head_dim", "dtype"]
+        else:
+            df["q_len"] = df["isl"]
+            df["prior_ctx"] = 0
+            cols = ["batch", "q_len", "prior_ctx", "heads", "kv_heads", "head_dim", "dtype"]
+        tables[fam] = make_table(fam, _rows(df, cols))
+
+    comm_rows: dict[str, list] = {"allreduce": [], "allgather": []}
+    nccl_dir = _nccl_dir(sys_dir)
+    nccl_version = nccl_dir.name if nccl_dir else None
+    if nccl_dir is not None and (nccl_dir / "nccl_perf.parquet").is_file():
+        df = _read_parquet(nccl_dir / "nccl_perf.parquet")
+        devices.update(df["device"].unique())
+        df = df[df["op_name"].isin(_COMM_OPS) & df["nccl_dtype"].isin(_COMM_DTYPES)].copy()
+        for op, fam in _COMM_OPS.items():
+            part = df[df["op_name"] == op].copy()
+            if part.empty:
+                continue
+            part["dtype"] = part["nccl_dtype"].map(lambda d: _COMM_DTYPES[d][0])
+            part["bytes"] = part["message_size"] * part["nccl_dtype"].map(lambda d: _COMM_DTYPES[d][1])
+            part["latency_us"] = part["latency"] * _MS_TO_US
+            part["link"] = "intra"
+            part["impl"] = "nccl"
+            part = part.rename(columns={"num_gpus": "ranks"})
+            comm_rows[fam] += _rows(part, ["bytes", "ranks", "link", "impl", "dtype"])
+    ar_versions = [v for v in _subdirs(sys_dir / "comm" / backend) if _vkey(v) <= _vkey(version)]
+    if ar_versions:
+        path = sys_dir / "comm" / backend / ar_versions[-1] / "custom_allreduce_perf.parquet"
+        if path.is_file():
+            df = _read_parquet(path)
+            devices.update(df["device"].unique())
+            df = df[df["allreduce_dtype"].isin(_COMM_DTYPES)].copy()
+            df["dtype"] = df["allreduce_dtype"].map(lambda d: _COMM_DTYPES[d][0])
+            df["bytes"] = df["message_size"] * df["allreduce_dtype"].map(lambda d: _COMM_DTYPES[d][1])
+            df["latency_us"] = df["latency"] * _MS_TO_US
+            df["link"] = "intra"
+            impl_col = "backend" if "backend" in df else "kernel_source"
+            df["impl"] = df[impl_col].map(lambda s: f"{backend}_custom_{str(s).rsplit('_', 1)[-1]}".lower())
+            df = df.rename(columns={"num_gpus": "ranks"})
+            comm_rows["allreduce"] += _rows(df, ["bytes", "ranks", "link", "impl", "dtype"])
+            kernels["custom_allreduce"] = sorted(df["kernel_source"].unique())
+            notes.append(f"custom all-reduce from comm/{backend}/{ar_versions[-1]}; the simulator takes the "
+                         "fastest implementation measured at each size (vLLM switches between them)")
+    for fam, rows in comm_rows.items():
+        if rows:
+            tables[fam] = make_table(fam, sorted(rows, key=lambda r: (r[3], r[1], r[0])))
+    if not tables:
+        raise CalibrationError(f"no usable tables under {sys_dir} for {backend} {version}",
+                               fix="pick another --version or --backend")
+
+    device = sorted(devices)[0] if devices else system
+    from simulator.errors import CatalogError
+    from simulator.hardware import get_gpu
+
+    try:
+        gpu = get_gpu(device).name
+    except CatalogError:
+        try:
+            gpu = get_gpu(system).name
+        except CatalogError:
+            gpu = None
+    spec = _system_spec(sys_dir)
+    mem = (spec.get("gpu") or {}).get("mem_capacity")
+    pkg_version = package_version()
+    meta = ProfileMetadata(
+        gpu_name=device, gpu=gpu, device_kind="cuda",
+        memory_gib=float(mem) / 2**30 if mem else None,
+        attention_backend={f: ", ".join(kernels[f]) for f in ("attn_prefill", "attn_decode") if f in kernels},
+        versions={"aiconfigurator-core": pkg_version, backend: version,
+                  **({"nccl": nccl_version} if nccl_version else {}),
+                  **{f"kernels.{f}": ", ".join(v) for f, v in kernels.items()}},
+        date=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        source=f"aiconfigurator:{system}/{backend}/{version}",
+        method=MethodInfo(timer="imported"),
+        not_measured={"elementwise": "not in aiconfigurator's tables; default roofline",
+                      "p2p": "not in aiconfigurator's tables (it models P2P analytically); default roofline"},
+        notes=[*notes, ("subset: GEMM N,K >= 512 on a log-spaced M grid, head_dim 128 (--full keeps all)"
+                        if not full else "full tables"), LICENSE_NOTE.format(version=pkg_version)],
+    )
+    return Profile(metadata=meta, tables=tables)

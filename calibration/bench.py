@@ -1,0 +1,540 @@
+"""Kernel microbenchmarks with torch: one code path for CUDA and CPU.
+
+Each grid point is warmed up, then timed `repeats` times: with CUDA events around the
+kernel (the L2 cache flushed by writing a 256 MB buffer before every sample, so weights
+come from HBM as they do in serving), or with time.perf_counter on CPU, where torch ops
+are synchronous. The median, p10 and p90 of the samples are kept.
+
+torch is imported inside the functions, never at module import: the CLI must load (and
+say "install torch") on machines without it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import os
+import platform
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from calibration.grid import BenchPlan
+from calibration.profile import (
+    CalibrationError,
+    MethodInfo,
+    Profile,
+    ProfileMetadata,
+    make_table,
+    round_sig,
+)
+
+TORCH_MISSING = "calibration needs torch: pip install -e '.[calibrate]'"
+_TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+
+
+def require_torch():
+    """torch, or a ServesimError that says how to install it."""
+    try:
+        import torch
+    except ImportError:
+        raise CalibrationError(TORCH_MISSING, where="simulate calibrate",
+                               fix="pip install -e '.[calibrate]' (any torch >= 2.1; CPU builds work)") from None
+    return torch
+
+
+def pick_device(torch, requested: str | None):
+    """The torch device to measure: CUDA when present (or asked for), else CPU."""
+    if requested in (None, "auto"):
+        requested = "cuda" if torch.cuda.is_available() else "cpu"
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise CalibrationError("--device cuda was requested but torch sees no CUDA device",
+                               where="--device", fix="use --device cpu, or install a CUDA build of torch")
+    if requested not in ("cuda", "cpu"):
+        raise CalibrationError(f"unknown device {requested!r}", where="--device", fix="use cuda or cpu")
+    return torch.device(requested)
+
+
+# -- environment -------------------------------------------------------------------------
+def _nvidia_smi(fields: str, index: int = 0) -> list[str] | None:
+    """Query nvidia-smi; None where it is absent or refuses (containers, non-NVIDIA)."""
+    try:
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader", "-i", str(index)],
+                             capture_output=True, text=True, timeout=10, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    line = out.strip().splitlines()
+    return [v.strip() for v in line[0].split(",")] if line else None
+
+
+def read_clocks(index: int = 0) -> dict[str, str]:
+    vals = _nvidia_smi("clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem", index)
+    if vals is None or len(vals) < 4:
+        return {"note": "nvidia-smi unavailable; clocks not recorded"}
+    return dict(zip(("sm", "mem", "max_sm", "max_mem"), vals, strict=False))
+
+
+def lock_clocks(mhz: int, index: int = 0) -> str:
+    """Pin the SM clock (needs root); returns what happened, for the metadata."""
+    try:
+        subprocess.run(["nvidia-smi", "-i", str(index), f"--lock-gpu-clocks={mhz},{mhz}"],
+                       capture_output=True, text=True, timeout=20, check=True)
+        return f"locked at {mhz} MHz"
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"lock to {mhz} MHz refused ({type(exc).__name__}); clocks as found"
+
+
+def unlock_clocks(index: int = 0) -> None:
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        subprocess.run(["nvidia-smi", "-i", str(index), "--reset-gpu-clocks"],
+                       capture_output=True, text=True, timeout=20, check=False)
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "cpu"
+
+
+def _version(module: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(module)
+    except PackageNotFoundError:
+        return None
+
+
+def describe_device(torch, device) -> dict:
+    """Metadata fields for the device being measured."""
+    from simulator.errors import CatalogError
+    from simulator.hardware import get_gpu
+
+    info: dict = {"torch": torch.__version__, "host": socket.gethostname()}
+    if device.type == "cuda":
+        idx = device.index or 0
+        props = torch.cuda.get_device_properties(idx)
+        name = torch.cuda.get_device_name(idx)
+        try:
+            gpu = get_gpu(name).name
+        except CatalogError:
+            gpu = None
+        drv = _nvidia_smi("driver_version", idx)
+        nccl = None
+        try:
+            v = torch.cuda.nccl.version()
+            nccl = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
+        except Exception:
+            pass
+        info.update(gpu_name=name, gpu=gpu, device_kind="cuda", memory_gib=props.total_memory / 2**30,
+                    compute_units=props.multi_processor_count, driver=drv[0] if drv else None,
+                    cuda=torch.version.cuda, clocks=read_clocks(idx),
+                    versions={k: v for k, v in {"torch": torch.__version__, "nccl": nccl,
+                                                "flash-attn": _version("flash-attn"),
+                                                "vllm": _version("vllm")}.items() if v})
+    else:
+        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") if hasattr(os, "sysconf") else None
+        info.update(gpu_name=_cpu_name(), gpu=None, device_kind="cpu",
+                    memory_gib=mem / 2**30 if mem else None, compute_units=torch.get_num_threads(),
+                    versions={"torch": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability()},
+                    clocks={"note": "CPU: clocks not recorded"})
+    return info
+
+
+# -- timing ------------------------------------------------------------------------------
+class OverBudget(Exception):
+    """A point whose samples would not finish before the run's deadline."""
+
+
+class Stopwatch:
+    """Samples one callable: CUDA events with an L2 flush, or perf_counter on CPU."""
+
+    def __init__(self, torch, device, *, warmup: int, repeats: int, flush_mb: float,
+                 deadline: float | None = None):
+        self.torch = torch
+        self.deadline = deadline
+        self.cuda = device.type == "cuda"
+        self.warmup = warmup
+        self.repeats = repeats
+        self.flush = (torch.empty(int(flush_mb * 2**20), dtype=torch.uint8, device=device)
+                      if self.cuda and flush_mb > 0 else None)
+        self.sync = torch.cuda.synchronize if self.cuda else torch.cpu.synchronize
+
+    def samples(self, fn: Callable[[], object]) -> list[float]:
+        """Per-call times, µs; OverBudget if the first call says the rest cannot fit."""
+        t0 = time.perf_counter()
+        fn()
+        self.sync()
+        first = time.perf_counter() - t0
+        if self.deadline is not None and time.perf_counter() + first * (self.warmup + self.repeats) > self.deadline:
+            raise OverBudget
+        for _ in range(self.warmup - 1):
+            fn()
+        self.sync()
+        if self.cuda:
+            ev = self.torch.cuda.Event
+            pairs = []
+            for _ in range(self.repeats):
+                if self.flush is not None:
+                    self.flush.zero_()
+                start, end = ev(enable_timing=True), ev(enable_timing=True)
+                start.record()
+                fn()
+                end.record()
+                pairs.append((start, end))
+            self.sync()
+            return [s.elapsed_time(e) * 1e3 for s, e in pairs]
+        out = []
+        for _ in range(self.repeats):
+            t0 = time.perf_counter()
+            fn()
+            self.sync()
+            out.append((time.perf_counter() - t0) * 1e6)
+        return out
+
+
+def stats(samples: list[float]) -> list:
+    a = np.asarray(samples)
+    return [round_sig(float(np.median(a))), round_sig(float(np.percentile(a, 10))),
+            round_sig(float(np.percentile(a, 90))), len(samples)]
+
+
+# -- kernels -----------------------------------------------------------------------------
+def _dtype(torch, name: str):
+    return getattr(torch, _TORCH_DTYPES.get(name, "bfloat16"))
+
+
+def fp8_supported(torch, device) -> bool:
+    if device.type != "cuda" or not hasattr(torch, "float8_e4m3fn") or not hasattr(torch, "_scaled_mm"):
+        return False
+    return torch.cuda.get_device_capability(device) >= (8, 9)
+
+
+def gemm_fn(torch, device, m: int, n: int, k: int, dtype: str) -> Callable:
+    """y = x W^T as a serving engine's linear layer runs it."""
+    if dtype == "fp8":
+        mp = -(-m // 16) * 16  # torch._scaled_mm wants multiples of 16; small M pads as cuBLASLt does
+        a = torch.randn(mp, k, device=device).to(torch.float8_e4m3fn)
+        b = torch.randn(n, k, device=device).to(torch.float8_e4m3fn)
+        one = torch.ones((), device=device)
+        return lambda: torch._scaled_mm(a, b.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+    dt = _dtype(torch, dtype)
+    x = torch.randn(m, k, device=device, dtype=dt)
+    w = torch.randn(n, k, device=device, dtype=dt)
+    return lambda: torch.nn.functional.linear(x, w)
+
+
+def _sdpa(torch, q, k, v, *, causal_offset: int | None):
+    """SDPA with GQA (enable_gqa, or expanded KV on older torch) and bottom-right causality."""
+    F = torch.nn.functional
+    kwargs: dict = {}
+    if causal_offset == 0:
+        kwargs["is_causal"] = True  # square: top-left and bottom-right masks coincide
+    elif causal_offset is not None:
+        from torch.nn.attention.bias import causal_lower_right
+
+        kwargs["attn_mask"] = causal_lower_right(q.shape[-2], k.shape[-2])
+    groups = q.shape[1] // k.shape[1]
+    if groups > 1:
+        try:
+            F.scaled_dot_product_attention(q, k, v, enable_gqa=True, **kwargs)
+            return lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True, **kwargs), "sdpa(enable_gqa)"
+        except (TypeError, RuntimeError):
+            k = k.repeat_interleave(groups, dim=1)
+            v = v.repeat_interleave(groups, dim=1)
+    return lambda: F.scaled_dot_product_attention(q, k, v, **kwargs), "sdpa"
+
+
+def prefill_fn(torch, device, b: int, q_len: int, ctx: int, h: int, kvh: int, d: int):
+    dt = torch.bfloat16
+    q = torch.randn(b, h, q_len, d, device=device, dtype=dt)
+    k = torch.randn(b, kvh, ctx + q_len, d, device=device, dtype=dt)
+    v = torch.randn_like(k)
+    return _sdpa(torch, q, k, v, causal_offset=ctx)
+
+
+def _flash_kvcache():
+    """flash_attn_with_kvcache from vLLM's fork or flash-attn, with its name; None if neither."""
+    for mod, label in (("vllm.vllm_flash_attn", "vllm_flash_attn"), ("flash_attn", "flash_attn")):
+        try:
+            module = __import__(mod, fromlist=["flash_attn_with_kvcache"])
+            return module.flash_attn_with_kvcache, f"{label} {_version(label.replace('_', '-')) or ''}".strip()
+        except (ImportError, AttributeError):
+            continue
+    return None
+
+
+def decode_fn(torch, device, b: int, ctx: int, h: int, kvh: int, d: int):
+    """One query token per sequence over `ctx` cached tokens: a paged kernel when importable."""
+    dt = torch.bfloat16
+    flash = _flash_kvcache() if device.type == "cuda" else None
+    if flash is not None:
+        fn, label = flash
+        q = torch.randn(b, 1, h, d, device=device, dtype=dt)
+        lens = torch.full((b,), ctx, dtype=torch.int32, device=device)
+        block = 256  # flash-attn's paged KV needs pages divisible by 256; vLLM's fork accepts it too
+        pages = -(-ctx // block)
+        try:
+            kc = torch.randn(b * pages, block, kvh, d, device=device, dtype=dt)
+            vc = torch.randn_like(kc)
+            table = torch.arange(b * pages, dtype=torch.int32, device=device).view(b, pages)
+            fn(q, kc, vc, cache_seqlens=lens, block_table=table)
+            return (lambda: fn(q, kc, vc, cache_seqlens=lens, block_table=table)), f"{label} (paged, block {block})"
+        except Exception:
+            try:
+                kc = torch.randn(b, ctx, kvh, d, device=device, dtype=dt)
+                vc = torch.randn_like(kc)
+                fn(q, kc, vc, cache_seqlens=lens)
+                return (lambda: fn(q, kc, vc, cache_seqlens=lens)), f"{label} (contiguous cache)"
+            except Exception:
+                pass
+    q = torch.randn(b, h, 1, d, device=device, dtype=dt)
+    k = torch.randn(b, kvh, ctx, d, device=device, dtype=dt)
+    v = torch.randn_like(k)
+    fn, label = _sdpa(torch, q, k, v, causal_offset=None)
+    return fn, f"{label} on contiguous KV"
+
+
+def elementwise_fn(torch, device, kind: str, rows: int, cols: int):
+    """(callable, bytes moved, kind as recorded, implementation)."""
+    dt = torch.bfloat16
+    if kind == "copy":
+        src = torch.randn(rows * cols, device=device, dtype=dt)
+        dst = torch.empty_like(src)
+        return (lambda: dst.copy_(src)), 2 * src.numel() * 2, "copy", "Tensor.copy_"
+    vllm_ops = None
+    if device.type == "cuda":
+        try:
+            from vllm import _custom_ops as vllm_ops  # fused kernels, as vLLM runs them
+        except Exception:
+            vllm_ops = None
+    if kind == "rmsnorm":
+        x = torch.randn(rows, cols, device=device, dtype=dt)
+        w = torch.ones(cols, device=device, dtype=dt)
+        nbytes = 2 * rows * cols * 2
+        if vllm_ops is not None:
+            out = torch.empty_like(x)
+            return (lambda: vllm_ops.rms_norm(out, x, w, 1e-6)), nbytes, "rmsnorm", "vllm._custom_ops.rms_norm"
+        if hasattr(torch.nn.functional, "rms_norm"):
+            return (lambda: torch.nn.functional.rms_norm(x, (cols,), w, 1e-6)), nbytes, "rmsnorm_eager", \
+                "torch.nn.functional.rms_norm"
+        return (lambda: x * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6).to(dt) * w), nbytes, \
+            "rmsnorm_eager", "torch eager ops"
+    if kind == "silu_mul":
+        x = torch.randn(rows, 2 * cols, device=device, dtype=dt)
+        nbytes = 3 * rows * cols * 2
+        if vllm_ops is not None and hasattr(torch.ops, "_C") and hasattr(torch.ops._C, "silu_and_mul"):
+            out = torch.empty(rows, cols, device=device, dtype=dt)
+            return (lambda: torch.ops._C.silu_and_mul(out, x)), nbytes, "silu_mul", "vllm silu_and_mul"
+        F = torch.nn.functional
+        return (lambda: F.silu(x[:, :cols]) * x[:, cols:]), nbytes, "silu_mul_eager", "torch eager silu * mul"
+    raise ValueError(kind)
+
+
+# -- collectives (one process per GPU) --------------------------------------------------------
+def _collective_worker(rank: int, world: int, port: int, jobs: list, warmup: int, repeats: int, queue) -> None:
+    import torch
+    import torch.distributed as dist
+
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    out = []
+    try:
+        for fam, nbytes in jobs:
+            if fam == "p2p" and rank > 1:
+                dist.barrier()
+                continue
+            n = max(world, nbytes // 2)
+            if fam == "allreduce":
+                buf = torch.empty(n, dtype=torch.bfloat16, device="cuda")
+
+                def fn(buf=buf):
+                    dist.all_reduce(buf)
+            elif fam == "allgather":
+                part = torch.empty(n // world, dtype=torch.bfloat16, device="cuda")
+                full = torch.empty(part.numel() * world, dtype=torch.bfloat16, device="cuda")
+
+                def fn(part=part, full=full):
+                    dist.all_gather_into_tensor(full, part)
+            else:
+                buf = torch.empty(n, dtype=torch.bfloat16, device="cuda")
+
+                def fn(buf=buf):
+                    if rank == 0:
+                        dist.send(buf, 1)
+                    else:
+                        dist.recv(buf, 0)
+            for _ in range(warmup):
+                fn()
+            torch.cuda.synchronize()
+            dist.barrier()
+            pairs = []
+            for _ in range(repeats):
+                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                s.record()
+                fn()
+                e.record()
+                pairs.append((s, e))
+            torch.cuda.synchronize()
+            dist.barrier()
+            if rank == 0:
+                out.append((fam, n * 2, [a.elapsed_time(b) * 1e3 for a, b in pairs]))
+    finally:
+        if rank == 0:
+            queue.put(out)
+        dist.destroy_process_group()
+
+
+def measure_collectives(torch, jobs: list[tuple[str, int]], *, warmup: int, repeats: int,
+                        timeout_s: float) -> tuple[dict[str, list], str | None]:
+    """NCCL all-reduce / all-gather / send-recv on 2, 4, 8 GPUs; (rows, why-not) otherwise."""
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if count < 2:
+        return {}, f"{count} GPU visible; collectives need >= 2"
+    if not torch.distributed.is_available() or not torch.distributed.is_nccl_available():
+        return {}, "torch.distributed with NCCL is not available in this torch build"
+    ctx = torch.multiprocessing.get_context("spawn")
+    rows: dict[str, list] = {"allreduce": [], "allgather": [], "p2p": []}
+    for world in (r for r in (2, 4, 8) if r <= count):
+        mine = [j for j in jobs if j[0] != "p2p" or world == 2]
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        queue = ctx.SimpleQueue()
+        procs = [ctx.Process(target=_collective_worker, args=(r, world, port, mine, warmup, repeats, queue))
+                 for r in range(world)]
+        for p in procs:
+            p.start()
+        deadline = time.monotonic() + timeout_s
+        for p in procs:
+            p.join(max(1.0, deadline - time.monotonic()))
+        hung = [p for p in procs if p.is_alive()]
+        for p in hung:
+            p.terminate()
+        if hung or queue.empty():
+            return rows, f"collective run on {world} GPUs did not finish within {timeout_s:.0f} s"
+        for fam, nbytes, samples in queue.get():
+            rows[fam].append([nbytes, 2 if fam == "p2p" else world, "intra", "nccl", "bf16", *stats(samples)])
+    return rows, None
+
+
+# -- the run -----------------------------------------------------------------------------------
+def _interleave(groups: list[list]) -> list:
+    """Round-robin across families so a budget cut leaves every family a coarse grid."""
+    out, idx = [], [0] * len(groups)
+    while any(i < len(g) for i, g in zip(idx, groups, strict=True)):
+        for j, g in enumerate(groups):
+            if idx[j] < len(g):
+                out.append(g[idx[j]])
+                idx[j] += 1
+    return out
+
+
+def run_benchmarks(plan: BenchPlan, *, device: str | None = None, budget_s: float = 600.0,
+                   quick: bool = False, warmup: int | None = None, repeats: int | None = None,
+                   flush_mb: float = 256.0, lock_clock_mhz: int | None = None,
+                   cpu_threads: int | None = None,
+                   progress: Callable[[int, int, str], None] | None = None) -> Profile:
+    """Measure every grid point (until the budget runs out) and return an unfitted profile."""
+    torch = require_torch()
+    dev = pick_device(torch, device)
+    if cpu_threads and dev.type == "cpu":
+        torch.set_num_threads(cpu_threads)
+    warmup = warmup if warmup is not None else (2 if quick else 5)
+    repeats = max(10, repeats if repeats is not None else (10 if quick or dev.type == "cpu" else 25))
+    torch.manual_seed(0)
+    env = describe_device(torch, dev)
+    clocks = dict(env.pop("clocks", {}))
+    if lock_clock_mhz and dev.type == "cuda":
+        clocks["lock"] = lock_clocks(lock_clock_mhz, dev.index or 0)
+    start = time.perf_counter()
+    watch = Stopwatch(torch, dev, warmup=warmup, repeats=repeats, flush_mb=flush_mb, deadline=start + budget_s)
+    dtypes = ["bf16"] + (["fp8"] if fp8_supported(torch, dev) else [])
+    gemm = [g for g in plan.gemm if g[3] in dtypes] + [(m, n, k, "fp8") for m, n, k, dt in plan.gemm
+                                                       if dt == "bf16" and "fp8" in dtypes]
+    tasks = _interleave([[("gemm", g) for g in gemm], [("attn_prefill", p) for p in plan.attn_prefill],
+                         [("attn_decode", d) for d in plan.attn_decode],
+                         [("elementwise", e) for e in plan.elementwise]])
+    rows: dict[str, list] = {f: [] for f in ("gemm", "attn_prefill", "attn_decode", "elementwise")}
+    backends: dict[str, set] = {"attn_prefill": set(), "attn_decode": set()}
+    impls: dict[str, str] = {}
+    not_measured: dict[str, str] = {}
+    if "fp8" not in dtypes:
+        not_measured["gemm.fp8"] = f"{env['gpu_name']} has no FP8 tensor cores (or torch lacks _scaled_mm)"
+    done = skipped = 0
+    total = len(tasks) + (1 if plan.collectives else 0)
+    try:
+        for fam, spec in tasks:
+            if time.perf_counter() - start > budget_s:
+                skipped += 1
+                continue
+            if progress:
+                progress(done, total, f"{fam} {spec}")
+            try:
+                if fam == "gemm":
+                    m, n, k, dt = spec
+                    rows[fam].append([m, n, k, dt, *stats(watch.samples(gemm_fn(torch, dev, m, n, k, dt)))])
+                elif fam == "attn_prefill":
+                    fn, label = prefill_fn(torch, dev, *spec)
+                    backends[fam].add(label)
+                    rows[fam].append([*spec, "bf16", *stats(watch.samples(fn))])
+                elif fam == "attn_decode":
+                    fn, label = decode_fn(torch, dev, *spec)
+                    backends[fam].add(label)
+                    rows[fam].append([*spec, "bf16", *stats(watch.samples(fn))])
+                else:
+                    fn, nbytes, kind, impl = elementwise_fn(torch, dev, *spec)
+                    impls[kind] = impl
+                    rows[fam].append([kind, nbytes, "bf16", *stats(watch.samples(fn))])
+            except OverBudget:
+                skipped += 1
+            except (RuntimeError, MemoryError) as exc:  # out of memory on a big point: skip it
+                if dev.type == "cuda":
+                    torch.cuda.empty_cache()
+                not_measured[f"{fam} {spec}"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
+            done += 1
+        coll_rows: dict[str, list] = {}
+        if plan.collectives:
+            if progress:
+                progress(done, total, "collectives")
+            if dev.type == "cuda":
+                left = max(60.0, budget_s - (time.perf_counter() - start))
+                coll_rows, why = measure_collectives(torch, plan.collectives, warmup=warmup, repeats=repeats,
+                                                     timeout_s=left)
+            else:
+                why = "CPU run: collectives not measured"
+            if why:
+                for fam in ("allreduce", "allgather", "p2p"):
+                    not_measured.setdefault(fam, why)
+            done += 1
+        if progress:
+            progress(done, total, "done")
+    finally:
+        if lock_clock_mhz and dev.type == "cuda":
+            unlock_clocks(dev.index or 0)
+    elapsed = time.perf_counter() - start
+    tables = {f: make_table(f, r) for f, r in rows.items() if r}
+    tables.update({f: make_table(f, r) for f, r in coll_rows.items() if r})
+    meta = ProfileMetadata(
+        **env,
+        attention_backend={f: "; ".join(sorted(v)) for f, v in backends.items() if v},
+        elementwise_impl=impls,
+        date=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        source="measured",
+        clocks=clocks,
+        method=MethodInfo(timer="cuda-events" if dev.type == "cuda" else "perf_counter", warmup=warmup,
+                          repeats=repeats, l2_flush_mb=flush_mb if dev.type == "cuda" else 0.0,
+                          budget_s=budget_s, elapsed_s=round(elapsed, 2), truncated=skipped > 0,
+                          skipped=skipped, quick=quick),
+        models=plan.models, tp=plan.tp, not_measured=not_measured,
+        notes=["times are per call: CUDA-event (or perf_counter) time around one kernel launch"],
+    )
+    return Profile(metadata=meta, tables=tables)

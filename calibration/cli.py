@@ -1,0 +1,228 @@
+"""`simulate calibrate`: measure this machine's kernels, inspect profiles, import NVIDIA's.
+
+    simulate calibrate --model llama-3.1-8b --tp 1,2,4,8 --out profiles/mine.json
+    simulate calibrate show h100_sxm-vllm
+    simulate calibrate import-aiconfigurator --system h100_sxm --backend vllm --out x.json
+
+torch is imported only inside the measuring command, so `simulate` itself (and
+`show`, `import-aiconfigurator`) work on machines without it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from calibration.profile import CalibrationError, Profile, load_profile, save_profile
+
+calibrate_app = typer.Typer(
+    help="Measure kernels on this machine into a calibration profile (`--model ... --out ...`), "
+    "or inspect (`show`) and import (`import-aiconfigurator`) profiles.",
+    invoke_without_command=True,
+)
+console = Console()
+err_console = Console(stderr=True)
+
+
+def _models(names: list[str] | None, scenario: Path | None) -> tuple[list, list[int] | None]:
+    from simulator.models import get_model
+
+    out, tps = [], None
+    for item in names or []:
+        out += [get_model(n.strip()) for n in item.split(",") if n.strip()]
+    if scenario is not None:
+        from simulator.config import load_scenario
+        from simulator.simulation import resolve_model
+
+        loaded = load_scenario(scenario)
+        out.append(resolve_model(loaded.scenario, loaded.base_dir))
+        tps = [loaded.scenario.parallelism.tp]
+    if not out:
+        raise CalibrationError("no model to derive shapes from", where="simulate calibrate",
+                               fix="pass --model NAME (repeatable, or comma-separated) or --scenario FILE")
+    return out, tps
+
+
+def _parse_tp(tp: str) -> list[int]:
+    try:
+        vals = sorted({int(v) for v in tp.split(",") if v.strip()})
+    except ValueError:
+        vals = []
+    if not vals or min(vals) < 1:
+        raise CalibrationError(f"bad --tp {tp!r}", where="--tp", fix="give positive integers, e.g. --tp 1,2,4,8")
+    return vals
+
+
+def with_fit(profile: Profile) -> Profile:
+    """The profile with cross-validated per-family fit errors in its metadata."""
+    from simulator.cost.calibrated import cross_validate
+
+    fits = cross_validate(profile)
+    return profile.model_copy(update={"metadata": profile.metadata.model_copy(update={"fit": fits})})
+
+
+@calibrate_app.callback()
+def calibrate(
+    ctx: typer.Context,
+    model: Annotated[list[str] | None, typer.Option("--model", "-m", help="catalog model(s) whose shapes to measure; repeat or comma-separate")] = None,
+    scenario: Annotated[Path | None, typer.Option("--scenario", help="take the model and TP degree from a scenario file")] = None,
+    tp: Annotated[str, typer.Option("--tp", help="tensor-parallel degrees whose per-GPU shapes to measure, e.g. 1,2,4,8")] = "1",
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="profile file to write (the PNG goes next to it)")] = None,
+    quick: Annotated[bool, typer.Option("--quick", help="tiny grid: a smoke test that finishes in seconds, even on CPU")] = False,
+    budget_s: Annotated[float, typer.Option("--budget-s", help="stop measuring after this many seconds")] = 600.0,
+    device: Annotated[str, typer.Option("--device", help="cuda | cpu (default: cuda when available)")] = "auto",
+    token_budget: Annotated[int, typer.Option("--token-budget", help="largest GEMM M / prefill chunk to measure")] = 8192,
+    repeats: Annotated[int | None, typer.Option("--repeats", help="timed samples per point (>= 10)")] = None,
+    cpu_threads: Annotated[int | None, typer.Option("--cpu-threads", help="torch threads for a CPU run")] = None,
+    lock_clocks: Annotated[int | None, typer.Option("--lock-clocks", help="pin the SM clock to this MHz during the run (needs root; reset after)")] = None,
+) -> None:
+    """Measure kernels and write a calibration profile plus a roofline PNG."""
+    if ctx.invoked_subcommand is not None:
+        return
+    if out is None:
+        raise CalibrationError("--out is required to run the benchmarks", where="simulate calibrate",
+                               fix="e.g. simulate calibrate --model llama-3.1-8b --tp 1,2 --out my-gpu.json "
+                               "(or a subcommand: show, import-aiconfigurator)")
+    from calibration.bench import require_torch
+
+    require_torch()
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from calibration.bench import run_benchmarks
+    from calibration.grid import build_plan
+
+    models, scenario_tp = _models(model, scenario)
+    tps = scenario_tp if scenario_tp and tp == "1" else _parse_tp(tp)
+    dev = None if device == "auto" else device
+    kind = dev or ("cuda" if _cuda_available() else "cpu")
+    plan = build_plan(models, tps, quick=quick, device=kind, token_budget=token_budget)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err_console, transient=True) as bar:
+        task = bar.add_task("measuring", total=plan.size())
+
+        def progress(done: int, total: int, label: str) -> None:
+            bar.update(task, completed=done, total=total, description=f"measuring {label[:60]}")
+
+        profile = run_benchmarks(plan, device=dev, budget_s=budget_s, quick=quick, repeats=repeats,
+                                 lock_clock_mhz=lock_clocks, cpu_threads=cpu_threads, progress=progress)
+    profile = with_fit(profile)
+    path = save_profile(profile, out)
+    png = _plot(profile, path)
+    show_profile(profile, str(path))
+    m = profile.metadata.method
+    note = f", budget ran out: {m.skipped} points skipped" if m.truncated else ""
+    console.print(f"wrote {path} and {png} ({m.elapsed_s:.1f} s of measurement{note})")
+
+
+def _cuda_available() -> bool:
+    from calibration.bench import require_torch
+
+    return bool(require_torch().cuda.is_available())
+
+
+def _plot(profile: Profile, path: Path) -> Path:
+    from calibration.plot import roofline_png
+    from simulator.cost.calibrated import CalibratedTimer
+    from simulator.hardware import get_gpu
+
+    timer = CalibratedTimer(profile, get_gpu(profile.metadata.gpu or "h100-sxm"))
+    return roofline_png(profile, timer, path.with_name(path.stem + "-roofline.png"))
+
+
+@calibrate_app.command("show")
+def show(profile: Annotated[str, typer.Argument(help="profile path or shipped name (e.g. h100_sxm-vllm)")]) -> None:
+    """Summarise a profile: achieved vs datasheet, fit errors per family, provenance."""
+    prof = load_profile(profile)
+    if not prof.metadata.fit:
+        prof = with_fit(prof)
+    show_profile(prof, profile)
+
+
+def _achieved(profile: Profile, family: str) -> tuple[str, float | None, str]:
+    """Best throughput a family reached: (unit, value, dtype) using the simulator's op accounting."""
+    from calibration.plot import _points
+
+    pts = _points(profile, family)
+    if not pts:
+        return "", None, ""
+    if family in ("gemm", "attn_prefill"):
+        best = max(pts, key=lambda p: p[1] / p[3])
+        return "TFLOP/s", best[1] / best[3] / 1e12, best[0] if family == "gemm" else "bf16"
+    if family in ("attn_decode", "elementwise"):
+        best = max(pts, key=lambda p: p[2] / p[3])
+        return "TB/s", best[2] / best[3] / 1e12, ""
+    # Collectives: bus bandwidth (nccl-tests' convention), comparable with the link's.
+    table = profile.table(family)
+    factor = {"allreduce": lambda p: 2 * (p - 1) / p, "allgather": lambda p: (p - 1) / p}.get(family, lambda p: 1.0)
+    best = max((r[0] / (r[5] * 1e-6) * factor(r[1]) for r in table.rows), default=0.0)
+    return "GB/s bus", best / 1e9, ""
+
+
+def show_profile(profile: Profile, label: str) -> None:
+    from simulator.cost.calibrated import reference_gpu
+    from simulator.hardware import get_gpu
+
+    meta = profile.metadata
+    gpu = reference_gpu(profile, get_gpu(meta.gpu or "h100-sxm"))
+    known = meta.gpu is not None
+    table = Table(title=f"{label}: {meta.gpu_name}", title_justify="left")
+    for col in ("family", "rows", "best achieved (of datasheet)", "η c/m", "lat µs",
+                "held-out err med/p90", "roofline err"):
+        table.add_column(col, justify="left" if col == "family" else "right")
+    for fam, fit in meta.fit.items():
+        unit, value, dt = _achieved(profile, fam)
+        sheet = None
+        if known and unit == "TFLOP/s":
+            sheet = gpu.peak_tflops.get(dt or "bf16")
+        elif known and unit == "TB/s":
+            sheet = gpu.hbm_tbps
+        elif known and unit == "GB/s bus":
+            sheet = gpu.intra_node_link.bandwidth_gbps
+        best = "—" if value is None else f"{value:,.3g} {unit} {dt}".strip()
+        if sheet and value is not None:
+            best += f" ({value / sheet:.0%} of {sheet:,.4g})"
+        eta = "/".join("—" if v is None else f"{v:.2f}" for v in (fit.eta_compute, fit.eta_memory))
+        cv = ("—" if fit.cv_median_ape_pct is None
+              else f"{fit.cv_median_ape_pct:.1f}%/{fit.cv_p90_ape_pct:.0f}%")
+        dft = "—" if fit.default_roofline_median_ape_pct is None else f"{fit.default_roofline_median_ape_pct:.0f}%"
+        table.add_row(fam, str(fit.points), best, eta,
+                      "—" if fit.latency_us is None else f"{fit.latency_us:.1f}", cv, dft)
+    console.print(table)
+    attn = "; ".join(f"{k}: {v}" for k, v in meta.attention_backend.items()) or "—"
+    lines = [
+        f"source     {meta.source}   ({meta.device_kind}, catalog GPU: {meta.gpu or 'none'})",
+        f"software   torch {meta.torch or '—'}, CUDA {meta.cuda or '—'}, driver {meta.driver or '—'}; "
+        + ", ".join(f"{k} {v}" for k, v in meta.versions.items() if not k.startswith("kernels.") and k != "torch"),
+        f"attention  {attn}",
+        f"date       {meta.date}" + (f" on {meta.host}" if meta.host else ""),
+    ]
+    if meta.clocks:
+        lines.append("clocks     " + ", ".join(f"{k} {v}" for k, v in meta.clocks.items()))
+    for fam, why in meta.not_measured.items():
+        lines.append(f"not measured: {fam}: {why}")
+    if meta.fit:
+        k = next(iter(meta.fit.values())).cv_folds
+        lines.append(f"errors are on held-out rows ({k}-fold cross-validation); η are fractions of "
+                     f"{'the datasheet' if known else 'the best measured throughput'}")
+    console.print("\n".join(lines))
+
+
+@calibrate_app.command("import-aiconfigurator")
+def import_aiconfigurator(
+    system: Annotated[str, typer.Option("--system", help="aiconfigurator system, e.g. h100_sxm, h200_sxm, a100_sxm")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="profile file to write")],
+    backend: Annotated[str, typer.Option("--backend", help="framework whose kernels were measured: vllm, sglang, trtllm")] = "vllm",
+    version: Annotated[str | None, typer.Option("--version", help="framework version; default the package's current one")] = None,
+    full: Annotated[bool, typer.Option("--full", help="keep every table row (large file) instead of the dense-model subset")] = False,
+) -> None:
+    """Convert NVIDIA aiconfigurator-core's per-op tables into a profile."""
+    from calibration.aiconfigurator import convert
+
+    profile = with_fit(convert(system, backend, version, full=full))
+    path = save_profile(profile, out)
+    show_profile(profile, str(path))
+    console.print(f"wrote {path}")

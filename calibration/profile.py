@@ -1,0 +1,261 @@
+"""The calibration profile: one versioned JSON file of measured kernel times.
+
+A profile holds, per op family of `simulator/cost/ops.py`, a table of rows
+(shape columns, dtype, median_us, p10_us, p90_us, samples) plus the metadata that says
+where the numbers came from. Tables are stored column-named but row-major
+(``{"columns": [...], "rows": [[...], ...]}``) so that a 40k-row profile stays a small,
+diffable, round-trippable file. The format is documented in calibration/README.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationError, model_validator
+
+from simulator.errors import CatalogError, ServesimError
+from simulator.strict import StrictModel
+
+SCHEMA_VERSION = 1
+PROFILES_DIR = Path(__file__).resolve().parent / "profiles"
+
+# Shape columns per op family, in row order; every table ends with STAT_COLUMNS.
+FAMILY_COLUMNS: dict[str, tuple[str, ...]] = {
+    "gemm": ("m", "n", "k", "dtype"),
+    # `batch` sequences, each with `q_len` new tokens over `prior_ctx` cached tokens (causal).
+    "attn_prefill": ("batch", "q_len", "prior_ctx", "heads", "kv_heads", "head_dim", "dtype"),
+    # `batch` sequences with one query token each over `ctx_len` KV tokens (the new one included).
+    "attn_decode": ("batch", "ctx_len", "heads", "kv_heads", "head_dim", "dtype"),
+    # `bytes` = bytes read + written by the kernel.
+    "elementwise": ("kind", "bytes", "dtype"),
+    # `bytes` = the message as ops.py counts it (all-gather: the gathered output).
+    "allreduce": ("bytes", "ranks", "link", "impl", "dtype"),
+    "allgather": ("bytes", "ranks", "link", "impl", "dtype"),
+    "p2p": ("bytes", "ranks", "link", "impl", "dtype"),
+}
+STAT_COLUMNS = ("median_us", "p10_us", "p90_us", "samples")
+_TEXT_COLUMNS = frozenset({"dtype", "kind", "link", "impl"})
+_ZERO_OK = frozenset({"prior_ctx"})
+
+
+class CalibrationError(ServesimError):
+    """A calibration profile, benchmark run or import cannot proceed (bad input, missing extra)."""
+
+
+class FamilyTable(StrictModel):
+    """Rows of one op family; `columns` must equal the family's schema columns."""
+
+    columns: tuple[str, ...]
+    rows: list[list[int | float | str | None]]
+
+    def as_records(self) -> list[dict]:
+        return [dict(zip(self.columns, r, strict=True)) for r in self.rows]
+
+
+class FamilyFit(StrictModel):
+    """How well the fitted model reproduces one family, scored on held-out rows only."""
+
+    points: int = Field(ge=0, description="rows in the table")
+    eta_compute: float | None = Field(None, description="fitted fraction of the datasheet tensor peak")
+    eta_memory: float | None = Field(None, description="fitted fraction of datasheet HBM bandwidth")
+    latency_us: float | None = Field(None, description="fitted fixed cost per call, µs")
+    cv_folds: int = Field(0, ge=0, description="k of the k-fold cross-validation")
+    cv_points: int = Field(0, ge=0, description="held-out rows scored")
+    cv_median_ape_pct: float | None = Field(None, description="calibrated predictor, median |error| %, held out")
+    cv_p90_ape_pct: float | None = Field(None, description="calibrated predictor, p90 |error| %, held out")
+    roofline_fit_cv_median_ape_pct: float | None = Field(
+        None, description="fitted roofline alone, median |error| %, held out")
+    default_roofline_median_ape_pct: float | None = Field(
+        None, description="roofline with default efficiencies, median |error| % on the same rows")
+
+
+class MethodInfo(StrictModel):
+    """How the numbers were taken (measured profiles) or converted (imported ones)."""
+
+    timer: str = Field("", description="cuda-events | perf_counter | imported")
+    warmup: int = Field(0, ge=0)
+    repeats: int = Field(0, ge=0)
+    l2_flush_mb: float = Field(0.0, ge=0, description="buffer written between samples; 0 = no flush")
+    budget_s: float | None = None
+    elapsed_s: float | None = None
+    truncated: bool = Field(False, description="the time budget ran out before the grid finished")
+    skipped: int = Field(0, ge=0, description="grid points not measured because of the budget")
+    quick: bool = False
+
+
+class ProfileMetadata(StrictModel):
+    """Provenance: which device, which software, which source, and how good the fit is."""
+
+    gpu_name: str = Field(description="device name as reported (torch / nvidia-smi / source table)")
+    gpu: str | None = Field(None, description="catalog GPU name (simulator/hardware.py); null for CPUs")
+    device_kind: Literal["cuda", "cpu"] = "cuda"
+    memory_gib: float | None = None
+    compute_units: int | None = Field(None, description="SMs (GPU) or CPU cores")
+    driver: str | None = None
+    cuda: str | None = None
+    torch: str | None = None
+    attention_backend: dict[str, str] = Field(default_factory=dict, description="prefill/decode kernels used")
+    elementwise_impl: dict[str, str] = Field(default_factory=dict)
+    versions: dict[str, str] = Field(default_factory=dict)
+    date: str
+    host: str | None = None
+    source: str = Field(description='"measured" or "aiconfigurator:<system>/<backend>/<version>"')
+    clocks: dict[str, str] = Field(default_factory=dict)
+    method: MethodInfo = Field(default_factory=MethodInfo)
+    models: list[str] = Field(default_factory=list)
+    tp: list[int] = Field(default_factory=list)
+    not_measured: dict[str, str] = Field(default_factory=dict, description="family -> why")
+    fit: dict[str, FamilyFit] = Field(default_factory=dict)
+    notes: list[str] = Field(default_factory=list)
+
+
+class Profile(StrictModel):
+    """A calibration profile (schema_version 1)."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    metadata: ProfileMetadata
+    tables: dict[str, FamilyTable] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check_tables(self) -> Profile:
+        for family, table in self.tables.items():
+            expected = FAMILY_COLUMNS.get(family)
+            if expected is None:
+                raise ValueError(f"unknown op family {family!r}; known: {', '.join(FAMILY_COLUMNS)}")
+            cols = (*expected, *STAT_COLUMNS)
+            if table.columns != cols:
+                raise ValueError(f"tables.{family}.columns must be {list(cols)}, got {list(table.columns)}")
+            _check_rows(family, table)
+        return self
+
+    def table(self, family: str) -> FamilyTable | None:
+        t = self.tables.get(family)
+        return t if t is not None and t.rows else None
+
+
+def _check_rows(family: str, table: FamilyTable) -> None:
+    """Type and range checks a JSON schema cannot express compactly; names the bad row."""
+    n_shape = len(FAMILY_COLUMNS[family])
+    names = table.columns
+    width = len(names)
+    for i, row in enumerate(table.rows):
+        if len(row) != width:
+            raise ValueError(f"tables.{family}.rows[{i}] has {len(row)} values, expected {width}")
+        for j, (name, v) in enumerate(zip(names, row, strict=True)):
+            if j < n_shape:
+                ok = isinstance(v, str) if name in _TEXT_COLUMNS else (
+                    isinstance(v, int | float) and (v >= 0 if name in _ZERO_OK else v > 0))
+            elif name == "median_us":
+                ok = isinstance(v, int | float) and v > 0
+            elif name == "samples":
+                ok = v is None or (isinstance(v, int) and v > 0)
+            else:
+                ok = v is None or (isinstance(v, int | float) and v >= 0)
+            if not ok:
+                raise ValueError(f"tables.{family}.rows[{i}]: bad {name} {v!r}")
+
+
+def make_table(family: str, rows: list[list]) -> FamilyTable:
+    return FamilyTable(columns=(*FAMILY_COLUMNS[family], *STAT_COLUMNS), rows=rows)
+
+
+# -- locating, reading, writing ------------------------------------------------------
+def shipped_profiles() -> list[str]:
+    """Names of the profiles that ship in calibration/profiles/."""
+    return sorted(p.stem for p in PROFILES_DIR.glob("*.json"))
+
+
+def resolve_profile(ref: str | os.PathLike) -> Path:
+    """A profile path from `hardware.profile`: an existing file, else a shipped name.
+
+    Relative paths are relative to the working directory; a bare name such as
+    ``h100_sxm-vllm`` means ``calibration/profiles/h100_sxm-vllm.json``.
+    """
+    p = Path(ref).expanduser()
+    if p.is_file():
+        return p
+    name = str(ref)
+    shipped = PROFILES_DIR / f"{name.removesuffix('.json')}.json"
+    if os.sep not in name and "/" not in name and shipped.is_file():
+        return shipped
+    names = shipped_profiles()
+    raise CalibrationError(
+        f"calibration profile {name!r} not found (neither a file nor a shipped profile)",
+        where="hardware.profile",
+        fix=f"give a profile path, or one of the shipped names: {', '.join(names) or '(none)'}; "
+        "make one with `simulate calibrate --model NAME --out PATH`",
+    )
+
+
+def load_profile(ref: str | os.PathLike) -> Profile:
+    """Read and validate a profile by path or shipped name; cached by file identity."""
+    path = resolve_profile(ref).resolve()
+    st = path.stat()
+    return _load_cached(str(path), st.st_mtime_ns, st.st_size)
+
+
+@lru_cache(maxsize=16)
+def _load_cached(path: str, mtime_ns: int, size: int) -> Profile:
+    return parse_profile(Path(path).read_bytes(), where=path)
+
+
+def parse_profile(data: bytes | str, *, where: str = "<profile>") -> Profile:
+    """Validate profile JSON; each failure says what is wrong and how to get a good file."""
+    try:
+        raw = json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CalibrationError(f"not valid JSON ({exc}); the file is truncated or corrupt",
+                               where=where, fix="re-run `simulate calibrate` or re-import the profile") from None
+    if not isinstance(raw, dict) or "schema_version" not in raw:
+        raise CalibrationError("not a calibration profile (no schema_version)", where=where,
+                               fix="point hardware.profile at a file written by `simulate calibrate`")
+    if raw["schema_version"] != SCHEMA_VERSION:
+        raise CalibrationError(
+            f"profile schema_version {raw['schema_version']!r} is not supported (this servesim reads "
+            f"version {SCHEMA_VERSION})", where=where,
+            fix="re-create the profile with this servesim's `simulate calibrate` / `import-aiconfigurator`")
+    try:
+        profile = Profile.model_validate_json(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        raise CalibrationError(f"invalid profile: {loc}: {first['msg']} ({exc.error_count()} problem(s))",
+                               where=where, fix="re-create the profile; see calibration/README.md for the format") from None
+    gpu = profile.metadata.gpu
+    if gpu is not None:
+        from simulator.hardware import get_gpu
+
+        try:
+            get_gpu(gpu)
+        except CatalogError as exc:
+            raise CatalogError(f"profile metadata names GPU {gpu!r}, which is not in the catalog",
+                               where=where, fix="set metadata.gpu to a catalog name or null; " + (exc.fix or "")) from None
+    return profile
+
+
+def save_profile(profile: Profile, path: str | os.PathLike) -> Path:
+    """Write a profile as compact JSON (one row per line, so diffs stay readable)."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    head = profile.model_dump(mode="json", exclude={"tables"})
+    parts = ["{", f'"schema_version": {profile.schema_version},',
+             f'"metadata": {json.dumps(head["metadata"], indent=1)},', '"tables": {']
+    fams = list(profile.tables.items())
+    for i, (family, table) in enumerate(fams):
+        rows = ",\n".join(json.dumps(r, separators=(",", ":")) for r in table.rows)
+        parts.append(f'"{family}": {{"columns": {json.dumps(list(table.columns))}, "rows": [\n{rows}\n]}}'
+                     + ("," if i < len(fams) - 1 else ""))
+    parts.append("}}")
+    out.write_text("\n".join(parts) + "\n")
+    return out
+
+
+def round_sig(x: float | None, digits: int = 4) -> float | None:
+    """Round to significant digits: measurement noise is far above the 5th digit."""
+    if x is None:
+        return None
+    return float(f"{x:.{digits}g}")

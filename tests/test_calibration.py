@@ -1,0 +1,388 @@
+"""Calibration: profile format, fitting, interpolation, the calibrated back end, the CLI.
+
+The end-to-end test runs the real torch benchmark code on CPU (quick grid), writes a
+profile and simulates a scenario with it; the rest uses small synthetic profiles whose
+true times are known.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from calibration.profile import (
+    PROFILES_DIR,
+    CalibrationError,
+    Profile,
+    ProfileMetadata,
+    load_profile,
+    make_table,
+    parse_profile,
+    resolve_profile,
+    save_profile,
+    shipped_profiles,
+)
+from simulator.cost import COST_BACKENDS, CostModelConfig, RooflineEfficiency
+from simulator.cost.calibrated import (
+    FAMILY_ADAPTERS,
+    CalibratedTimer,
+    calibrated_backend,
+    cross_validate,
+    fit_roofline,
+)
+from simulator.cost.ops import Op, ShardedModel, attn_decode_op, attn_prefill_op
+from simulator.cost.roofline import RooflineTimer
+from simulator.errors import CatalogError, ConfigError, ServesimError
+from simulator.hardware import get_gpu
+from simulator.models import get_model
+
+H100 = get_gpu("h100-sxm")
+GEMM_M = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
+GEMM_NK = ((4096, 4096), (6144, 4096), (4096, 14336), (28672, 4096))
+DECODE_B = (1, 2, 4, 8, 16, 32, 64)
+DECODE_CTX = (128, 512, 1024, 2048, 4096, 8192)
+PREFILL_Q = (16, 64, 256, 1024, 4096)
+PREFILL_CTX = (0, 1024, 4096)
+
+
+def _gemm_us(m, n, k):
+    """A smooth, monotone stand-in for a measured GEMM: launch + memory + compute."""
+    return 4.0 + (2 * m * k + 2 * k * n + 2 * m * n) / 2.8e6 + 2 * m * n * k / 7.0e8
+
+
+def _decode_us(b, ctx):
+    return 10.0 + 2 * b * ctx * 2 * 8 * 128 / 3.0e6 + 0.3 * b
+
+
+def _prefill_us(b, q, c):
+    return 12.0 + b * 4 * q * (c + q / 2) * 32 * 128 / 5.0e8
+
+
+def synthetic_profile(*, gpu: str | None = "h100-sxm", collectives: bool = True) -> Profile:
+    rows = {
+        "gemm": [[m, n, k, "bf16", _gemm_us(m, n, k), None, None, 10] for m in GEMM_M for n, k in GEMM_NK],
+        "attn_decode": [[b, c, 32, 8, 128, "bf16", _decode_us(b, c), None, None, 10]
+                        for b in DECODE_B for c in DECODE_CTX],
+        "attn_prefill": [[b, q, c, 32, 8, 128, "bf16", _prefill_us(b, q, c), None, None, 10]
+                         for b in (1, 4) for q in PREFILL_Q for c in PREFILL_CTX],
+        "elementwise": [["copy", s, "bf16", 3.0 + s / 2.5e6, None, None, 10] for s in (2**p for p in range(12, 30, 2))],
+    }
+    if collectives:
+        rows["allreduce"] = [[s, r, "intra", "nccl", "bf16", 8.0 + r + s / 2e5, None, None, 10]
+                             for r in (2, 4) for s in (2**p for p in range(10, 28, 2))]
+    meta = ProfileMetadata(gpu_name="NVIDIA H100 80GB HBM3", gpu=gpu, date="2026-01-01T00:00:00Z",
+                           source="measured", device_kind="cuda" if gpu else "cpu")
+    return Profile(metadata=meta, tables={f: make_table(f, r) for f, r in rows.items()})
+
+
+@pytest.fixture(scope="module")
+def timer() -> CalibratedTimer:
+    return CalibratedTimer(synthetic_profile(), H100)
+
+
+def _sm(tp: int = 1) -> ShardedModel:
+    return ShardedModel.build(get_model("llama-3.1-8b"), tp, 1, "bf16", "bf16", "bf16", 8)
+
+
+def _gemm(m, n, k, dtype="bf16"):
+    return FAMILY_ADAPTERS["gemm"].eq_op((dtype,), (n, k, m))
+
+
+# -- profile format ------------------------------------------------------------------------
+def test_profile_round_trip(tmp_path):
+    prof = synthetic_profile()
+    path = save_profile(prof, tmp_path / "p.json")
+    again = load_profile(path)
+    assert again == prof
+    assert json.loads(path.read_text())["schema_version"] == 1
+
+
+def test_truncated_profile_is_a_clear_error(tmp_path):
+    path = save_profile(synthetic_profile(), tmp_path / "p.json")
+    path.write_text(path.read_text()[:500])
+    with pytest.raises(CalibrationError, match="truncated or corrupt"):
+        load_profile(path)
+
+
+def test_wrong_schema_version_is_rejected():
+    raw = json.loads(synthetic_profile().model_dump_json())
+    raw["schema_version"] = 2
+    with pytest.raises(CalibrationError, match="schema_version 2 is not supported"):
+        parse_profile(json.dumps(raw))
+
+
+def test_bad_columns_and_rows_are_rejected():
+    raw = json.loads(synthetic_profile().model_dump_json())
+    raw["tables"]["gemm"]["columns"][0] = "M"
+    with pytest.raises(CalibrationError, match="columns must be"):
+        parse_profile(json.dumps(raw))
+    raw = json.loads(synthetic_profile().model_dump_json())
+    raw["tables"]["gemm"]["rows"][3][4] = -1.0
+    with pytest.raises(CalibrationError, match=r"rows\[3\]: bad median_us"):
+        parse_profile(json.dumps(raw))
+
+
+def test_profile_naming_an_unknown_gpu_is_rejected():
+    raw = json.loads(synthetic_profile().model_dump_json())
+    raw["metadata"]["gpu"] = "tpu-v9"
+    with pytest.raises(CatalogError, match="tpu-v9"):
+        parse_profile(json.dumps(raw))
+
+
+def test_unknown_profile_name_lists_shipped_ones():
+    with pytest.raises(CalibrationError) as exc:
+        resolve_profile("no-such-profile")
+    assert "h100_sxm-vllm" in exc.value.fix
+
+
+# -- shipped profiles -------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["h100_sxm-vllm", "h200_sxm-vllm", "a100_sxm-vllm"])
+def test_shipped_profiles(name):
+    assert name in shipped_profiles()
+    path = resolve_profile(name)
+    assert path.stat().st_size < 2_000_000
+    prof = load_profile(name)
+    assert prof.metadata.source.startswith("aiconfigurator:")
+    assert any("Apache-2.0" in n for n in prof.metadata.notes)
+    for fam in ("gemm", "attn_prefill", "attn_decode", "allreduce"):
+        fit = prof.metadata.fit[fam]
+        assert fit.cv_points > 0 and fit.cv_median_ape_pct < 10.0
+    # Every shape the simulator asks for Llama-3.1-8B/70B at TP 1-8 is answered from data.
+    timer = calibrated_backend(get_gpu(prof.metadata.gpu), CostModelConfig(), name)
+    for model in ("llama-3.1-8b", "llama-3.1-70b"):
+        for tp in (1, 2, 4, 8):
+            sm = ShardedModel.build(get_model(model), tp, 1, "bf16", "bf16", "bf16", 8)
+            for op in (attn_decode_op(16, 16 * 1000, sm), attn_prefill_op(((512, 0),), sm)):
+                assert timer.source_of(op) == "profile"
+                assert 0 < timer.op_time(op) < 1.0
+    assert "NVIDIA" in (PROFILES_DIR / "NOTICE").read_text()
+
+
+def test_profile_for_another_gpu_is_refused():
+    with pytest.raises(ConfigError, match="measured on h100-sxm"):
+        calibrated_backend(get_gpu("h200"), CostModelConfig(), "h100_sxm-vllm")
+
+
+def test_calibrated_backend_needs_a_profile():
+    assert "calibrated" in COST_BACKENDS
+    with pytest.raises(ConfigError, match="needs a profile"):
+        COST_BACKENDS["calibrated"](H100, CostModelConfig(), None)
+
+
+# -- fitting ------------------------------------------------------------------------------------
+def test_fit_recovers_known_efficiencies():
+    true = RooflineTimer(H100, RooflineEfficiency(gemm_compute=0.6, gemm_memory=0.7), 5.0)
+    ops = [_gemm(m, n, k) for m in GEMM_M for n, k in GEMM_NK]
+    times = np.array([true.op_time(o) for o in ops])
+    fitted, info = fit_roofline("gemm", ops, times, H100, RooflineEfficiency(), 3.5)
+    assert info["eta_compute"] == pytest.approx(0.6, rel=0.02)
+    assert info["eta_memory"] == pytest.approx(0.7, rel=0.02)
+    assert info["latency_us"] == pytest.approx(5.0, rel=0.05)
+    assert max(abs(fitted.op_time(o) / t - 1) for o, t in zip(ops, times, strict=True)) < 0.02
+
+
+def test_cross_validation_scores_held_out_rows_only():
+    clean = synthetic_profile(collectives=False)
+    fits = cross_validate(clean)
+    assert fits["gemm"].cv_folds == 5 and fits["gemm"].cv_points == len(clean.tables["gemm"].rows)
+    assert fits["gemm"].cv_median_ape_pct < 5.0
+    # One corrupted row: a model that had trained on it would reproduce it exactly.
+    raw = json.loads(clean.model_dump_json())
+    rows = raw["tables"]["attn_decode"]["rows"]
+    rows[10][6] *= 5.0
+    bad = cross_validate(parse_profile(json.dumps(raw)))["attn_decode"]
+    assert bad.cv_p90_ape_pct > fits["attn_decode"].cv_p90_ape_pct + 10
+
+
+# -- interpolation -------------------------------------------------------------------------------
+def test_exact_on_grid_points(timer):
+    for fam, table in timer.profile.tables.items():
+        ad = FAMILY_ADAPTERS[fam]
+        for row in table.rows:
+            key, c = ad.split(tuple(row[:-4]))
+            assert timer.op_time(ad.eq_op(key, c)) == pytest.approx(row[-4] * 1e-6, rel=1e-9), (fam, row)
+
+
+def test_simulator_ops_on_grid_points_read_the_profile(timer):
+    sm = _sm()
+    op = attn_decode_op(8, 8 * 2048 - 8, sm)  # 8 sequences x 2048 KV tokens
+    assert timer.op_time(op) == pytest.approx(_decode_us(8, 2048) * 1e-6, rel=1e-9)
+    op = attn_prefill_op(((256, 1024),), sm)
+    assert timer.op_time(op) == pytest.approx(_prefill_us(1, 256, 1024) * 1e-6, rel=1e-6)
+
+
+def test_interpolation_tracks_the_truth_between_grid_points(timer):
+    errs = [abs(timer.op_time(_gemm(m, n, k)) / (_gemm_us(m, n, k) * 1e-6) - 1)
+            for m in (3, 24, 100, 700, 3000) for n, k in GEMM_NK]
+    assert max(errs) < 0.05
+    sm = _sm()
+    for b, ctx in ((3, 700), (20, 3000), (50, 5000)):
+        got = timer.op_time(attn_decode_op(b, b * ctx - b, sm))
+        assert got == pytest.approx(_decode_us(b, ctx) * 1e-6, rel=0.05)
+
+
+@settings(max_examples=300, deadline=None)
+@given(nk=st.sampled_from([*GEMM_NK, (5120, 4096), (8192, 8192), (20000, 5000)]),
+       m1=st.integers(1, 12000), m2=st.integers(1, 12000))
+def test_gemm_time_is_monotone_in_m(timer, nk, m1, m2):
+    """Inside the measured (N, K) range, at any M (M past the grid extrapolates)."""
+    lo, hi = sorted((m1, m2))
+    assert timer.op_time(_gemm(lo, *nk)) <= timer.op_time(_gemm(hi, *nk)) * (1 + 1e-12)
+
+
+def test_extrapolation_is_continuous_at_the_grid_edge(timer):
+    for m in (1, 100, 3000):
+        edge = timer.op_time(_gemm(m, 28672, 4096))
+        assert timer.op_time(_gemm(m, 28673, 4096)) == pytest.approx(edge, rel=1e-3)
+        assert timer.op_time(_gemm(m, 4095, 4096)) == pytest.approx(timer.op_time(_gemm(m, 4096, 4096)), rel=1e-3)
+    last = timer.op_time(_gemm(GEMM_M[-1], 4096, 4096))
+    assert timer.op_time(_gemm(GEMM_M[-1] + 1, 4096, 4096)) == pytest.approx(last, rel=1e-3)
+    sm = _sm()
+    assert timer.op_time(attn_decode_op(4, 4 * 8193, sm)) == pytest.approx(
+        timer.op_time(attn_decode_op(4, 4 * 8191, sm)), rel=1e-3)
+
+
+@settings(max_examples=200, deadline=None)
+@given(b=st.integers(1, 100), c1=st.integers(1, 20000), c2=st.integers(1, 20000))
+def test_decode_time_is_monotone_in_context(timer, b, c1, c2):
+    lo, hi = sorted((c1, c2))
+    sm = _sm()
+    t_lo = timer.op_time(attn_decode_op(b, b * lo, sm))
+    t_hi = timer.op_time(attn_decode_op(b, b * hi, sm))
+    assert t_lo <= t_hi * (1 + 1e-12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(q=st.integers(1, 6000), c1=st.integers(0, 8000), c2=st.integers(0, 8000))
+def test_prefill_time_is_monotone_in_prior_context(timer, q, c1, c2):
+    lo, hi = sorted((c1, c2))
+    sm = _sm()
+    assert timer.op_time(attn_prefill_op(((q, lo),), sm)) <= timer.op_time(attn_prefill_op(((q, hi),), sm)) * (1 + 1e-12)
+
+
+def test_sources_and_fallbacks(timer):
+    sm4 = _sm(4)
+    # A head layout the profile lacks borrows the nearest one, scaled by the roofline.
+    op = attn_decode_op(8, 8 * 1000, sm4)
+    assert timer.source_of(op) == "profile-nearest"
+    assert 0 < timer.op_time(op) < timer.op_time(attn_decode_op(8, 8 * 1000, _sm()))
+    # No data at all for a family: the default roofline answers.
+    no_coll = CalibratedTimer(synthetic_profile(collectives=False), H100)
+    ar = Op("tp_allreduce", "allreduce", 0.0, 1e6, 1, (1e6, 4, "intra"), "bf16")
+    assert no_coll.source_of(ar) == "roofline-default"
+    assert no_coll.op_time(ar) == no_coll.default.op_time(ar)
+    # A dtype without rows (int8 GEMMs): the family's fitted roofline.
+    assert timer.source_of(_gemm(64, 4096, 4096, "int8")) == "roofline-fitted"
+    assert math.isfinite(timer.op_time(_gemm(64, 4096, 4096, "int8")))
+    # Collectives: measured ranks answer; the impl is free unless the op names one.
+    assert timer.source_of(Op("ar", "allreduce", 0.0, 1e5, 1, (1e5, 2, "intra"), "bf16")) == "profile"
+    assert timer.source_of(Op("ar", "allreduce", 0.0, 1e5, 1, (1e5, 2, "inter"), "bf16")) == "roofline-fitted"
+
+
+# -- the CLI and the end-to-end path ----------------------------------------------------------------
+def _main(args: list[str]) -> None:
+    from simulator.cli import main
+
+    main(args)
+
+
+@pytest.fixture(scope="module")
+def cpu_profile(tmp_path_factory) -> Path:
+    """A real (quick) calibration run on this machine's CPU."""
+    pytest.importorskip("torch")
+    out = tmp_path_factory.mktemp("cal") / "cpu.json"
+    _main(["calibrate", "--model", "llama-3.1-8b", "--tp", "8", "--quick", "--device", "cpu",
+           "--cpu-threads", "1", "--budget-s", "60", "--out", str(out)])
+    return out
+
+
+def test_quick_cpu_calibration_writes_a_profile(cpu_profile):
+    prof = load_profile(cpu_profile)
+    meta = prof.metadata
+    assert meta.device_kind == "cpu" and meta.source == "measured" and meta.gpu is None
+    assert meta.method.timer == "perf_counter" and meta.method.repeats >= 10
+    for fam in ("gemm", "attn_prefill", "attn_decode", "elementwise"):
+        rows = prof.tables[fam].rows
+        assert rows, fam
+        med, p10, p90, n = rows[0][-4:]
+        assert p10 <= med <= p90 and n >= 10
+        assert meta.fit[fam].points == len(rows)
+    for fam in ("allreduce", "allgather", "p2p"):
+        assert fam not in prof.tables and "not measured" in meta.not_measured[fam]
+    assert meta.attention_backend["attn_decode"].startswith("sdpa")
+    assert cpu_profile.with_name("cpu-roofline.png").stat().st_size > 10_000
+
+
+def test_simulation_uses_the_calibrated_profile(cpu_profile):
+    from simulator import api
+    from simulator.simulation import Simulation
+
+    data = {
+        "model": {"name": "llama-3.1-8b", "max_model_len": 2048},
+        "hardware": {"gpu": "h100-sxm", "profile": str(cpu_profile)},
+        "parallelism": {"tp": 8},
+        "memory": {"kv_cache_tokens": 4096},
+        "cost_model": {"backend": "calibrated"},
+        "workload": {"arrival": {"type": "poisson", "rate": 50.0}, "num_requests": 6, "seed": 1,
+                     "prompt_tokens": {"type": "fixed", "value": 64},
+                     "output_tokens": {"type": "fixed", "value": 8}},
+        "output": {"report": False},
+    }
+    sim = Simulation(api.load(data=data))
+    assert sim.cost.timer.name == "calibrated"
+    prof = load_profile(cpu_profile)
+    m, n, k, dt, med = prof.tables["gemm"].rows[0][:5]
+    assert sim.cost.timer.op_time(_gemm(m, n, k, dt)) == pytest.approx(med * 1e-6, rel=1e-9)
+    calibrated = sim.run().summary
+    roofline = api.run(data, overrides=["cost_model.backend=roofline"]).summary
+    assert calibrated["requests"]["completed"] == roofline["requests"]["completed"] == 6
+    # CPU kernels are orders of magnitude slower than an H100's roofline.
+    assert calibrated["tpot_ms"]["p50"] > 10 * roofline["tpot_ms"]["p50"]
+
+
+def test_show_command(capsys):
+    _main(["calibrate", "show", "h100_sxm-vllm"])
+    out = capsys.readouterr().out
+    assert "attn_decode" in out and "aiconfigurator:h100_sxm/vllm" in out
+
+
+def test_calibrate_without_torch_says_how_to_install(monkeypatch, tmp_path, capsys):
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now raises ImportError
+    from calibration.bench import TORCH_MISSING, require_torch
+
+    with pytest.raises(CalibrationError, match="calibration needs torch"):
+        require_torch()
+    with pytest.raises(SystemExit) as exc:
+        _main(["calibrate", "--model", "llama-3.1-8b", "--quick", "--out", str(tmp_path / "x.json")])
+    assert exc.value.code == 2
+    assert TORCH_MISSING in capsys.readouterr().err.replace("\n", "")
+
+
+def test_calibrate_needs_out_and_a_model(tmp_path):
+    with pytest.raises(SystemExit):
+        _main(["calibrate", "--model", "llama-3.1-8b"])
+    with pytest.raises(ServesimError, match="no model"):
+        from calibration.cli import _models
+
+        _models(None, None)
+
+
+def test_plan_covers_the_models_projection_shapes():
+    from calibration.grid import build_plan
+
+    plan = build_plan([get_model("llama-3.1-8b")], [1, 2], device="cuda")
+    nk = {(n, k) for _, n, k, _ in plan.gemm}
+    # qkv, o, gate_up, down, lm_head at TP1 and TP2.
+    assert {(6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336), (128256, 4096)} <= nk
+    assert {(3072, 4096), (4096, 2048), (14336, 4096), (4096, 7168), (64128, 4096)} <= nk
+    assert {m for m, *_ in plan.gemm} >= {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192}
+    assert {(h, kvh, d) for *_, h, kvh, d in plan.attn_decode} == {(32, 8, 128), (16, 4, 128)}
+    quick = build_plan([get_model("llama-3.1-8b")], [1, 2], quick=True, device="cpu")
+    assert quick.size() < 60 and max(n for _, n, _, _ in quick.gemm) < 128256

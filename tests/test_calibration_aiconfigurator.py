@@ -1,0 +1,129 @@
+"""The aiconfigurator-core importer, on a small fixture in the published tables' schema.
+
+tests/fixtures/aiconfigurator/systems/ mirrors the package's data layout with a few
+hundred real rows (make_fixture.py regenerates it). Reading parquet needs pyarrow (in
+the `test` and `aiconfigurator` extras); without it these tests skip.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pyarrow")
+import pandas as pd
+
+from calibration import aiconfigurator as aic
+from calibration.profile import CalibrationError, load_profile
+from simulator.cost.calibrated import score_family
+from simulator.hardware import get_gpu
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "aiconfigurator"
+DATA = FIXTURE / "systems" / "data"
+H100 = DATA / "h100_sxm"
+
+
+@pytest.fixture(scope="module")
+def profile():
+    return aic.convert("h100_sxm", "vllm", data_root=DATA)
+
+
+def test_gemm_rows_keep_16_bit_and_fp8_in_microseconds(profile):
+    src = pd.read_parquet(H100 / "gemm" / "vllm" / "0.24.0" / "gemm_perf.parquet")
+    rows = profile.tables["gemm"].rows
+    assert {r[3] for r in rows} == {"bf16", "fp8"}  # fp8_block (DeepGEMM etc.) dropped
+    one = src[(src.m == 1) & (src.n == 4096) & (src.k == 4096) & (src.gemm_dtype == "bfloat16")].latency.iloc[0]
+    got = next(r for r in rows if r[:4] == [1, 4096, 4096, "bf16"])
+    assert got[4] == pytest.approx(one * 1000.0, rel=1e-3)  # ms -> µs
+    assert 5.0 < got[4] < 50.0  # an M=1 4096x4096 bf16 GEMM on an H100 takes ~15 µs
+    assert got[5:] == [None, None, None]  # no spread published
+
+
+def test_attention_rows(profile):
+    src = pd.read_parquet(H100 / "attention" / "vllm" / "0.24.0" / "generation_attention_perf.parquet")
+    dec = profile.tables["attn_decode"].rows
+    pre = profile.tables["attn_prefill"].rows
+    # Only full attention, bf16 KV, head_dim 128 (the fixture also has fp8 KV, windows, hd 64).
+    assert {(r[4], r[5]) for r in dec} == {(128, "bf16")} and {(r[5], r[6]) for r in pre} == {(128, "bf16")}
+    assert {r[2] for r in pre} == {0}  # context attention has no prior context
+    # Decode context = isl + step (isl is 1): steps 2^k - 1 become 2^k tokens.
+    assert {r[1] for r in dec} == {int(s) + 1 for s in src.step.unique()}
+    sel = src[(src.batch_size == 8) & (src.step == 2047) & (src.head_dim == 128) & (src.kv_cache_dtype == "bfloat16")
+              & (src.window_size == 0)]
+    row = next(r for r in dec if r[0] == 8 and r[1] == 2048)
+    assert row[6] == pytest.approx(sel.latency.iloc[0] * 1000.0, rel=1e-3)
+
+
+def test_collectives_convert_elements_to_bytes(profile):
+    src = pd.read_parquet(H100 / "comm" / "nccl" / "2.27.3" / "nccl_perf.parquet")
+    ar = profile.tables["allreduce"].rows
+    assert {r[3] for r in ar} == {"nccl", "vllm_custom_graph", "vllm_custom_eager"}
+    assert {r[3] for r in profile.tables["allgather"].rows} == {"nccl"}
+    sel = src[(src.op_name == "all_reduce") & (src.nccl_dtype == "half") & (src.num_gpus == 4)
+              & (src.message_size == 4194304)]
+    row = next(r for r in ar if r[3] == "nccl" and r[1] == 4 and r[0] == 4194304 * 2)
+    # The published table repeats some shapes (two collection runs): their median is kept.
+    assert row[5] == pytest.approx(sel.latency.median() * 1000.0, rel=1e-3)
+
+
+def test_metadata(profile):
+    meta = profile.metadata
+    assert meta.source == "aiconfigurator:h100_sxm/vllm/0.24.0"
+    assert meta.gpu == "h100-sxm" and meta.gpu_name == "NVIDIA H100 80GB HBM3"
+    assert meta.versions["vllm"] == "0.24.0" and meta.versions["nccl"] == "2.27.3"
+    assert meta.memory_gib == pytest.approx(80.0)
+    assert "elementwise" in meta.not_measured
+    assert any("milliseconds" in n for n in meta.notes) and any("Apache-2.0" in n for n in meta.notes)
+
+
+def test_version_choice():
+    assert aic.available(DATA) == {"h100_sxm": {"vllm": ["0.20.0", "0.24.0"]}}
+    old = aic.convert("h100_sxm", "vllm", "0.20.0", data_root=DATA)
+    assert set(old.tables) >= {"gemm"} and "attn_decode" not in old.tables
+    assert {tuple(r[:3]) for r in old.tables["gemm"].rows} == {(1, 4096, 4096), (64, 4096, 4096)}
+
+
+@pytest.mark.parametrize(("args", "field", "listed"), [
+    (("h999_sxm", "vllm", None), "--system", "h100_sxm"),
+    (("h100_sxm", "trtllm", None), "--backend", "vllm"),
+    (("h100_sxm", "vllm", "9.9.9"), "--version", "0.20.0, 0.24.0"),
+])
+def test_unknown_choices_list_what_exists(args, field, listed):
+    with pytest.raises(CalibrationError) as exc:
+        aic.convert(*args, data_root=DATA)
+    assert exc.value.where == field and listed in exc.value.fix
+
+
+def test_missing_package_says_how_to_install(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == aic.PACKAGE else real(name, *a))
+    with pytest.raises(CalibrationError, match="not installed") as exc:
+        aic.package_root()
+    assert ".[aiconfigurator]" in exc.value.fix
+
+
+def test_imported_profile_predicts_held_out_rows(profile):
+    rows = profile.tables["gemm"].rows
+    train = [r for r in rows if r[0] != 32]
+    test = [r for r in rows if r[0] == 32]
+    errs = score_family("gemm", train, test, get_gpu("h100-sxm"))
+    assert np.median(errs["calibrated"]) < 10.0
+    assert np.median(errs["calibrated"]) < np.median(errs["roofline_default"])
+
+
+def test_cli_import(monkeypatch, tmp_path, capsys):
+    from simulator.cli import main
+
+    monkeypatch.setattr(aic, "package_root", lambda: FIXTURE)
+    out = tmp_path / "h100.json"
+    main(["calibrate", "import-aiconfigurator", "--system", "h100_sxm", "--backend", "vllm", "--out", str(out)])
+    prof = load_profile(out)
+    assert prof.metadata.fit["gemm"].cv_points > 0
+    assert "aiconfigurator:h100_sxm/vllm/0.24.0" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exc:
+        main(["calibrate", "import-aiconfigurator", "--system", "nope", "--out", str(out)])
+    assert exc.value.code == 2
