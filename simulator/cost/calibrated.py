@@ -42,7 +42,7 @@ from calibration.profile import (
     load_profile,
     resolve_profile,
 )
-from simulator.cost.config import CostModelConfig, RooflineEfficiency
+from simulator.cost.config import MEASURED_LAUNCH_US, CostModelConfig, RooflineEfficiency
 from simulator.cost.ops import Op, ShardedModel, attn_decode_op, attn_prefill_op
 from simulator.cost.roofline import RooflineTimer
 from simulator.dtypes import DTYPE_BYTES
@@ -541,6 +541,8 @@ class CalibratedTimer:
         self.gpu = gpu
         self.reference = reference_gpu(profile, gpu)
         self.default = RooflineTimer(gpu, config.efficiency, config.overheads().kernel_latency_us)
+        # Eager engines pay CPU dispatch per kernel on top of the kernel's measured time.
+        self.extra_launch = max(0.0, config.overheads().kernel_latency_us - MEASURED_LAUNCH_US) * 1e-6
         self.models: dict[str, FamilyModel] = {}
         for fam in FAMILIES:
             table = profile.table(fam)
@@ -552,7 +554,12 @@ class CalibratedTimer:
         if model is None:
             return self.default.op_time(op)
         t = model.predict(op)
-        return model.timer.op_time(op) if t is None else t
+        if t is None:
+            return model.timer.op_time(op)
+        if self.extra_launch:
+            kernels = RooflineTimer._gemm_kernels(op.dtype) if op.family == "gemm" else op.kernels
+            t += self.extra_launch * kernels
+        return t
 
     def source_of(self, op: Op) -> str:
         """Where `op`'s time comes from: profile, profile-nearest, roofline-fitted or roofline-default."""
