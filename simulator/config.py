@@ -47,7 +47,7 @@ class HardwareConfig(StrictModel):
     inter_node_link: Literal["ib-ndr", "ib-hdr", "eth-200g", "pcie5"] | None = Field(
         None, description="interconnect between nodes, per GPU (TP/PP beyond a node); default the GPU's own")
     cost_per_gpu_hour: float | None = Field(None, ge=0, description="$ per GPU-hour; default the catalog's price")
-    profile: str | None = Field(None, description="calibrated profile name or path (for cost_model.backend: calibrated)")
+    profile: str | None = Field(None, description="calibrated profile: a path, a shipped name (e.g. h100_sxm-vllm), or `auto` (the shipped profile of this GPU); for cost_model.backend: calibrated")
 
 
 class ParallelismConfig(StrictModel):

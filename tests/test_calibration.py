@@ -386,3 +386,14 @@ def test_plan_covers_the_models_projection_shapes():
     assert {(h, kvh, d) for *_, h, kvh, d in plan.attn_decode} == {(32, 8, 128), (16, 4, 128)}
     quick = build_plan([get_model("llama-3.1-8b")], [1, 2], quick=True, device="cpu")
     assert quick.size() < 60 and max(n for _, n, _, _ in quick.gemm) < 128256
+
+
+def test_profile_auto_picks_the_shipped_profile_of_the_gpu():
+    from simulator.cost.calibrated import shipped_profile_for
+    from simulator.errors import ServesimError
+    from simulator.hardware import get_gpu
+
+    assert shipped_profile_for(get_gpu("h200")) == "h200_sxm-vllm"
+    assert shipped_profile_for(get_gpu("a100-80gb-sxm")) == "a100_sxm-vllm"
+    with pytest.raises(ServesimError, match="no shipped calibration profile"):
+        shipped_profile_for(get_gpu("l4"))

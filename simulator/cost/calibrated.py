@@ -41,6 +41,7 @@ from calibration.profile import (
     Profile,
     load_profile,
     resolve_profile,
+    shipped_profiles,
 )
 from simulator.cost.config import MEASURED_LAUNCH_US, CostModelConfig, RooflineEfficiency
 from simulator.cost.ops import Op, ShardedModel, attn_decode_op, attn_prefill_op
@@ -576,11 +577,25 @@ class CalibratedTimer:
 _TIMERS: dict[tuple, CalibratedTimer] = {}
 
 
+def shipped_profile_for(gpu: GPUSpec, backend: str = "vllm") -> str:
+    """`hardware.profile: auto`: the shipped profile measured on this GPU (vLLM tables first)."""
+    names = shipped_profiles()
+    for name in sorted(names, key=lambda n: (not n.endswith(f"-{backend}"), n)):
+        meta = load_profile(name).metadata
+        if meta.gpu is not None and get_gpu(meta.gpu).name == gpu.name:
+            return name
+    raise ConfigError(f"no shipped calibration profile for {gpu.name}", where="hardware.profile",
+                      fix=f"shipped: {', '.join(names)}; measure one with `simulate calibrate`, "
+                      "or use cost_model.backend: roofline")
+
+
 def calibrated_backend(gpu: GPUSpec, config: CostModelConfig, profile: str | None) -> CalibratedTimer:
     """COST_BACKENDS factory: load the profile, check it belongs to this GPU, fit once."""
     if not profile:
         raise ConfigError("cost_model.backend: calibrated needs a profile", where="hardware.profile",
                           fix="set hardware.profile to a shipped name (e.g. h100_sxm-vllm) or a profile path")
+    if profile == "auto":
+        profile = shipped_profile_for(gpu)
     path = resolve_profile(profile).resolve()
     prof = load_profile(path)
     meta = prof.metadata
