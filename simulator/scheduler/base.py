@@ -40,6 +40,7 @@ class Step:
     shape: IterationShape
     decode_only: bool
     preempted: int = 0
+    crossings: list[int] | None = None  # KV block boundaries of a decode stretch (see stretch_limit)
 
 
 @dataclass(slots=True)
@@ -210,6 +211,7 @@ class Scheduler:
         if k <= 1:
             return 1
         crossings = self._block_crossings(step.entries, k)
+        step.crossings = crossings  # reused by complete_stretch: computed once per stretch
         free = self.kv.total - self.kv.used
         if len(crossings) <= free:
             return k
@@ -228,8 +230,10 @@ class Scheduler:
         kv = self.kv
         bs = kv.block_size
         per_step = [0] * (n + 1)
-        for j in self._block_crossings(entries, n):
-            per_step[j] += 1
+        crossings = step.crossings if step.crossings is not None else self._block_crossings(entries, n)
+        for j in crossings:
+            if j <= n:
+                per_step[j] += 1
         kv_per_step = []
         used = kv.used
         for j in range(1, n + 1):

@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from simulator.cost.ops import IterationShape
 from simulator.scheduler.base import Scheduler, SchedulerConfigBase, Step, max_num_seqs_field
 
 
@@ -58,17 +59,25 @@ class VllmV1Scheduler(Scheduler):
         running = self.running
         entries = []
         preempted = 0
+        # The iteration's shape is accumulated here rather than in a second pass
+        # (shape_of): this loop is the simulator's hottest path.
+        tokens = emit = n_dec = dec_ctx = 0
+        chunks: list[tuple[int, int]] = []
         i = 0
-        while i < len(running) and budget > 0:
+        n_running = len(running)
+        while i < n_running and budget > 0:
             req = running[i]
-            q = req.prompt_tokens + req.num_generated - req.num_computed
+            c = req.num_computed
+            known = req.prompt_tokens + req.num_generated
+            q = known - c
             if q > budget:
                 q = budget
-            need = -(-(req.num_computed + q) // bs) - req.block_count
+            need = -(-(c + q) // bs) - req.block_count
             if need > 0:
                 self_preempted = False
                 while need > kv.total - kv.used:
                     victim = running.pop()
+                    n_running -= 1
                     self._preempt(victim)
                     preempted += 1
                     if victim is req:
@@ -80,16 +89,26 @@ class VllmV1Scheduler(Scheduler):
                 req.block_count += need
             entries.append((req, q))
             budget -= q
+            tokens += q
+            if c + q >= known:
+                emit += 1
+                if q == 1 and req.num_generated > 0:
+                    n_dec += 1
+                    dec_ctx += c
+                    i += 1
+                    continue
+            chunks.append((q, c))
             i += 1
         if not preempted:
             waiting = self.waiting
             while waiting and budget > 0 and len(running) < self.max_num_seqs:
                 req = waiting[0]
-                todo = req.prompt_tokens + req.num_generated - req.num_computed
+                c = req.num_computed
+                todo = req.prompt_tokens + req.num_generated - c
                 if not self.chunked and todo > budget:
                     break
                 q = min(todo, budget)
-                need = -(-(req.num_computed + q) // bs) - req.block_count
+                need = -(-(c + q) // bs) - req.block_count
                 if need > kv.total - kv.used:
                     break
                 waiting.popleft()
@@ -99,7 +118,11 @@ class VllmV1Scheduler(Scheduler):
                 running.append(req)
                 entries.append((req, q))
                 budget -= q
+                tokens += q
+                if q == todo:
+                    emit += 1
+                chunks.append((q, c))
         if not entries:
             return None
-        shape, decode_only = self.shape_of(entries)
-        return Step(entries, shape, decode_only, preempted)
+        shape = IterationShape(tokens, emit, n_dec, dec_ctx, tuple(chunks))
+        return Step(entries, shape, not chunks, preempted)

@@ -1,0 +1,1 @@
+"""Capacity planning: the cheapest deployment that meets an SLO (`simulate plan`)."""

@@ -1,0 +1,464 @@
+"""The plan file: a base scenario, a search space, a target and an SLO, validated strictly.
+
+A plan is YAML like a scenario and goes through the same kind of strict pydantic models
+(`extra="forbid"`), so a misspelt knob is an error naming the field and the fix rather
+than a silently ignored dimension of a sweep that takes minutes.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import itertools
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, Field, ValidationError, model_validator
+
+from simulator import __version__
+from simulator.config import LoadedScenario, load_scenario
+from simulator.dtypes import DTYPE_BYTES, Dtype
+from simulator.errors import ConfigError, ServesimError
+from simulator.hardware import get_gpu
+from simulator.scheduler import POLICIES
+from simulator.strict import StrictModel
+
+#: Arrival processes whose rate the search can turn (rate-driven open loops).
+RATE_ARRIVALS = ("poisson", "gamma", "constant")
+PERCENTILE_KEYS = ("mean", "p50", "p90", "p95", "p99")
+
+
+# -- SLO ---------------------------------------------------------------------------------
+class PercentileLimits(StrictModel):
+    """Upper limits on statistics of one per-request latency, ms (numpy linear percentiles)."""
+
+    mean: float | None = Field(None, gt=0, description="mean at most this, ms")
+    p50: float | None = Field(None, gt=0, description="median at most this, ms")
+    p90: float | None = Field(None, gt=0, description="90th percentile at most this, ms")
+    p95: float | None = Field(None, gt=0, description="95th percentile at most this, ms")
+    p99: float | None = Field(None, gt=0, description="99th percentile at most this, ms")
+
+    @model_validator(mode="after")
+    def _some(self) -> PercentileLimits:
+        if not self.limits():
+            raise ValueError("give at least one of mean, p50, p90, p95, p99 (ms)")
+        return self
+
+    def limits(self) -> dict[str, float]:
+        return {k: getattr(self, k) for k in PERCENTILE_KEYS if getattr(self, k) is not None}
+
+
+class AttainmentSLO(StrictModel):
+    """A share of requests that must meet every per-request limit (goodput's definition)."""
+
+    ttft_ms: float | None = Field(None, gt=0, description="per-request TTFT limit, ms")
+    tpot_ms: float | None = Field(None, gt=0, description="per-request TPOT limit, ms")
+    e2e_ms: float | None = Field(None, gt=0, description="per-request E2E limit, ms")
+    min_fraction: float = Field(0.99, gt=0, le=1, description="share of measured requests that must meet them all")
+
+    @model_validator(mode="after")
+    def _some(self) -> AttainmentSLO:
+        if not self.limits():
+            raise ValueError("give at least one of ttft_ms, tpot_ms, e2e_ms")
+        return self
+
+    def limits(self) -> dict[str, float]:
+        return {k: getattr(self, k) for k in ("ttft_ms", "tpot_ms", "e2e_ms") if getattr(self, k) is not None}
+
+
+class PlanSLO(StrictModel):
+    """Percentile limits AND/OR an attainment target; a rate passes only if all hold."""
+
+    ttft_ms: PercentileLimits | None = Field(None, description="limits on TTFT statistics, e.g. {p99: 2000}")
+    tpot_ms: PercentileLimits | None = Field(None, description="limits on TPOT statistics, e.g. {p99: 100}")
+    e2e_ms: PercentileLimits | None = Field(None, description="limits on E2E statistics")
+    attainment: AttainmentSLO | None = Field(None, description="e.g. {ttft_ms: 2000, tpot_ms: 100, min_fraction: 0.99}")
+
+    @model_validator(mode="after")
+    def _some(self) -> PlanSLO:
+        if not (self.ttft_ms or self.tpot_ms or self.e2e_ms or self.attainment):
+            raise ValueError("give at least one limit: ttft_ms, tpot_ms, e2e_ms or attainment")
+        return self
+
+    def per_request_limits(self) -> dict[str, float]:
+        """Limits for the scenario's `slo` section (goodput in reports): attainment first,
+        else the tightest percentile limit of each metric."""
+        if self.attainment is not None:
+            return self.attainment.limits()
+        out = {}
+        for key in ("ttft_ms", "tpot_ms", "e2e_ms"):
+            lim = getattr(self, key)
+            if lim is not None:
+                out[key] = min(lim.limits().values())
+        return out
+
+    def describe(self) -> str:
+        parts = []
+        for key, label in (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("e2e_ms", "E2E")):
+            lim = getattr(self, key)
+            if lim is not None:
+                parts += [f"{stat} {label} <= {_ms(v)}" for stat, v in lim.limits().items()]
+        if self.attainment is not None:
+            a = self.attainment
+            lims = " and ".join(f"{k.removesuffix('_ms').upper()} <= {_ms(v)}" for k, v in a.limits().items())
+            parts.append(f">= {a.min_fraction:.1%} of requests with {lims}")
+        return ", ".join(parts)
+
+
+def _ms(v: float) -> str:
+    return f"{v / 1000:g} s" if v >= 1000 else f"{v:g} ms"
+
+
+# -- search space ------------------------------------------------------------------------
+class SchedulerSpace(StrictModel):
+    """Scheduler policies and knob values to try; a knob applies to the policies that have it.
+
+    Omitted lists keep the base scenario's setting; `null` in a list means the policy's
+    own default (e.g. vLLM's budget for the GPU).
+    """
+
+    policy: list[str] | None = Field(None, min_length=1, description="batching policies, e.g. [vllm-v1, vllm-v0]")
+    max_num_batched_tokens: list[int | None] | None = Field(None, min_length=1, description="token budgets per iteration")
+    max_num_seqs: list[int | None] | None = Field(None, min_length=1, description="most sequences running at once")
+    enable_chunked_prefill: list[bool] | None = Field(None, min_length=1, description="vllm-v1 chunked prefill on/off")
+    max_batch_size: list[int] | None = Field(None, min_length=1, description="static/dynamic batch sizes")
+    max_wait_ms: list[float] | None = Field(None, min_length=1, description="dynamic batching wait, ms")
+
+    def knobs(self) -> dict[str, list]:
+        return {k: v for k, v in self.__dict__.items() if k != "policy" and v is not None}
+
+
+class SearchSpace(StrictModel):
+    """The configurations to compare: the product of every list (duplicates removed)."""
+
+    gpu: list[str] | None = Field(None, min_length=1, description="catalog GPUs (see `simulate list gpus`); default the base's")
+    tp: list[int] | None = Field(None, min_length=1, description="tensor-parallel degrees; default the base's")
+    pp: list[int] | None = Field(None, min_length=1, description="pipeline-parallel degrees; default the base's")
+    replicas: Literal["minimise", "minimize"] | list[int] = Field(
+        "minimise", description="replica counts allowed, or `minimise`: as many as the target needs")
+    scheduler: SchedulerSpace = Field(default_factory=SchedulerSpace)
+    weight_dtype: list[Dtype] | None = Field(None, min_length=1, description="weight formats; default the base's")
+    kv_dtype: list[Dtype] | None = Field(None, min_length=1, description="KV-cache formats; default the base's")
+    activation_dtype: Literal["auto"] | list[Dtype] = Field(
+        "auto", description="`auto`: W8A8 where the GPU has tensor cores for an 8-bit weight "
+        "dtype (what vLLM runs), else the base's activation dtype (weight-only)")
+
+    @model_validator(mode="after")
+    def _positive(self) -> SearchSpace:
+        for name in ("tp", "pp"):
+            for v in getattr(self, name) or []:
+                if v < 1:
+                    raise ValueError(f"{name} values must be >= 1 (got {v})")
+        if isinstance(self.replicas, list) and any(r < 1 for r in self.replicas):
+            raise ValueError("replicas values must be >= 1")
+        return self
+
+
+class Target(StrictModel):
+    """A rate to carry at least cost, or a budget to carry the most rate under."""
+
+    rate: float | None = Field(None, gt=0, description="requests per second to carry")
+    max_usd_per_hour: float | None = Field(None, gt=0, description="budget, $ per hour (caps a rate target too)")
+    max_gpus: int | None = Field(None, ge=1, description="budget, GPUs (caps a rate target too)")
+
+    @model_validator(mode="after")
+    def _one(self) -> Target:
+        if self.rate is None and self.max_usd_per_hour is None and self.max_gpus is None:
+            raise ValueError("give `rate` (req/s to carry) or a budget: `max_usd_per_hour` and/or `max_gpus`")
+        return self
+
+    @property
+    def mode(self) -> str:
+        return "rate" if self.rate is not None else "budget"
+
+
+class SearchSettings(StrictModel):
+    """How each configuration's maximum sustainable rate is searched (defaults in README)."""
+
+    requests_per_point: int = Field(600, ge=50, description="requests simulated per probed rate")
+    warmup_fraction: float = Field(0.1, ge=0, lt=0.5, description="first share of requests left out of SLO checks")
+    tolerance: float = Field(0.05, gt=0, lt=1, description="stop when (hi - lo)/lo is at most this")
+    max_probes: int = Field(16, ge=3, description="most simulated rates per configuration")
+    stability_growth: float = Field(1.3, ge=1, description="unstable if median TTFT of the last third > this × the middle third's + slack")
+    stability_slack_ms: float = Field(100.0, ge=0, description="absolute slack of the stability test, ms")
+    early_stop: bool = Field(True, description="stop a run once its SLO verdict is decided or its queue runs away")
+    queue_factor: float = Field(4.0, gt=0, description="early stop when the waiting queue exceeds this × max_num_seqs")
+    seed: int | None = Field(None, ge=0, description="workload seed for every configuration and rate; default the base's")
+    verify: bool = Field(True, description="re-simulate the recommendation with all its replicas at the target")
+    verify_requests: int | None = Field(None, ge=100, description="requests of that run; default requests_per_point × replicas, 2000 to 20000")
+    max_verify_bumps: int = Field(3, ge=0, description="replicas the verification may add before trying the runner-up")
+
+
+class Plan(StrictModel):
+    name: str | None = Field(None, description="used in output names; default the file name")
+    description: str | None = None
+    base: str | dict[str, Any] = Field(description="scenario YAML path (relative to the plan file) or an inline scenario")
+    overrides: list[str] = Field(default_factory=list, description="`dotted.path=value` edits of the base, like --set")
+    space: SearchSpace = Field(default_factory=SearchSpace)
+    target: Target
+    slo: PlanSLO
+    prices: dict[str, float] = Field(default_factory=dict, description="$ per GPU-hour by GPU name; default the catalog's")
+    search: SearchSettings = Field(default_factory=SearchSettings)
+
+
+# -- loading -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ConfigPoint:
+    """One configuration of the space: its scenario (one replica) and its identity."""
+
+    key: str
+    label: str
+    params: dict
+    scenario: dict
+
+    def task(self, plan: LoadedPlan) -> dict:
+        """A JSON-able work item (the same for local processes and Ray workers)."""
+        return {"key": self.key, "label": self.label, "params": self.params, "scenario": self.scenario,
+                "base_dir": str(plan.base.base_dir), "slo": plan.plan.slo.model_dump(),
+                "search": plan.plan.search.model_dump()}
+
+
+@dataclass(frozen=True)
+class LoadedPlan:
+    plan: Plan
+    path: Path | None
+    base: LoadedScenario
+    base_data: dict
+    text: str
+    points: list[ConfigPoint] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.plan.name or (self.path.stem if self.path else "plan")
+
+    def price(self, gpu: str) -> float:
+        return self.plan.prices.get(gpu, get_gpu(gpu).cost_per_gpu_hour)
+
+
+def _model_at(loc: tuple) -> type[BaseModel] | None:
+    cls: Any = Plan
+    for part in loc[:-1]:
+        fld = getattr(cls, "model_fields", {}).get(part) if isinstance(part, str) else None
+        if fld is None:
+            continue
+        nxt = fld.annotation
+        for cand in (nxt, *getattr(nxt, "__args__", ())):
+            if isinstance(cand, type) and issubclass(cand, BaseModel):
+                cls = cand
+                break
+        else:
+            return None
+    return cls if isinstance(cls, type) and issubclass(cls, BaseModel) else None
+
+
+def _fix(err: dict) -> str:
+    loc = tuple(err["loc"])
+    if err["type"] == "extra_forbidden":
+        owner = _model_at(loc)
+        allowed = sorted(owner.model_fields) if owner else []
+        close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+        hint = f"did you mean `{close[0]}`? " if close else ""
+        return f"{hint}remove it; allowed here: {', '.join(allowed)}"
+    if err["type"] == "missing":
+        return "add this field (see `## Capacity planning` in README, or scenarios/plans/)"
+    if err["type"] == "literal_error":
+        return f"use one of: {err.get('ctx', {}).get('expected', '')}"
+    return "see `## Capacity planning` in README for this field"
+
+
+def _validation_error(exc: ValidationError, source: str) -> ConfigError:
+    lines, fixes = [], []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(plan)"
+        got = err.get("input")
+        shown = "" if isinstance(got, dict) or err["type"] == "missing" else f" (got {got!r})"
+        lines.append(f"{loc}: {err['msg']}{shown}")
+        fixes.append(f"{loc}: {_fix(err)}")
+    n = len(lines)
+    return ConfigError(f"invalid plan ({n} problem{'s' if n > 1 else ''}):\n  " + "\n  ".join(lines),
+                       where=source, fix="\n       ".join(fixes))
+
+
+def _read_yaml(path: Path, what: str) -> dict:
+    if not path.is_file():
+        raise ConfigError(f"{what} not found", where=str(path),
+                          fix="check the path; example plans live in scenarios/plans/")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise ConfigError(f"not valid YAML: {getattr(exc, 'problem', exc)}",
+                          where=f"{path}:{mark.line + 1}" if mark else str(path),
+                          fix="fix the YAML syntax at that line (indentation, a missing ':')") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"a {what} must be a YAML mapping (key: value)", where=str(path),
+                          fix="start from scenarios/plans/tiny.yaml")
+    return data
+
+
+def load_plan(path: str | Path | None = None, *, data: dict | None = None) -> LoadedPlan:
+    """Read and validate a plan, its base scenario and every configuration of its space."""
+    source = str(path) if path is not None else "<plan>"
+    if data is None:
+        if path is None:
+            raise ConfigError("no plan given", fix="pass a plan file, e.g. scenarios/plans/tiny.yaml")
+        data = _read_yaml(Path(path), "plan file")
+    try:
+        plan = Plan.model_validate(data)
+    except ValidationError as exc:
+        raise _validation_error(exc, source) from None
+    plan_dir = Path(path).resolve().parent if path is not None else Path.cwd()
+    base = _load_base(plan, plan_dir, source)
+    base_data = yaml.safe_load(base.text)
+    arrival = base.scenario.workload.arrival.type
+    if arrival not in RATE_ARRIVALS:
+        raise ConfigError(f"the base scenario's arrival is `{arrival}`; a plan searches over the "
+                          "arrival rate", where=f"{source}: base workload.arrival",
+                          fix=f"use an open-loop arrival with a rate: {', '.join(RATE_ARRIVALS)} "
+                          "(its rate is ignored: the search sets it)")
+    for gpu in plan.prices:
+        _check_gpu(gpu, f"{source}: prices")
+    loaded = LoadedPlan(plan, Path(path) if path is not None else None, base, base_data,
+                        yaml.safe_dump(data, sort_keys=False))
+    return replace(loaded, points=expand(loaded, source))
+
+
+def _load_base(plan: Plan, plan_dir: Path, source: str) -> LoadedScenario:
+    try:
+        if isinstance(plan.base, str):
+            p = Path(plan.base)
+            p = p if p.is_absolute() else plan_dir / p
+            if not p.is_file():
+                raise ConfigError(f"base scenario {plan.base!r} not found (looked in {p})",
+                                  where=f"{source}: base",
+                                  fix="give a path relative to the plan file, or an inline scenario")
+            return load_scenario(p, plan.overrides)
+        loaded = load_scenario(data=plan.base, overrides=plan.overrides)
+        return replace(loaded, base_dir=plan_dir)
+    except ServesimError as exc:
+        if not isinstance(plan.base, str):
+            exc.where = f"{source}: base" + (f" ({exc.where})" if exc.where and exc.where != "<scenario>" else "")
+            exc.args = (exc.render(),)
+        raise
+
+
+def _check_gpu(name: str, where: str) -> str:
+    try:
+        return get_gpu(name).name
+    except ServesimError as exc:
+        exc.where = where
+        exc.args = (exc.render(),)
+        raise
+
+
+# -- the space -------------------------------------------------------------------------------
+def _activation(space: SearchSpace, weight: str, gpu: str, base_act: str) -> list[str]:
+    if space.activation_dtype != "auto":
+        return list(space.activation_dtype)
+    if weight in ("fp8", "int8") and weight in get_gpu(gpu).peak_tflops:
+        return [weight]
+    return [base_act]
+
+
+def _schedulers(space: SchedulerSpace, base_sched: dict, source: str) -> list[dict]:
+    policies = space.policy or [base_sched["policy"]]
+    for p in policies:
+        if p not in POLICIES:
+            raise ConfigError(f"unknown scheduler policy {p!r}", where=f"{source}: space.scheduler.policy",
+                              fix=f"use one of: {', '.join(POLICIES)}")
+    knobs = space.knobs()
+    for knob in knobs:
+        if not any(knob in POLICIES[p].config.model_fields for p in policies):
+            raise ConfigError(f"no policy in {policies} has `{knob}`", where=f"{source}: space.scheduler.{knob}",
+                              fix="remove it, or add a policy that has it (see `simulate list policies`)")
+    out: list[dict] = []
+    for p in policies:
+        fields = POLICIES[p].config.model_fields
+        keep = ({k: v for k, v in base_sched.items() if k in fields and v is not None}
+                if p == base_sched["policy"] else {})
+        mine = {k: v for k, v in knobs.items() if k in fields}
+        for values in itertools.product(*mine.values()):
+            d = {**keep, "policy": p}
+            for k, v in zip(mine, values, strict=True):
+                if v is None:
+                    d.pop(k, None)
+                else:
+                    d[k] = v
+            if d not in out:
+                out.append(d)
+    return out
+
+
+def _hash(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def expand(loaded: LoadedPlan, source: str = "<plan>") -> list[ConfigPoint]:
+    """Every distinct configuration of the space as a one-replica scenario dict."""
+    plan, base = loaded.plan, loaded.base.scenario
+    space, s = plan.space, plan.search
+    gpus = [_check_gpu(g, f"{source}: space.gpu") for g in (space.gpu or [base.hardware.gpu])]
+    tps = space.tp or [base.parallelism.tp]
+    pps = space.pp or [base.parallelism.pp]
+    weights = space.weight_dtype or [base.model.weight_dtype]
+    kvs = space.kv_dtype or [base.model.kv_dtype]
+    scheds = _schedulers(space.scheduler, loaded.base_data.get("scheduler") or base.scheduler.model_dump(), source)
+    varying = {k for k, v in (("gpu", gpus), ("tp", tps), ("pp", pps), ("weight_dtype", weights),
+                              ("kv_dtype", kvs), ("scheduler", scheds)) if len(v) > 1}
+    base_gpu = get_gpu(base.hardware.gpu).name
+    points: dict[str, ConfigPoint] = {}
+    for gpu, tp, pp, sched, w, kv in itertools.product(gpus, tps, pps, scheds, weights, kvs):
+        for act in _activation(space, w, gpu, base.model.activation_dtype):
+            d = json.loads(json.dumps(loaded.base_data))
+            d.pop("output", None)
+            d["name"] = loaded.name
+            d.setdefault("model", {}).update(weight_dtype=w, kv_dtype=kv, activation_dtype=act)
+            hw = d.setdefault("hardware", {})
+            hw["gpu"] = gpu
+            if gpu != base_gpu:
+                hw.pop("cost_per_gpu_hour", None)  # the base's price is for the base's GPU
+            if gpu in plan.prices:
+                hw["cost_per_gpu_hour"] = plan.prices[gpu]
+            d["parallelism"] = {"tp": tp, "pp": pp, "replicas": 1}
+            d["scheduler"] = dict(sched)
+            wl = d["workload"]
+            wl["arrival"]["rate"] = 1.0  # set per probe; fixed here so the key ignores the base's rate
+            wl["num_requests"] = s.requests_per_point
+            wl.pop("duration_s", None)
+            wl["seed"] = s.seed if s.seed is not None else base.workload.seed
+            d["slo"] = plan.slo.per_request_limits()
+            params = {"gpu": gpu, "tp": tp, "pp": pp, "weight_dtype": w, "activation_dtype": act,
+                      "kv_dtype": kv, "scheduler": dict(sched)}
+            key = _hash({"scenario": d, "slo": plan.slo.model_dump(), "search": _search_identity(s),
+                         "version": __version__})
+            if key not in points:
+                points[key] = ConfigPoint(key, describe(params, varying), params, d)
+    return list(points.values())
+
+
+def _search_identity(s: SearchSettings) -> dict:
+    """The settings that change a configuration's result (verification ones do not)."""
+    return s.model_dump(exclude={"verify", "verify_requests", "max_verify_bumps"})
+
+
+def describe(params: dict, varying: set[str] | None = None) -> str:
+    """A short label: GPU and TP always, the other dimensions when the space varies them."""
+    varying = varying or set()
+    parts = [f"{params['gpu']} TP{params['tp']}" + (f" PP{params['pp']}" if params["pp"] > 1 else "")]
+    sched = params["scheduler"]
+    if "scheduler" in varying or sched.get("policy") != "vllm-v1":
+        knobs = " ".join(f"{_SHORT.get(k, k)}={v}" for k, v in sched.items() if k != "policy")
+        parts.append(f"{sched['policy']}" + (f" {knobs}" if knobs else ""))
+    w, a, kv = params["weight_dtype"], params["activation_dtype"], params["kv_dtype"]
+    if {"weight_dtype", "kv_dtype"} & varying or w != "bf16" or kv != "bf16":
+        weight_only = a != w and DTYPE_BYTES[w] == 1  # 8-bit weights on 16-bit tensor cores
+        quant = f"{w}-weights" if weight_only else w
+        parts.append(f"{quant} kv-{kv}")
+    return " · ".join(parts)
+
+
+_SHORT = {"max_num_batched_tokens": "budget", "max_num_seqs": "seqs", "enable_chunked_prefill": "chunked",
+          "max_batch_size": "batch", "max_wait_ms": "wait_ms"}

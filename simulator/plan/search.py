@@ -1,0 +1,157 @@
+"""One configuration's search: its maximum sustainable request rate under the SLO.
+
+This module holds the worker entry point, `search_config(task) -> record`. It takes and
+returns plain JSON-able dicts, so local processes and Ray workers run the same code, and a
+record can be appended to the results file as it is.
+
+Method (one replica; every probe uses the same workload seed, so only the arrival times
+scale with the rate while the requests stay the same: common random numbers):
+
+1. Saturation: all requests arrive at once; completed/duration is the capacity C, an
+   upper bound for any sustainable rate.
+2. Bracket: probe 0.6·C. If it passes, probe 1.2·C (doubling while it passes) for a
+   failing upper end; if it fails, probe 0.05·C, and a failure there means the SLO is
+   out of reach at any load (max rate 0).
+3. Bisect until (hi − lo)/lo <= tolerance. The answer is lo, a rate that passed.
+
+A probe passes when the SLO holds over the measured requests and the run is stable
+(`simulator.plan.slo`). Failing probes usually end early: the verdict is decided long
+before the last request.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from simulator.config import load_scenario
+from simulator.errors import ServesimError
+from simulator.hardware import get_gpu
+from simulator.plan.config import PlanSLO, SearchSettings
+from simulator.plan.slo import EarlyStop, LiveMonitor, evaluate
+from simulator.simulation import Simulation
+from simulator.workload import ConstantArrival, build_workload
+
+#: Arrival rate of the saturation probe: every request arrives within a millisecond.
+SATURATION_RATE = 1e6
+FIRST_PROBE = 0.6  # × capacity
+UPPER_PROBE = 1.2  # × capacity
+FLOOR_PROBE = 0.05  # × capacity: below this, queueing is negligible
+MAX_DOUBLINGS = 3
+
+#: Probe metrics kept in the results file (the rest of the verdict's statistics are dropped).
+_KEEP = ("ttft_p50_ms", "ttft_p99_ms", "tpot_mean_ms", "tpot_p99_ms", "e2e_p99_ms", "attainment")
+
+
+def search_config(task: dict) -> dict:
+    """Worker entry point. Never raises: a failure becomes a record with its error."""
+    t0 = time.perf_counter()
+    rec = {"key": task["key"], "label": task["label"], "params": task["params"]}
+    try:
+        rec.update(_search(task))
+    except Exception as exc:
+        tb = traceback.format_exc(limit=6)
+        rec.update(status="error", reason=f"{type(exc).__name__}: {exc}", traceback=tb)
+    rec["wall_s"] = time.perf_counter() - t0
+    return rec
+
+
+def _search(task: dict) -> dict:
+    slo = PlanSLO.model_validate(task["slo"])
+    s = SearchSettings.model_validate(task["search"])
+    loaded = replace(load_scenario(data=task["scenario"]), base_dir=Path(task["base_dir"]))
+    base_dir = loaded.base_dir
+    try:
+        sim = Simulation(loaded)  # memory plan, parallelism and dtype checks
+    except ServesimError as exc:
+        return {"status": "infeasible", "reason": exc.render()}
+    sc = loaded.scenario
+    gpu = get_gpu(sc.hardware.gpu)
+    price = sc.hardware.cost_per_gpu_hour if sc.hardware.cost_per_gpu_hour is not None else gpu.cost_per_gpu_hour
+    mem = sim.memory
+    info = {
+        "gpus_per_replica": sc.parallelism.tp * sc.parallelism.pp,
+        "usd_per_gpu_hour": price,
+        "max_num_batched_tokens": sim.token_budget,
+        "max_num_seqs": sim.max_num_seqs,
+        "kv_capacity_tokens": mem.capacity_tokens,
+        "memory_gib": {"gpu": mem.gpu_memory_gib, "weights": mem.weights_gib,
+                       "activations": mem.activation_gib, "runtime": mem.runtime_gib, "kv_cache": mem.kv_gib},
+        "mean_prompt_tokens": float(np.mean(sim.workload.prompt_tokens)),
+        "mean_output_tokens": float(np.mean(sim.workload.output_tokens)),
+    }
+    n = len(sim.workload.prompt_tokens)
+    warmup_n = int(np.ceil(s.warmup_fraction * n))
+    wcfg = sc.workload
+    probes: list[dict] = []
+
+    def run_at(rate: float) -> dict:
+        arrival = wcfg.arrival.model_copy(update={"rate": rate})
+        wl = build_workload(wcfg.model_copy(update={"arrival": arrival}), base_dir)
+        sim = Simulation(loaded, workload=wl)
+        monitor = LiveMonitor(sim, slo, warmup_n, s) if s.early_stop else None
+        t = time.perf_counter()
+        try:
+            res = sim.run(record_iterations=False, progress=monitor)
+        except EarlyStop as stop:
+            p = {"rate": rate, "passed": False, "reason": stop.reason, "early_stop": True, **stop.metrics}
+        else:
+            v = evaluate(res.requests, slo, warmup_n, s)
+            p = {"rate": rate, "passed": v.passed, "reason": v.reason, "early_stop": False,
+                 **{k: v.metrics.get(k) for k in _KEEP},
+                 "throughput_rps": res.summary["throughput"]["requests_per_s"]}
+        p["wall_s"] = time.perf_counter() - t
+        probes.append(p)
+        return p
+
+    # 1. capacity: everything at once
+    t = time.perf_counter()
+    sat_wl = build_workload(wcfg.model_copy(update={"arrival": ConstantArrival(rate=SATURATION_RATE)}), base_dir)
+    sat = Simulation(loaded, workload=sat_wl).run(record_iterations=False)
+    cap = sat.summary["throughput"]["requests_per_s"]
+    info["saturation_rps"] = cap
+    info["saturation_wall_s"] = time.perf_counter() - t
+    if cap <= 0:
+        reasons = sat.requests["reject_reason"].value_counts()
+        why = reasons.index[0] if len(reasons) else "no request completed"
+        return {"status": "infeasible", "reason": f"cannot serve this workload: {why}", **info}
+
+    # 2. bracket
+    lo, hi = 0.0, None
+    lo_probe = None
+    p = run_at(FIRST_PROBE * cap)
+    if p["passed"]:
+        lo, lo_probe = p["rate"], p
+        r = UPPER_PROBE * cap
+        for _ in range(MAX_DOUBLINGS + 1):
+            p = run_at(r)
+            if not p["passed"]:
+                hi = r
+                break
+            lo, lo_probe = r, p
+            r *= 2
+    else:
+        hi = p["rate"]
+        p = run_at(FLOOR_PROBE * cap)
+        if not p["passed"]:
+            return {"status": "ok", "max_rate": 0.0, "bracket": [0.0, p["rate"]],
+                    "reason": f"SLO not met even at {p['rate']:.3g} req/s ({p['reason']})",
+                    "at_max": None, "probes": probes, "sims": len(probes) + 1, **info}
+        lo, lo_probe = p["rate"], p
+
+    # 3. bisect
+    while hi is not None and hi - lo > s.tolerance * lo and len(probes) < s.max_probes:
+        p = run_at((lo + hi) / 2)
+        if p["passed"]:
+            lo, lo_probe = p["rate"], p
+        else:
+            hi = p["rate"]
+    first_fail = min((q for q in probes if not q["passed"] and q["rate"] > lo), key=lambda q: q["rate"], default=None)
+    return {"status": "ok", "max_rate": lo, "bracket": [lo, hi],
+            "limited_by": first_fail["reason"] if first_fail else "search range",
+            "at_max": lo_probe, "probes": sorted(probes, key=lambda q: q["rate"]),
+            "sims": len(probes) + 1, **info}
