@@ -19,12 +19,14 @@ from rich.text import Text
 
 from calibration.cli import calibrate_app
 from simulator.errors import ServesimError
+from simulator.plan.cli import plan_cmd
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="servesim: simulate LLM inference serving. `simulate SCENARIO.yaml` runs a scenario.")
 list_app = typer.Typer(help="List catalog entries.", no_args_is_help=True)
 app.add_typer(list_app, name="list")
 app.add_typer(calibrate_app, name="calibrate")
+app.command("plan")(plan_cmd)
 console = Console()
 err_console = Console(stderr=True)
 
@@ -156,6 +158,8 @@ def validate_cmd(
     if result.get("slo") and result["slo"]["runs"]:
         worst = result["slo"]["max_abs_diff_points"]
         console.print(f"SLO attainment: worst difference {worst:.1f} points over {len(result['slo']['runs'])} run(s)")
+    for skipped in result.get("skipped", []):
+        err_console.print(f"skipped {skipped['run']}: {skipped['error'].splitlines()[0]}", highlight=False)
     for m, d in result.get("per_request", {}).items():
         console.print(f"per request {m}: median |err| {d['median_abs_pct']:.1f}%, p90 {d['p90_abs_pct']:.1f}%")
     console.print(f"output     {out}/  (validation.html, validation.json, validation.csv)")

@@ -292,7 +292,10 @@ _MODELS: list[ModelSpec] = [
 MODEL_CATALOG: dict[str, ModelSpec] = {m.name: m for m in _MODELS}
 
 # Fine-tune suffixes that keep the base model's shapes ("Llama-2-7b-chat-hf").
-_SAME_SHAPE_TOKENS = frozenset({"instruct", "chat", "hf", "base", "it"})
+# Fine-tune and quantised-checkpoint suffixes: same shapes as the base model (the weight
+# format is the scenario's model.weight_dtype, not part of the name).
+_SAME_SHAPE_TOKENS = frozenset({"instruct", "chat", "hf", "base", "it", "fp8", "fp4", "nvfp4",
+                                "int4", "int8", "awq", "gptq", "w8a8", "w4a16", "dynamic"})
 
 
 def _key(name: str) -> str:

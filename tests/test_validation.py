@@ -160,3 +160,16 @@ def test_cli_validate_bad_input_exits_2_without_output(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "error:" in err and "Traceback" not in err
     assert not out.exists()
+
+
+def test_unsimulatable_rows_are_skipped_not_fatal(tmp_path):
+    src = _write(tmp_path / "mixed.csv",
+                 "system,model,precision,tp_size,isl,osl,concurrency,ttft_ms,tpot_ms\n"
+                 "h200_sxm,meta-llama/Llama-3.1-70B,fp8,8,256,16,2,50.0,8.0\n"
+                 "h200_sxm,example/Unknown-MoE-1T,fp8,8,256,16,2,50.0,8.0\n")
+    result, out = run_validation([src], BENCH_SCENARIO, [], tmp_path / "out")
+    assert [s["run"].split()[1] for s in result["skipped"]] == ["example/Unknown-MoE-1T"]
+    assert "unknown model" in result["skipped"][0]["error"]
+    assert result["metrics"]["ttft_ms"]["all"]["n"] == 1
+    table = pd.read_csv(out / "validation.csv")
+    assert table["pred_ttft_ms"].notna().tolist() == [True, False]

@@ -98,7 +98,8 @@ PRECISIONS = {
     "fp8": ("fp8", "fp8", "fp8"),
     "fp16": ("fp16", "fp16", "fp16"),
     "bf16": ("bf16", "bf16", "bf16"),
-    "int4": ("int4", "bf16", "bf16"),
+    "fp4": ("fp4", "fp4", "fp8"),  # NVFP4 W4A4 on Blackwell tensor cores, FP8 KV
+    "int4": ("int4", "bf16", "bf16"),  # weight-only (W4A16)
 }
 
 

@@ -141,6 +141,9 @@ def write_validation_report(out_dir: Path, result: dict, runs: pd.DataFrame, pre
         extra += (f"<p>KV-capacity cliffs (TTFT ≥ 5× the configuration's lowest-concurrency TTFT): "
                   f"{c['measured']} measured, {c['predicted']} predicted, {c['both']} both, "
                   f"{c['missed']} missed, {c['false_alarms']} false alarms.</p>")
+    if result.get("skipped"):
+        rows = [[s["run"], s["error"]] for s in result["skipped"]]
+        extra += "<h2>Skipped runs</h2>" + _table(["run", "why"], rows, numeric_from=2)
     if result.get("slo"):
         rows = [[r["run"], _fmt(r["measured"] * 100), _fmt(r["predicted"] * 100), _fmt(r["diff_points"])]
                 for r in result["slo"]["runs"]]

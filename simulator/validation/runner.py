@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from simulator.config import load_scenario
+from simulator.errors import ServesimError
 from simulator.simulation import Simulation
 from simulator.validation.measured import MeasuredRun, MeasuredSet
 from simulator.workload import ClosedLoopWorkload, OpenLoopWorkload
@@ -70,7 +71,12 @@ def validate(measured: MeasuredSet, scenario_path: Path, overrides: list[str],
              progress: Callable[[int, int], None] | None = None) -> list[RunPrediction]:
     out = []
     for i, run in enumerate(measured.runs):
-        out.append(simulate_run(run, scenario_path, overrides))
+        try:
+            out.append(simulate_run(run, scenario_path, overrides))
+        except ServesimError as exc:
+            # One configuration we cannot simulate (an unknown model, a model that does
+            # not fit) is reported and skipped; it does not abort the others.
+            out.append(RunPrediction(run, {}, pd.DataFrame(), {}, error=exc.render()))
         if progress is not None:
             progress(i + 1, len(measured.runs))
     return out

@@ -25,7 +25,7 @@ def runs_frame(preds: list[RunPrediction]) -> pd.DataFrame:
     rows = []
     for p in preds:
         row = {"run": p.run.label, "source": p.run.source, "group": p.run.group,
-               "concurrency": p.run.concurrency}
+               "concurrency": p.run.concurrency, "error": p.error}
         for m in METRICS:
             meas = p.run.measured.get(m)
             pred = p.predicted.get(m)
@@ -37,7 +37,7 @@ def runs_frame(preds: list[RunPrediction]) -> pd.DataFrame:
     df["measured_cliff"] = False
     df["pred_cliff"] = False
     if df["group"].astype(bool).any():
-        for _, g in df.groupby("group"):
+        for _, g in df[df["error"].isna()].groupby("group"):
             base = g.sort_values("concurrency").iloc[0]
             df.loc[g.index, "measured_cliff"] = g["measured_ttft_ms"] >= CLIFF_FACTOR * base["measured_ttft_ms"]
             df.loc[g.index, "pred_cliff"] = g["pred_ttft_ms"] >= CLIFF_FACTOR * base["pred_ttft_ms"]
@@ -59,7 +59,7 @@ def per_request_errors(preds: list[RunPrediction]) -> dict:
         errs = []
         for p in preds:
             req = p.run.requests
-            if req is None or m not in req or m not in p.requests:
+            if p.error or req is None or m not in req or m not in p.requests:
                 continue
             meas = req[m].to_numpy(dtype=float)
             pred = p.requests[m].to_numpy(dtype=float)
@@ -102,10 +102,11 @@ def score(measured: MeasuredSet, preds: list[RunPrediction], slo: dict[str, floa
                             "both": int((mc & pc).sum()), "missed": int((mc & ~pc).sum()),
                             "false_alarms": int((~mc & pc).sum())}
     result["per_request"] = per_request_errors(preds)
+    result["skipped"] = [{"run": p.run.label, "error": p.error} for p in preds if p.error]
     if any(v is not None for v in slo.values()):
         slo_rows = []
         for p in preds:
-            if p.run.requests is None:
+            if p.error or p.run.requests is None:
                 continue
             meas = slo_attainment(p.run.requests, slo)
             pred = slo_attainment(p.requests[p.requests["status"] == "completed"], slo)
@@ -127,7 +128,9 @@ def prediction_table(measured: MeasuredSet, preds: list[RunPrediction]) -> pd.Da
         if m == "e2e_ms" and not has_e2e:
             continue
         if per_request:
-            vals = np.concatenate([p.requests[m].to_numpy(dtype=float) for p in preds])
+            vals = np.concatenate([
+                np.full(len(p.run.requests), np.nan) if p.error else p.requests[m].to_numpy(dtype=float)
+                for p in preds])
         else:
             vals = np.array([p.predicted.get(m, np.nan) for p in preds], dtype=float)
         table[f"pred_{m}"] = vals

@@ -1,0 +1,166 @@
+"""From per-replica maximum rates to deployments: replicas, cost, ranking, Pareto fronts.
+
+Replicas are derived, not simulated: N replicas behind the router carry N × the
+one-replica rate. Round-robin splitting of the arrivals makes each replica's traffic
+smoother than the whole, so this is conservative; the runner re-simulates the winner
+with all its replicas to confirm it.
+"""
+
+from __future__ import annotations
+
+import math
+
+from simulator.plan.config import LoadedPlan
+
+#: Columns of plan.csv, in order.
+COLUMNS = (
+    "rank", "label", "status", "meets_target", "gpu", "tp", "pp", "policy", "max_num_batched_tokens",
+    "max_num_seqs", "weight_dtype", "activation_dtype", "kv_dtype", "max_rate_per_replica", "replicas",
+    "gpus", "usd_per_hour", "carried_rps", "capacity_rps", "utilization", "usd_per_m_output_tokens",
+    "output_tok_s_per_gpu", "tok_s_per_user", "ttft_p99_ms", "tpot_p99_ms", "ttft_p99_at_max_ms",
+    "tpot_mean_at_max_ms", "pareto_cost_latency", "pareto_throughput", "limited_by", "reason",
+    "kv_capacity_tokens", "usd_per_gpu_hour", "mean_output_tokens", "sims", "wall_s", "key",
+)  # fmt: skip
+
+
+def _replicas_for_rate(rate: float, per_replica: float, allowed: list[int] | None) -> int | None:
+    need = max(1, math.ceil(rate / per_replica - 1e-9))
+    if allowed is None:
+        return need
+    fits = [r for r in allowed if r >= need]
+    return min(fits) if fits else None
+
+
+def _replicas_for_budget(plan, gpr: int, price: float, allowed: list[int] | None) -> int:
+    t = plan.target
+    most = math.inf
+    if t.max_usd_per_hour is not None:
+        most = min(most, math.floor(t.max_usd_per_hour / (gpr * price) + 1e-9) if price > 0 else math.inf)
+    if t.max_gpus is not None:
+        most = min(most, t.max_gpus // gpr)
+    if allowed is not None:
+        fits = [r for r in allowed if r <= most]
+        return max(fits) if fits else 0
+    return int(most) if math.isfinite(most) else 0
+
+
+def _operating_probe(rec: dict, load: float) -> dict | None:
+    """The passing probe nearest above a replica's load: its latency bounds the latency there
+    (latency grows with load; the probes all use the same requests)."""
+    above = [p for p in rec.get("probes", []) if p["passed"] and p["rate"] >= load * (1 - 1e-9)]
+    return min(above, key=lambda p: p["rate"]) if above else rec.get("at_max")
+
+
+def derive(loaded: LoadedPlan, records: dict[str, dict]) -> list[dict]:
+    """One row per configuration: the deployment it implies and its figures of merit."""
+    plan = loaded.plan
+    allowed = plan.space.replicas if isinstance(plan.space.replicas, list) else None
+    rows = []
+    for point in loaded.points:
+        rec = records.get(point.key)
+        p = point.params
+        row = {c: None for c in COLUMNS}
+        row.update(label=point.label, key=point.key, gpu=p["gpu"], tp=p["tp"], pp=p["pp"],
+                   policy=p["scheduler"]["policy"], weight_dtype=p["weight_dtype"],
+                   activation_dtype=p["activation_dtype"], kv_dtype=p["kv_dtype"], meets_target=False,
+                   pareto_cost_latency=False, pareto_throughput=False)
+        if rec is None:
+            row.update(status="missing", reason="not searched")
+            rows.append(row)
+            continue
+        row.update(status=rec["status"], reason=rec.get("reason"), sims=rec.get("sims"), wall_s=rec.get("wall_s"),
+                   max_num_batched_tokens=rec.get("max_num_batched_tokens"), max_num_seqs=rec.get("max_num_seqs"),
+                   kv_capacity_tokens=rec.get("kv_capacity_tokens"), usd_per_gpu_hour=rec.get("usd_per_gpu_hour"),
+                   mean_output_tokens=rec.get("mean_output_tokens"),
+                   limited_by=rec.get("limited_by"))
+        if rec["status"] != "ok":
+            rows.append(row)
+            continue
+        rate1 = rec["max_rate"]
+        row["max_rate_per_replica"] = rate1
+        if rate1 <= 0:
+            rows.append(row)
+            continue
+        gpr, price, out_tok = rec["gpus_per_replica"], rec["usd_per_gpu_hour"], rec["mean_output_tokens"]
+        at_max = rec.get("at_max") or {}
+        row["output_tok_s_per_gpu"] = rate1 * out_tok / gpr
+        tpot = at_max.get("tpot_mean_ms")
+        row["tok_s_per_user"] = 1000.0 / tpot if tpot else None
+        row["ttft_p99_at_max_ms"] = at_max.get("ttft_p99_ms")
+        row["tpot_mean_at_max_ms"] = tpot
+        if plan.target.mode == "rate":
+            n = _replicas_for_rate(plan.target.rate, rate1, allowed)
+            carried = plan.target.rate
+        else:
+            n = _replicas_for_budget(plan, gpr, price, allowed)
+            carried = n * rate1
+        if not n:
+            row["reason"] = ("the allowed replica counts cannot carry the target" if plan.target.mode == "rate"
+                             else "one replica is over the budget")
+            rows.append(row)
+            continue
+        usd = n * gpr * price
+        row.update(replicas=n, gpus=n * gpr, usd_per_hour=usd, carried_rps=carried, capacity_rps=n * rate1,
+                   utilization=carried / (n * rate1),
+                   usd_per_m_output_tokens=usd / (carried * out_tok * 3600) * 1e6 if carried > 0 else None)
+        op = _operating_probe(rec, carried / n) or {}
+        row["ttft_p99_ms"], row["tpot_p99_ms"] = op.get("ttft_p99_ms"), op.get("tpot_p99_ms")
+        row["meets_target"] = within_caps(plan, row)
+        if not row["meets_target"]:
+            row["reason"] = "over the budget cap (target.max_usd_per_hour / max_gpus)"
+        rows.append(row)
+    return rank(loaded, rows)
+
+
+def within_caps(plan, row: dict) -> bool:
+    t = plan.target
+    if t.max_usd_per_hour is not None and row["usd_per_hour"] > t.max_usd_per_hour * (1 + 1e-9):
+        return False
+    return not (t.max_gpus is not None and row["gpus"] > t.max_gpus)
+
+
+def _latency(row: dict) -> float:
+    v = row.get("ttft_p99_ms")
+    return v if v is not None else math.inf
+
+
+def sort_key(mode: str):
+    """Rate target: cheapest first, ties by p99 TTFT then p99 TPOT at the operating load.
+    Budget target: most carried rate first, then cheapest, then latency."""
+    def key(r: dict):
+        tail = (_latency(r), r.get("tpot_p99_ms") or math.inf, r["label"])
+        if mode == "rate":
+            return (round(r["usd_per_hour"], 6), *tail)
+        return (-round(r["carried_rps"], 9), round(r["usd_per_hour"], 6), *tail)
+    return key
+
+
+def rank(loaded: LoadedPlan, rows: list[dict]) -> list[dict]:
+    """Rank the rows that meet the target, mark Pareto fronts; meeting rows come first."""
+    meeting = sorted((r for r in rows if r["meets_target"]), key=sort_key(loaded.plan.target.mode))
+    for i, r in enumerate(meeting, 1):
+        r["rank"] = i
+    for r in rows:
+        r["pareto_cost_latency"] = r["pareto_throughput"] = False
+    for r in pareto(meeting, lambda r: (r["usd_per_hour"], _latency(r))):
+        r["pareto_cost_latency"] = True
+    served = [r for r in rows if r.get("output_tok_s_per_gpu") and r.get("tok_s_per_user")]
+    for r in pareto(served, lambda r: (-r["output_tok_s_per_gpu"], -r["tok_s_per_user"])):
+        r["pareto_throughput"] = True
+    rest = [r for r in rows if not r["meets_target"]]
+    order = {"ok": 0, "infeasible": 1, "error": 2, "missing": 3}
+    rest.sort(key=lambda r: (order.get(r["status"], 4), -(r.get("max_rate_per_replica") or 0), r["label"]))
+    return meeting + rest
+
+
+def pareto(rows: list[dict], objectives) -> list[dict]:
+    """Rows not dominated (every objective minimised): no other row is at least as good in
+    all objectives and better in one."""
+    vals = [objectives(r) for r in rows]
+    front = []
+    for i, a in enumerate(vals):
+        dominated = any(all(b_k <= a_k for a_k, b_k in zip(a, b, strict=True)) and b != a
+                        for j, b in enumerate(vals) if j != i)
+        if not dominated:
+            front.append(rows[i])
+    return front

@@ -1,0 +1,128 @@
+"""`simulate plan PLAN.yaml`: the capacity-planning command (registered in simulator.cli)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+class SweepProgress:
+    """A bar over configurations (stderr); each finished one updates it with its label."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.bar: Progress | None = None
+        self.task = None
+
+    def start(self, total: int, reused: int) -> None:
+        if reused:
+            err_console.print(f"resuming: {reused} of {total} configurations already done")
+        if not self.enabled or total == reused:
+            return
+        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                            TextColumn("configurations"), TimeElapsedColumn(), TextColumn("eta"),
+                            TimeRemainingColumn(), console=err_console, transient=True)
+        self.bar.start()
+        self.task = self.bar.add_task("planning", total=total, completed=reused)
+
+    def advance(self, rec: dict) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, advance=1, description=f"planning ({rec['label']})"[:60])
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def _plan_data(path: Path, overrides: list[str]) -> dict | None:
+    """The plan file with --set edits applied (None when there are none)."""
+    if not overrides:
+        return None
+    from simulator.config import apply_override
+    from simulator.plan.config import _read_yaml
+
+    data = _read_yaml(path, "plan file")
+    for assignment in overrides:
+        apply_override(data, assignment)
+    return data
+
+
+def plan_cmd(
+    plan: Annotated[Path, typer.Argument(help="plan YAML file (see scenarios/plans/)")],
+    output_dir: Annotated[Path | None, typer.Option("--output-dir", "-o", help="default reports/plan-<name>-<timestamp>/")] = None,
+    workers: Annotated[int | None, typer.Option("--workers", "-j", help="parallel searches; default the CPU count")] = None,
+    executor: Annotated[str, typer.Option("--executor", help="local (processes) or ray")] = "local",
+    address: Annotated[str | None, typer.Option("--address", help="Ray cluster address (with --executor ray); default a local Ray")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="continue a sweep: skip configurations already in results.jsonl")] = False,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="override a plan field: dotted.path=value (repeatable)")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar, no table")] = False,
+) -> None:
+    """Find the cheapest deployment that meets an SLO (or the most traffic a budget carries)."""
+    from simulator.plan.config import load_plan
+    from simulator.plan.report import headline
+    from simulator.plan.runner import run_plan
+
+    loaded = load_plan(plan, data=_plan_data(plan, set_ or []))
+    workers = workers or os.cpu_count() or 1
+    progress = SweepProgress(enabled=not quiet)
+    t0 = time.perf_counter()
+    try:
+        outcome = run_plan(loaded, output_dir, executor=executor, workers=workers, address=address, resume=resume,
+                           on_start=progress.start, on_result=progress.advance)
+    except KeyboardInterrupt:
+        progress.close()
+        err_console.print("interrupted: finished configurations are saved in results.jsonl; "
+                          "rerun with --resume --output-dir <folder> to continue")
+        raise SystemExit(130) from None
+    finally:
+        progress.close()
+    rows = outcome.rows
+    n_ok = sum(r["status"] == "ok" for r in rows)
+    n_bad = sum(r["status"] == "infeasible" for r in rows)
+    n_err = sum(r["status"] == "error" for r in rows)
+    if not quiet:
+        _table(rows, loaded)
+        console.print(f"plan {loaded.name}: {len(rows)} configurations ({n_ok} searched, {n_bad} infeasible"
+                      + (f", {n_err} failed" if n_err else "") + f"); {outcome.searched} computed, "
+                      f"{outcome.reused} reused, {time.perf_counter() - t0:,.1f} s with {workers} "
+                      f"{'Ray CPUs' if executor == 'ray' and not address else 'workers'}")
+    best, second = outcome.recommendation, outcome.runner_up
+    if best is None:
+        console.print(f"recommended: none — no configuration meets the target under the SLO ({loaded.plan.slo.describe()})")
+    else:
+        console.print(f"recommended: {headline(best, loaded)}", soft_wrap=True)
+        if second is not None:
+            console.print(f"runner-up:   {headline(second, loaded)}", soft_wrap=True)
+    for r in rows:
+        if r["status"] == "error":
+            err_console.print(f"[red]failed[/red] {r['label']}: {r['reason']}", highlight=False)
+    console.print(f"output       {outcome.out_dir}/  (plan.html, plan.csv, plan.json, results.jsonl"
+                  + (", recommended/report.html)" if (outcome.out_dir / "recommended").is_dir() else ")"))
+
+
+def _table(rows: list[dict], loaded) -> None:
+    ranked = [r for r in rows if r["rank"] is not None][:8]
+    if not ranked:
+        return
+    table = Table(title=f"{loaded.name}: top configurations", title_justify="left")
+    for col in ("#", "configuration", "replicas", "GPUs", "$/h", "req/s/replica", "p99 TTFT ms", "p99 TPOT ms", "$/M tok"):
+        table.add_column(col, justify="left" if col == "configuration" else "right")
+    for r in ranked:
+        table.add_row(str(r["rank"]), r["label"], str(r["replicas"]), str(r["gpus"]), f"{r['usd_per_hour']:,.2f}",
+                      f"{r['max_rate_per_replica']:.3g}", _f(r["ttft_p99_ms"], "{:,.0f}"), _f(r["tpot_p99_ms"], "{:,.1f}"),
+                      _f(r["usd_per_m_output_tokens"], "{:,.2f}"))
+    console.print(table)
+
+
+def _f(v, fmt: str) -> str:
+    return "—" if v is None else fmt.format(v)

@@ -1,0 +1,244 @@
+"""Orchestrates a plan: search every configuration, stream results, rank, verify, report.
+
+The output folder is filled as the sweep goes: `results.jsonl` gets one line per finished
+configuration (flushed and fsynced), so an interrupted sweep loses only the searches in
+flight and `--resume` skips every configuration already in the file. A record is reused
+only if its key (a hash of the configuration's scenario, the SLO and the search
+settings) still matches, so editing the plan and resuming recomputes exactly what changed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from simulator import __version__
+from simulator.config import load_scenario
+from simulator.errors import ServesimError
+from simulator.output import write_outputs
+from simulator.plan.analysis import derive, sort_key, within_caps
+from simulator.plan.config import LoadedPlan
+from simulator.plan.executor import run_tasks
+from simulator.plan.slo import evaluate
+from simulator.simulation import Simulation
+
+RESULTS = "results.jsonl"
+RECOMMENDED = "recommended"
+#: Files and folders a plan writes; a folder holding anything else is not ours to write into.
+OWN = {RESULTS, "plan.yaml", "plan.csv", "plan.json", "plan.html", RECOMMENDED}
+
+
+@dataclass
+class PlanOutcome:
+    out_dir: Path
+    rows: list[dict]
+    records: dict[str, dict]
+    reused: int
+    searched: int
+    wall_s: float
+    recommendation: dict | None = None
+    runner_up: dict | None = None
+    verification: list[dict] = field(default_factory=list)
+
+
+def default_output_dir(name: str) -> Path:
+    return Path("reports") / f"plan-{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def latest_output_dir(name: str) -> Path | None:
+    """The newest reports/plan-<name>-* folder with results (what a bare --resume continues)."""
+    found = sorted(p for p in Path("reports").glob(f"plan-{name}-*") if (p / RESULTS).is_file())
+    return found[-1] if found else None
+
+
+def prepare_output_dir(out: Path, resume: bool) -> None:
+    if out.exists() and not out.is_dir():
+        raise ServesimError("the output path exists and is a file", where=str(out),
+                            fix="pass a folder path to --output-dir")
+    if out.is_dir():
+        foreign = [p.name for p in out.iterdir() if p.name not in OWN and p.suffix != ".png"
+                   and not p.name.startswith(".")]
+        if foreign:
+            raise ServesimError(f"the output folder holds files a plan did not write ({', '.join(sorted(foreign)[:5])})",
+                                where=str(out), fix="choose a new or empty folder for --output-dir")
+        if (out / RESULTS).exists() and not resume:
+            raise ServesimError("the output folder holds a previous sweep", where=str(out),
+                                fix="add --resume to continue it, or choose a new folder for --output-dir")
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def read_results(path: Path) -> dict[str, dict]:
+    """Records by key; the last record of a key wins. A torn last line (a kill mid-write)
+    is ignored."""
+    out: dict[str, dict] = {}
+    if not path.is_file():
+        return out
+    for line in path.read_text().splitlines():
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(rec, dict) and "key" in rec:
+            out[rec["key"]] = rec
+    return out
+
+
+def clean(obj):
+    """Strict JSON: NaN and infinities become null."""
+    if isinstance(obj, dict):
+        return {k: clean(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [clean(v) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, np.generic):
+        return clean(obj.item())
+    return obj
+
+
+def write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def run_plan(loaded: LoadedPlan, out_dir: Path | None = None, *, executor: str = "local",
+             workers: int | None = None, address: str | None = None, resume: bool = False,
+             on_start: Callable[[int, int], None] | None = None,
+             on_result: Callable[[dict], None] | None = None) -> PlanOutcome:
+    """Search, rank, verify and write the plan's output folder; returns the outcome."""
+    t0 = time.perf_counter()
+    if out_dir is None and resume:
+        out_dir = latest_output_dir(loaded.name)
+        if out_dir is None:
+            raise ServesimError(f"nothing to resume: no reports/plan-{loaded.name}-*/{RESULTS}",
+                                where="--resume", fix="pass the sweep's folder with --output-dir")
+    out = Path(out_dir) if out_dir is not None else default_output_dir(loaded.name)
+    prepare_output_dir(out, resume)
+    write_atomic(out / "plan.yaml", loaded.text)
+
+    keys = {p.key for p in loaded.points}
+    previous = read_results(out / RESULTS) if resume else {}
+    # Errors are retried (a worker may have died); searches and infeasible verdicts are kept.
+    records = {k: r for k, r in previous.items() if k in keys and r.get("status") in ("ok", "infeasible")}
+    tasks = [p.task(loaded) for p in loaded.points if p.key not in records]
+    if on_start is not None:
+        on_start(len(loaded.points), len(records))
+
+    with open(out / RESULTS, "a", encoding="utf-8") as sink:
+        def collect(rec: dict) -> None:
+            records[rec["key"]] = rec
+            sink.write(json.dumps(clean(rec)) + "\n")
+            sink.flush()
+            os.fsync(sink.fileno())
+            if on_result is not None:
+                on_result(rec)
+
+        run_tasks(tasks, executor=executor, workers=workers, address=address, on_result=collect)
+
+    rows = derive(loaded, records)
+    outcome = PlanOutcome(out, rows, records, reused=len(keys) - len(tasks), searched=len(tasks),
+                          wall_s=0.0)
+    result = None
+    if loaded.plan.search.verify:
+        result = verify(loaded, outcome)
+    ranked = [r for r in outcome.rows if r["rank"] is not None]
+    outcome.recommendation = ranked[0] if ranked else None
+    outcome.runner_up = ranked[1] if len(ranked) > 1 else None
+    rec_dir = out / RECOMMENDED
+    if result is not None:
+        write_outputs(result, rec_dir)
+    elif rec_dir.exists() and outcome.recommendation is None:
+        import shutil
+
+        shutil.rmtree(rec_dir)  # a stale report of an earlier run would mislead
+    outcome.wall_s = time.perf_counter() - t0
+    from simulator.plan.report import write_plan_outputs
+
+    write_plan_outputs(loaded, outcome, has_report=result is not None)
+    return outcome
+
+
+# -- verification ------------------------------------------------------------------------------
+def deployment_scenario(loaded: LoadedPlan, row: dict, rate: float, requests: int) -> dict:
+    """The full deployment (all replicas) at `rate`, as a scenario dict."""
+    point = next(p for p in loaded.points if p.key == row["key"])
+    d = json.loads(json.dumps(point.scenario))
+    d["parallelism"]["replicas"] = row["replicas"]
+    d["workload"]["arrival"]["rate"] = rate
+    d["workload"]["num_requests"] = requests
+    d["name"] = f"{loaded.name}-recommended"
+    d["description"] = f"{loaded.name}: recommended deployment, {row['label']} × {row['replicas']} replicas"
+    return d
+
+
+def simulate_deployment(loaded: LoadedPlan, row: dict, rate: float):
+    s = loaded.plan.search
+    n = s.verify_requests or min(20000, max(2000, s.requests_per_point * row["replicas"]))
+    d = deployment_scenario(loaded, row, rate, n)
+    sc = replace(load_scenario(data=d), base_dir=loaded.base.base_dir)
+    result = Simulation(sc).run()
+    warmup_n = int(np.ceil(s.warmup_fraction * n))
+    return result, evaluate(result.requests, loaded.plan.slo, warmup_n, s)
+
+
+def verify(loaded: LoadedPlan, outcome: PlanOutcome):
+    """Re-simulate the top deployment with all its replicas at the target (or, for a budget,
+    at the rate it claims). On a miss, add a replica (rate target) or lower the claimed
+    rate by the tolerance (budget target), at most max_verify_bumps times, then re-rank;
+    a deployment that still misses drops out. Returns the passing run, or None."""
+    plan = loaded.plan
+    mode = plan.target.mode
+    rows = outcome.rows
+    bumps: dict[str, int] = {}
+    for _ in range(3 * (plan.search.max_verify_bumps + 1)):
+        ranked = [r for r in rows if r["rank"] is not None]
+        if not ranked:
+            return None
+        top = ranked[0]
+        rate = top["carried_rps"]
+        result, verdict = simulate_deployment(loaded, top, rate)
+        step = {"label": top["label"], "replicas": top["replicas"], "rate": rate, "passed": verdict.passed,
+                "reason": verdict.reason, "ttft_p99_ms": verdict.metrics.get("ttft_p99_ms"),
+                "tpot_p99_ms": verdict.metrics.get("tpot_p99_ms"), "attainment": verdict.metrics.get("attainment")}
+        outcome.verification.append(step)
+        if verdict.passed:
+            top["verified"] = True
+            top["verified_ttft_p99_ms"] = step["ttft_p99_ms"]
+            top["verified_tpot_p99_ms"] = step["tpot_p99_ms"]
+            top["verified_usd_per_m_output_tokens"] = result.summary["cost"]["usd_per_million_output_tokens"]
+            return result
+        n = bumps[top["key"]] = bumps.get(top["key"], 0) + 1
+        if n > plan.search.max_verify_bumps:
+            top.update(rank=None, meets_target=False, reason=f"failed verification at {rate:.3g} req/s: {verdict.reason}")
+        else:
+            if mode == "rate":
+                top["replicas"] += 1
+                _reprice(top, plan.target.rate)
+            else:
+                _reprice(top, rate * (1 - plan.search.tolerance))
+            if not within_caps(plan, top):
+                top.update(rank=None, meets_target=False,
+                           reason=f"failed verification at {rate:.3g} req/s ({verdict.reason}); "
+                           "one more replica is over the budget cap")
+        ranked = sorted((r for r in rows if r["rank"] is not None), key=sort_key(mode))
+        for i, r in enumerate(ranked, 1):
+            r["rank"] = i
+        rows.sort(key=lambda r: (r["rank"] is None, r["rank"] or 0))
+    return None
+
+
+def _reprice(row: dict, carried: float) -> None:
+    row["gpus"] = row["replicas"] * row["tp"] * row["pp"]
+    row["usd_per_hour"] = row["gpus"] * row["usd_per_gpu_hour"]
+    row["carried_rps"] = carried
+    row["capacity_rps"] = row["replicas"] * row["max_rate_per_replica"]
+    row["utilization"] = carried / row["capacity_rps"]
+    row["usd_per_m_output_tokens"] = row["usd_per_hour"] / (carried * row["mean_output_tokens"] * 3600) * 1e6
