@@ -124,6 +124,21 @@ class Scheduler:
         self.preemptions += 1
         self.waiting.appendleft(req)
 
+    def _grow(self, req: Request, need: int) -> int:
+        """Give `req` `need` more KV blocks, preempting from the back of `running` as vLLM
+        does. Returns how many were preempted, or -1 if `req` itself had to go."""
+        kv = self.kv
+        preempted = 0
+        while need > kv.total - kv.used:
+            victim = self.running.pop()
+            self._preempt(victim)
+            preempted += 1
+            if victim is req:
+                return -1
+        kv.allocate(need)
+        req.block_count += need
+        return preempted
+
     def _release(self, req: Request) -> None:
         self.kv.release(req.block_count)
         req.block_count = 0

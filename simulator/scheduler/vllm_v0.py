@@ -91,19 +91,12 @@ class VllmV0Scheduler(Scheduler):
         while i < len(running):
             req = running[i]
             need = -(-(req.num_computed + 1) // bs) - req.block_count
-            self_preempted = False
-            while need > kv.free:
-                victim = running.pop()
-                self._preempt(victim)
-                preempted += 1
-                if victim is req:
-                    self_preempted = True
-                    break
-            if self_preempted:
-                break
             if need > 0:
-                kv.allocate(need)
-                req.block_count += need
+                evicted = self._grow(req, need)
+                if evicted < 0:
+                    preempted += 1
+                    break
+                preempted += evicted
             entries.append((req, 1))
             i += 1
         if not entries:

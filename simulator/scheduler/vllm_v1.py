@@ -74,19 +74,12 @@ class VllmV1Scheduler(Scheduler):
                 q = budget
             need = -(-(c + q) // bs) - req.block_count
             if need > 0:
-                self_preempted = False
-                while need > kv.total - kv.used:
-                    victim = running.pop()
-                    n_running -= 1
-                    self._preempt(victim)
+                evicted = self._grow(req, need)
+                if evicted < 0:
                     preempted += 1
-                    if victim is req:
-                        self_preempted = True
-                        break
-                if self_preempted:
                     break
-                kv.allocate(need)
-                req.block_count += need
+                preempted += evicted
+                n_running = len(running)
             entries.append((req, q))
             budget -= q
             tokens += q

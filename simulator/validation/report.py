@@ -49,13 +49,18 @@ def _scatter(runs: pd.DataFrame, metric: str, label: str, path: Path) -> Path:
     return path
 
 
+def _small_multiples(n: int):
+    """A grid of up to 4 columns for n panels; unused panels are hidden by the caller."""
+    cols = min(4, n)
+    rows = math.ceil(n / cols)
+    return plt.subplots(rows, cols, figsize=(3.4 * cols, 2.6 * rows), squeeze=False)
+
+
 def _curves(runs: pd.DataFrame, metric: str, label: str, path: Path) -> Path | None:
     groups = [g for g in dict.fromkeys(runs["group"]) if g]
     if not groups:
         return None
-    cols = min(4, len(groups))
-    rows = math.ceil(len(groups) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.4 * cols, 2.6 * rows), squeeze=False)
+    fig, axes = _small_multiples(len(groups))
     try:
         for ax, g in zip(axes.flat, groups, strict=False):
             sel = runs[runs["group"] == g].sort_values("concurrency")
@@ -82,9 +87,7 @@ def _cdfs(preds, metric: str, label: str, path: Path) -> Path | None:
     items = [p for p in preds if p.run.requests is not None and metric in p.run.requests]
     if not items:
         return None
-    cols = min(4, len(items))
-    rows = math.ceil(len(items) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.4 * cols, 2.6 * rows), squeeze=False)
+    fig, axes = _small_multiples(len(items))
     try:
         for ax, p in zip(axes.flat, items, strict=False):
             for vals, name, color in ((p.run.requests[metric], "measured", "#4c78a8"),
