@@ -17,7 +17,7 @@ from simulator.errors import (
 )
 from simulator.simulation import Simulation
 
-SHIPPED = sorted(SCENARIOS.rglob("*.yaml"))
+SHIPPED = sorted(p for p in SCENARIOS.rglob("*.yaml") if "plans" not in p.relative_to(SCENARIOS).parts)
 
 
 def error_of(exc_info) -> str:

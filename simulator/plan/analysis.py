@@ -19,7 +19,8 @@ COLUMNS = (
     "gpus", "usd_per_hour", "carried_rps", "capacity_rps", "utilization", "usd_per_m_output_tokens",
     "output_tok_s_per_gpu", "tok_s_per_user", "ttft_p99_ms", "tpot_p99_ms", "ttft_p99_at_max_ms",
     "tpot_mean_at_max_ms", "pareto_cost_latency", "pareto_throughput", "limited_by", "reason",
-    "kv_capacity_tokens", "usd_per_gpu_hour", "mean_output_tokens", "sims", "wall_s", "key",
+    "kv_capacity_tokens", "weights_gib_per_gpu", "kv_gib_per_gpu", "decode_floor_ms", "usd_per_gpu_hour",
+    "mean_output_tokens", "sims", "wall_s", "key",
 )  # fmt: skip
 
 
@@ -71,7 +72,9 @@ def derive(loaded: LoadedPlan, records: dict[str, dict]) -> list[dict]:
         row.update(status=rec["status"], reason=rec.get("reason"), sims=rec.get("sims"), wall_s=rec.get("wall_s"),
                    max_num_batched_tokens=rec.get("max_num_batched_tokens"), max_num_seqs=rec.get("max_num_seqs"),
                    kv_capacity_tokens=rec.get("kv_capacity_tokens"), usd_per_gpu_hour=rec.get("usd_per_gpu_hour"),
-                   mean_output_tokens=rec.get("mean_output_tokens"),
+                   mean_output_tokens=rec.get("mean_output_tokens"), decode_floor_ms=rec.get("decode_floor_ms"),
+                   weights_gib_per_gpu=(rec.get("memory_gib") or {}).get("weights"),
+                   kv_gib_per_gpu=(rec.get("memory_gib") or {}).get("kv_cache"),
                    limited_by=rec.get("limited_by"))
         if rec["status"] != "ok":
             rows.append(row)
@@ -88,12 +91,13 @@ def derive(loaded: LoadedPlan, records: dict[str, dict]) -> list[dict]:
         row["tok_s_per_user"] = 1000.0 / tpot if tpot else None
         row["ttft_p99_at_max_ms"] = at_max.get("ttft_p99_ms")
         row["tpot_mean_at_max_ms"] = tpot
+        row["_e2e_mean_ms"] = at_max.get("e2e_mean_ms")  # sizes the verification run
         if plan.target.mode == "rate":
-            n = _replicas_for_rate(plan.target.rate, rate1, allowed)
+            n = _replicas_for_rate(plan.target.rate * (1 + plan.target.headroom), rate1, allowed)
             carried = plan.target.rate
         else:
             n = _replicas_for_budget(plan, gpr, price, allowed)
-            carried = n * rate1
+            carried = n * rate1 / (1 + plan.target.headroom)
         if not n:
             row["reason"] = ("the allowed replica counts cannot carry the target" if plan.target.mode == "rate"
                              else "one replica is over the budget")

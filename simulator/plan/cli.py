@@ -9,7 +9,14 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 console = Console()
@@ -69,7 +76,7 @@ def plan_cmd(
 ) -> None:
     """Find the cheapest deployment that meets an SLO (or the most traffic a budget carries)."""
     from simulator.plan.config import load_plan
-    from simulator.plan.report import headline
+    from simulator.plan.report import headline, why_it_fits
     from simulator.plan.runner import run_plan
 
     loaded = load_plan(plan, data=_plan_data(plan, set_ or []))
@@ -101,6 +108,8 @@ def plan_cmd(
         console.print(f"recommended: none — no configuration meets the target under the SLO ({loaded.plan.slo.describe()})")
     else:
         console.print(f"recommended: {headline(best, loaded)}", soft_wrap=True)
+        if not quiet and best.get("weights_gib_per_gpu") is not None:
+            console.print(f"             {why_it_fits(best)}", soft_wrap=True, highlight=False)
         if second is not None:
             console.print(f"runner-up:   {headline(second, loaded)}", soft_wrap=True)
     for r in rows:
@@ -114,13 +123,17 @@ def _table(rows: list[dict], loaded) -> None:
     ranked = [r for r in rows if r["rank"] is not None][:8]
     if not ranked:
         return
-    table = Table(title=f"{loaded.name}: top configurations", title_justify="left")
-    for col in ("#", "configuration", "replicas", "GPUs", "$/h", "req/s/replica", "p99 TTFT ms", "p99 TPOT ms", "$/M tok"):
-        table.add_column(col, justify="left" if col == "configuration" else "right")
+    table = Table(title=f"{loaded.name}: configurations that meet the target, best first", title_justify="left",
+                  caption="max req/s: per replica under the SLO; p99 ms: bounds at the target load per replica",
+                  caption_justify="left")
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("configuration", overflow="fold", ratio=1)
+    for col in ("repl", "GPUs", "$/h", "max req/s", "TTFT p99", "TPOT p99"):
+        table.add_column(col, justify="right", no_wrap=True, min_width=len(col))
     for r in ranked:
         table.add_row(str(r["rank"]), r["label"], str(r["replicas"]), str(r["gpus"]), f"{r['usd_per_hour']:,.2f}",
-                      f"{r['max_rate_per_replica']:.3g}", _f(r["ttft_p99_ms"], "{:,.0f}"), _f(r["tpot_p99_ms"], "{:,.1f}"),
-                      _f(r["usd_per_m_output_tokens"], "{:,.2f}"))
+                      f"{r['max_rate_per_replica']:.3g}", _f(r["ttft_p99_ms"], "{:,.0f}"),
+                      _f(r["tpot_p99_ms"], "{:,.1f}"))
     console.print(table)
 
 

@@ -19,7 +19,7 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from simulator import __version__
-from simulator.config import LoadedScenario, load_scenario
+from simulator.config import LoadedScenario, Scenario, format_validation_error, load_scenario
 from simulator.dtypes import DTYPE_BYTES, Dtype
 from simulator.errors import ConfigError, ServesimError
 from simulator.hardware import get_gpu
@@ -163,6 +163,7 @@ class Target(StrictModel):
     rate: float | None = Field(None, gt=0, description="requests per second to carry")
     max_usd_per_hour: float | None = Field(None, gt=0, description="budget, $ per hour (caps a rate target too)")
     max_gpus: int | None = Field(None, ge=1, description="budget, GPUs (caps a rate target too)")
+    headroom: float = Field(0.0, ge=0, lt=1, description="spare capacity to keep: replicas are sized for rate × (1 + headroom)")
 
     @model_validator(mode="after")
     def _one(self) -> Target:
@@ -178,12 +179,14 @@ class Target(StrictModel):
 class SearchSettings(StrictModel):
     """How each configuration's maximum sustainable rate is searched (defaults in README)."""
 
-    requests_per_point: int = Field(600, ge=50, description="requests simulated per probed rate")
+    requests_per_point: int = Field(600, ge=50, description="requests simulated per probed rate, at least")
+    flight_multiple: float = Field(12.0, ge=2, description="each run simulates at least this × the requests in flight (Little: rate × mean E2E)")
+    max_requests_per_point: int = Field(10000, ge=50, description="cap on the requests of one run")
     warmup_fraction: float = Field(0.1, ge=0, lt=0.5, description="first share of requests left out of SLO checks")
     tolerance: float = Field(0.05, gt=0, lt=1, description="stop when (hi - lo)/lo is at most this")
     max_probes: int = Field(16, ge=3, description="most simulated rates per configuration")
-    stability_growth: float = Field(1.3, ge=1, description="unstable if median TTFT of the last third > this × the middle third's + slack")
-    stability_slack_ms: float = Field(100.0, ge=0, description="absolute slack of the stability test, ms")
+    stability_growth: float = Field(1.3, ge=1, description="unstable if median TTFT (or TPOT) of the last third > this × the middle third's + slack")
+    stability_slack_ms: float = Field(100.0, ge=0, description="absolute slack of the stability test for TTFT, ms (TPOT: 1/20 of it)")
     early_stop: bool = Field(True, description="stop a run once its SLO verdict is decided or its queue runs away")
     queue_factor: float = Field(4.0, gt=0, description="early stop when the waiting queue exceeds this × max_num_seqs")
     seed: int | None = Field(None, ge=0, description="workload seed for every configuration and rate; default the base's")
@@ -233,9 +236,6 @@ class LoadedPlan:
     @property
     def name(self) -> str:
         return self.plan.name or (self.path.stem if self.path else "plan")
-
-    def price(self, gpu: str) -> float:
-        return self.plan.prices.get(gpu, get_gpu(gpu).cost_per_gpu_hour)
 
 
 def _model_at(loc: tuple) -> type[BaseModel] | None:
@@ -319,8 +319,7 @@ def load_plan(path: str | Path | None = None, *, data: dict | None = None) -> Lo
                           "arrival rate", where=f"{source}: base workload.arrival",
                           fix=f"use an open-loop arrival with a rate: {', '.join(RATE_ARRIVALS)} "
                           "(its rate is ignored: the search sets it)")
-    for gpu in plan.prices:
-        _check_gpu(gpu, f"{source}: prices")
+    _check_base(base, source)
     loaded = LoadedPlan(plan, Path(path) if path is not None else None, base, base_data,
                         yaml.safe_dump(data, sort_keys=False))
     return replace(loaded, points=expand(loaded, source))
@@ -342,6 +341,22 @@ def _load_base(plan: Plan, plan_dir: Path, source: str) -> LoadedScenario:
         if not isinstance(plan.base, str):
             exc.where = f"{source}: base" + (f" ({exc.where})" if exc.where and exc.where != "<scenario>" else "")
             exc.args = (exc.render(),)
+        raise
+
+
+def _check_base(base: LoadedScenario, source: str) -> None:
+    """Errors every configuration would share (an unknown model, a missing length file)
+    are the plan's errors, not a column of identical infeasible rows."""
+    from simulator.simulation import resolve_model
+    from simulator.workload import build_workload
+
+    try:
+        resolve_model(base.scenario, base.base_dir)
+        build_workload(base.scenario.workload.model_copy(update={"num_requests": 10, "duration_s": None}),
+                       base.base_dir)
+    except ServesimError as exc:
+        exc.where = f"{source}: base" + (f" ({exc.where})" if exc.where else "")
+        exc.args = (exc.render(),)
         raise
 
 
@@ -408,7 +423,10 @@ def expand(loaded: LoadedPlan, source: str = "<plan>") -> list[ConfigPoint]:
     scheds = _schedulers(space.scheduler, loaded.base_data.get("scheduler") or base.scheduler.model_dump(), source)
     varying = {k for k, v in (("gpu", gpus), ("tp", tps), ("pp", pps), ("weight_dtype", weights),
                               ("kv_dtype", kvs), ("scheduler", scheds)) if len(v) > 1}
+    if len({d["policy"] for d in scheds}) > 1:
+        varying.add("policy")
     base_gpu = get_gpu(base.hardware.gpu).name
+    prices = {_check_gpu(g, f"{source}: prices"): v for g, v in plan.prices.items()}
     points: dict[str, ConfigPoint] = {}
     for gpu, tp, pp, sched, w, kv in itertools.product(gpus, tps, pps, scheds, weights, kvs):
         for act in _activation(space, w, gpu, base.model.activation_dtype):
@@ -420,8 +438,8 @@ def expand(loaded: LoadedPlan, source: str = "<plan>") -> list[ConfigPoint]:
             hw["gpu"] = gpu
             if gpu != base_gpu:
                 hw.pop("cost_per_gpu_hour", None)  # the base's price is for the base's GPU
-            if gpu in plan.prices:
-                hw["cost_per_gpu_hour"] = plan.prices[gpu]
+            if gpu in prices:
+                hw["cost_per_gpu_hour"] = prices[gpu]
             d["parallelism"] = {"tp": tp, "pp": pp, "replicas": 1}
             d["scheduler"] = dict(sched)
             wl = d["workload"]
@@ -432,6 +450,11 @@ def expand(loaded: LoadedPlan, source: str = "<plan>") -> list[ConfigPoint]:
             d["slo"] = plan.slo.per_request_limits()
             params = {"gpu": gpu, "tp": tp, "pp": pp, "weight_dtype": w, "activation_dtype": act,
                       "kv_dtype": kv, "scheduler": dict(sched)}
+            try:
+                Scenario.model_validate(d)
+            except ValidationError as exc:
+                err = format_validation_error(exc, f"{source}: space")
+                raise ConfigError(f"{describe(params)}: {err.message}", where=err.where, fix=err.fix) from None
             key = _hash({"scenario": d, "slo": plan.slo.model_dump(), "search": _search_identity(s),
                          "version": __version__})
             if key not in points:
@@ -449,9 +472,10 @@ def describe(params: dict, varying: set[str] | None = None) -> str:
     varying = varying or set()
     parts = [f"{params['gpu']} TP{params['tp']}" + (f" PP{params['pp']}" if params["pp"] > 1 else "")]
     sched = params["scheduler"]
-    if "scheduler" in varying or sched.get("policy") != "vllm-v1":
-        knobs = " ".join(f"{_SHORT.get(k, k)}={v}" for k, v in sched.items() if k != "policy")
-        parts.append(f"{sched['policy']}" + (f" {knobs}" if knobs else ""))
+    name = [sched["policy"]] if "policy" in varying or sched["policy"] != "vllm-v1" else []
+    knobs = [f"{_SHORT.get(k, k)}={v}" for k, v in sched.items() if k != "policy"] if "scheduler" in varying else []
+    if name or knobs:
+        parts.append(" ".join(name + knobs))
     w, a, kv = params["weight_dtype"], params["activation_dtype"], params["kv_dtype"]
     if {"weight_dtype", "kv_dtype"} & varying or w != "bf16" or kv != "bf16":
         weight_only = a != w and DTYPE_BYTES[w] == 1  # 8-bit weights on 16-bit tensor cores

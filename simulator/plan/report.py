@@ -52,6 +52,14 @@ def headline(row: dict, loaded: LoadedPlan) -> str:
             + (f", ${per_m:,.2f}/M output tokens" if per_m is not None else ""))
 
 
+def why_it_fits(row: dict) -> str:
+    """The figures to check the recommendation by hand: memory per GPU and the decode floor."""
+    return (f"Per GPU: weights {row['weights_gib_per_gpu']:.1f} GiB, KV cache {row['kv_gib_per_gpu']:.1f} GiB "
+            f"({row['kv_capacity_tokens']:,} tokens per replica). Decode-step floor (weight shard ÷ HBM "
+            f"bandwidth): {row['decode_floor_ms']:.1f} ms. Utilisation at the target: {row['utilization']:.0%} "
+            f"of {row['replicas']} × {row['max_rate_per_replica']:.3g} req/s.")
+
+
 def _s(ms: float) -> str:
     return f"{ms / 1000:.2g} s" if ms >= 1000 else f"{ms:.0f} ms"
 
@@ -141,6 +149,9 @@ def fig_rate_vs_gpus(rows: list[dict]) -> bytes | None:
     for g, c in colors.items():
         ax.plot([], [], "o-", color=c, label=g)
     ax.set_xscale("log", base=2)
+    ticks = sorted({r["tp"] * r["pp"] for r in pts})
+    ax.set_xticks(ticks, [str(t) for t in ticks])
+    ax.minorticks_off()
     ax.set_xlabel("GPUs per replica (TP × PP)")
     ax.set_ylabel("max sustainable rate per replica, req/s")
     ax.set_title("Max rate under the SLO vs GPUs (one line per GPU/scheduler/dtype family)")
@@ -200,9 +211,14 @@ def _esc(v) -> str:
 
 
 def _table(header, rows) -> str:
+    """Numbers right-aligned; text (labels, reasons) left."""
     head = "".join(f"<th>{_esc(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f'<td class="n">{_esc(c)}</td>' if i else f"<td>{_esc(c)}</td>"
-                                   for i, c in enumerate(r)) + "</tr>" for r in rows)
+
+    def cell(c) -> str:
+        numeric = isinstance(c, int | float) or (isinstance(c, str) and (c[:1].isdigit() or c == "—"))
+        return f'<td class="n">{_esc(c)}</td>' if numeric else f"<td>{_esc(c)}</td>"
+
+    body = "".join("<tr>" + "".join(cell(c) for c in r) + "</tr>" for r in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -223,6 +239,8 @@ def render_html(loaded: LoadedPlan, outcome: PlanOutcome, figures: list[tuple[st
         link = (f' — <a href="{RECOMMENDED}/report.html">full simulation report of this deployment</a>'
                 if has_report else "")
         rec_html = f"<p><b>Recommended:</b> {_esc(headline(best, loaded))}{link}</p>"
+        if best.get("weights_gib_per_gpu") is not None:
+            rec_html += f"<p class='config'>{_esc(why_it_fits(best))}</p>"
         if second is not None:
             rec_html += f"<p><b>Runner-up:</b> {_esc(headline(second, loaded))}</p>"
     ranked = [[r["rank"], r["label"], r["replicas"], r["gpus"], _f(r["usd_per_hour"]), _f(r["max_rate_per_replica"], "{:.3g}"),
@@ -280,6 +298,8 @@ def write_plan_outputs(loaded: LoadedPlan, outcome: PlanOutcome, *, has_report: 
         if png is not None:
             (out / name).write_bytes(png)
             figures.append((caption, png))
+        else:
+            (out / name).unlink(missing_ok=True)  # no stale figure from an earlier run
     write_csv(out / "plan.csv", rows)
     write_atomic(out / "plan.json", json.dumps(summary_dict(loaded, outcome), indent=2) + "\n")
     write_atomic(out / "plan.html", render_html(loaded, outcome, figures, has_report))

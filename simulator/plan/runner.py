@@ -19,7 +19,6 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator import __version__
 from simulator.config import load_scenario
 from simulator.errors import ServesimError
 from simulator.output import write_outputs
@@ -132,7 +131,11 @@ def run_plan(loaded: LoadedPlan, out_dir: Path | None = None, *, executor: str =
     if on_start is not None:
         on_start(len(loaded.points), len(records))
 
-    with open(out / RESULTS, "a", encoding="utf-8") as sink:
+    with open(out / RESULTS, "a+", encoding="utf-8") as sink:
+        if sink.tell() > 0:
+            sink.seek(sink.tell() - 1)
+            if sink.read(1) != "\n":
+                sink.write("\n")  # end a line torn by a kill, so the next record starts clean
         def collect(rec: dict) -> None:
             records[rec["key"]] = rec
             sink.write(json.dumps(clean(rec)) + "\n")
@@ -155,10 +158,10 @@ def run_plan(loaded: LoadedPlan, out_dir: Path | None = None, *, executor: str =
     rec_dir = out / RECOMMENDED
     if result is not None:
         write_outputs(result, rec_dir)
-    elif rec_dir.exists() and outcome.recommendation is None:
+    elif rec_dir.exists():
         import shutil
 
-        shutil.rmtree(rec_dir)  # a stale report of an earlier run would mislead
+        shutil.rmtree(rec_dir)  # a report from an earlier run would mislead
     outcome.wall_s = time.perf_counter() - t0
     from simulator.plan.report import write_plan_outputs
 
@@ -181,7 +184,10 @@ def deployment_scenario(loaded: LoadedPlan, row: dict, rate: float, requests: in
 
 def simulate_deployment(loaded: LoadedPlan, row: dict, rate: float):
     s = loaded.plan.search
-    n = s.verify_requests or min(20000, max(2000, s.requests_per_point * row["replicas"]))
+    # Long enough for every replica, and for flight_multiple × the requests in flight.
+    in_flight = rate * (row.get("_e2e_mean_ms") or 0) / 1000
+    n = s.verify_requests or int(min(20000, max(2000, s.requests_per_point * row["replicas"],
+                                                 s.flight_multiple * in_flight)))
     d = deployment_scenario(loaded, row, rate, n)
     sc = replace(load_scenario(data=d), base_dir=loaded.base.base_dir)
     result = Simulation(sc).run()

@@ -7,8 +7,8 @@ record can be appended to the results file as it is.
 Method (one replica; every probe uses the same workload seed, so only the arrival times
 scale with the rate while the requests stay the same: common random numbers):
 
-1. Saturation: all requests arrive at once; completed/duration is the capacity C, an
-   upper bound for any sustainable rate.
+1. Saturation: all requests arrive at once; completed/duration is a rough capacity C
+   (a little low: the last requests drain with a shrinking batch).
 2. Bracket: probe 0.6·C. If it passes, probe 1.2·C (doubling while it passes) for a
    failing upper end; if it fails, probe 0.05·C, and a failure there means the SLO is
    out of reach at any load (max rate 0).
@@ -16,7 +16,9 @@ scale with the rate while the requests stay the same: common random numbers):
 
 A probe passes when the SLO holds over the measured requests and the run is stable
 (`simulator.plan.slo`). Failing probes usually end early: the verdict is decided long
-before the last request.
+before the last request. A run lasts at least `flight_multiple` × the requests in flight
+(Little: rate × mean E2E), else a large batch could absorb the whole run as one burst and
+an overloaded rate would look sustainable.
 """
 
 from __future__ import annotations
@@ -81,30 +83,56 @@ def _search(task: dict) -> dict:
         "kv_capacity_tokens": mem.capacity_tokens,
         "memory_gib": {"gpu": mem.gpu_memory_gib, "weights": mem.weights_gib,
                        "activations": mem.activation_gib, "runtime": mem.runtime_gib, "kv_cache": mem.kv_gib},
+        # Roofline floor of one decode step: every GPU reads its weight shard from HBM.
+        "decode_floor_ms": mem.weights_gib * 2**30 / (gpu.hbm_tbps * 1e12) * 1e3,
         "mean_prompt_tokens": float(np.mean(sim.workload.prompt_tokens)),
         "mean_output_tokens": float(np.mean(sim.workload.output_tokens)),
     }
-    n = len(sim.workload.prompt_tokens)
-    warmup_n = int(np.ceil(s.warmup_fraction * n))
     wcfg = sc.workload
     probes: list[dict] = []
+    sims = [0]
 
-    def run_at(rate: float) -> dict:
+    def simulate(rate: float, n: int) -> dict:
         arrival = wcfg.arrival.model_copy(update={"rate": rate})
-        wl = build_workload(wcfg.model_copy(update={"arrival": arrival}), base_dir)
+        wl = build_workload(wcfg.model_copy(update={"arrival": arrival, "num_requests": n}), base_dir)
         sim = Simulation(loaded, workload=wl)
+        warmup_n = int(np.ceil(s.warmup_fraction * n))
         monitor = LiveMonitor(sim, slo, warmup_n, s) if s.early_stop else None
         t = time.perf_counter()
+        sims[0] += 1
         try:
             res = sim.run(record_iterations=False, progress=monitor)
         except EarlyStop as stop:
-            p = {"rate": rate, "passed": False, "reason": stop.reason, "early_stop": True, **stop.metrics}
+            p = {"rate": rate, "requests": n, "passed": False, "reason": stop.reason, "early_stop": True,
+                 **stop.metrics}
         else:
             v = evaluate(res.requests, slo, warmup_n, s)
-            p = {"rate": rate, "passed": v.passed, "reason": v.reason, "early_stop": False,
-                 **{k: v.metrics.get(k) for k in _KEEP},
+            e2e = v.metrics.get("e2e_completed_mean_ms")
+            p = {"rate": rate, "requests": n, "passed": v.passed, "reason": v.reason, "early_stop": False,
+                 **{k: v.metrics.get(k) for k in _KEEP}, "e2e_mean_ms": e2e,
+                 "in_flight": rate * e2e / 1000 if e2e is not None else None,
                  "throughput_rps": res.summary["throughput"]["requests_per_s"]}
         p["wall_s"] = time.perf_counter() - t
+        return p
+
+    def needed(in_flight: float | None) -> int:
+        if in_flight is None:
+            return s.requests_per_point
+        return int(min(s.max_requests_per_point, max(s.requests_per_point, np.ceil(s.flight_multiple * in_flight))))
+
+    def run_at(rate: float) -> dict:
+        """A probe long enough to see steady state: at least flight_multiple × the requests
+        in flight, estimated from the nearest probe run so far (E2E grows with the rate),
+        and re-run longer when a pass turns out to have had more in flight than planned."""
+        known = [q for q in probes if q.get("e2e_mean_ms") is not None]
+        est = None
+        if known:
+            near = min(known, key=lambda q: (q["rate"] > rate, abs(q["rate"] - rate)))
+            est = rate * near["e2e_mean_ms"] / 1000
+        n = needed(est)
+        p = simulate(rate, n)
+        if p["passed"] and needed(p["in_flight"]) > n:
+            p = simulate(rate, needed((p["in_flight"] or 0) * 1.25))
         probes.append(p)
         return p
 
@@ -140,7 +168,8 @@ def _search(task: dict) -> dict:
         if not p["passed"]:
             return {"status": "ok", "max_rate": 0.0, "bracket": [0.0, p["rate"]],
                     "reason": f"SLO not met even at {p['rate']:.3g} req/s ({p['reason']})",
-                    "at_max": None, "probes": probes, "sims": len(probes) + 1, **info}
+                    "at_max": None, "probes": sorted(probes, key=lambda q: q["rate"]), "sims": sims[0] + 1,
+                    **info}
         lo, lo_probe = p["rate"], p
 
     # 3. bisect
@@ -154,4 +183,4 @@ def _search(task: dict) -> dict:
     return {"status": "ok", "max_rate": lo, "bracket": [lo, hi],
             "limited_by": first_fail["reason"] if first_fail else "search range",
             "at_max": lo_probe, "probes": sorted(probes, key=lambda q: q["rate"]),
-            "sims": len(probes) + 1, **info}
+            "sims": sims[0] + 1, **info}

@@ -90,6 +90,8 @@ def evaluate(requests: pd.DataFrame, slo: PlanSLO, warmup_n: int, s: SearchSetti
         metrics["attainment"] = frac
         if frac < a.min_fraction:
             failures.append(f"attainment {frac:.1%} < {a.min_fraction:.1%}")
+    done = m[m["status"] == "completed"]
+    metrics["e2e_completed_mean_ms"] = float(done["e2e_ms"].mean()) if len(done) else None
     stable, why = stability(m, s)
     metrics["stable"] = stable
     if not stable:
@@ -98,19 +100,27 @@ def evaluate(requests: pd.DataFrame, slo: PlanSLO, warmup_n: int, s: SearchSetti
 
 
 def stability(m: pd.DataFrame, s: SearchSettings) -> tuple[bool, str]:
-    """The queue must not grow without bound: compare median TTFT of the last third of the
-    measured requests (by arrival) with the middle third. In overload TTFT grows linearly
-    with arrival time (ratio ≈ 1.5 between those thirds); in a stable run it is flat."""
+    """The queue and the batch must not grow without bound. Compare the median TTFT (the
+    queue) and the median TPOT (the batch) of the last third of the measured requests, by
+    arrival, with the middle third's. In overload TTFT grows linearly with arrival time (a
+    ratio near 1.5 between those thirds) or the batch, hence TPOT, keeps growing; in a
+    stable run both are flat. Runs last several times the requests in flight, so the
+    thirds are past the ramp-up."""
     done = m[m["status"] == "completed"].sort_values("arrival_s")
     n = len(done)
     if n < _MIN_FOR_STABILITY:
         return True, ""
-    ttft = done["ttft_ms"].to_numpy(dtype=float)
-    mid = float(np.median(ttft[n // 3: 2 * n // 3]))
-    last = float(np.median(ttft[2 * n // 3:]))
-    if last > s.stability_growth * mid + s.stability_slack_ms:
-        return False, (f"unstable: the queue grows (median TTFT {last:,.0f} ms in the last third "
-                       f"vs {mid:,.0f} ms in the middle third)")
+    for key, label, slack in (("ttft_ms", "TTFT (the queue grows)", s.stability_slack_ms),
+                              ("tpot_ms", "TPOT (the batch grows)", s.stability_slack_ms / 20)):
+        vals = done[key].to_numpy(dtype=float)
+        mid, last = vals[n // 3: 2 * n // 3], vals[2 * n // 3:]
+        mid, last = mid[~np.isnan(mid)], last[~np.isnan(last)]
+        if mid.size < _MIN_FOR_STABILITY // 3 or last.size < _MIN_FOR_STABILITY // 3:
+            continue
+        a, b = float(np.median(mid)), float(np.median(last))
+        if b > s.stability_growth * a + slack:
+            return False, (f"unstable: median {label} {b:,.1f} ms in the last third of the run vs "
+                           f"{a:,.1f} ms in the middle third")
     return True, ""
 
 
