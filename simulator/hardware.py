@@ -9,11 +9,11 @@ Prices are defaults for cost reports, meant to be overridden by the user.
 
 from __future__ import annotations
 
-import difflib
 import re
 
 from pydantic import Field, model_validator
 
+from simulator.catalog import AliasIndex
 from simulator.errors import CatalogError
 from simulator.strict import StrictModel
 
@@ -434,18 +434,9 @@ def _key(name: str) -> str:
     return re.sub(r"[^a-z0-9.]", "", s)
 
 
-def _build_index() -> dict[str, str]:
-    index: dict[str, str] = {}
-    for gpu in _GPUS:
-        for alias in (gpu.name, gpu.display_name, *gpu.aliases):
-            key = _key(alias)
-            if index.get(key, gpu.name) != gpu.name:
-                raise RuntimeError(f"GPU alias {alias!r} is ambiguous")
-            index[key] = gpu.name
-    return index
-
-
-_GPU_INDEX = _build_index()
+_GPU_INDEX = AliasIndex(
+    "GPU", GPU_CATALOG, lambda g: (g.name, g.display_name, *g.aliases), _key, cutoff=0.5,
+    fix="use one of the known names, or add a GPUSpec entry to simulator/hardware.py")
 
 
 def list_gpus() -> list[str]:
@@ -454,14 +445,4 @@ def list_gpus() -> list[str]:
 
 def get_gpu(name: str) -> GPUSpec:
     """Look a GPU up by canonical name, alias, or torch/nvidia-smi device name."""
-    canonical = _GPU_INDEX.get(_key(name))
-    if canonical is not None:
-        return GPU_CATALOG[canonical]
-    close = difflib.get_close_matches(_key(name), list(_GPU_INDEX), n=3, cutoff=0.5)
-    guesses = list(dict.fromkeys(_GPU_INDEX[k] for k in close))
-    hint = f"did you mean {' or '.join(repr(g) for g in guesses)}? " if guesses else ""
-    raise CatalogError(
-        f"unknown GPU {name!r}; {hint}known GPUs: {', '.join(list_gpus())}",
-        where="gpu",
-        fix="use one of the known names, or add a GPUSpec entry to simulator/hardware.py",
-    )
+    return _GPU_INDEX.get(name)

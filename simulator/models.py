@@ -8,7 +8,6 @@ and checked against the published size in the tests, which catches a wrong shape
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
 
+from simulator.catalog import AliasIndex
 from simulator.errors import CatalogError
 from simulator.strict import StrictModel
 
@@ -305,18 +305,9 @@ def _key(name: str) -> str:
     return re.sub(r"[^a-z0-9.]", "", "".join(tokens))
 
 
-def _build_index() -> dict[str, str]:
-    index: dict[str, str] = {}
-    for model in _MODELS:
-        for alias in (model.name, model.hf_id or model.name, *model.aliases):
-            key = _key(alias)
-            if index.get(key, model.name) != model.name:
-                raise RuntimeError(f"model alias {alias!r} is ambiguous")
-            index[key] = model.name
-    return index
-
-
-_MODEL_INDEX = _build_index()
+_MODEL_INDEX = AliasIndex(
+    "model", MODEL_CATALOG, lambda m: (m.name, m.hf_id or m.name, *m.aliases), _key, cutoff=0.6,
+    fix="use a known name, or load the model's Hugging Face config.json (simulator.models.load_hf_config)")
 
 
 def list_models() -> list[str]:
@@ -325,18 +316,7 @@ def list_models() -> list[str]:
 
 def get_model(name: str) -> ModelSpec:
     """Look a model up by catalog name or HF id; instruct/chat variants map to the base."""
-    canonical = _MODEL_INDEX.get(_key(name))
-    if canonical is not None:
-        return MODEL_CATALOG[canonical]
-    close = difflib.get_close_matches(_key(name), list(_MODEL_INDEX), n=3, cutoff=0.6)
-    guesses = list(dict.fromkeys(_MODEL_INDEX[k] for k in close))
-    hint = f"did you mean {' or '.join(repr(g) for g in guesses)}? " if guesses else ""
-    raise CatalogError(
-        f"unknown model {name!r}; {hint}known models: {', '.join(list_models())}",
-        where="model",
-        fix="use a known name, or load the model's Hugging Face config.json "
-        "(simulator.models.load_hf_config)",
-    )
+    return _MODEL_INDEX.get(name)
 
 
 # ---------------------------------------------------------------------------------------
