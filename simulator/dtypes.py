@@ -20,9 +20,11 @@ DTYPE_BYTES: dict[str, float] = {
 def gemm_compute_dtype(weight_dtype: str, activation_dtype: str) -> str:
     """The tensor-core format a GEMM runs in.
 
-    W8A8/FP8 runs on the 8-bit tensor cores; weight-only quantisation (W4A16, W8A16)
-    dequantises to the activation dtype and computes there.
+    W8A8/FP8 runs on the 8-bit tensor cores, W4A4 (NVFP4) on the 4-bit ones; weight-only
+    quantisation (W4A16, W8A16) dequantises to the activation dtype and computes there.
     """
+    if activation_dtype == "fp4" and weight_dtype == "fp4":
+        return "fp4"
     if DTYPE_BYTES[activation_dtype] <= 1.0 and DTYPE_BYTES[weight_dtype] <= 1.0:
         return activation_dtype if activation_dtype in ("fp8", "int8") else "fp8"
     return "bf16" if activation_dtype == "fp32" else activation_dtype

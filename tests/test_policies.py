@@ -278,3 +278,11 @@ def test_closed_loop_throughput_grows_with_concurrency(concurrency):
         req = res.requests.sort_values("arrival_s")
         assert (req["arrival_s"].to_numpy()[1:] >= req["finish_s"].to_numpy()[:-1] - 1e-12).all()
         assert np.isclose(req["arrival_s"].iloc[0], 0.0)
+
+
+def test_fp4_w4a4_runs_on_fp4_tensor_cores_where_the_gpu_has_them():
+    from simulator.dtypes import gemm_compute_dtype
+
+    assert gemm_compute_dtype("fp4", "fp4") == "fp4"
+    assert gemm_compute_dtype("fp8", "fp8") == "fp8"
+    assert gemm_compute_dtype("int4", "bf16") == "bf16"
