@@ -194,11 +194,22 @@ def _fix_for(err: dict) -> str:
     return "see the scenario reference in README for this field's type"
 
 
+def _dotted(loc: tuple) -> str:
+    """`workload.arrival.rate (poisson)` rather than pydantic's `workload.arrival.poisson.rate`."""
+    parts, tags = [], []
+    for i, part in enumerate(loc):
+        if i > 0 and i < len(loc) - 1 and isinstance(part, str) and _tagged(part) is not None:
+            tags.append(part)
+        else:
+            parts.append(str(part))
+    return ".".join(parts) + (f" ({', '.join(tags)})" if tags else "")
+
+
 def format_validation_error(exc: ValidationError, source: str) -> ConfigError:
     lines = []
     fixes = []
     for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"])
+        loc = _dotted(tuple(err["loc"]))
         got = err.get("input")
         shown = "" if isinstance(got, dict) or err["type"] == "missing" else f" (got {got!r})"
         lines.append(f"{loc}: {err['msg']}{shown}")
