@@ -43,6 +43,8 @@ class IterationCostModel:
         self.per_seq = engine.per_sequence_overhead_us * 1e-6
         self._token_cache: dict[int, float] = {}
         self._emit_cache: dict[int, float] = {}
+        # Exact memo: batches recur with the same (size, total context), e.g. in closed loops.
+        self._attn_cache: dict[tuple[int, int], float] = {}
 
     def _sum(self, ops: list[Op]) -> float:
         t = self.timer.op_time
@@ -61,8 +63,14 @@ class IterationCostModel:
         return v
 
     def decode_attention_time(self, num_seqs: int, context_sum: int) -> float:
-        op = attn_decode_op(num_seqs, context_sum, self.sharded)
-        return self.timer.op_time(op) * op.count
+        key = (num_seqs, context_sum)
+        v = self._attn_cache.get(key)
+        if v is None:
+            if len(self._attn_cache) > 500_000:  # bound memory on very long runs
+                self._attn_cache.clear()
+            op = attn_decode_op(num_seqs, context_sum, self.sharded)
+            v = self._attn_cache[key] = self.timer.op_time(op) * op.count
+        return v
 
     def iteration_time(self, shape: IterationShape) -> float:
         t = self.token_time(shape.num_tokens) + self.emit_time(shape.num_emit)
