@@ -286,3 +286,25 @@ def test_fp4_w4a4_runs_on_fp4_tensor_cores_where_the_gpu_has_them():
     assert gemm_compute_dtype("fp4", "fp4") == "fp4"
     assert gemm_compute_dtype("fp8", "fp8") == "fp8"
     assert gemm_compute_dtype("int4", "bf16") == "bf16"
+
+
+def test_closed_loop_think_times_delay_each_send():
+    """Each client waits its think time after a reply before sending again."""
+
+    def run(dist: str):
+        arrival = {"type": "closed_loop", "concurrency": 2, "think_time_s": 0.5,
+                   "think_time_distribution": dist}
+        _, result = simulate(scenario("vllm-v1", arrival=arrival, prompt=fixed(64), output=fixed(8),
+                                      num_requests=10))
+        return result.requests.sort_values("request_id")
+
+    fixed_think = run("fixed")
+    # Fixed: the first two go at t=0; every later send is exactly 0.5 s after a finish.
+    assert (fixed_think["arrival_s"].iloc[:2] == 0).all()
+    finishes = fixed_think["finish_s"].to_numpy()
+    for t in fixed_think["arrival_s"].iloc[2:]:
+        assert min(abs(finishes + 0.5 - t)) < 1e-9
+    jittered = run("exponential")
+    assert (jittered["arrival_s"].iloc[:2] > 0).all()  # even the first sends wait
+    again = run("exponential")
+    assert jittered["arrival_s"].tolist() == again["arrival_s"].tolist()  # seeded
