@@ -92,40 +92,40 @@ def fig_cost_latency(rows: list[dict], best: dict | None) -> bytes | None:
     pts = [r for r in rows if r["rank"] is not None and r.get("ttft_p99_ms") is not None]
     if not pts:
         return None
-    colors = _gpu_colors(pts)
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    for g, c in colors.items():
-        sel = [r for r in pts if r["gpu"] == g]
-        ax.scatter([r["usd_per_hour"] for r in sel], [r["ttft_p99_ms"] / 1000 for r in sel], color=c,
-                   label=g, zorder=2, s=36)
-    _front_line(ax, [(r["usd_per_hour"], r["ttft_p99_ms"] / 1000) for r in pts if r["pareto_cost_latency"]],
-                "Pareto front")
+    fig, ax = _scatter_by_gpu(pts, lambda r: r["usd_per_hour"], lambda r: r["ttft_p99_ms"] / 1000,
+                              "pareto_cost_latency")
     if best is not None and best.get("ttft_p99_ms") is not None:
         ax.scatter([best["usd_per_hour"]], [best["ttft_p99_ms"] / 1000], marker="*", s=260, color="gold",
                    edgecolor="black", zorder=3, label="recommended")
-    ax.set_xlabel("deployment cost, $/hour")
-    ax.set_ylabel("p99 TTFT at the target load, s (bound)")
-    ax.set_title("Cost vs latency (deployments that meet the target)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    return _png(fig)
+    return _finish(fig, ax, "deployment cost, $/hour", "p99 TTFT at the target load, s (bound)",
+                   "Cost vs latency (deployments that meet the target)")
 
 
 def fig_throughput(rows: list[dict]) -> bytes | None:
     pts = [r for r in rows if r.get("output_tok_s_per_gpu") and r.get("tok_s_per_user")]
     if not pts:
         return None
-    colors = _gpu_colors(pts)
+    fig, ax = _scatter_by_gpu(pts, lambda r: r["tok_s_per_user"], lambda r: r["output_tok_s_per_gpu"],
+                              "pareto_throughput")
+    return _finish(fig, ax, "tokens/s per user (1000 / mean TPOT at max rate)",
+                   "output tokens/s per GPU at max rate",
+                   "Throughput per GPU vs per user (each configuration at its max rate)")
+
+
+def _scatter_by_gpu(pts: list[dict], x, y, front_key: str):
+    """One colour per GPU type, with the Pareto front (rows flagged `front_key`) drawn over."""
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    for g, c in colors.items():
+    for g, c in _gpu_colors(pts).items():
         sel = [r for r in pts if r["gpu"] == g]
-        ax.scatter([r["tok_s_per_user"] for r in sel], [r["output_tok_s_per_gpu"] for r in sel], color=c,
-                   label=g, zorder=2, s=36)
-    _front_line(ax, [(r["tok_s_per_user"], r["output_tok_s_per_gpu"]) for r in pts if r["pareto_throughput"]],
-                "Pareto front")
-    ax.set_xlabel("tokens/s per user (1000 / mean TPOT at max rate)")
-    ax.set_ylabel("output tokens/s per GPU at max rate")
-    ax.set_title("Throughput per GPU vs per user (each configuration at its max rate)")
+        ax.scatter([x(r) for r in sel], [y(r) for r in sel], color=c, label=g, zorder=2, s=36)
+    _front_line(ax, [(x(r), y(r)) for r in pts if r[front_key]], "Pareto front")
+    return fig, ax
+
+
+def _finish(fig, ax, xlabel: str, ylabel: str, title: str) -> bytes:
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return _png(fig)
@@ -152,12 +152,8 @@ def fig_rate_vs_gpus(rows: list[dict]) -> bytes | None:
     ticks = sorted({r["tp"] * r["pp"] for r in pts})
     ax.set_xticks(ticks, [str(t) for t in ticks])
     ax.minorticks_off()
-    ax.set_xlabel("GPUs per replica (TP × PP)")
-    ax.set_ylabel("max sustainable rate per replica, req/s")
-    ax.set_title("Max rate under the SLO vs GPUs (one line per GPU/scheduler/dtype family)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    return _png(fig)
+    return _finish(fig, ax, "GPUs per replica (TP × PP)", "max sustainable rate per replica, req/s",
+                   "Max rate under the SLO vs GPUs (one line per GPU/scheduler/dtype family)")
 
 
 # -- files ------------------------------------------------------------------------------------
