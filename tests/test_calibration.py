@@ -143,7 +143,7 @@ def test_unknown_profile_name_lists_shipped_ones():
 
 
 # -- shipped profiles -------------------------------------------------------------------------
-@pytest.mark.parametrize("name", ["h100_sxm-vllm", "h200_sxm-vllm", "a100_sxm-vllm"])
+@pytest.mark.parametrize("name", ["h100_sxm-vllm", "h200_sxm-vllm", "a100_sxm-vllm", "b200_sxm-vllm", "l40s-vllm"])
 def test_shipped_profiles(name):
     assert name in shipped_profiles()
     path = resolve_profile(name)
@@ -397,3 +397,33 @@ def test_profile_auto_picks_the_shipped_profile_of_the_gpu():
     assert shipped_profile_for(get_gpu("a100-80gb-sxm")) == "a100_sxm-vllm"
     with pytest.raises(ServesimError, match="no shipped calibration profile"):
         shipped_profile_for(get_gpu("l4"))
+
+
+def test_auto_backend_uses_shipped_tables_where_they_exist():
+    from simulator.cost import RooflineTimer
+    from simulator.hardware import get_gpu
+
+    auto = COST_BACKENDS["auto"]
+    assert isinstance(auto(get_gpu("b200"), CostModelConfig(), None), CalibratedTimer)
+    assert auto(get_gpu("b200"), CostModelConfig(), None).profile.metadata.gpu == "b200"
+    # No shipped profile for an L4: the roofline, not an error.
+    assert isinstance(auto(get_gpu("l4"), CostModelConfig(), None), RooflineTimer)
+    # A profile named explicitly still wins, and still has to match the GPU.
+    with pytest.raises(ConfigError, match="measured on h100-sxm"):
+        auto(get_gpu("h200"), CostModelConfig(), "h100_sxm-vllm")
+
+
+def test_decode_stretch_under_tables_matches_step_by_step():
+    """Knot interpolation of long decode stretches stays within 0.1% of exact per-step times."""
+    from simulator.cost import IterationCostModel
+    from simulator.hardware import get_gpu
+
+    gpu = get_gpu("h200")
+    timer = COST_BACKENDS["auto"](gpu, CostModelConfig(), None)
+    sm = ShardedModel.build(get_model("llama-3.1-70b"), 2, 1, "fp8", "fp8", "fp8", 16)
+    cost = IterationCostModel(sm, timer, CostModelConfig())
+    for seqs, ctx, steps in ((1, 100, 500), (37, 37 * 900, 1000), (256, 256 * 3000, 300)):
+        fast = np.array(cost.decode_step_times(seqs, ctx, steps))
+        base = cost.token_time(seqs) + cost.emit_time(seqs) + cost.overhead + cost.per_seq * seqs
+        exact = np.array([base + cost.decode_attention_time(seqs, ctx + j * seqs) for j in range(steps)])
+        assert np.max(np.abs(fast / exact - 1)) < 1e-3

@@ -12,6 +12,7 @@ from simulator.cost.config import CostModelConfig, RooflineEfficiency
 from simulator.cost.model import IterationCostModel, OpTimer
 from simulator.cost.ops import IterationShape, ShardedModel
 from simulator.cost.roofline import RooflineTimer
+from simulator.errors import ServesimError
 from simulator.hardware import GPUSpec
 
 
@@ -25,9 +26,28 @@ def _calibrated(gpu: GPUSpec, config: CostModelConfig, profile: str | None) -> O
     return calibrated_backend(gpu, config, profile)
 
 
+def _auto(gpu: GPUSpec, config: CostModelConfig, profile: str | None) -> OpTimer:
+    """Measured kernel tables when we have them for this GPU, the roofline otherwise.
+
+    A profile named in `hardware.profile` wins; otherwise the shipped profile measured on
+    this GPU, if any. Per kernel the tables are several times closer than datasheet
+    peaks (calibration/README.md), most of all on GPUs whose kernels reach an unusual
+    fraction of peak (B200 FP8 GEMMs run at ~50%, not the ~70% of Hopper).
+    """
+    from simulator.cost.calibrated import shipped_profile_for
+
+    if not profile or profile == "auto":
+        try:
+            profile = shipped_profile_for(gpu)
+        except ServesimError:
+            return _roofline(gpu, config, None)
+    return _calibrated(gpu, config, profile)
+
+
 COST_BACKENDS: dict[str, Callable[[GPUSpec, CostModelConfig, str | None], OpTimer]] = {
     "roofline": _roofline,
     "calibrated": _calibrated,
+    "auto": _auto,
 }
 
 __all__ = [

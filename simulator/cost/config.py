@@ -58,7 +58,9 @@ ENGINES: dict[str, EngineOverhead] = {
 class CostModelConfig(StrictModel):
     """How iteration times are computed (DESIGN.md §5)."""
 
-    backend: str = Field("roofline", description="cost back end: `roofline` (or `calibrated` with hardware.profile)")
+    backend: str = Field("roofline", description="cost back end: `roofline` (datasheet peaks × efficiencies), `calibrated` "
+        "(measured kernel tables from hardware.profile), or `auto` (calibrated with the shipped "
+        "profile for this GPU when one exists, roofline otherwise)")
     engine: str = Field("vllm-v1", description=f"serving-engine generation, which sets the software overheads: {', '.join(ENGINES)}")
     kernel_latency_us: float | None = Field(
         None, ge=0, description="fixed cost per kernel, µs; default from `engine`")
