@@ -138,7 +138,8 @@ _MODELS: list[ModelSpec] = [
         vocab_size=128256,
         max_position_embeddings=131072,
         published_params_b=70.6,  # model card: 70.6B
-        aliases=("meta-llama/Meta-Llama-3.1-70B",),
+        # Llama 3.3 70B reuses the 3.1 70B architecture unchanged (same config.json shapes).
+        aliases=("meta-llama/Meta-Llama-3.1-70B", "meta-llama/Llama-3.3-70B", "llama-3.3-70b"),
     ),
     # https://huggingface.co/meta-llama/Llama-3.1-405B/blob/main/config.json
     ModelSpec(
@@ -286,6 +287,199 @@ _MODELS: list[ModelSpec] = [
         max_position_embeddings=16384,
         published_params_b=33.7,  # HF parameter count 33.7B
         aliases=("meta-llama/CodeLlama-34b-hf",),
+    ),
+    # https://huggingface.co/meta-llama/Llama-3.2-1B/blob/main/config.json
+    ModelSpec(
+        name="llama-3.2-1b",
+        hf_id="meta-llama/Llama-3.2-1B",
+        num_layers=16,
+        hidden_size=2048,
+        num_heads=32,
+        num_kv_heads=8,
+        head_dim=64,
+        ffn_size=8192,
+        gated_mlp=True,
+        vocab_size=128256,
+        tied_embeddings=True,
+        max_position_embeddings=131072,
+        published_params_b=1.23,  # model card: 1.23B
+    ),
+    # https://huggingface.co/meta-llama/Llama-3.2-3B/blob/main/config.json
+    ModelSpec(
+        name="llama-3.2-3b",
+        hf_id="meta-llama/Llama-3.2-3B",
+        num_layers=28,
+        hidden_size=3072,
+        num_heads=24,
+        num_kv_heads=8,
+        head_dim=128,
+        ffn_size=8192,
+        gated_mlp=True,
+        vocab_size=128256,
+        tied_embeddings=True,
+        max_position_embeddings=131072,
+        published_params_b=3.21,  # model card: 3.21B
+    ),
+    # https://huggingface.co/Qwen/Qwen3-0.6B/blob/main/config.json
+    ModelSpec(
+        name="qwen3-0.6b",
+        hf_id="Qwen/Qwen3-0.6B",
+        num_layers=28,
+        hidden_size=1024,
+        num_heads=16,
+        num_kv_heads=8,
+        head_dim=128,
+        ffn_size=3072,
+        gated_mlp=True,
+        vocab_size=151936,
+        tied_embeddings=True,
+        max_position_embeddings=40960,
+        qk_norm=True,
+        published_params_b=0.6,  # model card: 0.6B
+    ),
+    # https://huggingface.co/Qwen/Qwen3-1.7B/blob/main/config.json
+    ModelSpec(
+        name="qwen3-1.7b",
+        hf_id="Qwen/Qwen3-1.7B",
+        num_layers=28,
+        hidden_size=2048,
+        num_heads=16,
+        num_kv_heads=8,
+        head_dim=128,
+        ffn_size=6144,
+        gated_mlp=True,
+        vocab_size=151936,
+        tied_embeddings=True,
+        max_position_embeddings=40960,
+        qk_norm=True,
+        published_params_b=1.7,  # model card: 1.7B
+    ),
+    # https://huggingface.co/Qwen/Qwen3-4B/blob/main/config.json
+    ModelSpec(
+        name="qwen3-4b",
+        hf_id="Qwen/Qwen3-4B",
+        num_layers=36,
+        hidden_size=2560,
+        num_heads=32,
+        num_kv_heads=8,
+        head_dim=128,
+        ffn_size=9728,
+        gated_mlp=True,
+        vocab_size=151936,
+        tied_embeddings=True,
+        max_position_embeddings=40960,
+        qk_norm=True,
+        published_params_b=4.0,  # model card: 4.0B
+    ),
+    # https://huggingface.co/Qwen/Qwen3-14B/blob/main/config.json
+    ModelSpec(
+        name="qwen3-14b",
+        hf_id="Qwen/Qwen3-14B",
+        num_layers=40,
+        hidden_size=5120,
+        num_heads=40,
+        num_kv_heads=8,
+        head_dim=128,
+        ffn_size=17408,
+        gated_mlp=True,
+        vocab_size=151936,
+        max_position_embeddings=40960,
+        qk_norm=True,
+        published_params_b=14.8,  # model card: 14.8B
+    ),
+    # https://huggingface.co/Qwen/Qwen2.5-7B/blob/main/config.json (bias on q, k, v only)
+    ModelSpec(
+        name="qwen2.5-7b",
+        hf_id="Qwen/Qwen2.5-7B",
+        num_layers=28,
+        hidden_size=3584,
+        num_heads=28,
+        num_kv_heads=4,
+        head_dim=128,
+        ffn_size=18944,
+        gated_mlp=True,
+        vocab_size=152064,
+        max_position_embeddings=131072,
+        qkv_bias=True,
+        published_params_b=7.61,  # model card: 7.61B
+    ),
+    # https://huggingface.co/Qwen/Qwen2.5-14B/blob/main/config.json (bias on q, k, v only)
+    ModelSpec(
+        name="qwen2.5-14b",
+        hf_id="Qwen/Qwen2.5-14B",
+        num_layers=48,
+        hidden_size=5120,
+        num_heads=40,
+        num_kv_heads=8,
+        head_dim=128,
+        ffn_size=13824,
+        gated_mlp=True,
+        vocab_size=152064,
+        max_position_embeddings=131072,
+        qkv_bias=True,
+        published_params_b=14.7,  # model card: 14.7B
+    ),
+    # https://huggingface.co/Qwen/Qwen2.5-32B/blob/main/config.json (bias on q, k, v only)
+    ModelSpec(
+        name="qwen2.5-32b",
+        hf_id="Qwen/Qwen2.5-32B",
+        num_layers=64,
+        hidden_size=5120,
+        num_heads=40,
+        num_kv_heads=8,
+        head_dim=128,
+        ffn_size=27648,
+        gated_mlp=True,
+        vocab_size=152064,
+        max_position_embeddings=131072,
+        qkv_bias=True,
+        published_params_b=32.5,  # model card: 32.5B
+    ),
+    # https://huggingface.co/Qwen/Qwen2.5-72B/blob/main/config.json (bias on q, k, v only)
+    ModelSpec(
+        name="qwen2.5-72b",
+        hf_id="Qwen/Qwen2.5-72B",
+        num_layers=80,
+        hidden_size=8192,
+        num_heads=64,
+        num_kv_heads=8,
+        head_dim=128,
+        ffn_size=29568,
+        gated_mlp=True,
+        vocab_size=152064,
+        max_position_embeddings=131072,
+        qkv_bias=True,
+        published_params_b=72.7,  # model card: 72.7B
+    ),
+    # https://huggingface.co/mistralai/Mistral-Small-24B-Base-2501/blob/main/config.json
+    ModelSpec(
+        name="mistral-small-24b",
+        hf_id="mistralai/Mistral-Small-24B-Base-2501",
+        num_layers=40,
+        hidden_size=5120,
+        num_heads=32,
+        num_kv_heads=8,
+        head_dim=128,
+        ffn_size=32768,
+        gated_mlp=True,
+        vocab_size=131072,
+        max_position_embeddings=32768,
+        published_params_b=23.6,  # HF parameter count 23.6B
+    ),
+    # https://huggingface.co/mistralai/Mistral-Nemo-Base-2407/blob/main/config.json
+    ModelSpec(
+        name="mistral-nemo-12b",
+        hf_id="mistralai/Mistral-Nemo-Base-2407",
+        num_layers=40,
+        hidden_size=5120,
+        num_heads=32,
+        num_kv_heads=8,
+        head_dim=128,
+        ffn_size=14336,
+        gated_mlp=True,
+        vocab_size=131072,
+        max_position_embeddings=1024000,
+        published_params_b=12.2,  # HF parameter count 12.2B
     ),
 ]
 
