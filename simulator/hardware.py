@@ -395,6 +395,33 @@ _GPUS: list[GPUSpec] = [
         aliases=("b200-sxm", "b200-180gb", "hgx-b200"),
     ),
     GPUSpec(
+        name="gb200",
+        display_name="NVIDIA GB200 (Blackwell GPU of a GB200 NVL72)",
+        vendor="nvidia",
+        memory_gb=186.0,  # NVIDIA GB200 NVL72 datasheet: 13.4 TB HBM3e for 72 GPUs
+        # Estimate: B200's nvidia-smi / datasheet ratio (183359 MiB / 180 GB) applied to 186 GB.
+        usable_memory_gib=189471 / 1024,
+        hbm_tbps=8.0,  # NVIDIA GB200 NVL72 datasheet: 576 TB/s for 72 GPUs
+        # NVIDIA GB200 NVL72 datasheet (72 GPUs, sparse): FP4 1,440 PF, FP8/FP6 720 PF,
+        # FP16/BF16 360 PF, TF32 180 PF, INT8 720 POPS, FP32 5,760 TF. Per GPU, dense = /72 /2.
+        peak_tflops={
+            "fp32": 80.0,
+            "tf32": 1250.0,
+            "bf16": 2500.0,
+            "fp16": 2500.0,
+            "fp8": 5000.0,
+            "int8": 5000.0,
+            "fp4": 10000.0,
+        },
+        num_sms=148,  # same Blackwell die as B200 (148 SMs)
+        l2_cache_mb=126.5,  # same die as B200
+        intra_node_link=_NVLINK5,  # NVL72: 1.8 TB/s NVLink 5 per GPU within the rack
+        inter_node_link=_IB_NDR,
+        pcie=_PCIE5,
+        cost_per_gpu_hour=6.0,  # estimate: no public on-demand list price checked; override per plan
+        aliases=("gb200-nvl72", "gb200-sxm"),
+    ),
+    GPUSpec(
         name="mi300x",
         display_name="AMD Instinct MI300X 192GB",
         vendor="amd",
