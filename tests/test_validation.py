@@ -173,3 +173,14 @@ def test_unsimulatable_rows_are_skipped_not_fatal(tmp_path):
     assert result["metrics"]["ttft_ms"]["all"]["n"] == 1
     table = pd.read_csv(out / "validation.csv")
     assert table["pred_ttft_ms"].notna().tolist() == [True, False]
+
+
+def test_sweep_base_scenario_times_kernels_from_the_gpus_tables():
+    """The silicon base runs on the shipped H200 tables; a GPU without tables falls back."""
+    from simulator.api import load
+    from simulator.simulation import Simulation
+
+    assert Simulation(load(BENCH_SCENARIO)).cost.timer.name == "calibrated"
+    fallback = Simulation(load(BENCH_SCENARIO, ["hardware.gpu=mi300x", "model.weight_dtype=bf16",
+                                                "model.activation_dtype=bf16"]))
+    assert fallback.cost.timer.name == "roofline"
