@@ -427,3 +427,23 @@ def test_decode_stretch_under_tables_matches_step_by_step():
         base = cost.token_time(seqs) + cost.emit_time(seqs) + cost.overhead + cost.per_seq * seqs
         exact = np.array([base + cost.decode_attention_time(seqs, ctx + j * seqs) for j in range(steps)])
         assert np.max(np.abs(fast / exact - 1)) < 1e-3
+
+
+def test_gemm_table_noise_never_makes_fewer_rows_slower():
+    from simulator.cost.calibrated import monotone_gemm_rows
+
+    rows = [[1, 8192, 8192, "fp8", 33.0, None, None, None], [2, 8192, 8192, "fp8", 38.0, None, None, None],
+            [4, 8192, 8192, "fp8", 19.0, None, None, None], [64, 8192, 8192, "fp8", 25.0, None, None, None],
+            [1, 8192, 8192, "bf16", 24.0, None, None, None], [4, 8192, 8192, "bf16", 23.0, None, None, None]]
+    out = {(r[0], r[3]): r[4] for r in monotone_gemm_rows(rows)}
+    assert out == {(1, "fp8"): 19.0, (2, "fp8"): 19.0, (4, "fp8"): 19.0, (64, "fp8"): 25.0,
+                   (1, "bf16"): 23.0, (4, "bf16"): 23.0}
+    # On the shipped B200 table a decode batch of 1 is no slower than a batch of 8.
+    from simulator.hardware import get_gpu
+
+    timer = COST_BACKENDS["auto"](get_gpu("b200"), CostModelConfig(), None)
+    sm = ShardedModel.build(get_model("llama-3.1-70b"), 1, 1, "fp8", "fp8", "fp8", 16)
+    from simulator.cost import IterationCostModel
+
+    cost = IterationCostModel(sm, timer, CostModelConfig())
+    assert cost.token_time(1) <= cost.token_time(8) * 1.001
