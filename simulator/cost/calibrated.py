@@ -84,6 +84,26 @@ def _log_dist(a: float, b: float) -> float:
     return abs(math.log(a / b))
 
 
+def monotone_gemm_rows(rows: list[list]) -> list[list]:
+    """Each GEMM time capped by the fastest measured time at the same or a larger M.
+
+    A GEMM with fewer rows can always run the larger one's kernel on padded input, so time
+    never falls as M grows. Measured tables break that with launch or clock noise (B200
+    FP8: 8192x8192 at M=2 timed 38 µs, at M=4 19 µs); left in, such a spike makes a
+    batch of 1 decode slower than a batch of 8. Rows are otherwise kept as measured.
+    """
+    groups: dict[tuple, list[list]] = {}
+    for r in rows:
+        groups.setdefault((r[1], r[2], r[3]), []).append(r)
+    out: list[list] = []
+    for group in groups.values():
+        best = math.inf
+        for r in sorted(group, key=lambda r: r[0], reverse=True):
+            best = min(best, r[4])
+            out.append(r if r[4] == best else [*r[:4], best, *r[5:]])
+    return out
+
+
 class _Family:
     """How one op family's rows and ops map onto (key, coordinates)."""
 
@@ -112,11 +132,18 @@ class _Family:
     def adapt(self, tree: _Node, key: tuple, c: tuple) -> tuple:
         return c
 
+    def clean(self, rows: list[list]) -> list[list]:
+        """Measured rows as the predictor should read them (physical constraints applied)."""
+        return rows
+
 
 class _Gemm(_Family):
     name = "gemm"
     scales = ("log", "log", "log")  # N, K, M
     ratio = (True, True, False)
+
+    def clean(self, rows):
+        return monotone_gemm_rows(rows)
 
     def split(self, shape):
         m, n, k, dtype = shape
@@ -392,7 +419,7 @@ class FamilyModel:
         n_shape = len(FAMILY_COLUMNS[family])
         ad = self.adapter
         self.rows = []
-        for r in rows:
+        for r in ad.clean(rows):
             key, coords = ad.split(tuple(r[:n_shape]))
             self.rows.append(_Row(key, coords, float(r[n_shape]) * 1e-6))
         if not self.rows:
@@ -531,29 +558,6 @@ def reference_gpu(profile: Profile, template: GPUSpec) -> GPUSpec:
     })
 
 
-def monotone_gemm_rows(rows: list[list]) -> list[list]:
-    """Each GEMM time capped by the fastest measured time at the same or a larger M.
-
-    A GEMM with fewer rows can always run the larger one's kernel on padded input, so time
-    never falls as M grows. Measured tables break that with launch or clock noise (B200
-    FP8: 8192x8192 at M=2 timed 38 µs, at M=4 19 µs); left in, such a spike makes a
-    batch of 1 decode slower than a batch of 8. Rows are otherwise kept as measured.
-    """
-    groups: dict[tuple, list[list]] = {}
-    for r in rows:
-        groups.setdefault((r[1], r[2], r[3]), []).append(r)
-    out: list[list] = []
-    for group in groups.values():
-        group.sort(key=lambda r: r[0])
-        best = math.inf
-        capped = []
-        for r in reversed(group):
-            best = min(best, r[4])
-            capped.append(r if r[4] <= best else [*r[:4], best, *r[5:]])
-        out.extend(reversed(capped))
-    return out
-
-
 class CalibratedTimer:
     """Op times from a calibration profile; the fitted or default roofline where it is silent."""
 
@@ -571,8 +575,7 @@ class CalibratedTimer:
         for fam in FAMILIES:
             table = profile.table(fam)
             if table is not None:
-                rows = monotone_gemm_rows(table.rows) if fam == "gemm" else table.rows
-                self.models[fam] = FamilyModel(fam, rows, self.reference, config)
+                self.models[fam] = FamilyModel(fam, table.rows, self.reference, config)
 
     def op_time(self, op: Op) -> float:
         model = self.models.get(op.family)
