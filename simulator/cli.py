@@ -136,6 +136,7 @@ def validate_cmd(
 ) -> None:
     """Simulate measured benchmarks under SCENARIO and report the prediction error."""
     from simulator.validation import run_validation
+    from simulator.validation.occupancy import occupancy_hint
 
     progress = LazyProgress("validating", enabled=not quiet)
     try:
@@ -162,6 +163,9 @@ def validate_cmd(
         err_console.print(f"skipped {skipped['run']}: {skipped['error'].splitlines()[0]}", highlight=False)
     for m, d in result.get("per_request", {}).items():
         console.print(f"per request {m}: median |err| {d['median_abs_pct']:.1f}%, p90 {d['p90_abs_pct']:.1f}%")
+    hint = occupancy_hint(result.get("kv_occupancy"))
+    if hint:
+        console.print(hint, highlight=False)
     console.print(f"output     {out}/  (validation.html, validation.json, validation.csv)")
 
 

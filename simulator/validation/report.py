@@ -151,6 +151,15 @@ def write_validation_report(out_dir: Path, result: dict, runs: pd.DataFrame, pre
         rows = [[r["run"], _fmt(r["measured"] * 100), _fmt(r["predicted"] * 100), _fmt(r["diff_points"])]
                 for r in result["slo"]["runs"]]
         extra += "<h2>SLO attainment</h2>" + _table(["run", "measured %", "predicted %", "diff (points)"], rows)
+    kv = result.get("kv_occupancy")
+    if kv:
+        rows = [[r["run"], _fmt(r["measured_peak_blocks"], 0), _fmt(r["pred_peak_blocks"], 0),
+                 _fmt(r["sim_capacity_blocks"], 0), "yes" if r["sim_cache_full"] else "",
+                 _fmt(r["implied_capacity_blocks"], 0)] for r in kv["runs"]]
+        extra += ("<h2>KV-cache occupancy</h2><p>Peak blocks in use, estimated the same way from the "
+                  f"measured and the simulated timestamps. {_esc(kv['note'])}.</p>"
+                  + _table(["run", "measured peak", "simulated peak", "simulated capacity",
+                            "simulated cache full", "implied capacity"], rows))
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{_esc(title)}</title><style>{CSS}</style></head>
 <body><main><h1>{_esc(title)}</h1>

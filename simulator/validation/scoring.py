@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from simulator.validation.measured import MeasuredSet
+from simulator.validation.occupancy import occupancy_check
 from simulator.validation.runner import METRICS, RunPrediction
 
 CLIFF_FACTOR = 5.0
@@ -115,6 +116,10 @@ def score(measured: MeasuredSet, preds: list[RunPrediction], slo: dict[str, floa
                                  "diff_points": (pred - meas) * 100.0})
         result["slo"] = {"targets": slo, "runs": slo_rows,
                          "max_abs_diff_points": max((abs(r["diff_points"]) for r in slo_rows), default=None)}
+    if measured.kind != "sweep":
+        kv = occupancy_check(preds)
+        if kv is not None:
+            result["kv_occupancy"] = kv
     result["per_run"] = runs.replace({np.nan: None}).to_dict(orient="records")
     return result
 

@@ -1,0 +1,83 @@
+"""The KV-occupancy check of `simulate validate`: peak blocks from timestamps, and the
+capacity it implies when a simulation fills its cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from simulator.validation import run_validation
+from simulator.validation.occupancy import occupancy_hint, peak_blocks_in_use
+
+ROOT = Path(__file__).resolve().parent.parent
+CHATBOT = ROOT / "scenarios" / "chatbot.yaml"
+
+
+def _frame(rows):
+    return pd.DataFrame(rows, columns=["arrival_s", "prompt_tokens", "output_tokens", "ttft_ms", "e2e_ms"])
+
+
+def test_peak_of_one_request_is_its_full_context_in_blocks():
+    one = _frame([(0.0, 32, 16, 100.0, 1100.0)])
+    assert peak_blocks_in_use(one, 16) == 3  # ceil((32 + 16) / 16), just before it ends
+
+
+def test_peak_adds_overlapping_requests_only():
+    overlapping = _frame([(0.0, 32, 16, 100.0, 1100.0), (0.05, 32, 16, 50.0, 1050.0)])
+    apart = _frame([(0.0, 32, 16, 100.0, 1100.0), (5.0, 32, 16, 100.0, 1100.0)])
+    assert peak_blocks_in_use(overlapping, 16) == 6
+    assert peak_blocks_in_use(apart, 16) == 3
+
+
+def test_missing_columns_give_nan():
+    assert np.isnan(peak_blocks_in_use(pd.DataFrame({"prompt_tokens": [1]}), 16))
+
+
+@pytest.fixture(scope="module")
+def measured_on_a_small_cache(tmp_path_factory):
+    """A 'measurement' made by the simulator itself on a server with 1,000 KV blocks."""
+    tmp = tmp_path_factory.mktemp("occ")
+    rng = np.random.default_rng(3)
+    n = 400
+    arrival = np.cumsum(rng.exponential(1 / 40.0, n))
+    seed = pd.DataFrame({"arrival_s": arrival - arrival[0], "prompt_tokens": rng.integers(200, 900, n),
+                         "output_tokens": rng.integers(50, 300, n), "ttft_ms": 1.0, "tpot_ms": 1.0,
+                         "e2e_ms": 1.0})
+    seed.to_csv(tmp / "seed.csv", index=False)
+    truth = ["memory.kv_cache_tokens=16000", "scheduler.policy=vllm-v0"]
+    _, out = run_validation([tmp / "seed.csv"], CHATBOT, truth, tmp / "truth")
+    sim = pd.read_csv(out / "validation.csv")
+    measured = seed.assign(ttft_ms=sim["pred_ttft_ms"], tpot_ms=sim["pred_tpot_ms"], e2e_ms=sim["pred_e2e_ms"])
+    measured.to_csv(tmp / "measured.csv", index=False)
+    return tmp / "measured.csv"
+
+
+def test_a_larger_simulated_cache_is_detected_and_the_true_size_recovered(measured_on_a_small_cache, tmp_path):
+    result, _ = run_validation([measured_on_a_small_cache], CHATBOT,
+                               ["memory.kv_cache_tokens=20000", "scheduler.policy=vllm-v0"], tmp_path / "o")
+    kv = result["kv_occupancy"]
+    assert kv["sim_capacity_blocks"] == 1250
+    assert kv["runs"][0]["sim_cache_full"]
+    assert kv["implied_capacity_blocks"] == pytest.approx(1000, rel=0.03)
+    hint = occupancy_hint(kv)
+    assert hint is not None and "smaller" in hint
+
+
+def test_the_right_cache_size_gives_no_hint(measured_on_a_small_cache, tmp_path):
+    result, _ = run_validation([measured_on_a_small_cache], CHATBOT,
+                               ["memory.kv_cache_tokens=16000", "scheduler.policy=vllm-v0"], tmp_path / "o")
+    kv = result["kv_occupancy"]
+    assert abs(kv["diff_pct"]) < 1.0
+    assert occupancy_hint(kv) is None
+
+
+def test_an_unsaturated_run_implies_nothing(measured_on_a_small_cache, tmp_path):
+    result, out = run_validation([measured_on_a_small_cache], CHATBOT,
+                                 ["memory.kv_cache_tokens=400000", "scheduler.policy=vllm-v0"], tmp_path / "o")
+    kv = result["kv_occupancy"]
+    assert not kv["runs"][0]["sim_cache_full"]
+    assert kv["implied_capacity_blocks"] is None and occupancy_hint(kv) is None
+    assert "KV-cache occupancy" in (out / "validation.html").read_text()
