@@ -190,7 +190,9 @@ def list_models() -> None:
     table = Table("name", "params (B)", "layers", "hidden", "heads", "KV heads", "ffn", "vocab", "max len")
     for m in MODEL_CATALOG.values():
         table.add_row(m.name, f"{m.param_count / 1e9:.2f}", str(m.num_layers), str(m.hidden_size),
-                      str(m.num_heads), str(m.num_kv_heads), str(m.ffn_size), str(m.vocab_size),
+                      str(m.num_heads), str(m.num_kv_heads),
+                      f"{m.num_experts}×{m.moe_ffn_size} top-{m.experts_per_token}" if m.is_moe else str(m.ffn_size),
+                      str(m.vocab_size),
                       str(m.max_position_embeddings))
     console.print(table)
 

@@ -25,7 +25,12 @@ _OPT_POSITION_OFFSET = 2
 
 
 class ModelSpec(StrictModel):
-    """A dense decoder-only transformer, described by the shapes that cost time and memory."""
+    """A decoder-only transformer, described by the shapes that cost time and memory.
+
+    Mixture-of-experts models set num_experts > 0: every layer's MLP is then a router plus
+    num_experts gated experts of width moe_ffn_size, experts_per_token of them per token
+    (ffn_size is unused). Shared experts and dense-first layers are not described.
+    """
 
     name: str
     hf_id: str | None = None
@@ -47,6 +52,22 @@ class ModelSpec(StrictModel):
     qkv_bias: bool = False  # bias on q, k, v only (Qwen2); ignored if attention_bias
     qk_norm: bool = False  # per-head RMSNorm on q and k (Qwen3)
     aliases: tuple[str, ...] = ()  # extra names get_model() accepts
+    num_experts: int = Field(0, ge=0)  # routed experts per MoE layer; 0 = dense MLP
+    experts_per_token: int = Field(0, ge=0)  # top-k experts each token is routed to
+    moe_ffn_size: int = Field(0, ge=0)  # intermediate size of one expert
+    published_active_params_b: float | None = None  # MoE: published activated size, billions
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+    @model_validator(mode="after")
+    def _check_experts(self) -> ModelSpec:
+        if self.is_moe and not (1 <= self.experts_per_token <= self.num_experts and self.moe_ffn_size > 0):
+            raise ValueError(
+                f"a mixture-of-experts model needs 1 <= experts_per_token <= num_experts "
+                f"({self.experts_per_token}, {self.num_experts}) and moe_ffn_size > 0 ({self.moe_ffn_size})")
+        return self
 
     @model_validator(mode="after")
     def _check_heads(self) -> ModelSpec:
@@ -82,9 +103,12 @@ class ModelSpec(StrictModel):
             attn += 2 * self.head_dim
 
         n_mats = 3 if self.gated_mlp else 2
-        mlp = n_mats * h * f
-        if self.mlp_bias:
-            mlp += (n_mats - 1) * f + h
+        if self.is_moe:
+            mlp = self.num_experts * n_mats * h * self.moe_ffn_size + h * self.num_experts  # + router
+        else:
+            mlp = n_mats * h * f
+            if self.mlp_bias:
+                mlp += (n_mats - 1) * f + h
 
         per_layer = attn + mlp + 2 * norm_params
         embed = self.vocab_size * h
@@ -95,6 +119,15 @@ class ModelSpec(StrictModel):
             else 0
         )
         return self.num_layers * per_layer + embed + lm_head + positions + norm_params
+
+    @property
+    def active_param_count(self) -> int:
+        """Parameters one token passes through: all but the experts it is not routed to."""
+        if not self.is_moe:
+            return self.param_count
+        idle = self.num_experts - self.experts_per_token
+        n_mats = 3 if self.gated_mlp else 2
+        return self.param_count - self.num_layers * idle * n_mats * self.hidden_size * self.moe_ffn_size
 
     def weight_bytes(self, dtype_bytes: float) -> float:
         return self.param_count * dtype_bytes
@@ -481,6 +514,88 @@ _MODELS: list[ModelSpec] = [
         max_position_embeddings=1024000,
         published_params_b=12.2,  # HF parameter count 12.2B
     ),
+    # --- mixture of experts (every layer's MLP is routed; no shared experts) ---
+    # https://huggingface.co/Qwen/Qwen3-30B-A3B/blob/main/config.json
+    ModelSpec(
+        name="qwen3-30b-a3b",
+        hf_id="Qwen/Qwen3-30B-A3B",
+        num_layers=48,
+        hidden_size=2048,
+        num_heads=32,
+        num_kv_heads=4,
+        head_dim=128,
+        ffn_size=6144,  # dense width in config.json; unused, every layer is MoE
+        gated_mlp=True,
+        vocab_size=151936,
+        max_position_embeddings=40960,
+        qk_norm=True,
+        num_experts=128,
+        experts_per_token=8,
+        moe_ffn_size=768,
+        published_params_b=30.5,  # model card: 30.5B total, 3.3B activated
+        published_active_params_b=3.3,
+    ),
+    # https://huggingface.co/Qwen/Qwen3-235B-A22B/blob/main/config.json
+    ModelSpec(
+        name="qwen3-235b-a22b",
+        hf_id="Qwen/Qwen3-235B-A22B",
+        num_layers=94,
+        hidden_size=4096,
+        num_heads=64,
+        num_kv_heads=4,
+        head_dim=128,
+        ffn_size=12288,  # unused, every layer is MoE
+        gated_mlp=True,
+        vocab_size=151936,
+        max_position_embeddings=40960,
+        qk_norm=True,
+        num_experts=128,
+        experts_per_token=8,
+        moe_ffn_size=1536,
+        published_params_b=235.0,  # model card: 235B total, 22B activated
+        published_active_params_b=22.0,
+    ),
+    # https://huggingface.co/mistralai/Mixtral-8x7B-v0.1/blob/main/config.json
+    ModelSpec(
+        name="mixtral-8x7b",
+        hf_id="mistralai/Mixtral-8x7B-v0.1",
+        num_layers=32,
+        hidden_size=4096,
+        num_heads=32,
+        num_kv_heads=8,
+        head_dim=128,
+        ffn_size=14336,  # unused, every layer is MoE
+        gated_mlp=True,
+        vocab_size=32000,
+        max_position_embeddings=32768,
+        num_experts=8,
+        experts_per_token=2,
+        moe_ffn_size=14336,
+        published_params_b=46.7,  # Mistral AI: 46.7B total, 12.9B active per token
+        published_active_params_b=12.9,
+        aliases=("mistralai/Mixtral-8x7B-Instruct-v0.1",),
+    ),
+    # https://huggingface.co/MiniMaxAI/MiniMax-M2/blob/main/config.json (M2.1/M2.5 keep the
+    # architecture). Its per-layer q/k RMSNorm weights (~0.5M params) are not counted.
+    ModelSpec(
+        name="minimax-m2",
+        hf_id="MiniMaxAI/MiniMax-M2",
+        num_layers=62,
+        hidden_size=3072,
+        num_heads=48,
+        num_kv_heads=8,
+        head_dim=128,
+        ffn_size=1536,  # unused, every layer is MoE
+        gated_mlp=True,
+        vocab_size=200064,
+        max_position_embeddings=196608,
+        num_experts=256,
+        experts_per_token=8,
+        moe_ffn_size=1536,
+        published_params_b=230.0,  # model card: 230B total, 10B activated
+        published_active_params_b=10.0,
+        aliases=("MiniMaxAI/MiniMax-M2.1", "MiniMaxAI/MiniMax-M2.5"),
+    ),
 ]
 
 MODEL_CATALOG: dict[str, ModelSpec] = {m.name: m for m in _MODELS}
@@ -517,14 +632,15 @@ def get_model(name: str) -> ModelSpec:
 # Hugging Face config.json loader
 # ---------------------------------------------------------------------------------------
 _LLAMA_STYLE = frozenset({"llama", "mistral", "qwen2", "qwen3"})
+_MOE_STYLE = frozenset({"mixtral", "qwen3_moe"})  # llama-style attention, routed MLP in every layer
 _MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
 
 
 def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
     """Build a ModelSpec from a Hugging Face config.json (or a directory holding one).
 
-    Supports llama/mistral/qwen2/qwen3-style dense models and OPT, the families whose
-    config keys fully determine the shapes above.
+    Supports llama/mistral/qwen2/qwen3-style dense models, OPT, and Mixtral/Qwen3-MoE
+    mixture-of-experts models, the families whose config keys fully determine the shapes above.
     """
     p = Path(path)
     if p.is_dir():
@@ -556,21 +672,24 @@ def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
 
     model_type = cfg.get("model_type", "llama")
     moe = [k for k in _MOE_KEYS if cfg.get(k)]
-    if moe:
+    if moe and model_type not in _MOE_STYLE:
         raise CatalogError(
-            f"mixture-of-experts config ({moe[0]}={cfg[moe[0]]}) is not a dense model",
+            f"mixture-of-experts config ({moe[0]}={cfg[moe[0]]}, model_type {model_type!r}) is not supported",
             where=where,
-            fix="use a dense model; ModelSpec does not describe MoE layers",
+            fix=f"supported MoE families: {', '.join(sorted(_MOE_STYLE))} (routed experts in every "
+            "layer); shared experts, dense-first layers and MLA attention are not modelled",
         )
     if model_type == "opt":
         fields = _opt_fields(cfg, where)
-    elif model_type in _LLAMA_STYLE:
+    elif model_type in _LLAMA_STYLE or model_type in _MOE_STYLE:
         fields = _llama_fields(cfg, where, model_type)
+        if model_type in _MOE_STYLE:
+            fields.update(_moe_fields(cfg, where, model_type))
     else:
         raise CatalogError(
             f"unsupported model_type {model_type!r}",
             where=where,
-            fix=f"supported: {', '.join(sorted(_LLAMA_STYLE | {'opt'}))}; for other "
+            fix=f"supported: {', '.join(sorted(_LLAMA_STYLE | _MOE_STYLE | {'opt'}))}; for other "
             "architectures construct a ModelSpec directly",
         )
 
@@ -626,9 +745,22 @@ def _llama_fields(cfg: dict[str, Any], where: str, model_type: str) -> dict[str,
         "attention_bias": _optional(cfg, "attention_bias", False),
         "mlp_bias": _optional(cfg, "mlp_bias", False),
         "qkv_bias": model_type == "qwen2",  # Qwen2 hard-codes q/k/v biases
-        "qk_norm": model_type == "qwen3",
+        "qk_norm": model_type in ("qwen3", "qwen3_moe"),
         "norm": "rmsnorm",
     }
+
+
+def _moe_fields(cfg: dict[str, Any], where: str, model_type: str) -> dict[str, Any]:
+    if model_type == "qwen3_moe":
+        if _optional(cfg, "decoder_sparse_step", 1) != 1 or _optional(cfg, "mlp_only_layers", []):
+            raise CatalogError(
+                "dense layers between the MoE layers (decoder_sparse_step / mlp_only_layers) are not modelled",
+                where=where, fix="use a config whose every layer is MoE (decoder_sparse_step 1, no mlp_only_layers)")
+        experts, width = _require(cfg, "num_experts", where), _require(cfg, "moe_intermediate_size", where)
+    else:  # mixtral: every expert has the dense intermediate_size
+        experts, width = _require(cfg, "num_local_experts", where), _require(cfg, "intermediate_size", where)
+    return {"num_experts": experts, "experts_per_token": _require(cfg, "num_experts_per_tok", where),
+            "moe_ffn_size": width}
 
 
 def _opt_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:

@@ -216,9 +216,11 @@ def test_load_hf_config_bad_value(tmp_path):
         load_hf_config(_write(tmp_path, {**LLAMA_31_8B_CONFIG, "hidden_size": "4096"}))
 
 
-def test_load_hf_config_rejects_moe_and_unknown_types(tmp_path):
+def test_load_hf_config_rejects_unsupported_moe_and_unknown_types(tmp_path):
     with pytest.raises(CatalogError, match="mixture-of-experts"):
-        load_hf_config(_write(tmp_path, {**LLAMA_31_8B_CONFIG, "num_local_experts": 8}))
+        load_hf_config(_write(tmp_path, {**LLAMA_31_8B_CONFIG, "num_local_experts": 8}))  # model_type llama
+    with pytest.raises(CatalogError, match="mixture-of-experts"):
+        load_hf_config(_write(tmp_path, {**LLAMA_31_8B_CONFIG, "model_type": "deepseek_v3", "n_routed_experts": 256}))
     with pytest.raises(CatalogError, match="unsupported model_type"):
         load_hf_config(_write(tmp_path, {**LLAMA_31_8B_CONFIG, "model_type": "gpt2"}))
 
@@ -324,3 +326,48 @@ def test_specs_are_immutable():
         get_gpu("h100").memory_gb = 1.0  # type: ignore[misc]
     with pytest.raises(ValueError):
         ModelSpec.model_validate({**get_model("opt-13b").model_dump(), "extra_field": 1})
+
+
+# ----------------------------------------------------------------------------- MoE
+
+QWEN3_30B_A3B_CONFIG = {  # https://huggingface.co/Qwen/Qwen3-30B-A3B/blob/main/config.json (shape keys)
+    "_name_or_path": "Qwen/Qwen3-30B-A3B", "model_type": "qwen3_moe", "num_hidden_layers": 48,
+    "hidden_size": 2048, "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
+    "intermediate_size": 6144, "moe_intermediate_size": 768, "num_experts": 128,
+    "num_experts_per_tok": 8, "decoder_sparse_step": 1, "mlp_only_layers": [],
+    "vocab_size": 151936, "max_position_embeddings": 40960, "tie_word_embeddings": False,
+}
+
+
+@pytest.mark.parametrize("name", [n for n, m in sorted(MODEL_CATALOG.items()) if m.is_moe])
+def test_moe_active_params_match_published(name):
+    spec = MODEL_CATALOG[name]
+    # Published "activated" sizes differ on whether embeddings count; 12% covers that.
+    assert spec.active_param_count / 1e9 == pytest.approx(spec.published_active_params_b, rel=0.12)
+    assert spec.active_param_count < spec.param_count / 3
+
+
+def test_load_hf_config_qwen3_moe_matches_catalog(tmp_path):
+    spec = load_hf_config(_write(tmp_path, QWEN3_30B_A3B_CONFIG))
+    assert spec.is_moe and spec.qk_norm
+    assert spec.param_count == get_model("qwen3-30b-a3b").param_count
+
+
+def test_load_hf_config_mixtral_uses_intermediate_size_per_expert(tmp_path):
+    cfg = {"_name_or_path": "mistralai/Mixtral-8x7B-v0.1", "model_type": "mixtral", "num_hidden_layers": 32,
+           "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
+           "num_local_experts": 8, "num_experts_per_tok": 2, "vocab_size": 32000,
+           "max_position_embeddings": 32768}
+    spec = load_hf_config(_write(tmp_path, cfg))
+    assert spec.param_count == get_model("mixtral-8x7b").param_count
+
+
+def test_load_hf_config_rejects_dense_layers_between_moe_layers(tmp_path):
+    with pytest.raises(CatalogError, match="decoder_sparse_step"):
+        load_hf_config(_write(tmp_path, {**QWEN3_30B_A3B_CONFIG, "mlp_only_layers": [0, 1]}))
+
+
+def test_moe_spec_needs_consistent_expert_fields():
+    with pytest.raises(ValueError, match="experts_per_token"):
+        MODEL_CATALOG["qwen3-30b-a3b"].model_validate(
+            {**MODEL_CATALOG["qwen3-30b-a3b"].model_dump(), "experts_per_token": 0})

@@ -75,6 +75,9 @@ class ShardedModel:
     rotary: bool  # RoPE kernel per layer (not with learned position embeddings, e.g. OPT)
     tp_link: str  # "intra" or "inter"
     pp_link: str
+    num_experts: int = 0  # MoE: routed experts per layer (0 = dense MLP)
+    experts_per_token: int = 0
+    moe_ffn: int = 0  # one expert's intermediate size per GPU (experts are TP-sharded)
 
     @property
     def total_layer_passes(self) -> int:
@@ -104,6 +107,9 @@ class ShardedModel:
             rotary=not model.learned_pos_embeddings,
             tp_link="intra" if tp <= gpus_per_node else "inter",
             pp_link="intra" if tp * pp <= gpus_per_node else "inter",
+            num_experts=model.num_experts,
+            experts_per_token=model.experts_per_token,
+            moe_ffn=model.moe_ffn_size // tp,
         )
 
 
@@ -121,11 +127,57 @@ def elementwise(name: str, nbytes: float, count: int, kernels: int = 1) -> Op:
     return Op(name, "elementwise", 0.0, nbytes, count, (nbytes,), "bf16", kernels)
 
 
+def active_experts(m: int, experts: int, top_k: int) -> float:
+    """Expected number of distinct experts m tokens are routed to (uniform routing).
+
+    Each expert is missed by one token with probability 1 - k/E, so E(1 - (1 - k/E)^m)
+    experts are hit: k at m = 1, all of them once m >> E/k. Only those experts' weights
+    are read, which is what makes small-batch MoE decode cheaper than its total size.
+    """
+    if m <= 0:
+        return 0.0
+    return experts * (1.0 - (1.0 - top_k / experts) ** m)
+
+
+def moe_ops(m: int, sm: ShardedModel) -> list[Op]:
+    """Router plus the fused expert GEMMs of one MoE MLP (vLLM's fused_moe: one kernel for
+    gate_up over all active experts, one for down). Shape (rows per active expert, N, K,
+    active experts); the roofline pads each expert's rows to the kernel's M tile."""
+    h, a, layers = sm.hidden, sm.act_bytes, sm.total_layer_passes
+    k = sm.experts_per_token
+    active = active_experts(m, sm.num_experts, k)
+    rows = m * k / active
+    up_n = 2 * sm.moe_ffn if sm.gated_mlp else sm.moe_ffn
+    w = sm.weight_bytes
+
+    def grouped(name: str, n: int, kk: int) -> Op:
+        flops = 2.0 * m * k * n * kk
+        nbytes = active * n * kk * w + m * k * (kk + n) * a
+        return Op(name, "moe", flops, nbytes, layers, (rows, n, kk, active), sm.gemm_dtype, kernels=2)
+
+    return [
+        gemm("moe_router", m, sm.num_experts, h, sm, layers, quantized=False),
+        elementwise("moe_topk_align", m * sm.num_experts * 4.0 + m * k * 8.0, layers, kernels=3),
+        grouped("moe_gate_up", up_n, h),
+        elementwise("activation", m * k * (up_n + sm.moe_ffn) * a, layers),
+        grouped("moe_down", h, sm.moe_ffn),
+        elementwise("moe_combine", m * k * h * a + m * h * a, layers),
+    ]
+
+
 def token_ops(m: int, sm: ShardedModel) -> list[Op]:
     """Ops whose cost depends only on the number of tokens in the iteration."""
     h, a, layers = sm.hidden, sm.act_bytes, sm.total_layer_passes
     qkv_n = (sm.heads + 2 * sm.kv_heads) * sm.head_dim
     up_n = 2 * sm.ffn if sm.gated_mlp else sm.ffn
+    if sm.num_experts:
+        mlp = moe_ops(m, sm)
+    else:
+        mlp = [
+            gemm("gate_up_proj", m, up_n, h, sm, layers),
+            elementwise("activation", m * (up_n + sm.ffn) * a, layers),
+            gemm("down_proj", m, h, sm.ffn, sm, layers),
+        ]
     ops = [
         elementwise("embedding", m * h * a, 1),
         elementwise("input_norm", 3 * m * h * a, layers),
@@ -135,9 +187,7 @@ def token_ops(m: int, sm: ShardedModel) -> list[Op]:
                     kernels=2 if sm.rotary else 1),
         gemm("o_proj", m, h, sm.heads * sm.head_dim, sm, layers),
         elementwise("post_attn_norm", 3 * m * h * a, layers),
-        gemm("gate_up_proj", m, up_n, h, sm, layers),
-        elementwise("activation", m * (up_n + sm.ffn) * a, layers),
-        gemm("down_proj", m, h, sm.ffn, sm, layers),
+        *mlp,
         elementwise("final_norm", 2 * m * h * a, 1),
     ]
     if sm.tp > 1:

@@ -56,6 +56,17 @@ class RooflineTimer:
         memory = nbytes / (self.bw * self.eff.gemm_memory)
         return max(compute, memory) + self.latency * self._gemm_kernels(dtype)
 
+    def moe_time(self, op: Op) -> float:
+        """Fused MoE grouped GEMM: each active expert's rows are padded to the kernel's M
+        tile (16/64/128 rows, as vLLM's tuned fused_moe configs pick by batch size); the
+        weights of active experts only are read."""
+        rows, n, k, active = op.shape
+        tile_m = 16 if rows <= 16 else 64 if rows <= 64 else 128
+        padded = 2.0 * active * math.ceil(rows / tile_m) * tile_m * n * k
+        compute = max(op.flops, padded) / (self.peak(op.dtype) * self.eff.gemm_compute)
+        memory = op.bytes / (self.bw * self.eff.gemm_memory)
+        return max(compute, memory) + self.latency * op.kernels
+
     @staticmethod
     def _gemm_kernels(dtype: str) -> int:
         # FP8/INT8 GEMMs quantise their input activations in a separate kernel.
@@ -76,6 +87,8 @@ class RooflineTimer:
         if f == "gemm":
             m, n, k = op.shape
             return self.gemm_time(m, n, k, op.flops, op.bytes, op.dtype)
+        if f == "moe":
+            return self.moe_time(op)
         if f in ("attn_prefill", "attn_decode"):
             compute = op.flops / (self.peak("bf16") * self.eff.attention_compute)
             memory = op.bytes / (self.bw * self.eff.attention_memory)
