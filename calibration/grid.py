@@ -79,7 +79,7 @@ def build_plan(models: list[ModelSpec], tps: list[int], *, quick: bool = False, 
                 continue
             sm = ShardedModel.build(model, tp, 1, "bf16", "bf16", "bf16", 8)
             for op in (*token_ops(1, sm), *emit_ops(1, sm)):
-                if op.family == "gemm":
+                if op.family in ("gemm", "moe"):  # one expert's (N, K) for MoE: the fit sees those shapes
                     gemm_nk[(op.shape[1], op.shape[2])] = None
             heads[(sm.heads, sm.kv_heads, sm.head_dim)] = None
             widths[(sm.hidden, sm.ffn)] = None
