@@ -71,10 +71,7 @@ def kv_bytes_per_token_per_gpu(model: ModelSpec, kv_dtype: str, tp: int, pp: int
 def activation_bytes_per_gpu(model: ModelSpec, tp: int, max_batched_tokens: int, max_num_seqs: int) -> float:
     """Peak of vLLM's profiling pass: the widest layer's intermediates plus sampler logits."""
     qkv = (model.num_heads + 2 * model.num_kv_heads) * model.head_dim // tp
-    if model.is_moe:  # fused MoE keeps every routed copy of a token's intermediate
-        mlp = model.experts_per_token * (3 if model.gated_mlp else 2) * model.moe_ffn_size // tp
-    else:
-        mlp = (3 if model.gated_mlp else 2) * model.ffn_size // tp
+    mlp = model.mlp_matrices * model.ffn_per_token // tp  # fused MoE keeps every routed copy
     hidden_states = max_batched_tokens * (2 * model.hidden_size + max(qkv, mlp)) * 2
     logits = max_num_seqs * model.vocab_size * 4 * 2  # fp32 logits and one working copy
     return hidden_states + logits

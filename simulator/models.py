@@ -61,6 +61,16 @@ class ModelSpec(StrictModel):
     def is_moe(self) -> bool:
         return self.num_experts > 0
 
+    @property
+    def mlp_matrices(self) -> int:
+        """Weight matrices per MLP (or per expert): gate, up, down, or fc1, fc2."""
+        return 3 if self.gated_mlp else 2
+
+    @property
+    def ffn_per_token(self) -> int:
+        """Intermediate width one token's MLP computes: its routed experts' widths for MoE."""
+        return self.experts_per_token * self.moe_ffn_size if self.is_moe else self.ffn_size
+
     @model_validator(mode="after")
     def _check_experts(self) -> ModelSpec:
         if self.is_moe and not (1 <= self.experts_per_token <= self.num_experts and self.moe_ffn_size > 0):
@@ -102,9 +112,9 @@ class ModelSpec(StrictModel):
         if self.qk_norm:
             attn += 2 * self.head_dim
 
-        n_mats = 3 if self.gated_mlp else 2
+        n_mats = self.mlp_matrices
         if self.is_moe:
-            mlp = self.num_experts * n_mats * h * self.moe_ffn_size + h * self.num_experts  # + router
+            mlp = self.num_experts * self._expert_params + h * self.num_experts  # + router
         else:
             mlp = n_mats * h * f
             if self.mlp_bias:
@@ -126,8 +136,11 @@ class ModelSpec(StrictModel):
         if not self.is_moe:
             return self.param_count
         idle = self.num_experts - self.experts_per_token
-        n_mats = 3 if self.gated_mlp else 2
-        return self.param_count - self.num_layers * idle * n_mats * self.hidden_size * self.moe_ffn_size
+        return self.param_count - self.num_layers * idle * self._expert_params
+
+    @property
+    def _expert_params(self) -> int:
+        return self.mlp_matrices * self.hidden_size * self.moe_ffn_size
 
     def weight_bytes(self, dtype_bytes: float) -> float:
         return self.param_count * dtype_bytes

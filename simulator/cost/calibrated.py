@@ -558,6 +558,11 @@ def reference_gpu(profile: Profile, template: GPUSpec) -> GPUSpec:
     })
 
 
+# Families that have no tables of their own, timed by the roofline fitted to another
+# family's rows: MoE grouped GEMMs by the GPU's dense GEMM fit.
+FIT_FROM = {"moe": "gemm"}
+
+
 class CalibratedTimer:
     """Op times from a calibration profile; the fitted or default roofline where it is silent."""
 
@@ -577,13 +582,16 @@ class CalibratedTimer:
             if table is not None:
                 self.models[fam] = FamilyModel(fam, table.rows, self.reference, config)
 
+    def _donor(self, op: Op) -> FamilyModel | None:
+        return self.models.get(FIT_FROM.get(op.family, ""))
+
     def op_time(self, op: Op) -> float:
-        if op.family == "moe" and "gemm" in self.models:
-            # No grouped-GEMM tables: the roofline fitted to this GPU's GEMM rows times it.
-            return self.models["gemm"].timer.op_time(op) + self.extra_launch * op.kernels
         model = self.models.get(op.family)
         if model is None:
-            return self.default.op_time(op)
+            donor = self._donor(op)
+            if donor is None:
+                return self.default.op_time(op)
+            return donor.timer.op_time(op) + self.extra_launch * op.kernels
         t = model.predict(op)
         if t is None:
             return model.timer.op_time(op)
@@ -596,7 +604,7 @@ class CalibratedTimer:
         """Where `op`'s time comes from: profile, profile-nearest, roofline-fitted or roofline-default."""
         model = self.models.get(op.family)
         if model is None:
-            return "roofline-default"
+            return "roofline-default" if self._donor(op) is None else "roofline-fitted"
         key, _ = model.adapter.locate(op)
         cands = model.candidates(key)
         if not cands:

@@ -50,8 +50,8 @@ def peak_blocks_in_use(requests: pd.DataFrame, block_size: int, samples: int = S
 def occupancy_check(preds: list) -> dict | None:
     """Per-run measured vs simulated peak occupancy and the capacity the measurements imply.
 
-    `preds` are validation RunPredictions; runs without per-request arrival timestamps are
-    left out. None when no run has them.
+    `preds` are validation RunPredictions; runs without per-request arrival timestamps
+    (sweeps, bench JSON) are left out. None when no run has them.
     """
     rows = []
     for p in preds:
@@ -72,18 +72,16 @@ def occupancy_check(preds: list) -> dict | None:
                      "implied_capacity_blocks": capacity * measured / simulated if full else None})
     if not rows:
         return None
+    cap, block = rows[0]["sim_capacity_blocks"], rows[0]["block_size"]
     implied = [r["implied_capacity_blocks"] for r in rows if r["implied_capacity_blocks"] is not None]
-    out: dict = {"runs": rows, "implied_capacity_blocks": None, "sim_capacity_blocks": rows[0]["sim_capacity_blocks"],
-                 "diff_pct": None, "note": "no run filled the simulated KV cache, so its capacity cannot be checked"}
-    if implied:
-        cap = rows[0]["sim_capacity_blocks"]
-        value = float(np.median(implied))
-        out["implied_capacity_blocks"] = value
-        out["implied_capacity_tokens"] = round(value) * rows[0]["block_size"]
-        out["diff_pct"] = (value - cap) / cap * 100.0
-        out["note"] = (f"{len(implied)} run(s) filled the simulated cache; the measured occupancy "
-                       f"implies {value:,.0f} blocks against the simulated {cap:,}")
-    return out
+    if not implied:
+        return {"runs": rows, "sim_capacity_blocks": cap, "implied_capacity_blocks": None, "diff_pct": None,
+                "note": "no run filled the simulated KV cache, so its capacity cannot be checked"}
+    value = float(np.median(implied))
+    return {"runs": rows, "sim_capacity_blocks": cap, "implied_capacity_blocks": value,
+            "implied_capacity_tokens": round(value) * block, "diff_pct": (value - cap) / cap * 100.0,
+            "note": f"{len(implied)} run(s) filled the simulated cache; the measured occupancy "
+                    f"implies {value:,.0f} blocks against the simulated {cap:,}"}
 
 
 def occupancy_hint(check: dict | None) -> str | None:

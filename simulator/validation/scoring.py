@@ -116,10 +116,9 @@ def score(measured: MeasuredSet, preds: list[RunPrediction], slo: dict[str, floa
                                  "diff_points": (pred - meas) * 100.0})
         result["slo"] = {"targets": slo, "runs": slo_rows,
                          "max_abs_diff_points": max((abs(r["diff_points"]) for r in slo_rows), default=None)}
-    if measured.kind != "sweep":
-        kv = occupancy_check(preds)
-        if kv is not None:
-            result["kv_occupancy"] = kv
+    kv = occupancy_check(preds)
+    if kv is not None:
+        result["kv_occupancy"] = kv
     result["per_run"] = runs.replace({np.nan: None}).to_dict(orient="records")
     return result
 
