@@ -30,6 +30,7 @@ class ModelConfig(StrictModel):
     weight_dtype: Dtype = Field("bf16", description="weight format: bf16, fp16, fp8, int8, int4, fp4")
     activation_dtype: Dtype = Field("bf16", description="GEMM input format; fp8 with fp8 weights = W8A8 on FP8 tensor cores")
     kv_dtype: Dtype = Field("bf16", description="KV-cache element format")
+    expert_weight_dtype: Dtype | None = Field(None, description="MoE routed experts' weight format when it differs from weight_dtype (gpt-oss: fp4 experts, bf16 rest); default weight_dtype")
     max_model_len: int | None = Field(None, ge=2, description="longest prompt + output; default the model's max_position_embeddings")
 
     @model_validator(mode="after")

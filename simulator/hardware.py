@@ -140,6 +140,11 @@ _PCIE5 = LinkSpec(
     bandwidth_gbps=64.0,  # PCI-SIG Gen5: 32 GT/s x16 ~ 63 GB/s per direction
     latency_us=10.0,  # estimate
 )
+_IB_XDR800 = LinkSpec(
+    name="800 Gb/s per GPU (ConnectX-8 SuperNIC)",
+    bandwidth_gbps=100.0,  # NVIDIA HGX B300: 800 Gb/s per GPU = 100 GB/s
+    latency_us=5.0,  # estimate, as NDR
+)
 _IB_NDR = LinkSpec(
     name="InfiniBand NDR 400 Gb/s (ConnectX-7)",
     bandwidth_gbps=50.0,  # 400 Gb/s per GPU (DGX H100 / DGX B200: one CX-7 per GPU) = 50 GB/s
@@ -420,6 +425,33 @@ _GPUS: list[GPUSpec] = [
         pcie=_PCIE5,
         cost_per_gpu_hour=6.0,  # estimate: no public on-demand list price checked; override per plan
         aliases=("gb200-nvl72", "gb200-sxm"),
+    ),
+    GPUSpec(
+        name="b300",
+        display_name="NVIDIA B300 288GB (Blackwell Ultra)",
+        vendor="nvidia",
+        memory_gb=288.0,  # NVIDIA HGX B300 platform page: 2.3 TB HBM3e for 8 GPUs, 288 GB each
+        # Estimate: B200's usable/raw ratio (183359 MiB of 192 GiB raw) applied to 288 GiB raw
+        # (8 stacks x 12-high x 24 Gbit).
+        usable_memory_gib=288 * 183359 / 1024 / 192,
+        hbm_tbps=8.0,  # NVIDIA HGX B300 platform page: up to 8 TB/s per GPU
+        # NVIDIA HGX B300 datasheet (8 GPUs): FP4 108 PF dense (144 sparse); FP8 72 PF,
+        # BF16 36 PF, TF32 18 PF sparse, i.e. B200's rates; INT8 cut (not listed here).
+        peak_tflops={
+            "fp32": 75.0,
+            "tf32": 1125.0,
+            "bf16": 2250.0,
+            "fp16": 2250.0,
+            "fp8": 4500.0,
+            "fp4": 13500.0,
+        },
+        num_sms=160,  # estimate: Blackwell Ultra enables 160 SMs (NVIDIA Blackwell Ultra blog)
+        l2_cache_mb=126.5,  # estimate: B200's L2
+        intra_node_link=_NVLINK5,
+        inter_node_link=_IB_XDR800,
+        pcie=_PCIE5,  # estimate: B300 moves to PCIe Gen6 but host links stay Gen5 on most boards
+        cost_per_gpu_hour=6.5,  # estimate: no public on-demand list price checked; override per plan
+        aliases=("b300-sxm", "b300_sxm", "b300-288gb", "hgx-b300", "blackwell-ultra"),
     ),
     GPUSpec(
         name="mi300x",

@@ -53,18 +53,29 @@ class MemoryPlan:
         return "\n".join(f"    {name:<48} {value:9.2f} GiB" for name, value in rows)
 
 
-def weight_bytes_per_gpu(model: ModelSpec, weight_dtype: str, tp: int, pp: int) -> float:
-    """Decoder weights in the weight dtype; embeddings and LM head stay 16-bit when quantised."""
+def weight_bytes_per_gpu(model: ModelSpec, weight_dtype: str, tp: int, pp: int,
+                         expert_weight_dtype: str | None = None) -> float:
+    """Decoder weights in the weight dtype (routed experts in theirs); embeddings and LM
+    head stay 16-bit when quantised."""
     head_params = model.vocab_size * model.hidden_size * (1 if model.tied_embeddings else 2)
-    body_params = model.param_count - head_params
+    experts = model.expert_param_count
+    body_params = model.param_count - head_params - experts
     head_bytes = max(2.0, DTYPE_BYTES[weight_dtype])
-    return (body_params * DTYPE_BYTES[weight_dtype] + head_params * head_bytes) / (tp * pp)
+    expert_bytes = DTYPE_BYTES[expert_weight_dtype or weight_dtype]
+    return (body_params * DTYPE_BYTES[weight_dtype] + experts * expert_bytes
+            + head_params * head_bytes) / (tp * pp)
 
 
 def kv_bytes_per_token_per_gpu(model: ModelSpec, kv_dtype: str, tp: int, pp: int) -> float:
-    """KV heads are split across TP ranks, replicated when TP exceeds their count."""
+    """KV heads are split across TP ranks, replicated when TP exceeds their count.
+
+    MLA's latent is shared by all heads, so every TP rank caches all of it (vLLM). Only
+    full-attention layers count: sliding-window layers hold a fixed window per request
+    (vLLM's hybrid KV manager frees blocks that fall out of the window)."""
+    layers = -(-model.kv_layers // pp)
+    if model.is_mla:
+        return layers * (model.kv_lora_rank + model.qk_rope_head_dim) * DTYPE_BYTES[kv_dtype]
     kv_heads = max(1, model.num_kv_heads // tp)
-    layers = -(-model.num_layers // pp)
     return 2 * layers * kv_heads * model.head_dim * DTYPE_BYTES[kv_dtype]
 
 
@@ -85,6 +96,7 @@ def plan_memory(
     pp: int,
     weight_dtype: str,
     kv_dtype: str,
+    expert_weight_dtype: str | None = None,
     utilization: float,
     runtime_reserve_gib: float,
     block_size: int,
@@ -95,7 +107,7 @@ def plan_memory(
 ) -> MemoryPlan:
     """Build the memory plan, or raise DoesNotFitError with the breakdown."""
     total = gpu.usable_memory_gib
-    weights = weight_bytes_per_gpu(model, weight_dtype, tp, pp) / GIB
+    weights = weight_bytes_per_gpu(model, weight_dtype, tp, pp, expert_weight_dtype) / GIB
     act = activation_bytes_per_gpu(model, tp, max_batched_tokens, max_num_seqs) / GIB
     per_token = kv_bytes_per_token_per_gpu(model, kv_dtype, tp, pp)
     kv = total * utilization - weights - act - runtime_reserve_gib

@@ -27,9 +27,17 @@ _OPT_POSITION_OFFSET = 2
 class ModelSpec(StrictModel):
     """A decoder-only transformer, described by the shapes that cost time and memory.
 
-    Mixture-of-experts models set num_experts > 0: every layer's MLP is then a router plus
-    num_experts gated experts of width moe_ffn_size, experts_per_token of them per token
-    (ffn_size is unused). Shared experts and dense-first layers are not described.
+    Mixture-of-experts models set num_experts > 0: each MoE layer's MLP is then a router
+    plus num_experts gated experts of width moe_ffn_size, experts_per_token of them per
+    token, plus num_shared_experts experts every token passes through (DeepSeek). The first
+    first_dense_layers layers keep a dense MLP of width ffn_size.
+
+    Multi-head latent attention (DeepSeek-V2/V3, Kimi-K2) sets kv_lora_rank > 0: K and V
+    are cached as one kv_lora_rank + qk_rope_head_dim latent per token and layer, shared by
+    all heads; head_dim is then the non-rotary query/key width and v_head_dim the value width.
+
+    Sliding-window attention (gpt-oss) sets sliding_window and sliding_layers: that many
+    layers attend to, and keep KV for, only the last sliding_window tokens.
     """
 
     name: str
@@ -56,10 +64,34 @@ class ModelSpec(StrictModel):
     experts_per_token: int = Field(0, ge=0)  # top-k experts each token is routed to
     moe_ffn_size: int = Field(0, ge=0)  # intermediate size of one expert
     published_active_params_b: float | None = None  # MoE: published activated size, billions
+    num_shared_experts: int = Field(0, ge=0)  # MoE: always-on experts of width moe_ffn_size
+    first_dense_layers: int = Field(0, ge=0)  # MoE: leading layers with a dense ffn_size MLP
+    kv_lora_rank: int = Field(0, ge=0)  # MLA: latent KV width; 0 = ordinary (GQA) attention
+    q_lora_rank: int = Field(0, ge=0)  # MLA: low-rank query width (0 = full-rank q projection)
+    qk_rope_head_dim: int = Field(0, ge=0)  # MLA: rotary part of each query/key head
+    v_head_dim: int = Field(0, ge=0)  # MLA: value head width
+    sliding_window: int = Field(0, ge=0)  # tokens a sliding-window layer attends to
+    sliding_layers: int = Field(0, ge=0)  # how many layers use the sliding window
+    # The published checkpoint quantises only the routed experts (gpt-oss: MXFP4, Kimi-K2:
+    # INT4); attention, shared experts, embeddings stay 16-bit.
+    quantized_experts_only: bool = False
 
     @property
     def is_moe(self) -> bool:
         return self.num_experts > 0
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def moe_layers(self) -> int:
+        return self.num_layers - self.first_dense_layers if self.is_moe else 0
+
+    @property
+    def kv_layers(self) -> int:
+        """Layers whose KV grows with the context (sliding-window layers keep a fixed window)."""
+        return self.num_layers - self.sliding_layers
 
     @property
     def mlp_matrices(self) -> int:
@@ -69,7 +101,9 @@ class ModelSpec(StrictModel):
     @property
     def ffn_per_token(self) -> int:
         """Intermediate width one token's MLP computes: its routed experts' widths for MoE."""
-        return self.experts_per_token * self.moe_ffn_size if self.is_moe else self.ffn_size
+        if not self.is_moe:
+            return self.ffn_size
+        return (self.experts_per_token + self.num_shared_experts) * self.moe_ffn_size
 
     @model_validator(mode="after")
     def _check_experts(self) -> ModelSpec:
@@ -77,6 +111,16 @@ class ModelSpec(StrictModel):
             raise ValueError(
                 f"a mixture-of-experts model needs 1 <= experts_per_token <= num_experts "
                 f"({self.experts_per_token}, {self.num_experts}) and moe_ffn_size > 0 ({self.moe_ffn_size})")
+        return self
+
+    @model_validator(mode="after")
+    def _check_variants(self) -> ModelSpec:
+        if self.first_dense_layers >= self.num_layers or (self.first_dense_layers and not self.is_moe):
+            raise ValueError("first_dense_layers needs a MoE model and must leave at least one MoE layer")
+        if self.is_mla and not (self.qk_rope_head_dim > 0 and self.v_head_dim > 0):
+            raise ValueError("an MLA model (kv_lora_rank > 0) needs qk_rope_head_dim and v_head_dim > 0")
+        if (self.sliding_window > 0) != (self.sliding_layers > 0) or self.sliding_layers > self.num_layers:
+            raise ValueError("sliding_window and sliding_layers go together; sliding_layers <= num_layers")
         return self
 
     @model_validator(mode="after")
@@ -101,26 +145,19 @@ class ModelSpec(StrictModel):
     @property
     def param_count(self) -> int:
         """Exact parameter count from the architecture (what the weights occupy)."""
-        h, q, kv, f = self.hidden_size, self.q_size, self.kv_size, self.ffn_size
+        h = self.hidden_size
         norm_params = h * (2 if self.norm == "layernorm" else 1)  # LayerNorm has a bias
-
-        attn = h * (q + 2 * kv) + q * h
-        if self.attention_bias:
-            attn += q + 2 * kv + h
-        elif self.qkv_bias:
-            attn += q + 2 * kv
-        if self.qk_norm:
-            attn += 2 * self.head_dim
-
-        n_mats = self.mlp_matrices
+        attn = self._attention_params
+        dense_mlp = self._mlp_params(self.ffn_size)
         if self.is_moe:
-            mlp = self.num_experts * self._expert_params + h * self.num_experts  # + router
-        else:
-            mlp = n_mats * h * f
+            moe_mlp = ((self.num_experts + self.num_shared_experts) * self._expert_params
+                       + h * self.num_experts)  # + router
             if self.mlp_bias:
-                mlp += (n_mats - 1) * f + h
-
-        per_layer = attn + mlp + 2 * norm_params
+                moe_mlp += self.num_experts  # router bias
+            mlp_total = self.moe_layers * moe_mlp + self.first_dense_layers * dense_mlp
+        else:
+            mlp_total = self.num_layers * dense_mlp
+        body = self.num_layers * (attn + 2 * norm_params) + mlp_total
         embed = self.vocab_size * h
         lm_head = 0 if self.tied_embeddings else self.vocab_size * h
         positions = (
@@ -128,7 +165,39 @@ class ModelSpec(StrictModel):
             if self.learned_pos_embeddings
             else 0
         )
-        return self.num_layers * per_layer + embed + lm_head + positions + norm_params
+        return body + embed + lm_head + positions + norm_params
+
+    @property
+    def _attention_params(self) -> int:
+        h, q, kv = self.hidden_size, self.q_size, self.kv_size
+        if self.is_mla:
+            qk = self.head_dim + self.qk_rope_head_dim
+            heads = self.num_heads
+            q_proj = (h * self.q_lora_rank + self.q_lora_rank + self.q_lora_rank * heads * qk
+                      if self.q_lora_rank else h * heads * qk)
+            kv_a = h * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank
+            kv_b = self.kv_lora_rank * heads * (self.head_dim + self.v_head_dim)
+            return q_proj + kv_a + kv_b + heads * self.v_head_dim * h
+        attn = h * (q + 2 * kv) + q * h
+        if self.attention_bias:
+            attn += q + 2 * kv + h
+        elif self.qkv_bias:
+            attn += q + 2 * kv
+        if self.qk_norm:
+            attn += 2 * self.head_dim
+        return attn
+
+    def _mlp_params(self, width: int) -> int:
+        n = self.mlp_matrices
+        params = n * self.hidden_size * width
+        if self.mlp_bias:
+            params += (n - 1) * width + self.hidden_size
+        return params
+
+    @property
+    def expert_param_count(self) -> int:
+        """Routed-expert weights (what quantized_experts_only checkpoints quantise)."""
+        return self.moe_layers * self.num_experts * self._expert_params
 
     @property
     def active_param_count(self) -> int:
@@ -136,18 +205,21 @@ class ModelSpec(StrictModel):
         if not self.is_moe:
             return self.param_count
         idle = self.num_experts - self.experts_per_token
-        return self.param_count - self.num_layers * idle * self._expert_params
+        return self.param_count - self.moe_layers * idle * self._expert_params
 
     @property
     def _expert_params(self) -> int:
-        return self.mlp_matrices * self.hidden_size * self.moe_ffn_size
+        return self._mlp_params(self.moe_ffn_size)
 
     def weight_bytes(self, dtype_bytes: float) -> float:
         return self.param_count * dtype_bytes
 
     def kv_bytes_per_token(self, kv_dtype_bytes: float) -> float:
-        """K and V for every layer: 2 x layers x kv_heads x head_dim x bytes."""
-        return 2 * self.num_layers * self.num_kv_heads * self.head_dim * kv_dtype_bytes
+        """K and V of every context-length layer: 2 x layers x kv_heads x head_dim x bytes,
+        or one latent of kv_lora_rank + qk_rope_head_dim per layer under MLA."""
+        if self.is_mla:
+            return self.kv_layers * (self.kv_lora_rank + self.qk_rope_head_dim) * kv_dtype_bytes
+        return 2 * self.kv_layers * self.num_kv_heads * self.head_dim * kv_dtype_bytes
 
 
 # ---------------------------------------------------------------------------------------
@@ -609,6 +681,117 @@ _MODELS: list[ModelSpec] = [
         published_active_params_b=10.0,
         aliases=("MiniMaxAI/MiniMax-M2.1", "MiniMaxAI/MiniMax-M2.5"),
     ),
+    # https://huggingface.co/openai/gpt-oss-120b/blob/main/config.json: layer_types
+    # alternate sliding_attention (window 128) and full_attention; experts carry biases; the
+    # checkpoint stores the experts in MXFP4 and everything else in bf16. Its per-head
+    # attention-sink logits (64 per layer) are not counted.
+    ModelSpec(
+        name="gpt-oss-120b",
+        hf_id="openai/gpt-oss-120b",
+        num_layers=36,
+        hidden_size=2880,
+        num_heads=64,
+        num_kv_heads=8,
+        head_dim=64,
+        ffn_size=2880,  # unused, every layer is MoE
+        gated_mlp=True,
+        vocab_size=201088,
+        max_position_embeddings=131072,
+        attention_bias=True,
+        mlp_bias=True,
+        num_experts=128,
+        experts_per_token=4,
+        moe_ffn_size=2880,
+        sliding_window=128,
+        sliding_layers=18,
+        quantized_experts_only=True,
+        published_params_b=116.83,  # model card: 116.83B total, 5.13B active (w/o embedding)
+        published_active_params_b=5.13,
+    ),
+    # https://huggingface.co/openai/gpt-oss-20b/blob/main/config.json
+    ModelSpec(
+        name="gpt-oss-20b",
+        hf_id="openai/gpt-oss-20b",
+        num_layers=24,
+        hidden_size=2880,
+        num_heads=64,
+        num_kv_heads=8,
+        head_dim=64,
+        ffn_size=2880,
+        gated_mlp=True,
+        vocab_size=201088,
+        max_position_embeddings=131072,
+        attention_bias=True,
+        mlp_bias=True,
+        num_experts=32,
+        experts_per_token=4,
+        moe_ffn_size=2880,
+        sliding_window=128,
+        sliding_layers=12,
+        quantized_experts_only=True,
+        published_params_b=20.91,  # model card: 20.91B total, 3.61B active
+        published_active_params_b=3.61,
+    ),
+    # --- multi-head latent attention (DeepSeek-V3 architecture) ---
+    # https://huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json. R1 and V3.1 keep
+    # the shapes. The multi-token-prediction layer (14B, unused when serving) is not counted.
+    ModelSpec(
+        name="deepseek-v3",
+        hf_id="deepseek-ai/DeepSeek-V3",
+        num_layers=61,
+        hidden_size=7168,
+        num_heads=128,
+        num_kv_heads=128,
+        head_dim=128,  # qk_nope_head_dim
+        ffn_size=18432,  # the first 3 (dense) layers
+        gated_mlp=True,
+        vocab_size=129280,
+        max_position_embeddings=163840,
+        num_experts=256,
+        experts_per_token=8,
+        moe_ffn_size=2048,
+        num_shared_experts=1,
+        first_dense_layers=3,
+        kv_lora_rank=512,
+        q_lora_rank=1536,
+        qk_rope_head_dim=64,
+        v_head_dim=128,
+        published_params_b=671.0,  # technical report: 671B total, 37B activated per token
+        published_active_params_b=37.0,
+        aliases=("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3.1", "deepseek-ai/DeepSeek-V3-0324",
+                 "deepseek-r1", "nvidia/DeepSeek-R1-NVFP4", "nvidia/DeepSeek-V3.1-NVFP4"),
+    ),
+    # https://huggingface.co/moonshotai/Kimi-K2-Instruct/blob/main/config.json (DeepSeek-V3
+    # architecture, 64 heads, 384 experts, one dense layer). K2-Thinking and K2.5 keep the
+    # text model's shapes and ship INT4 (W4A16) routed experts; K2.5's vision tower is not
+    # counted.
+    ModelSpec(
+        name="kimi-k2",
+        hf_id="moonshotai/Kimi-K2-Instruct",
+        num_layers=61,
+        hidden_size=7168,
+        num_heads=64,
+        num_kv_heads=64,
+        head_dim=128,
+        ffn_size=18432,
+        gated_mlp=True,
+        vocab_size=163840,
+        max_position_embeddings=262144,
+        num_experts=384,
+        experts_per_token=8,
+        moe_ffn_size=2048,
+        num_shared_experts=1,
+        first_dense_layers=1,
+        kv_lora_rank=512,
+        q_lora_rank=1536,
+        qk_rope_head_dim=64,
+        v_head_dim=128,
+        quantized_experts_only=True,
+        published_params_b=1026.0,  # model card: 1T total (1.026T from the shapes), 32B activated
+        published_active_params_b=32.0,
+        aliases=("moonshotai/Kimi-K2-Thinking", "moonshotai/Kimi-K2.5", "moonshotai/Kimi-K2-Instruct-0905",
+                 "kimi-k2.5", "kimi-k2-thinking"),
+    ),
 ]
 
 MODEL_CATALOG: dict[str, ModelSpec] = {m.name: m for m in _MODELS}
@@ -645,15 +828,17 @@ def get_model(name: str) -> ModelSpec:
 # Hugging Face config.json loader
 # ---------------------------------------------------------------------------------------
 _LLAMA_STYLE = frozenset({"llama", "mistral", "qwen2", "qwen3"})
-_MOE_STYLE = frozenset({"mixtral", "qwen3_moe"})  # llama-style attention, routed MLP in every layer
+_MOE_STYLE = frozenset({"mixtral", "qwen3_moe", "gpt_oss"})  # llama-style attention, routed MLP in every layer
+_MLA_STYLE = frozenset({"deepseek_v3", "kimi_k2"})  # latent attention, shared experts, dense-first layers
 _MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
 
 
 def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
     """Build a ModelSpec from a Hugging Face config.json (or a directory holding one).
 
-    Supports llama/mistral/qwen2/qwen3-style dense models, OPT, and Mixtral/Qwen3-MoE
-    mixture-of-experts models, the families whose config keys fully determine the shapes above.
+    Supports llama/mistral/qwen2/qwen3-style dense models, OPT, Mixtral/Qwen3-MoE/gpt-oss
+    mixture-of-experts models and DeepSeek-V3/Kimi-K2 (MLA) models, the families whose
+    config keys fully determine the shapes above.
     """
     p = Path(path)
     if p.is_dir():
@@ -684,13 +869,15 @@ def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
         )
 
     model_type = cfg.get("model_type", "llama")
+    if isinstance(cfg.get("text_config"), dict) and cfg["text_config"].get("model_type") in _MLA_STYLE:
+        cfg = cfg["text_config"]  # multimodal wrappers (Kimi-K2.5): the language model's shapes
+        model_type = cfg["model_type"]
     moe = [k for k in _MOE_KEYS if cfg.get(k)]
-    if moe and model_type not in _MOE_STYLE:
+    if moe and model_type not in _MOE_STYLE | _MLA_STYLE:
         raise CatalogError(
             f"mixture-of-experts config ({moe[0]}={cfg[moe[0]]}, model_type {model_type!r}) is not supported",
             where=where,
-            fix=f"supported MoE families: {', '.join(sorted(_MOE_STYLE))} (routed experts in every "
-            "layer); shared experts, dense-first layers and MLA attention are not modelled",
+            fix=f"supported MoE families: {', '.join(sorted(_MOE_STYLE | _MLA_STYLE))}",
         )
     if model_type == "opt":
         fields = _opt_fields(cfg, where)
@@ -698,11 +885,13 @@ def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
         fields = _llama_fields(cfg, where, model_type)
         if model_type in _MOE_STYLE:
             fields.update(_moe_fields(cfg, where, model_type))
+    elif model_type in _MLA_STYLE:
+        fields = _mla_fields(cfg, where)
     else:
         raise CatalogError(
             f"unsupported model_type {model_type!r}",
             where=where,
-            fix=f"supported: {', '.join(sorted(_LLAMA_STYLE | _MOE_STYLE | {'opt'}))}; for other "
+            fix=f"supported: {', '.join(sorted(_LLAMA_STYLE | _MOE_STYLE | _MLA_STYLE | {'opt'}))}; for other "
             "architectures construct a ModelSpec directly",
         )
 
@@ -770,10 +959,52 @@ def _moe_fields(cfg: dict[str, Any], where: str, model_type: str) -> dict[str, A
                 "dense layers between the MoE layers (decoder_sparse_step / mlp_only_layers) are not modelled",
                 where=where, fix="use a config whose every layer is MoE (decoder_sparse_step 1, no mlp_only_layers)")
         experts, width = _require(cfg, "num_experts", where), _require(cfg, "moe_intermediate_size", where)
-    else:  # mixtral: every expert has the dense intermediate_size
+    else:  # mixtral, gpt_oss: every expert has the dense intermediate_size
         experts, width = _require(cfg, "num_local_experts", where), _require(cfg, "intermediate_size", where)
-    return {"num_experts": experts, "experts_per_token": _require(cfg, "num_experts_per_tok", where),
-            "moe_ffn_size": width}
+    fields = {"num_experts": experts, "experts_per_token": _require(cfg, "num_experts_per_tok", where),
+              "moe_ffn_size": width}
+    if model_type == "gpt_oss":
+        # Biases on q/k/v/o and on every expert; alternate layers use a sliding window; the
+        # published checkpoints store only the experts in MXFP4.
+        sliding = sum(t == "sliding_attention" for t in _optional(cfg, "layer_types", []))
+        quant = _optional(cfg, "quantization_config", {})
+        fields.update(attention_bias=True, mlp_bias=True, sliding_layers=sliding,
+                      sliding_window=_optional(cfg, "sliding_window", 0) if sliding else 0,
+                      quantized_experts_only=isinstance(quant, dict) and quant.get("quant_method") == "mxfp4")
+    return fields
+
+
+def _mla_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
+    """DeepSeek-V3-style: MLA attention, shared experts, the first layers dense."""
+    if _optional(cfg, "moe_layer_freq", 1) != 1:
+        raise CatalogError("MoE layers interleaved with dense ones (moe_layer_freq != 1) are not modelled",
+                           where=where, fix="use a config with moe_layer_freq 1")
+    heads = _require(cfg, "num_attention_heads", where)
+    quant = _optional(cfg, "quantization_config", {})
+    # Kimi-K2-Thinking/K2.5 ship INT4 routed experts (compressed-tensors, attention ignored).
+    experts_only = isinstance(quant, dict) and quant.get("quant_method") == "compressed-tensors"
+    return {
+        "num_layers": _require(cfg, "num_hidden_layers", where),
+        "hidden_size": _require(cfg, "hidden_size", where),
+        "num_heads": heads,
+        "num_kv_heads": heads,
+        "head_dim": _require(cfg, "qk_nope_head_dim", where),
+        "ffn_size": _require(cfg, "intermediate_size", where),
+        "gated_mlp": True,
+        "vocab_size": _require(cfg, "vocab_size", where),
+        "tied_embeddings": _optional(cfg, "tie_word_embeddings", False),
+        "max_position_embeddings": _require(cfg, "max_position_embeddings", where),
+        "num_experts": _require(cfg, "n_routed_experts", where),
+        "experts_per_token": _require(cfg, "num_experts_per_tok", where),
+        "moe_ffn_size": _require(cfg, "moe_intermediate_size", where),
+        "num_shared_experts": _optional(cfg, "n_shared_experts", 0),
+        "first_dense_layers": _optional(cfg, "first_k_dense_replace", 0),
+        "kv_lora_rank": _require(cfg, "kv_lora_rank", where),
+        "q_lora_rank": _optional(cfg, "q_lora_rank", 0),
+        "qk_rope_head_dim": _require(cfg, "qk_rope_head_dim", where),
+        "v_head_dim": _require(cfg, "v_head_dim", where),
+        "quantized_experts_only": experts_only,
+    }
 
 
 def _opt_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:

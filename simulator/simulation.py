@@ -116,7 +116,7 @@ class Simulation:
         self.token_budget, self.max_num_seqs = budget, max_seqs
         self.memory = plan_memory(
             self.model, self.gpu, tp=tp, pp=pp, weight_dtype=sc.model.weight_dtype,
-            kv_dtype=sc.model.kv_dtype, utilization=sc.memory.gpu_memory_utilization,
+            expert_weight_dtype=sc.model.expert_weight_dtype, kv_dtype=sc.model.kv_dtype, utilization=sc.memory.gpu_memory_utilization,
             runtime_reserve_gib=sc.memory.runtime_reserve_gib, block_size=sc.memory.block_size,
             max_batched_tokens=budget, max_num_seqs=max_seqs, max_model_len=self.max_model_len,
             kv_cache_tokens=sc.memory.kv_cache_tokens)
@@ -127,7 +127,7 @@ class Simulation:
         timer = backend(self.gpu, sc.cost_model, sc.hardware.profile)
         self.sharded = ShardedModel.build(self.model, tp, pp, sc.model.weight_dtype,
                                           sc.model.activation_dtype, sc.model.kv_dtype,
-                                          sc.hardware.gpus_per_node)
+                                          sc.hardware.gpus_per_node, sc.model.expert_weight_dtype)
         self.cost = IterationCostModel(self.sharded, timer, sc.cost_model)
         self.workload = workload if workload is not None else build_workload(sc.workload, loaded.base_dir)
 

@@ -220,7 +220,7 @@ def test_load_hf_config_rejects_unsupported_moe_and_unknown_types(tmp_path):
     with pytest.raises(CatalogError, match="mixture-of-experts"):
         load_hf_config(_write(tmp_path, {**LLAMA_31_8B_CONFIG, "num_local_experts": 8}))  # model_type llama
     with pytest.raises(CatalogError, match="mixture-of-experts"):
-        load_hf_config(_write(tmp_path, {**LLAMA_31_8B_CONFIG, "model_type": "deepseek_v3", "n_routed_experts": 256}))
+        load_hf_config(_write(tmp_path, {**LLAMA_31_8B_CONFIG, "model_type": "qwen2_moe", "num_experts": 60}))
     with pytest.raises(CatalogError, match="unsupported model_type"):
         load_hf_config(_write(tmp_path, {**LLAMA_31_8B_CONFIG, "model_type": "gpt2"}))
 
@@ -342,8 +342,12 @@ QWEN3_30B_A3B_CONFIG = {  # https://huggingface.co/Qwen/Qwen3-30B-A3B/blob/main/
 @pytest.mark.parametrize("name", [n for n, m in sorted(MODEL_CATALOG.items()) if m.is_moe])
 def test_moe_active_params_match_published(name):
     spec = MODEL_CATALOG[name]
-    # Published "activated" sizes differ on whether embeddings count; 12% covers that.
-    assert spec.active_param_count / 1e9 == pytest.approx(spec.published_active_params_b, rel=0.12)
+    # Publishers differ on whether the embedding and unembedding tables count as
+    # "activated"; the shapes must match one of those conventions to 5%.
+    table = spec.vocab_size * spec.hidden_size
+    errors = [abs((spec.active_param_count - n * table) / 1e9 / spec.published_active_params_b - 1)
+              for n in (0, 1, 2)]
+    assert min(errors) < 0.05, errors
     assert spec.active_param_count < spec.param_count / 3
 
 

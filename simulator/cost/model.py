@@ -16,6 +16,7 @@ from simulator.cost.ops import (
     IterationShape,
     Op,
     ShardedModel,
+    attn_decode_cost,
     attn_decode_op,
     attn_prefill_op,
     emit_ops,
@@ -103,13 +104,10 @@ class IterationCostModel:
             return (base + np.interp(np.arange(steps), knots, at)).tolist()
         if vector is None or steps < 4:
             return [base + attn(num_seqs, context_sum + j * num_seqs) for j in range(steps)]
-        # Decode-attention FLOPs and bytes are affine in the total context: evaluate all steps at once.
-        first = attn_decode_op(num_seqs, context_sum, self.sharded)
-        step = attn_decode_op(num_seqs, context_sum + num_seqs, self.sharded)
-        j = np.arange(steps, dtype=np.float64)
-        flops = first.flops + j * (step.flops - first.flops)
-        nbytes = first.bytes + j * (step.bytes - first.bytes)
-        return (base + vector(flops, nbytes) * first.count).tolist()
+        # Evaluate the decode-attention roofline of all steps at once.
+        kv_len = context_sum + num_seqs * (1.0 + np.arange(steps, dtype=np.float64))
+        flops, nbytes = attn_decode_cost(num_seqs, kv_len, self.sharded)
+        return (base + vector(flops, nbytes) * self.sharded.total_layer_passes).tolist()
 
     def breakdown(self, shape: IterationShape) -> dict[str, float]:
         """Seconds per op name for one iteration, plus the framework overhead."""

@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from simulator.dtypes import DTYPE_BYTES, gemm_compute_dtype
 
 
@@ -78,6 +80,16 @@ class ShardedModel:
     num_experts: int = 0  # MoE: routed experts per layer (0 = dense MLP)
     experts_per_token: int = 0
     moe_ffn: int = 0  # one expert's intermediate size per GPU (experts are TP-sharded)
+    expert_weight_bytes: float = 0.0  # routed experts' element size (0: weight_bytes)
+    expert_gemm_dtype: str = ""  # their GEMM compute format ("": gemm_dtype)
+    moe_passes: int = 0  # layer passes with a MoE MLP; the rest are dense
+    shared_ffn: int = 0  # shared experts' total intermediate size per GPU
+    kv_lora: int = 0  # MLA latent width (0: GQA attention)
+    q_lora: int = 0  # MLA low-rank query width
+    rope_dim: int = 0  # MLA rotary query/key part (head_dim is the non-rotary part)
+    v_dim: int = 0  # MLA value head width
+    window: int = 0  # sliding-window tokens
+    window_passes: int = 0  # layer passes that use the sliding window
 
     @property
     def total_layer_passes(self) -> int:
@@ -85,11 +97,18 @@ class ShardedModel:
         slowest (largest) stage sets each stage's time."""
         return self.layers_per_stage * self.pp
 
+    @property
+    def dense_passes(self) -> int:
+        return self.total_layer_passes - self.moe_passes
+
     @classmethod
     def build(cls, model, tp: int, pp: int, weight_dtype: str, activation_dtype: str,
-              kv_dtype: str, gpus_per_node: int) -> ShardedModel:
+              kv_dtype: str, gpus_per_node: int, expert_weight_dtype: str | None = None) -> ShardedModel:
+        layers = math.ceil(model.num_layers / pp)
+        passes = layers * pp
+        expert_dtype = expert_weight_dtype or weight_dtype
         return cls(
-            layers_per_stage=math.ceil(model.num_layers / pp),
+            layers_per_stage=layers,
             pp=pp,
             tp=tp,
             hidden=model.hidden_size,
@@ -110,6 +129,16 @@ class ShardedModel:
             num_experts=model.num_experts,
             experts_per_token=model.experts_per_token,
             moe_ffn=model.moe_ffn_size // tp,
+            expert_weight_bytes=DTYPE_BYTES[expert_dtype],
+            expert_gemm_dtype=gemm_compute_dtype(expert_dtype, activation_dtype),
+            moe_passes=round(passes * model.moe_layers / model.num_layers),
+            shared_ffn=model.num_shared_experts * model.moe_ffn_size // tp,
+            kv_lora=model.kv_lora_rank,
+            q_lora=model.q_lora_rank,
+            rope_dim=model.qk_rope_head_dim,
+            v_dim=model.v_head_dim,
+            window=model.sliding_window,
+            window_passes=round(passes * model.sliding_layers / model.num_layers),
         )
 
 
@@ -143,19 +172,20 @@ def moe_ops(m: int, sm: ShardedModel) -> list[Op]:
     """Router plus the fused expert GEMMs of one MoE MLP (vLLM's fused_moe: one kernel for
     gate_up over all active experts, one for down). Shape (rows per active expert, N, K,
     active experts); the roofline pads each expert's rows to the kernel's M tile."""
-    h, a, layers = sm.hidden, sm.act_bytes, sm.total_layer_passes
+    h, a, layers = sm.hidden, sm.act_bytes, sm.moe_passes
     k = sm.experts_per_token
     active = active_experts(m, sm.num_experts, k)
     rows = m * k / active
     up_n = 2 * sm.moe_ffn if sm.gated_mlp else sm.moe_ffn
-    w = sm.weight_bytes
+    w = sm.expert_weight_bytes or sm.weight_bytes
+    dtype = sm.expert_gemm_dtype or sm.gemm_dtype
 
     def grouped(name: str, n: int, kk: int) -> Op:
         flops = 2.0 * m * k * n * kk
         nbytes = active * n * kk * w + m * k * (kk + n) * a
-        return Op(name, "moe", flops, nbytes, layers, (rows, n, kk, active), sm.gemm_dtype, kernels=2)
+        return Op(name, "moe", flops, nbytes, layers, (rows, n, kk, active), dtype, kernels=2)
 
-    return [
+    ops = [
         gemm("moe_router", m, sm.num_experts, h, sm, layers, quantized=False),
         elementwise("moe_topk_align", m * sm.num_experts * 4.0 + m * k * 8.0, layers, kernels=3),
         grouped("moe_gate_up", up_n, h),
@@ -163,12 +193,62 @@ def moe_ops(m: int, sm: ShardedModel) -> list[Op]:
         grouped("moe_down", h, sm.moe_ffn),
         elementwise("moe_combine", m * k * h * a + m * h * a, layers),
     ]
+    if sm.shared_ffn:
+        ops += dense_mlp_ops("shared_expert", m, sm.shared_ffn, sm, layers)
+    if sm.dense_passes:
+        ops += dense_mlp_ops("dense", m, sm.ffn, sm, sm.dense_passes)
+    return ops
+
+
+def dense_mlp_ops(prefix: str, m: int, ffn: int, sm: ShardedModel, count: int) -> list[Op]:
+    """A dense (gated) MLP of intermediate size ffn per GPU."""
+    up_n = 2 * ffn if sm.gated_mlp else ffn
+    return [
+        gemm(f"{prefix}_gate_up", m, up_n, sm.hidden, sm, count),
+        elementwise(f"{prefix}_activation", m * (up_n + ffn) * sm.act_bytes, count),
+        gemm(f"{prefix}_down", m, sm.hidden, ffn, sm, count),
+    ]
+
+
+def attention_projection_ops(m: int, sm: ShardedModel) -> tuple[list[Op], list[Op]]:
+    """(ops before attention, ops after it): QKV projection, RoPE and the KV write, and o_proj.
+
+    Under MLA (DeepSeek-V3) the query and the KV latent come from low-rank projections
+    that vLLM replicates on every TP rank; the latent is up-projected per head (kv_b:
+    512 -> heads x (128 + 128)). Decode absorbs kv_b into the query and the output instead;
+    both paths do the same FLOPs and read the same weights, so one GEMM stands for either.
+    """
+    h, a, layers = sm.hidden, sm.act_bytes, sm.total_layer_passes
+    if not sm.kv_lora:
+        qkv_n = (sm.heads + 2 * sm.kv_heads) * sm.head_dim
+        before = [
+            gemm("qkv_proj", m, qkv_n, h, sm, layers),
+            elementwise("rope_kv_write", m * (sm.heads + sm.kv_heads) * sm.head_dim * a * 2
+                        + m * 2 * sm.kv_heads * sm.head_dim * sm.kv_bytes, layers,
+                        kernels=2 if sm.rotary else 1),
+        ]
+        return before, [gemm("o_proj", m, h, sm.heads * sm.head_dim, sm, layers)]
+    qk = sm.head_dim + sm.rope_dim
+    latent = sm.kv_lora + sm.rope_dim
+    if sm.q_lora:
+        before = [gemm("q_a_kv_a_proj", m, sm.q_lora + latent, h, sm, layers),
+                  elementwise("q_kv_a_norm", 3 * m * (sm.q_lora + sm.kv_lora) * a, layers, kernels=2),
+                  gemm("q_b_proj", m, sm.heads * qk, sm.q_lora, sm, layers)]
+    else:
+        before = [gemm("q_proj", m, sm.heads * qk, h, sm, layers),
+                  gemm("kv_a_proj", m, latent, h, sm, layers),
+                  elementwise("kv_a_norm", 3 * m * sm.kv_lora * a, layers)]
+    before += [
+        gemm("mla_kv_b", m, sm.heads * (sm.head_dim + sm.v_dim), sm.kv_lora, sm, layers),
+        elementwise("rope_kv_write", m * (sm.heads + 1) * sm.rope_dim * a * 2
+                    + m * latent * sm.kv_bytes, layers, kernels=2),
+    ]
+    return before, [gemm("o_proj", m, h, sm.heads * sm.v_dim, sm, layers)]
 
 
 def token_ops(m: int, sm: ShardedModel) -> list[Op]:
     """Ops whose cost depends only on the number of tokens in the iteration."""
     h, a, layers = sm.hidden, sm.act_bytes, sm.total_layer_passes
-    qkv_n = (sm.heads + 2 * sm.kv_heads) * sm.head_dim
     up_n = 2 * sm.ffn if sm.gated_mlp else sm.ffn
     if sm.num_experts:
         mlp = moe_ops(m, sm)
@@ -178,14 +258,12 @@ def token_ops(m: int, sm: ShardedModel) -> list[Op]:
             elementwise("activation", m * (up_n + sm.ffn) * a, layers),
             gemm("down_proj", m, h, sm.ffn, sm, layers),
         ]
+    before_attn, after_attn = attention_projection_ops(m, sm)
     ops = [
         elementwise("embedding", m * h * a, 1),
         elementwise("input_norm", 3 * m * h * a, layers),
-        gemm("qkv_proj", m, qkv_n, h, sm, layers),
-        elementwise("rope_kv_write", m * (sm.heads + sm.kv_heads) * sm.head_dim * a * 2
-                    + m * 2 * sm.kv_heads * sm.head_dim * sm.kv_bytes, layers,
-                    kernels=2 if sm.rotary else 1),
-        gemm("o_proj", m, h, sm.heads * sm.head_dim, sm, layers),
+        *before_attn,
+        *after_attn,
         elementwise("post_attn_norm", 3 * m * h * a, layers),
         *mlp,
         elementwise("final_norm", 2 * m * h * a, 1),
@@ -216,31 +294,83 @@ def emit_ops(e: int, sm: ShardedModel) -> list[Op]:
     return ops
 
 
+def windowed_work(q: int, c: int, w: int) -> float:
+    """Σ over the chunk's q queries of the keys each attends to, capped at a window of w
+    (the continuous form q(c + q/2) below the window, q·w beyond it)."""
+    if c + q <= w:
+        return q * (c + q / 2.0)
+    if c >= w:
+        return float(q * w)
+    below = w - c
+    return below * (c + below / 2.0) + (q - below) * w
+
+
+def attention_dims(sm: ShardedModel) -> tuple[int, int, int]:
+    """(heads, KV heads, head dim) as the attention kernel sees them.
+
+    MLA prefill runs ordinary multi-head attention on the up-projected K (192 wide) and V
+    (128 wide): the same work and K+V bytes as heads of width (192 + 128) / 2."""
+    if sm.kv_lora:
+        return sm.heads, sm.heads, (sm.head_dim + sm.rope_dim + sm.v_dim) // 2
+    return sm.heads, sm.kv_heads, sm.head_dim
+
+
 def attn_prefill_op(chunks: tuple[tuple[int, int], ...], sm: ShardedModel) -> Op:
-    """Causal attention of each chunk over its prior context plus itself, one varlen launch."""
-    hq, hkv, d = sm.heads, sm.kv_heads, sm.head_dim
+    """Causal attention of each chunk over its prior context plus itself, one varlen launch.
+
+    Sliding-window layers attend to at most sm.window keys per query; the op carries the
+    layer-averaged work so one kernel family times both kinds of layer."""
+    hq, hkv, d = attention_dims(sm)
+    layers = sm.total_layer_passes
+    win = sm.window_passes / layers if sm.window else 0.0
     flops = 0.0
     q_tokens = 0
-    kv_tokens = 0
+    kv_tokens = 0.0
     for q, c in chunks:
-        flops += 4.0 * q * (c + q / 2.0) * hq * d
+        work = q * (c + q / 2.0)
+        kv = c + q
+        if win:
+            work = (1 - win) * work + win * windowed_work(q, c, sm.window)
+            kv = (1 - win) * kv + win * (min(c, sm.window) + q)
+        flops += 4.0 * work * hq * d
         q_tokens += q
-        kv_tokens += c + q
+        kv_tokens += kv
     nbytes = (q_tokens * hq * d * sm.act_bytes * 2  # read Q, write O
               + kv_tokens * 2 * hkv * d * sm.kv_bytes)  # read K and V
     max_q = max(q for q, _ in chunks)
     max_c = max(c for _, c in chunks)
-    return Op("attn_prefill", "attn_prefill", flops, nbytes, sm.total_layer_passes,
+    return Op("attn_prefill", "attn_prefill", flops, nbytes, layers,
               (q_tokens, max_c, hq, hkv, d, len(chunks), max_q), "bf16")
+
+
+def attn_decode_cost(num_seqs: int, kv_len, sm: ShardedModel):
+    """(FLOPs, bytes) of one decode-attention layer pass; kv_len may be a numpy array.
+
+    GQA reads every KV head's K and V. MLA reads one latent (kv_lora + rope wide) per token,
+    shared by all heads, against queries absorbed into the latent space (FlashMLA-style).
+    Sliding-window layers read at most window tokens per sequence."""
+    if sm.window:
+        win = sm.window_passes / sm.total_layer_passes
+        kv_len = (1 - win) * kv_len + win * np.minimum(kv_len, num_seqs * sm.window)
+    if sm.kv_lora:
+        latent = sm.kv_lora + sm.rope_dim
+        width = latent + sm.kv_lora  # scores over the latent, values over its kv_lora part
+        return (2.0 * kv_len * sm.heads * width,
+                kv_len * latent * sm.kv_bytes + num_seqs * sm.heads * width * sm.act_bytes)
+    hq, hkv, d = sm.heads, sm.kv_heads, sm.head_dim
+    return (4.0 * kv_len * hq * d,
+            kv_len * 2 * hkv * d * sm.kv_bytes + num_seqs * hq * d * sm.act_bytes * 2)
 
 
 def attn_decode_op(num_seqs: int, context_sum: int, sm: ShardedModel) -> Op:
     """One query token per sequence against its whole KV: bandwidth-bound on the KV read."""
-    hq, hkv, d = sm.heads, sm.kv_heads, sm.head_dim
     kv_len = context_sum + num_seqs  # the current token's KV is attended too
-    flops = 4.0 * kv_len * hq * d
-    nbytes = kv_len * 2 * hkv * d * sm.kv_bytes + num_seqs * hq * d * sm.act_bytes * 2
-    return Op("attn_decode", "attn_decode", flops, nbytes, sm.total_layer_passes,
+    flops, nbytes = attn_decode_cost(num_seqs, kv_len, sm)
+    if sm.kv_lora:  # MQA over the latent: one "KV head" whose K+V bytes equal the latent's
+        hq, hkv, d = sm.heads, 1, (sm.kv_lora + sm.rope_dim) // 2
+    else:
+        hq, hkv, d = sm.heads, sm.kv_heads, sm.head_dim
+    return Op("attn_decode", "attn_decode", float(flops), float(nbytes), sm.total_layer_passes,
               (num_seqs, kv_len, hq, hkv, d), "bf16")
 
 

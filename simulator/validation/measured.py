@@ -17,7 +17,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from simulator.errors import ServesimError
+from simulator.errors import CatalogError, ServesimError
+from simulator.hardware import get_gpu
+from simulator.models import get_model
 
 PER_REQUEST_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens", "ttft_ms", "tpot_ms")
 SWEEP_COLUMNS = ("system", "model", "precision", "tp_size", "isl", "osl", "concurrency",
@@ -103,6 +105,30 @@ PRECISIONS = {
 }
 
 
+def precision_overrides(prec: str, model_name: str, gpu_name: str) -> list[str]:
+    """Scenario overrides for a row's precision column, given what the model and GPU support.
+
+    - Checkpoints that quantise only their routed experts (gpt-oss MXFP4, Kimi-K2 INT4)
+      keep attention, shared experts and the KV cache in bf16; "fp4"/"int4" names the
+      experts' format there.
+    - FP4 on a GPU without FP4 tensor cores (Hopper) runs weight-only: vLLM dequantises
+      in the GEMM (Marlin) and computes in bf16.
+    """
+    w, a, kv = PRECISIONS[prec]
+    try:
+        model = get_model(model_name)
+        fp4_cores = "fp4" in get_gpu(gpu_name).peak_tflops
+    except CatalogError:  # reported later as unsimulatable, with the catalog's reason
+        model, fp4_cores = None, True
+    expert = None
+    if model is not None and model.quantized_experts_only and w in ("fp4", "int4"):
+        w, a, kv, expert = "bf16", "bf16", "bf16", w
+    elif a == "fp4" and not fp4_cores:
+        a = "bf16"
+    out = [f"model.weight_dtype={w}", f"model.activation_dtype={a}", f"model.kv_dtype={kv}"]
+    return [*out, f"model.expert_weight_dtype={expert or 'null'}"]
+
+
 def _jittered_output(osl: int) -> str:
     spread = round(osl * LOCKSTEP_JITTER)
     if spread == 0:
@@ -123,14 +149,13 @@ def read_sweep_csv(path: Path, rounds: int) -> MeasuredSet:
         if prec not in PRECISIONS:
             raise MeasurementError(f"unknown precision {row.precision!r}", where=where,
                                    fix=f"use one of: {', '.join(PRECISIONS)}")
-        w, a, kv = PRECISIONS[prec]
         conc, isl, osl, tp = int(row.concurrency), int(row.isl), int(row.osl), int(row.tp_size)
         if min(conc, isl, osl, tp) < 1:
             raise MeasurementError("concurrency, isl, osl and tp_size must be >= 1", where=where,
                                    fix="fix or drop that row")
         overrides = [
             f"model.name={row.model}", "model.config_json=null",
-            f"model.weight_dtype={w}", f"model.activation_dtype={a}", f"model.kv_dtype={kv}",
+            *precision_overrides(prec, str(row.model), str(row.system)),
             f"hardware.gpu={row.system}", f"parallelism.tp={tp}",
             f"workload.arrival={{type: closed_loop, concurrency: {conc}}}",
             f"workload.prompt_tokens={{type: fixed, value: {isl}}}",

@@ -1,0 +1,225 @@
+"""Architectures beyond dense GQA: latent attention (DeepSeek-V3, Kimi-K2), sliding-window
+layers and expert-only quantisation (gpt-oss), shared experts and dense-first layers, and
+the GPU- and checkpoint-aware precision mapping of sweep rows."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from simulator.api import load, run
+from simulator.cost.ops import (
+    ShardedModel,
+    attn_decode_op,
+    attn_prefill_op,
+    token_ops,
+    windowed_work,
+)
+from simulator.memory import kv_bytes_per_token_per_gpu, weight_bytes_per_gpu
+from simulator.models import get_model, load_hf_config
+from simulator.simulation import Simulation
+from simulator.validation.measured import precision_overrides
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "scenarios" / "benchmark-concurrency.yaml"
+
+
+def _sharded(name: str, tp: int = 1, **dtypes) -> ShardedModel:
+    d = {"weight_dtype": "bf16", "activation_dtype": "bf16", "kv_dtype": "bf16", **dtypes}
+    return ShardedModel.build(get_model(name), tp, 1, d["weight_dtype"], d["activation_dtype"],
+                              d["kv_dtype"], 8, d.get("expert_weight_dtype"))
+
+
+# ------------------------------------------------------------------ latent attention (MLA)
+
+def test_mla_caches_one_latent_per_token_and_layer_on_every_tp_rank():
+    model = get_model("deepseek-v3")
+    per_token = 61 * (512 + 64) * 2  # layers x (kv_lora_rank + rope dim) x bf16
+    for tp in (1, 2, 8):
+        assert kv_bytes_per_token_per_gpu(model, "bf16", tp, 1) == per_token
+    # A GQA model of similar size splits its KV heads across ranks instead.
+    llama = get_model("llama-3.1-405b")
+    assert kv_bytes_per_token_per_gpu(llama, "bf16", 8, 1) == kv_bytes_per_token_per_gpu(llama, "bf16", 1, 1) / 8
+
+
+def test_mla_decode_reads_the_latent_once_for_all_heads():
+    sm = _sharded("deepseek-v3", tp=8)
+    n, ctx = 32, 4000
+    op = attn_decode_op(n, n * ctx, sm)
+    kv_len = n * ctx + n
+    latent_bytes = kv_len * (512 + 64) * 2
+    assert latent_bytes <= op.bytes < 1.05 * latent_bytes  # plus queries and outputs
+    # 16 heads per GPU share it: FLOPs grow with heads, bytes do not.
+    wide = attn_decode_op(n, n * ctx, _sharded("deepseek-v3", tp=1))
+    assert wide.flops == pytest.approx(8 * op.flops)
+    assert wide.bytes < 1.5 * op.bytes
+
+
+def test_mla_projections_replicate_the_low_rank_part_and_shard_the_heads():
+    ops1 = {o.name: o for o in token_ops(64, _sharded("kimi-k2", tp=1))}
+    ops8 = {o.name: o for o in token_ops(64, _sharded("kimi-k2", tp=8))}
+    assert ops8["q_a_kv_a_proj"].flops == ops1["q_a_kv_a_proj"].flops  # replicated
+    for name in ("q_b_proj", "mla_kv_b", "o_proj"):
+        assert ops8[name].flops == pytest.approx(ops1[name].flops / 8)
+    # kv_b maps the 512 latent to 64 heads x (128 key + 128 value).
+    assert ops1["mla_kv_b"].shape == (64, 64 * 256, 512)
+
+
+def test_shared_experts_and_dense_first_layers_are_costed_on_their_own_layers():
+    sm = _sharded("deepseek-v3")
+    assert sm.moe_passes == 58 and sm.dense_passes == 3
+    ops = {o.name: o for o in token_ops(8, sm)}
+    assert ops["moe_gate_up"].count == 58
+    assert ops["shared_expert_gate_up"].count == 58
+    assert ops["shared_expert_gate_up"].shape == (8, 2 * 2048, 7168)
+    assert ops["dense_gate_up"].count == 3
+    assert ops["dense_gate_up"].shape == (8, 2 * 18432, 7168)
+
+
+def test_mla_model_runs_closed_loop_with_tokens_conserved_and_kv_freed():
+    result = run(BENCH, ["model.name=deepseek-v3", "parallelism.tp=8", "workload.arrival.concurrency=8",
+                         "workload.num_requests=16", "workload.prompt_tokens.value=1024",
+                         "workload.output_tokens.value=32", "cost_model.backend=roofline"])
+    req = result.requests
+    assert (req["status"] == "completed").all()
+    assert int(req["output_tokens"].sum()) == 16 * 32
+    assert 0 < result.summary["kv_cache"]["peak_utilization"] <= 1.0
+
+
+# ------------------------------------------------------------------ sliding window (gpt-oss)
+
+@given(st.integers(1, 4096), st.integers(0, 8192), st.integers(1, 2048))
+def testwindowed_work_is_causal_below_the_window_and_capped_above(q, c, w):
+    work = windowed_work(q, c, w)
+    assert work <= q * (c + q / 2.0) + 1e-6  # never more than unwindowed causal attention
+    assert work <= q * w + 1e-6  # each query sees at most w keys
+    if c + q <= w:
+        assert work == pytest.approx(q * (c + q / 2.0))
+    if c >= w:
+        assert work == q * w
+    assert windowed_work(q, c + 1, w) >= work - 1e-6  # more context never means less work
+
+
+def test_sliding_layers_read_a_window_not_the_whole_context():
+    sm = _sharded("gpt-oss-120b")
+    assert sm.window == 128 and sm.window_passes == 18
+    short = attn_decode_op(8, 8 * 100, sm)
+    long = attn_decode_op(8, 8 * 100_000, sm)
+    # Half of the layers stop growing past the window: ~half the bytes of a full model.
+    full = attn_decode_op(8, 8 * 100_000, ShardedModel(**{**sm.__dict__, "window": 0, "window_passes": 0}))
+    assert long.bytes == pytest.approx(full.bytes / 2, rel=0.01)
+    assert short.bytes < long.bytes
+    # Prefill past the window: the sliding half does q*w work instead of q*(c + q/2).
+    pre = attn_prefill_op(((4096, 0),), sm)
+    unwindowed = 4096 * 2048.0
+    expected = 0.5 * unwindowed + 0.5 * windowed_work(4096, 0, 128)
+    assert pre.flops == pytest.approx(4.0 * expected * sm.heads * sm.head_dim)
+
+
+def test_only_full_attention_layers_size_the_kv_cache():
+    model = get_model("gpt-oss-120b")
+    assert kv_bytes_per_token_per_gpu(model, "bf16", 1, 1) == 18 * 2 * 8 * 64 * 2
+
+
+# ------------------------------------------------------------------ expert-only quantisation
+
+def test_expert_only_quantisation_stores_experts_in_their_format_and_the_rest_in_bf16():
+    model = get_model("gpt-oss-120b")
+    experts = model.expert_param_count
+    assert experts / model.param_count > 0.95
+    got = weight_bytes_per_gpu(model, "bf16", 1, 1, expert_weight_dtype="fp4")
+    assert got == pytest.approx(experts * 0.5 + (model.param_count - experts) * 2.0)
+    sm = _sharded("gpt-oss-120b", expert_weight_dtype="fp4")
+    ops = {o.name: o for o in token_ops(1, sm)}
+    assert ops["moe_gate_up"].dtype == "bf16"  # W4A16: dequantised in the kernel
+    assert ops["qkv_proj"].bytes > 2 * 2880 * 5120  # attention weights stay 16-bit
+
+
+@pytest.mark.parametrize(("prec", "model", "gpu", "expected"), [
+    # MXFP4 experts of gpt-oss: bf16 elsewhere, on any GPU.
+    ("fp4", "openai/gpt-oss-120b", "h100_sxm", ("bf16", "bf16", "bf16", "fp4")),
+    ("fp4", "openai/gpt-oss-120b", "b200_sxm", ("bf16", "bf16", "bf16", "fp4")),
+    ("int4", "moonshotai/Kimi-K2.5", "h200_sxm", ("bf16", "bf16", "bf16", "int4")),
+    # NVFP4 on Blackwell tensor cores; weight-only on Hopper, which has no FP4 cores.
+    ("fp4", "meta-llama/Llama-3.1-70B", "b200_sxm", ("fp4", "fp4", "fp8", "null")),
+    ("fp4", "meta-llama/Llama-3.1-70B", "h100_sxm", ("fp4", "bf16", "fp8", "null")),
+    ("fp8", "openai/gpt-oss-120b", "h100_sxm", ("fp8", "fp8", "fp8", "null")),
+    # Unknown names keep the plain mapping; the row is reported unsimulatable later.
+    ("fp8", "acme/unknown-model", "h200_sxm", ("fp8", "fp8", "fp8", "null")),
+])
+def test_precision_mapping_follows_the_checkpoint_and_the_gpu(prec, model, gpu, expected):
+    got = precision_overrides(prec, model, gpu)
+    assert [o.split("=", 1)[1] for o in got] == list(expected)
+
+
+def test_sweep_rows_for_new_models_and_gpus_are_simulated(tmp_path):
+    """Measured values are placeholders: the test checks each row is predicted, and that
+    the same model decodes faster on B200 than on H100 (more bandwidth)."""
+    from simulator.validation import run_validation
+
+    src = tmp_path / "sweep.csv"
+    src.write_text("system,model,precision,tp_size,isl,osl,concurrency,ttft_ms,tpot_ms\n"
+                   "h100_sxm,openai/gpt-oss-120b,fp4,1,1024,64,4,100.0,10.0\n"
+                   "b200_sxm,openai/gpt-oss-120b,fp4,1,1024,64,4,100.0,10.0\n"
+                   "h200_sxm,moonshotai/Kimi-K2.5,int4,8,1024,64,4,100.0,10.0\n"
+                   "b300_sxm,MiniMaxAI/MiniMax-M2.5,fp8,4,1024,64,4,100.0,10.0\n"
+                   "h200_sxm,deepseek-ai/DeepSeek-R1,fp8,8,1024,64,4,100.0,10.0\n")
+    result, _ = run_validation([src], BENCH, [], tmp_path / "out", rounds=2)
+    assert result["skipped"] == []
+    runs = result["per_run"]
+    assert all(math.isfinite(r["pred_tpot_ms"]) and r["pred_tpot_ms"] > 0 for r in runs)
+    assert runs[1]["pred_tpot_ms"] < runs[0]["pred_tpot_ms"]
+
+
+# ------------------------------------------------------------------ Hugging Face configs
+
+GPT_OSS_120B_CONFIG = {  # https://huggingface.co/openai/gpt-oss-120b/blob/main/config.json (shape keys)
+    "model_type": "gpt_oss", "num_hidden_layers": 36, "hidden_size": 2880, "num_attention_heads": 64,
+    "num_key_value_heads": 8, "head_dim": 64, "intermediate_size": 2880, "num_local_experts": 128,
+    "num_experts_per_tok": 4, "vocab_size": 201088, "max_position_embeddings": 131072,
+    "sliding_window": 128, "tie_word_embeddings": False, "attention_bias": True,
+    "layer_types": ["sliding_attention", "full_attention"] * 18,
+    "quantization_config": {"quant_method": "mxfp4"},
+}
+
+KIMI_K2_CONFIG = {  # https://huggingface.co/moonshotai/Kimi-K2-Instruct/blob/main/config.json
+    "model_type": "kimi_k2", "num_hidden_layers": 61, "hidden_size": 7168, "num_attention_heads": 64,
+    "num_key_value_heads": 64, "intermediate_size": 18432, "moe_intermediate_size": 2048,
+    "n_routed_experts": 384, "num_experts_per_tok": 8, "n_shared_experts": 1, "first_k_dense_replace": 1,
+    "moe_layer_freq": 1, "kv_lora_rank": 512, "q_lora_rank": 1536, "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64, "v_head_dim": 128, "vocab_size": 163840, "max_position_embeddings": 262144,
+    "tie_word_embeddings": False,
+}
+
+
+@pytest.mark.parametrize(("cfg", "catalog"), [(GPT_OSS_120B_CONFIG, "gpt-oss-120b"), (KIMI_K2_CONFIG, "kimi-k2")])
+def test_hf_loader_matches_the_catalog(tmp_path, cfg, catalog):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    spec = load_hf_config(path)
+    want = get_model(catalog)
+    assert spec.param_count == want.param_count
+    assert spec.kv_bytes_per_token(2) == want.kv_bytes_per_token(2)
+    assert spec.sliding_layers == want.sliding_layers
+    assert spec.quantized_experts_only == (catalog == "gpt-oss-120b")  # K2-Instruct ships FP8
+
+
+def test_hf_loader_unwraps_a_multimodal_text_config(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "kimi_k25", "text_config": {
+        **KIMI_K2_CONFIG, "quantization_config": {"quant_method": "compressed-tensors"}}}))
+    spec = load_hf_config(path, name="k25")
+    assert spec.is_mla and spec.quantized_experts_only
+    assert spec.param_count == get_model("kimi-k2").param_count
+
+
+def test_memory_plan_of_an_mla_model_on_eight_gpus():
+    sim = Simulation(load(BENCH, ["model.name=deepseek-v3", "parallelism.tp=8", "cost_model.backend=roofline"]))
+    assert sim.memory.kv_bytes_per_token == 61 * 576 * 2  # the whole latent on every rank
+    body = sim.model.param_count - 2 * 129280 * 7168
+    assert sim.memory.weights_gib * 2**30 == pytest.approx((body * 1.0 + 2 * 129280 * 7168 * 2.0) / 8)
