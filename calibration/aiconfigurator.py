@@ -47,6 +47,13 @@ _ATTN_DTYPES = {"bfloat16": "bf16", "float16": "fp16"}
 _COMM_DTYPES = {"half": ("bf16", 2), "bfloat16": ("bf16", 2), "float16": ("fp16", 2)}
 _COMM_OPS = {"all_reduce": "allreduce", "all_gather": "allgather"}
 _MS_TO_US = 1000.0
+# Fused-MoE weight formats -> ops.moe_table_dtype labels. Per-tensor fp8 is kept only for
+# expert shapes without block-scaled fp8 rows (the checkpoints served are block-scaled).
+_MOE_DTYPES = {"bfloat16": "bf16", "fp8_block": "fp8", "fp8": "fp8", "nvfp4": "fp4",
+               "w4a16_mxfp4": "w4a16", "int4_wo": "w4a16"}
+# Token-to-expert routing the MoE rows were measured under. aiconfigurator's own estimates
+# use a power law with alpha 1.01 (its sdk/models/deepseek.py): real routers are imbalanced.
+MOE_DISTRIBUTION = "power_law_1.01"
 
 # What ships in calibration/profiles/: the shapes dense Llama/OPT/Qwen-class models need
 # (N, K >= 512; head_dim 128), every measured M up to 32k on a log-spaced subset.
@@ -174,6 +181,31 @@ def _rows(df, cols: list[str], keep: Callable | None = None) -> list[list]:
     return out
 
 
+def _moe_rows(sys_dir: Path, backend: str, version: str) -> tuple[list[list], str, list[str]] | None:
+    """Fused-MoE rows of the newest MoE table at or before `version` (else the oldest)."""
+    versions = _subdirs(sys_dir / "moe" / backend)
+    versions = [v for v in versions if (sys_dir / "moe" / backend / v / "moe_perf.parquet").is_file()]
+    if not versions:
+        return None
+    older = [v for v in versions if _vkey(v) <= _vkey(version)]
+    chosen = older[-1] if older else versions[0]
+    df = _read_parquet(sys_dir / "moe" / backend / chosen / "moe_perf.parquet")
+    df = df[(df["moe_ep_size"] == 1) & (df["distribution"] == MOE_DISTRIBUTION)
+            & df["moe_dtype"].isin(_MOE_DTYPES)].copy()
+    if df.empty:
+        return None
+    shape = ["hidden_size", "topk", "num_experts"]
+    blocked = set(map(tuple, df.loc[df["moe_dtype"] == "fp8_block", shape].drop_duplicates().to_numpy().tolist()))
+    per_tensor_shadowed = (df["moe_dtype"] == "fp8") & df[shape].apply(tuple, axis=1).isin(blocked)
+    df = df[~per_tensor_shadowed].copy()
+    df["dtype"] = df["moe_dtype"].map(_MOE_DTYPES)
+    df["inter"] = df["inter_size"] // df["moe_tp_size"]
+    df["latency_us"] = df["latency"] * _MS_TO_US
+    df = df.rename(columns={"num_tokens": "tokens", "hidden_size": "hidden", "num_experts": "experts"})
+    return (_rows(df, ["tokens", "hidden", "inter", "topk", "experts", "dtype"]), chosen,
+            sorted(df["kernel_source"].unique()))
+
+
 def convert(system: str, backend: str = "vllm", version: str | None = None, *, full: bool = False,
             data_root: Path | None = None) -> Profile:
     """Build a profile from one system/backend/version of aiconfigurator's tables.
@@ -232,6 +264,14 @@ def convert(system: str, backend: str = "vllm", version: str | None = None, *, f
             df["prior_ctx"] = 0
             cols = ["batch", "q_len", "prior_ctx", "heads", "kv_heads", "head_dim", "dtype"]
         tables[fam] = make_table(fam, _rows(df, cols))
+
+    moe = _moe_rows(sys_dir, backend, version)
+    if moe is not None:
+        rows, moe_version, moe_kernels = moe
+        tables["moe"] = make_table("moe", rows)
+        kernels["moe"] = moe_kernels
+        notes.append(f"fused MoE from moe/{backend}/{moe_version}: expert parallelism 1, routing "
+                     f"{MOE_DISTRIBUTION}; inter is the expert width per GPU (inter_size / moe_tp_size)")
 
     comm_rows: dict[str, list] = {"allreduce": [], "allgather": []}
     nccl_dir = _nccl_dir(sys_dir)

@@ -149,9 +149,9 @@ def _achieved(profile: Profile, family: str) -> tuple[str, float | None, str]:
     pts = _points(profile, family)
     if not pts:
         return "", None, ""
-    if family in ("gemm", "attn_prefill"):
+    if family in ("gemm", "attn_prefill", "moe"):
         best = max(pts, key=lambda p: p[1] / p[3])
-        return "TFLOP/s", best[1] / best[3] / 1e12, best[0] if family == "gemm" else "bf16"
+        return "TFLOP/s", best[1] / best[3] / 1e12, "bf16" if family == "attn_prefill" else best[0]
     if family in ("attn_decode", "elementwise"):
         best = max(pts, key=lambda p: p[2] / p[3])
         return "TB/s", best[2] / best[3] / 1e12, ""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from simulator.cost.ops import ShardedModel, emit_ops, token_ops
+from simulator.cost.ops import ShardedModel, emit_ops, expert_gemm_shapes, token_ops
 from simulator.models import ModelSpec
 
 GEMM_M = (1, 2, 4, 8, 16, 32, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072,
@@ -79,8 +79,10 @@ def build_plan(models: list[ModelSpec], tps: list[int], *, quick: bool = False, 
                 continue
             sm = ShardedModel.build(model, tp, 1, "bf16", "bf16", "bf16", 8)
             for op in (*token_ops(1, sm), *emit_ops(1, sm)):
-                if op.family in ("gemm", "moe"):  # one expert's (N, K) for MoE: the fit sees those shapes
+                if op.family == "gemm":
                     gemm_nk[(op.shape[1], op.shape[2])] = None
+            if sm.num_experts:  # one expert's (N, K): the GEMM fit then covers the MoE shapes
+                gemm_nk.update(dict.fromkeys(expert_gemm_shapes(sm)))
             heads[(sm.heads, sm.kv_heads, sm.head_dim)] = None
             widths[(sm.hidden, sm.ffn)] = None
     if quick:

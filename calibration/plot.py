@@ -49,6 +49,8 @@ def _points(profile: Profile, family: str):
             label = key[0]
         elif family in COLLECTIVES:
             label = f"{key[2]}/{key[0]}"
+        elif family == "moe":
+            label = op.dtype
         else:
             label = f"H{key[0]}/KV{key[1]}"
         out.append((label, op.flops, op.bytes, r[n_shape] * 1e-6))

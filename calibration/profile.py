@@ -30,6 +30,9 @@ FAMILY_COLUMNS: dict[str, tuple[str, ...]] = {
     "attn_prefill": ("batch", "q_len", "prior_ctx", "heads", "kv_heads", "head_dim", "dtype"),
     # `batch` sequences with one query token each over `ctx_len` KV tokens (the new one included).
     "attn_decode": ("batch", "ctx_len", "heads", "kv_heads", "head_dim", "dtype"),
+    # One fused MoE MLP: `tokens` routed to `topk` of `experts` experts of width `inter` per
+    # GPU (the model's intermediate size / TP); `dtype` is ops.moe_table_dtype's label.
+    "moe": ("tokens", "hidden", "inter", "topk", "experts", "dtype"),
     # `bytes` = bytes read + written by the kernel.
     "elementwise": ("kind", "bytes", "dtype"),
     # `bytes` = the message as ops.py counts it (all-gather: the gathered output).

@@ -430,20 +430,19 @@ _GPUS: list[GPUSpec] = [
         name="b300",
         display_name="NVIDIA B300 288GB (Blackwell Ultra)",
         vendor="nvidia",
-        memory_gb=288.0,  # NVIDIA HGX B300 platform page: 2.3 TB HBM3e for 8 GPUs, 288 GB each
-        # Estimate: B200's usable/raw ratio (183359 MiB of 192 GiB raw) applied to 288 GiB raw
-        # (8 stacks x 12-high x 24 Gbit).
-        usable_memory_gib=288 * 183359 / 1024 / 192,
-        hbm_tbps=8.0,  # NVIDIA HGX B300 platform page: up to 8 TB/s per GPU
-        # NVIDIA HGX B300 datasheet (8 GPUs): FP4 108 PF dense (144 sparse); FP8 72 PF,
-        # BF16 36 PF, TF32 18 PF sparse, i.e. B200's rates; INT8 cut (not listed here).
+        memory_gb=288.0,  # NVIDIA Blackwell Ultra datasheet: 288 GB HBM3e per GPU
+        usable_memory_gib=275040 / 1024,  # nvidia-smi 275040 MiB (aiconfigurator-core 0.12 b300_sxm.yaml)
+        hbm_tbps=7.75,  # NVIDIA Blackwell Ultra datasheet: 62 TB/s for 8 GPUs (as b300_sxm.yaml)
+        # NVIDIA Blackwell Ultra datasheet, dense per GPU (as aiconfigurator's b300_sxm.yaml):
+        # FP4 14 PF, FP8 4.5 PF, BF16 2.25 PF, INT8 cut to 153.5 TOPS.
         peak_tflops={
             "fp32": 75.0,
             "tf32": 1125.0,
             "bf16": 2250.0,
             "fp16": 2250.0,
             "fp8": 4500.0,
-            "fp4": 13500.0,
+            "int8": 153.5,
+            "fp4": 14000.0,
         },
         num_sms=160,  # estimate: Blackwell Ultra enables 160 SMs (NVIDIA Blackwell Ultra blog)
         l2_cache_mb=126.5,  # estimate: B200's L2

@@ -72,9 +72,9 @@ class ModelSpec(StrictModel):
     v_head_dim: int = Field(0, ge=0)  # MLA: value head width
     sliding_window: int = Field(0, ge=0)  # tokens a sliding-window layer attends to
     sliding_layers: int = Field(0, ge=0)  # how many layers use the sliding window
-    # The published checkpoint quantises only the routed experts (gpt-oss: MXFP4, Kimi-K2:
-    # INT4); attention, shared experts, embeddings stay 16-bit.
-    quantized_experts_only: bool = False
+    # The published checkpoint quantises only the routed experts, to this format (gpt-oss:
+    # MXFP4 "fp4", Kimi-K2.5: INT4 "int4"); attention, shared experts, embeddings stay 16-bit.
+    native_expert_dtype: Literal["fp4", "int4"] | None = None
 
     @property
     def is_moe(self) -> bool:
@@ -196,7 +196,7 @@ class ModelSpec(StrictModel):
 
     @property
     def expert_param_count(self) -> int:
-        """Routed-expert weights (what quantized_experts_only checkpoints quantise)."""
+        """Routed-expert weights (what native_expert_dtype checkpoints quantise)."""
         return self.moe_layers * self.num_experts * self._expert_params
 
     @property
@@ -704,7 +704,7 @@ _MODELS: list[ModelSpec] = [
         moe_ffn_size=2880,
         sliding_window=128,
         sliding_layers=18,
-        quantized_experts_only=True,
+        native_expert_dtype="fp4",
         published_params_b=116.83,  # model card: 116.83B total, 5.13B active (w/o embedding)
         published_active_params_b=5.13,
     ),
@@ -728,7 +728,7 @@ _MODELS: list[ModelSpec] = [
         moe_ffn_size=2880,
         sliding_window=128,
         sliding_layers=12,
-        quantized_experts_only=True,
+        native_expert_dtype="fp4",
         published_params_b=20.91,  # model card: 20.91B total, 3.61B active
         published_active_params_b=3.61,
     ),
@@ -786,7 +786,7 @@ _MODELS: list[ModelSpec] = [
         q_lora_rank=1536,
         qk_rope_head_dim=64,
         v_head_dim=128,
-        quantized_experts_only=True,
+        native_expert_dtype="int4",
         published_params_b=1026.0,  # model card: 1T total (1.026T from the shapes), 32B activated
         published_active_params_b=32.0,
         aliases=("moonshotai/Kimi-K2-Thinking", "moonshotai/Kimi-K2.5", "moonshotai/Kimi-K2-Instruct-0905",
@@ -970,7 +970,7 @@ def _moe_fields(cfg: dict[str, Any], where: str, model_type: str) -> dict[str, A
         quant = _optional(cfg, "quantization_config", {})
         fields.update(attention_bias=True, mlp_bias=True, sliding_layers=sliding,
                       sliding_window=_optional(cfg, "sliding_window", 0) if sliding else 0,
-                      quantized_experts_only=isinstance(quant, dict) and quant.get("quant_method") == "mxfp4")
+                      native_expert_dtype="fp4" if isinstance(quant, dict) and quant.get("quant_method") == "mxfp4" else None)
     return fields
 
 
@@ -1003,7 +1003,7 @@ def _mla_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
         "q_lora_rank": _optional(cfg, "q_lora_rank", 0),
         "qk_rope_head_dim": _require(cfg, "qk_rope_head_dim", where),
         "v_head_dim": _require(cfg, "v_head_dim", where),
-        "quantized_experts_only": experts_only,
+        "native_expert_dtype": "int4" if experts_only else None,
     }
 
 

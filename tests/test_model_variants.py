@@ -74,7 +74,7 @@ def test_shared_experts_and_dense_first_layers_are_costed_on_their_own_layers():
     sm = _sharded("deepseek-v3")
     assert sm.moe_passes == 58 and sm.dense_passes == 3
     ops = {o.name: o for o in token_ops(8, sm)}
-    assert ops["moe_gate_up"].count == 58
+    assert ops["fused_moe"].count == 58
     assert ops["shared_expert_gate_up"].count == 58
     assert ops["shared_expert_gate_up"].shape == (8, 2 * 2048, 7168)
     assert ops["dense_gate_up"].count == 3
@@ -136,7 +136,8 @@ def test_expert_only_quantisation_stores_experts_in_their_format_and_the_rest_in
     assert got == pytest.approx(experts * 0.5 + (model.param_count - experts) * 2.0)
     sm = _sharded("gpt-oss-120b", expert_weight_dtype="fp4")
     ops = {o.name: o for o in token_ops(1, sm)}
-    assert ops["moe_gate_up"].dtype == "bf16"  # W4A16: dequantised in the kernel
+    assert ops["fused_moe"].dtype == "bf16"  # W4A16: dequantised in the kernel
+    assert ops["fused_moe"].shape[-1] == "w4a16"
     assert ops["qkv_proj"].bytes > 2 * 2880 * 5120  # attention weights stay 16-bit
 
 
@@ -145,6 +146,8 @@ def test_expert_only_quantisation_stores_experts_in_their_format_and_the_rest_in
     ("fp4", "openai/gpt-oss-120b", "h100_sxm", ("bf16", "bf16", "bf16", "fp4")),
     ("fp4", "openai/gpt-oss-120b", "b200_sxm", ("bf16", "bf16", "bf16", "fp4")),
     ("int4", "moonshotai/Kimi-K2.5", "h200_sxm", ("bf16", "bf16", "bf16", "int4")),
+    # Kimi in fp4 is an NVFP4 re-quantisation of the whole model, not its native format.
+    ("fp4", "moonshotai/Kimi-K2.5", "b200_sxm", ("fp4", "fp4", "fp8", "null")),
     # NVFP4 on Blackwell tensor cores; weight-only on Hopper, which has no FP4 cores.
     ("fp4", "meta-llama/Llama-3.1-70B", "b200_sxm", ("fp4", "fp4", "fp8", "null")),
     ("fp4", "meta-llama/Llama-3.1-70B", "h100_sxm", ("fp4", "bf16", "fp8", "null")),
@@ -206,7 +209,7 @@ def test_hf_loader_matches_the_catalog(tmp_path, cfg, catalog):
     assert spec.param_count == want.param_count
     assert spec.kv_bytes_per_token(2) == want.kv_bytes_per_token(2)
     assert spec.sliding_layers == want.sliding_layers
-    assert spec.quantized_experts_only == (catalog == "gpt-oss-120b")  # K2-Instruct ships FP8
+    assert spec.native_expert_dtype == ("fp4" if catalog == "gpt-oss-120b" else None)  # K2-Instruct: FP8
 
 
 def test_hf_loader_unwraps_a_multimodal_text_config(tmp_path):
@@ -214,7 +217,7 @@ def test_hf_loader_unwraps_a_multimodal_text_config(tmp_path):
     path.write_text(json.dumps({"model_type": "kimi_k25", "text_config": {
         **KIMI_K2_CONFIG, "quantization_config": {"quant_method": "compressed-tensors"}}}))
     spec = load_hf_config(path, name="k25")
-    assert spec.is_mla and spec.quantized_experts_only
+    assert spec.is_mla and spec.native_expert_dtype == "int4"
     assert spec.param_count == get_model("kimi-k2").param_count
 
 

@@ -44,7 +44,7 @@ from calibration.profile import (
     shipped_profiles,
 )
 from simulator.cost.config import MEASURED_LAUNCH_US, CostModelConfig, RooflineEfficiency
-from simulator.cost.ops import Op, ShardedModel, attn_decode_op, attn_prefill_op
+from simulator.cost.ops import Op, ShardedModel, attn_decode_op, attn_prefill_op, fused_moe_op
 from simulator.cost.roofline import RooflineTimer
 from simulator.dtypes import DTYPE_BYTES
 from simulator.errors import ConfigError
@@ -61,6 +61,7 @@ _EFF_FIELDS = {  # which RooflineEfficiency fields each family's fit sets
     "attn_prefill": ("attention_compute", "attention_memory"),
     "attn_decode": ("attention_compute", "attention_memory"),
     "elementwise": (None, "elementwise_memory"),
+    "moe": ("gemm_compute", "gemm_memory"),
 }
 _HUGE = 1e12
 
@@ -229,6 +230,34 @@ class _Decode(_Attention):
         return (h, kvh, d, "bf16"), (float(n), kv_total / n)
 
 
+class _Moe(_Family):
+    """Fused MoE tables: one model's expert shape per key; expert width per GPU (TP) and
+    tokens are the axes. Across widths the roofline's scaling carries (as across GEMM N)."""
+
+    name = "moe"
+    scales = ("log", "log")  # inter per GPU, tokens
+    ratio = (True, False)
+
+    def split(self, shape):
+        tokens, hidden, inter, topk, experts, dtype = shape
+        return (int(hidden), int(topk), int(experts), dtype), (float(inter), float(tokens))
+
+    def eq_op(self, key, c):
+        hidden, topk, experts, dtype = key
+        inter, tokens = c
+        return fused_moe_op(tokens, hidden, inter, topk, experts, dtype)
+
+    def locate(self, op):
+        m, hidden, inter, topk, experts, _up, _w, label = op.shape
+        return (hidden, topk, experts, label), (float(inter), float(m))
+
+    def distance(self, want, have):
+        """Another model's expert shape stands in only at the same kernel format."""
+        if want[3] != have[3]:
+            return None
+        return sum(_log_dist(a, b) for a, b in zip(want[:3], have[:3], strict=True))
+
+
 class _Elementwise(_Family):
     name = "elementwise"
     scales = ("log",)
@@ -277,7 +306,7 @@ class _Collective(_Family):
 
 
 FAMILY_ADAPTERS: dict[str, _Family] = {
-    "gemm": _Gemm(), "attn_prefill": _Prefill(), "attn_decode": _Decode(),
+    "gemm": _Gemm(), "attn_prefill": _Prefill(), "attn_decode": _Decode(), "moe": _Moe(),
     "elementwise": _Elementwise(), **{c: _Collective(c) for c in COLLECTIVES},
 }
 
@@ -558,8 +587,8 @@ def reference_gpu(profile: Profile, template: GPUSpec) -> GPUSpec:
     })
 
 
-# Families that have no tables of their own, timed by the roofline fitted to another
-# family's rows: MoE grouped GEMMs by the GPU's dense GEMM fit.
+# Families a profile may lack, timed then by the roofline fitted to another family's rows:
+# MoE by the GPU's dense GEMM fit (our own microbenchmarks time GEMMs, not fused MoE).
 FIT_FROM = {"moe": "gemm"}
 
 

@@ -80,7 +80,7 @@ class ShardedModel:
     num_experts: int = 0  # MoE: routed experts per layer (0 = dense MLP)
     experts_per_token: int = 0
     moe_ffn: int = 0  # one expert's intermediate size per GPU (experts are TP-sharded)
-    expert_weight_bytes: float = 0.0  # routed experts' element size (0: weight_bytes)
+    expert_weight_dtype: str = ""  # routed experts' weight format ("": weights')
     expert_gemm_dtype: str = ""  # their GEMM compute format ("": gemm_dtype)
     moe_passes: int = 0  # layer passes with a MoE MLP; the rest are dense
     shared_ffn: int = 0  # shared experts' total intermediate size per GPU
@@ -129,7 +129,7 @@ class ShardedModel:
             num_experts=model.num_experts,
             experts_per_token=model.experts_per_token,
             moe_ffn=model.moe_ffn_size // tp,
-            expert_weight_bytes=DTYPE_BYTES[expert_dtype],
+            expert_weight_dtype=expert_dtype,
             expert_gemm_dtype=gemm_compute_dtype(expert_dtype, activation_dtype),
             moe_passes=round(passes * model.moe_layers / model.num_layers),
             shared_ffn=model.num_shared_experts * model.moe_ffn_size // tp,
@@ -168,36 +168,62 @@ def active_experts(m: int, experts: int, top_k: int) -> float:
     return experts * (1.0 - (1.0 - top_k / experts) ** m)
 
 
+def moe_table_dtype(weight_dtype: str, compute_dtype: str) -> str:
+    """The kernel-table label of a fused MoE: what the GEMMs compute in, and W4A16 apart
+    (MXFP4/INT4 experts dequantised in the kernel, e.g. Marlin or OpenAI's triton MoE)."""
+    if compute_dtype == "fp4":
+        return "fp4"
+    if DTYPE_BYTES[weight_dtype] < 1 and compute_dtype in ("bf16", "fp16"):
+        return "w4a16"
+    return compute_dtype if compute_dtype in ("fp8", "int8") else "bf16"
+
+
+MOE_TABLE_COMPUTE = {"fp4": "fp4", "w4a16": "bf16", "fp8": "fp8", "int8": "int8", "bf16": "bf16"}
+MOE_TABLE_WEIGHT_BYTES = {"fp4": 0.5, "w4a16": 0.5, "fp8": 1.0, "int8": 1.0, "bf16": 2.0}
+
+
+def fused_moe_op(m: int, hidden: int, inter: int, top_k: int, experts: int, label: str,
+                 *, gated: bool = True, act_bytes: float = 2.0, count: int = 1) -> Op:
+    """One MoE MLP as vLLM's fused_moe runs it: align/permute, a grouped GEMM for gate/up
+    over the active experts, the activation, a grouped GEMM for down, and the weighted sum.
+
+    shape: (tokens, hidden, inter per GPU, top-k, experts, up width, weight bytes, table
+    label); dtype is the GEMM compute format. FLOPs are the two GEMMs'; bytes are the active
+    experts' weights plus the activations each step reads and writes.
+    """
+    w = MOE_TABLE_WEIGHT_BYTES[label]
+    up_n = 2 * inter if gated else inter
+    active = active_experts(m, experts, top_k)
+    rows = m * top_k
+    flops = 2.0 * rows * (up_n * hidden + hidden * inter)
+    weights = active * (up_n * hidden + hidden * inter) * w
+    acts = (rows * (hidden + up_n) + rows * (up_n + inter) + rows * (inter + hidden)
+            + m * hidden) * act_bytes
+    align = m * experts * 4.0 + rows * 8.0
+    return Op("fused_moe", "moe", flops, weights + acts + align, count,
+              (m, hidden, inter, top_k, experts, up_n, w, label), MOE_TABLE_COMPUTE[label], kernels=7)
+
+
 def moe_ops(m: int, sm: ShardedModel) -> list[Op]:
-    """Router plus the fused expert GEMMs of one MoE MLP (vLLM's fused_moe: one kernel for
-    gate_up over all active experts, one for down). Shape (rows per active expert, N, K,
-    active experts); the roofline pads each expert's rows to the kernel's M tile."""
-    h, a, layers = sm.hidden, sm.act_bytes, sm.moe_passes
-    k = sm.experts_per_token
-    active = active_experts(m, sm.num_experts, k)
-    rows = m * k / active
-    up_n = 2 * sm.moe_ffn if sm.gated_mlp else sm.moe_ffn
-    w = sm.expert_weight_bytes or sm.weight_bytes
-    dtype = sm.expert_gemm_dtype or sm.gemm_dtype
-
-    def grouped(name: str, n: int, kk: int) -> Op:
-        flops = 2.0 * m * k * n * kk
-        nbytes = active * n * kk * w + m * k * (kk + n) * a
-        return Op(name, "moe", flops, nbytes, layers, (rows, n, kk, active), dtype, kernels=2)
-
+    """Router, the fused routed-expert MLP, and shared experts / dense-first layers."""
+    h, layers = sm.hidden, sm.moe_passes
+    label = moe_table_dtype(sm.expert_weight_dtype or "bf16", sm.expert_gemm_dtype or sm.gemm_dtype)
     ops = [
         gemm("moe_router", m, sm.num_experts, h, sm, layers, quantized=False),
-        elementwise("moe_topk_align", m * sm.num_experts * 4.0 + m * k * 8.0, layers, kernels=3),
-        grouped("moe_gate_up", up_n, h),
-        elementwise("activation", m * k * (up_n + sm.moe_ffn) * a, layers),
-        grouped("moe_down", h, sm.moe_ffn),
-        elementwise("moe_combine", m * k * h * a + m * h * a, layers),
+        fused_moe_op(m, h, sm.moe_ffn, sm.experts_per_token, sm.num_experts, label,
+                     gated=sm.gated_mlp, act_bytes=sm.act_bytes, count=layers),
     ]
     if sm.shared_ffn:
         ops += dense_mlp_ops("shared_expert", m, sm.shared_ffn, sm, layers)
     if sm.dense_passes:
         ops += dense_mlp_ops("dense", m, sm.ffn, sm, sm.dense_passes)
     return ops
+
+
+def expert_gemm_shapes(sm: ShardedModel) -> list[tuple[int, int]]:
+    """(N, K) of one expert's gate/up and down GEMMs: what calibration benchmarks for MoE."""
+    up_n = 2 * sm.moe_ffn if sm.gated_mlp else sm.moe_ffn
+    return [(up_n, sm.hidden), (sm.hidden, sm.moe_ffn)]
 
 
 def dense_mlp_ops(prefix: str, m: int, ffn: int, sm: ShardedModel, count: int) -> list[Op]:

@@ -108,9 +108,9 @@ PRECISIONS = {
 def precision_overrides(prec: str, model_name: str, gpu_name: str) -> list[str]:
     """Scenario overrides for a row's precision column, given what the model and GPU support.
 
-    - Checkpoints that quantise only their routed experts (gpt-oss MXFP4, Kimi-K2 INT4)
-      keep attention, shared experts and the KV cache in bf16; "fp4"/"int4" names the
-      experts' format there.
+    - Checkpoints that quantise only their routed experts (gpt-oss MXFP4, Kimi-K2.5 INT4)
+      keep attention, shared experts and the KV cache in bf16 when the row names that
+      native format; another format (Kimi fp4 = an NVFP4 re-quantisation) maps as usual.
     - FP4 on a GPU without FP4 tensor cores (Hopper) runs weight-only: vLLM dequantises
       in the GEMM (Marlin) and computes in bf16.
     """
@@ -121,7 +121,7 @@ def precision_overrides(prec: str, model_name: str, gpu_name: str) -> list[str]:
     except CatalogError:  # reported later as unsimulatable, with the catalog's reason
         model, fp4_cores = None, True
     expert = None
-    if model is not None and model.quantized_experts_only and w in ("fp4", "int4"):
+    if model is not None and model.native_expert_dtype == w:
         w, a, kv, expert = "bf16", "bf16", "bf16", w
     elif a == "fp4" and not fp4_cores:
         a = "bf16"
