@@ -82,8 +82,12 @@ class IterationLog:
         }, columns=list(ITERATION_COLUMNS))
 
 
-def requests_frame(requests: list[Request]) -> pd.DataFrame:
-    """One row per request, latencies in ms (NaN where undefined, as vLLM leaves them out)."""
+def requests_frame(requests: list[Request], *, disaggregated: bool = False) -> pd.DataFrame:
+    """One row per request, latencies in ms (NaN where undefined, as vLLM leaves them out).
+
+    Disaggregated runs add `prefill_replica` and `kv_transfer_ms`; `replica` is then the
+    decode instance (or the prefill instance, for a request that never reached decode).
+    """
     arrival = np.array([r.arrival for r in requests], dtype=np.float64)
     first = np.array([r.first_token_time for r in requests], dtype=np.float64)
     finish = np.array([r.finish_time for r in requests], dtype=np.float64)
@@ -93,7 +97,7 @@ def requests_frame(requests: list[Request]) -> pd.DataFrame:
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(out > 1, (e2e - ttft) / (out - 1), np.nan)
     status = ["completed" if r.status == "finished" else "rejected" for r in requests]
-    return pd.DataFrame({
+    frame = pd.DataFrame({
         "request_id": np.array([r.id for r in requests], dtype=np.int64),
         "replica": np.array([r.replica for r in requests], dtype=np.int64),
         "arrival_s": arrival,
@@ -108,6 +112,10 @@ def requests_frame(requests: list[Request]) -> pd.DataFrame:
         "status": status,
         "reject_reason": [r.reject_reason for r in requests],
     })
+    if disaggregated:
+        frame.insert(2, "prefill_replica", np.array([r.prefill_replica for r in requests], dtype=np.int64))
+        frame.insert(8, "kv_transfer_ms", np.array([r.kv_transfer_s for r in requests], dtype=np.float64) * 1e3)
+    return frame
 
 
 def _stats(values: np.ndarray) -> dict[str, float | None]:
