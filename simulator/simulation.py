@@ -15,9 +15,9 @@ import pandas as pd
 import simpy
 
 from simulator import __version__
+from simulator.cluster import DisaggregatedCluster, Replica
 from simulator.config import LoadedScenario, ParallelismConfig, Scenario
 from simulator.cost import COST_BACKENDS, IterationCostModel, ShardedModel
-from simulator.cluster import DisaggregatedCluster, Replica
 from simulator.engine import Engine
 from simulator.errors import ConfigError
 from simulator.hardware import LINKS, GPUSpec, get_gpu
