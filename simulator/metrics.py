@@ -118,7 +118,8 @@ def requests_frame(requests: list[Request], *, disaggregated: bool = False) -> p
     return frame
 
 
-def _stats(values: np.ndarray) -> dict[str, float | None]:
+def describe(values: np.ndarray) -> dict[str, float | None]:
+    """Mean and percentiles (numpy linear), NaN left out as vLLM does; None when empty."""
     values = values[~np.isnan(values)]
     if values.size == 0:
         return {"mean": None, **{f"p{p}": None for p in PERCENTILES}}
@@ -178,10 +179,10 @@ def summarize(req: pd.DataFrame, itl: ItlSink, slo: dict[str, float | None]) -> 
             "input_tokens_per_s": rate(float(done["prompt_tokens"].sum())),
             "output_tokens_per_s": rate(float(done["output_tokens"].sum())),
         },
-        "ttft_ms": _stats(done["ttft_ms"].to_numpy()),
-        "tpot_ms": _stats(done["tpot_ms"].to_numpy()),
+        "ttft_ms": describe(done["ttft_ms"].to_numpy()),
+        "tpot_ms": describe(done["tpot_ms"].to_numpy()),
         "itl_ms": itl_stats(itl),
-        "e2e_ms": _stats(done["e2e_ms"].to_numpy()),
+        "e2e_ms": describe(done["e2e_ms"].to_numpy()),
         "goodput": {
             "requests_per_s": rate(good),
             "slo_attainment": good / total if total else 0.0,

@@ -19,12 +19,12 @@ from simulator.cluster import DisaggregatedCluster, Replica
 from simulator.config import LoadedScenario, ParallelismConfig, Scenario
 from simulator.cost import COST_BACKENDS, IterationCostModel, ShardedModel
 from simulator.engine import Engine
-from simulator.errors import ConfigError
+from simulator.errors import ConfigError, DoesNotFitError
 from simulator.hardware import LINKS, GPUSpec, get_gpu
 from simulator.kv_cache import BlockManager
 from simulator.kv_transfer import build_kv_transfer
 from simulator.memory import MemoryPlan, plan_memory
-from simulator.metrics import IterationLog, _stats, requests_frame, summarize
+from simulator.metrics import IterationLog, describe, requests_frame, summarize
 from simulator.models import ModelSpec, get_model, load_hf_config
 from simulator.request import Request
 from simulator.router import make_router
@@ -152,7 +152,7 @@ class Simulation:
             self.pools["serve"] = self._plan(par.tp, par.pp, par.replicas, timer)
         else:
             for role, pool in (("prefill", dis.prefill), ("decode", dis.decode)):
-                self.pools[role] = self._plan(pool.tp, pool.pp, pool.replicas, timer)
+                self.pools[role] = self._plan(pool.tp, pool.pp, pool.replicas, timer, role)
             self.kv_transfer = build_kv_transfer(dis, self.model, self.gpu, sc.model.kv_dtype,
                                                  sc.hardware.gpus_per_node)
         # The pool whose KV capacity bounds the batch: the only one, or the decode pool.
@@ -160,14 +160,22 @@ class Simulation:
         self.memory, self.sharded, self.cost = main.memory, main.sharded, main.cost
         self.workload = workload if workload is not None else build_workload(sc.workload, loaded.base_dir)
 
-    def _plan(self, tp: int, pp: int, replicas: int, timer) -> InstancePlan:
+    def _plan(self, tp: int, pp: int, replicas: int, timer, role: str | None = None) -> InstancePlan:
+        """One layout's memory plan and cost model; `role` names a disaggregated pool in errors."""
         sc = self.scenario
-        memory = plan_memory(
-            self.model, self.gpu, tp=tp, pp=pp, weight_dtype=sc.model.weight_dtype,
-            kv_dtype=sc.model.kv_dtype, utilization=sc.memory.gpu_memory_utilization,
-            runtime_reserve_gib=sc.memory.runtime_reserve_gib, block_size=sc.memory.block_size,
-            max_batched_tokens=self.token_budget, max_num_seqs=self.max_num_seqs,
-            max_model_len=self.max_model_len, kv_cache_tokens=sc.memory.kv_cache_tokens)
+        try:
+            memory = plan_memory(
+                self.model, self.gpu, tp=tp, pp=pp, weight_dtype=sc.model.weight_dtype,
+                kv_dtype=sc.model.kv_dtype, utilization=sc.memory.gpu_memory_utilization,
+                runtime_reserve_gib=sc.memory.runtime_reserve_gib, block_size=sc.memory.block_size,
+                max_batched_tokens=self.token_budget, max_num_seqs=self.max_num_seqs,
+                max_model_len=self.max_model_len, kv_cache_tokens=sc.memory.kv_cache_tokens)
+        except DoesNotFitError as exc:
+            if role is None:
+                raise
+            pool = f"disaggregation.{role}"
+            raise DoesNotFitError(exc.message, where=f"{pool}: {exc.where}",
+                                  fix=(exc.fix or "").replace("parallelism.", f"{pool}.")) from None
         sharded = ShardedModel.build(self.model, tp, pp, sc.model.weight_dtype,
                                      sc.model.activation_dtype, sc.model.kv_dtype,
                                      sc.hardware.gpus_per_node)
@@ -429,7 +437,7 @@ class Simulation:
         out["kv_transfer"] = {
             "links": sorted({name for row in kt.links for name in row}),
             "bytes_per_token_per_gpu": kt.bytes_per_token,
-            "ms": _stats(done["kv_transfer_ms"].to_numpy()),
+            "ms": describe(done["kv_transfer_ms"].to_numpy()),
         }
         return out
 

@@ -305,6 +305,8 @@ BAD = {
     "parallelism conflict": (["--set", "parallelism.tp=2"], "conflicts with disaggregation"),
     "unpaged policy": (["--set", "scheduler={policy: continuous}"], "needs paged KV"),
     "pool tp not dividing heads": (["--set", "disaggregation.decode.tp=3"], "disaggregation.decode.tp"),
+    "pool does not fit": (["--set", "model.name=llama-3.1-70b", "--set", "disaggregation.prefill.tp=4"],
+                          "disaggregation.decode: model llama-3.1-70b"),
 }
 
 
