@@ -73,8 +73,14 @@ def print_summary(summary: dict, out_dir: Path | None) -> None:
     cfg = summary.get("config", {})
     req = summary["requests"]
     thr = summary["throughput"]
-    title = (f"{summary['scenario']}: {cfg.get('model')} on {cfg.get('replicas')}× "
-             f"({cfg.get('tp')}×{cfg.get('pp')} {cfg.get('gpu')}), {cfg.get('scheduler')}")
+    dis = summary.get("disaggregation")
+    if dis:
+        layout = " + ".join(f"{role} {dis[role]['replicas']}× ({dis[role]['tp']}×{dis[role]['pp']})"
+                            for role in ("prefill", "decode"))
+        title = f"{summary['scenario']}: {cfg.get('model')} on {layout} {cfg.get('gpu')}, {cfg.get('scheduler')}"
+    else:
+        title = (f"{summary['scenario']}: {cfg.get('model')} on {cfg.get('replicas')}× "
+                 f"({cfg.get('tp')}×{cfg.get('pp')} {cfg.get('gpu')}), {cfg.get('scheduler')}")
     table = Table(title=title, title_justify="left")
     table.add_column("metric")
     for col in ("mean", "p50", "p90", "p99"):
@@ -89,8 +95,13 @@ def print_summary(summary: dict, out_dir: Path | None) -> None:
         f"requests   {req['completed']} completed, {req['rejected']} rejected, over {summary['duration_s']:.1f} s",
         f"throughput {_fmt(thr['requests_per_s'])} req/s, {_fmt(thr['input_tokens_per_s'])} input tok/s, "
         f"{_fmt(thr['output_tokens_per_s'])} output tok/s",
-        f"KV cache   {kv['capacity_tokens']:,} tokens per replica, peak {kv['peak_utilization']:.0%} used",
+        f"KV cache   {kv['capacity_tokens']:,} tokens per {'decode ' if dis else ''}replica, "
+        f"peak {kv['peak_utilization']:.0%} used",
     ]
+    if dis:
+        lines.append(f"KV moves   {_fmt(dis['kv_transfer']['ms']['mean'])} ms mean, "
+                     f"{_fmt(dis['kv_transfer']['ms']['p99'])} ms p99 over "
+                     f"{', '.join(dis['kv_transfer']['links'])}")
     if any(v is not None for v in good["slo"].values()):
         lines.append(f"SLO        {good['slo_attainment']:.1%} attainment, goodput {_fmt(good['requests_per_s'])} req/s")
     cost = summary.get("cost", {})

@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 from simulator.cost.config import CostModelConfig
 from simulator.dtypes import Dtype
 from simulator.errors import ConfigError
+from simulator.hardware import LINKS
 from simulator.router import RouterConfig
 from simulator.scheduler import POLICIES, SchedulerConfig
 from simulator.scheduler.vllm_v1 import VllmV1Config
@@ -57,6 +58,41 @@ class ParallelismConfig(StrictModel):
     replicas: int = Field(1, ge=1, description="independent copies of the model behind the router")
 
 
+class PoolConfig(StrictModel):
+    """One pool of a disaggregated deployment: identical instances of one parallel layout."""
+
+    tp: int = Field(1, ge=1, description="tensor-parallel degree of each instance of this pool")
+    pp: int = Field(1, ge=1, description="pipeline-parallel stages of each instance of this pool")
+    replicas: int = Field(1, ge=1, description="instances in this pool, behind the router")
+
+
+# Typed from the link catalog, so a new link needs no edit here.
+KVLinkName = Literal[("auto", *LINKS)]  # type: ignore[valid-type]
+
+
+class KVTransferConfig(StrictModel):
+    """How a prompt's KV cache travels from a prefill instance to a decode instance."""
+
+    link: KVLinkName = Field(
+        "auto", description="link the KV moves over, per GPU; `auto`: the GPU's intra-node link when "
+        "both instances sit on one node (instances are packed in order, prefill first), else its inter-node link")
+    bandwidth_gbps: float | None = Field(
+        None, gt=0, description="GB/s per GPU per direction; default the link's")
+    latency_ms: float | None = Field(
+        None, ge=0, description="fixed cost per transfer (handshake, first byte), ms; default the link's latency")
+
+
+class DisaggregationConfig(StrictModel):
+    """Separate prefill and decode pools (DistServe, vLLM disaggregated prefill).
+
+    When present, it replaces `parallelism` (which must then be left at its defaults).
+    """
+
+    prefill: PoolConfig = Field(default_factory=PoolConfig)
+    decode: PoolConfig = Field(default_factory=PoolConfig)
+    kv_transfer: KVTransferConfig = Field(default_factory=KVTransferConfig)
+
+
 class MemoryConfig(StrictModel):
     gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="fraction of GPU memory the engine may use (vLLM's flag)")
     block_size: int = Field(16, ge=1, description="tokens per KV block")
@@ -89,6 +125,9 @@ class Scenario(StrictModel):
     slo: SLOConfig = Field(default_factory=SLOConfig)
     cost_model: CostModelConfig = Field(default_factory=CostModelConfig)
     output: OutputConfig = Field(default_factory=OutputConfig)
+    disaggregation: DisaggregationConfig | None = Field(
+        None, description="serve prefill and decode on separate pools, moving the KV between them; "
+        "each pool sets its own tp/pp/replicas, so `parallelism` must stay at its defaults")
 
 
 @dataclass(frozen=True)

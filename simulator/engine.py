@@ -81,13 +81,13 @@ class Engine:
             k = sched.stretch_limit(step) if step.decode_only and self.fast_forward else 1
             if k == 1:
                 dt = cost.iteration_time(shape)
-                used, queued = kv.used, len(sched.waiting)
+                used, queued = kv.used, sched.queued
                 yield env.timeout(dt)
                 finished = sched.complete(step, env.now)
                 log.add(replica, now, dt, shape.num_tokens - shape.num_decode, shape.num_decode,
                         shape.num_seqs, used, kv.total, queued)
             else:
-                queued = len(sched.waiting)
+                queued = sched.queued
                 durations = cost.decode_step_times(shape.num_decode, shape.decode_context, k)
                 ends = [now + t for t in accumulate(durations)]
                 self._in_stretch = True

@@ -82,8 +82,12 @@ class IterationLog:
         }, columns=list(ITERATION_COLUMNS))
 
 
-def requests_frame(requests: list[Request]) -> pd.DataFrame:
-    """One row per request, latencies in ms (NaN where undefined, as vLLM leaves them out)."""
+def requests_frame(requests: list[Request], *, disaggregated: bool = False) -> pd.DataFrame:
+    """One row per request, latencies in ms (NaN where undefined, as vLLM leaves them out).
+
+    Disaggregated runs add `prefill_replica` and `kv_transfer_ms`; `replica` is then the
+    decode instance (or the prefill instance, for a request that never reached decode).
+    """
     arrival = np.array([r.arrival for r in requests], dtype=np.float64)
     first = np.array([r.first_token_time for r in requests], dtype=np.float64)
     finish = np.array([r.finish_time for r in requests], dtype=np.float64)
@@ -93,7 +97,7 @@ def requests_frame(requests: list[Request]) -> pd.DataFrame:
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(out > 1, (e2e - ttft) / (out - 1), np.nan)
     status = ["completed" if r.status == "finished" else "rejected" for r in requests]
-    return pd.DataFrame({
+    frame = pd.DataFrame({
         "request_id": np.array([r.id for r in requests], dtype=np.int64),
         "replica": np.array([r.replica for r in requests], dtype=np.int64),
         "arrival_s": arrival,
@@ -108,9 +112,14 @@ def requests_frame(requests: list[Request]) -> pd.DataFrame:
         "status": status,
         "reject_reason": [r.reject_reason for r in requests],
     })
+    if disaggregated:
+        frame.insert(2, "prefill_replica", np.array([r.prefill_replica for r in requests], dtype=np.int64))
+        frame.insert(8, "kv_transfer_ms", np.array([r.kv_transfer_s for r in requests], dtype=np.float64) * 1e3)
+    return frame
 
 
-def _stats(values: np.ndarray) -> dict[str, float | None]:
+def describe(values: np.ndarray) -> dict[str, float | None]:
+    """Mean and percentiles (numpy linear), NaN left out as vLLM does; None when empty."""
     values = values[~np.isnan(values)]
     if values.size == 0:
         return {"mean": None, **{f"p{p}": None for p in PERCENTILES}}
@@ -170,10 +179,10 @@ def summarize(req: pd.DataFrame, itl: ItlSink, slo: dict[str, float | None]) -> 
             "input_tokens_per_s": rate(float(done["prompt_tokens"].sum())),
             "output_tokens_per_s": rate(float(done["output_tokens"].sum())),
         },
-        "ttft_ms": _stats(done["ttft_ms"].to_numpy()),
-        "tpot_ms": _stats(done["tpot_ms"].to_numpy()),
+        "ttft_ms": describe(done["ttft_ms"].to_numpy()),
+        "tpot_ms": describe(done["tpot_ms"].to_numpy()),
         "itl_ms": itl_stats(itl),
-        "e2e_ms": _stats(done["e2e_ms"].to_numpy()),
+        "e2e_ms": describe(done["e2e_ms"].to_numpy()),
         "goodput": {
             "requests_per_s": rate(good),
             "slo_attainment": good / total if total else 0.0,

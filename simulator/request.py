@@ -17,11 +17,13 @@ class Request:
         "finish_time",
         "first_token_time",
         "id",
+        "kv_transfer_s",
         "last_token_time",
         "num_computed",
         "num_generated",
         "output_tokens",
         "preemptions",
+        "prefill_replica",
         "prefix_id",
         "prompt_tokens",
         "reject_reason",
@@ -48,6 +50,9 @@ class Request:
         self.prefix_id = prefix_id
         self.client = client
         self.replica = -1
+        # Disaggregated serving only: the prefill instance, and the KV transfer's duration.
+        self.prefill_replica = -1
+        self.kv_transfer_s = math.nan
         # num_computed: tokens whose KV is in cache; num_generated: output tokens emitted.
         self.num_computed = 0
         self.num_generated = 0

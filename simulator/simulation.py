@@ -15,18 +15,21 @@ import pandas as pd
 import simpy
 
 from simulator import __version__
-from simulator.config import LoadedScenario, Scenario
+from simulator.cluster import DisaggregatedCluster, Replica
+from simulator.config import LoadedScenario, ParallelismConfig, Scenario
 from simulator.cost import COST_BACKENDS, IterationCostModel, ShardedModel
 from simulator.engine import Engine
-from simulator.errors import ConfigError
+from simulator.errors import ConfigError, DoesNotFitError
 from simulator.hardware import LINKS, GPUSpec, get_gpu
 from simulator.kv_cache import BlockManager
+from simulator.kv_transfer import build_kv_transfer
 from simulator.memory import MemoryPlan, plan_memory
-from simulator.metrics import IterationLog, requests_frame, summarize
+from simulator.metrics import IterationLog, describe, requests_frame, summarize
 from simulator.models import ModelSpec, get_model, load_hf_config
 from simulator.request import Request
 from simulator.router import make_router
 from simulator.scheduler import POLICIES, ItlSink
+from simulator.scheduler.roles import role_scheduler
 from simulator.workload import ClosedLoopWorkload, OpenLoopWorkload, build_workload
 
 
@@ -41,22 +44,20 @@ class SimulationResult:
     scenario: LoadedScenario
 
 
-class Replica:
-    """A model copy: one engine, or one per pipeline stage's micro-batch (virtual engines)."""
+@dataclass(frozen=True)
+class InstancePlan:
+    """What every instance of one layout shares: its memory plan and cost model."""
 
-    def __init__(self, index: int, engines: list[Engine]):
-        self.index = index
-        self.engines = engines
+    tp: int
+    pp: int
+    replicas: int
+    memory: MemoryPlan
+    sharded: ShardedModel
+    cost: IterationCostModel
 
     @property
-    def outstanding(self) -> int:
-        return sum(e.outstanding for e in self.engines)
-
-    def submit(self, req: Request) -> None:
-        req.replica = self.index
-        # vLLM's PP engine hands a new request to the virtual engine with the least work.
-        engine = min(self.engines, key=lambda e: e.outstanding) if len(self.engines) > 1 else self.engines[0]
-        engine.submit(req)
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.replicas
 
 
 def resolve_model(scenario: Scenario, base_dir) -> ModelSpec:
@@ -77,23 +78,42 @@ def with_links(gpu: GPUSpec, intra: str | None, inter: str | None) -> GPUSpec:
     return gpu.model_copy(update=update) if update else gpu
 
 
-def check_parallelism(model: ModelSpec, gpu: GPUSpec, scenario: Scenario) -> None:
-    tp, pp = scenario.parallelism.tp, scenario.parallelism.pp
+def check_parallelism(model: ModelSpec, gpu: GPUSpec, scenario: Scenario, *,
+                      layout: tuple[int, int] | None = None, where: str = "parallelism") -> None:
+    """`layout` (tp, pp) and `where` name a disaggregated pool instead of `parallelism`."""
+    tp, pp = layout or (scenario.parallelism.tp, scenario.parallelism.pp)
     if model.num_heads % tp:
         divisors = [d for d in range(1, model.num_heads + 1) if model.num_heads % d == 0 and d <= 64]
         raise ConfigError(f"tp={tp} does not divide the {model.num_heads} attention heads of {model.name}",
-                          where="parallelism.tp", fix=f"use a tp that divides {model.num_heads}: {divisors}")
+                          where=f"{where}.tp", fix=f"use a tp that divides {model.num_heads}: {divisors}")
     kvh = model.num_kv_heads
     if kvh % tp and tp % kvh:
         raise ConfigError(f"tp={tp} neither divides nor is a multiple of the {kvh} KV heads of {model.name}",
-                          where="parallelism.tp", fix="use a tp that divides the KV heads, or a multiple of them")
+                          where=f"{where}.tp", fix="use a tp that divides the KV heads, or a multiple of them")
     if pp > model.num_layers:
         raise ConfigError(f"pp={pp} exceeds the {model.num_layers} layers of {model.name}",
-                          where="parallelism.pp", fix=f"use pp <= {model.num_layers}")
+                          where=f"{where}.pp", fix=f"use pp <= {model.num_layers}")
     act = scenario.model.activation_dtype
     if act in ("fp8", "int8", "fp4") and act not in gpu.peak_tflops:
         raise ConfigError(f"{gpu.name} has no {act} tensor cores", where="model.activation_dtype",
                           fix="use activation_dtype: bf16 (weight-only quantisation) or a GPU that supports it")
+
+
+def check_disaggregation(scenario: Scenario) -> None:
+    """A disaggregated layout replaces `parallelism`, and needs a paged-KV policy."""
+    par = scenario.parallelism
+    if par != ParallelismConfig():
+        raise ConfigError(
+            f"parallelism (tp={par.tp}, pp={par.pp}, replicas={par.replicas}) conflicts with "
+            "disaggregation, which sets each pool's own layout", where="parallelism",
+            fix="move tp/pp/replicas under disaggregation.prefill and disaggregation.decode, and "
+            "drop parallelism (or leave it at tp=1, pp=1, replicas=1)")
+    policy = scenario.scheduler.policy
+    if not POLICIES[policy].scheduler.paged:
+        paged = [name for name, p in POLICIES.items() if p.scheduler.paged]
+        raise ConfigError(f"disaggregated serving needs paged KV; scheduler.policy {policy} "
+                          "reserves KV per batch", where="scheduler.policy",
+                          fix=f"use one of: {', '.join(paged)}")
 
 
 class Simulation:
@@ -108,48 +128,90 @@ class Simulation:
         self.model = resolve_model(sc, loaded.base_dir)
         self.gpu = with_links(get_gpu(sc.hardware.gpu), sc.hardware.intra_node_link,
                               sc.hardware.inter_node_link)
-        check_parallelism(self.model, self.gpu, sc)
-        tp, pp = sc.parallelism.tp, sc.parallelism.pp
+        dis = sc.disaggregation
+        if dis is None:
+            check_parallelism(self.model, self.gpu, sc)
+        else:
+            check_disaggregation(sc)
+            for role, pool in (("prefill", dis.prefill), ("decode", dis.decode)):
+                check_parallelism(self.model, self.gpu, sc, layout=(pool.tp, pool.pp),
+                                  where=f"disaggregation.{role}")
         self.max_model_len = sc.model.max_model_len or self.model.max_position_embeddings
         sched_cfg = sc.scheduler
         budget, max_seqs = sched_cfg.resolve_limits(self.gpu.name, self.gpu.usable_memory_gib, self.max_model_len)
         self.token_budget, self.max_num_seqs = budget, max_seqs
-        self.memory = plan_memory(
-            self.model, self.gpu, tp=tp, pp=pp, weight_dtype=sc.model.weight_dtype,
-            expert_weight_dtype=sc.model.expert_weight_dtype, kv_dtype=sc.model.kv_dtype, utilization=sc.memory.gpu_memory_utilization,
-            runtime_reserve_gib=sc.memory.runtime_reserve_gib, block_size=sc.memory.block_size,
-            max_batched_tokens=budget, max_num_seqs=max_seqs, max_model_len=self.max_model_len,
-            kv_cache_tokens=sc.memory.kv_cache_tokens)
         backend = COST_BACKENDS.get(sc.cost_model.backend)
         if backend is None:
             raise ConfigError(f"unknown cost back end {sc.cost_model.backend!r}", where="cost_model.backend",
                               fix=f"use one of: {', '.join(COST_BACKENDS)}")
         timer = backend(self.gpu, sc.cost_model, sc.hardware.profile)
-        self.sharded = ShardedModel.build(self.model, tp, pp, sc.model.weight_dtype,
-                                          sc.model.activation_dtype, sc.model.kv_dtype,
-                                          sc.hardware.gpus_per_node, sc.model.expert_weight_dtype)
-        self.cost = IterationCostModel(self.sharded, timer, sc.cost_model)
+        #: Instance layouts by role: "serve" when colocated, else "prefill" and "decode".
+        self.pools: dict[str, InstancePlan] = {}
+        if dis is None:
+            par = sc.parallelism
+            self.pools["serve"] = self._plan(par.tp, par.pp, par.replicas, timer)
+        else:
+            for role, pool in (("prefill", dis.prefill), ("decode", dis.decode)):
+                self.pools[role] = self._plan(pool.tp, pool.pp, pool.replicas, timer, role)
+            self.kv_transfer = build_kv_transfer(dis, self.model, self.gpu, sc.model.kv_dtype,
+                                                 sc.hardware.gpus_per_node)
+        # The pool whose KV capacity bounds the batch: the only one, or the decode pool.
+        main = self.pools["serve" if dis is None else "decode"]
+        self.memory, self.sharded, self.cost = main.memory, main.sharded, main.cost
         self.workload = workload if workload is not None else build_workload(sc.workload, loaded.base_dir)
 
-    # -- wiring ------------------------------------------------------------------------
-    def _build_engines(self, env, itl, log) -> list[Replica]:
+    def _plan(self, tp: int, pp: int, replicas: int, timer, role: str | None = None) -> InstancePlan:
+        """One layout's memory plan and cost model; `role` names a disaggregated pool in errors."""
         sc = self.scenario
-        policy = POLICIES[sc.scheduler.policy]
-        pp = sc.parallelism.pp
-        blocks_per_engine = self.memory.num_blocks // pp
+        try:
+            memory = plan_memory(
+                self.model, self.gpu, tp=tp, pp=pp, weight_dtype=sc.model.weight_dtype,
+                expert_weight_dtype=sc.model.expert_weight_dtype, kv_dtype=sc.model.kv_dtype,
+                utilization=sc.memory.gpu_memory_utilization,
+                runtime_reserve_gib=sc.memory.runtime_reserve_gib, block_size=sc.memory.block_size,
+                max_batched_tokens=self.token_budget, max_num_seqs=self.max_num_seqs,
+                max_model_len=self.max_model_len, kv_cache_tokens=sc.memory.kv_cache_tokens)
+        except DoesNotFitError as exc:
+            if role is None:
+                raise
+            pool = f"disaggregation.{role}"
+            raise DoesNotFitError(exc.message, where=f"{pool}: {exc.where}",
+                                  fix=(exc.fix or "").replace("parallelism.", f"{pool}.")) from None
+        sharded = ShardedModel.build(self.model, tp, pp, sc.model.weight_dtype,
+                                     sc.model.activation_dtype, sc.model.kv_dtype,
+                                     sc.hardware.gpus_per_node, sc.model.expert_weight_dtype)
+        return InstancePlan(tp, pp, replicas, memory, sharded,
+                            IterationCostModel(sharded, timer, sc.cost_model))
+
+    # -- wiring ------------------------------------------------------------------------
+    def _build_engines(self, env, itl, log, plan: InstancePlan, first: int = 0,
+                       role: str | None = None) -> list[Replica]:
+        """`plan.replicas` replicas numbered from `first`; `role` picks a disaggregated role."""
+        sc = self.scenario
+        policy = POLICIES[sc.scheduler.policy].scheduler
+        if role is not None:
+            policy = role_scheduler(policy, role)
+        pp = plan.pp
+        blocks_per_engine = plan.memory.num_blocks // pp
         replicas = []
-        for r in range(sc.parallelism.replicas):
+        for r in range(first, first + plan.replicas):
             engines = []
             for _ in range(pp):
                 kv = BlockManager(blocks_per_engine, sc.memory.block_size,
                                   getattr(sc.scheduler, "watermark", 0.0))
-                sched = policy.scheduler(sc.scheduler, kv, self.max_model_len, itl,
-                                         token_budget=self.token_budget, max_num_seqs=self.max_num_seqs)
+                sched = policy(sc.scheduler, kv, self.max_model_len, itl,
+                               token_budget=self.token_budget, max_num_seqs=self.max_num_seqs)
                 sched.expect_arrivals = self._expect_arrivals
-                engines.append(Engine(env, r, sched, self.cost, log, self._on_finish, self._on_reject,
+                engines.append(Engine(env, r, sched, plan.cost, log, self._on_finish, self._on_reject,
                                       fast_forward=self._fast_forward))
             replicas.append(Replica(r, engines))
         return replicas
+
+    def _build_cluster(self, env, itl, log) -> DisaggregatedCluster:
+        prefill = self._build_engines(env, itl, log, self.pools["prefill"], 0, "prefill")
+        decode = self._build_engines(env, itl, log, self.pools["decode"], len(prefill), "decode")
+        return DisaggregatedCluster(env, prefill, decode, self.kv_transfer, self.scenario.router,
+                                    self._on_finish, self._on_reject)
 
     def _expect_arrivals(self) -> bool:
         return self._pending_sources > 0
@@ -264,7 +326,12 @@ class Simulation:
         self._frontend_per_token = cm.frontend_us_per_token * 1e-6
         self._frontend_free = 0.0
         self._frontend_latency = cm.frontend_latency_ms * 1e-3
-        self.replicas = self._build_engines(env, itl, log)
+        if self.scenario.disaggregation is None:
+            self.replicas = self._build_engines(env, itl, log, self.pools["serve"])
+        else:
+            self.cluster = self._build_cluster(env, itl, log)
+            self.replicas = self.cluster.instances
+            self._route = self.cluster.route
         wl = self.workload
         if isinstance(wl, OpenLoopWorkload):
             self._pending_sources = len(wl.arrival_s)
@@ -296,25 +363,25 @@ class Simulation:
 
     def _result(self, itl: ItlSink, log: IterationLog, wall: float) -> SimulationResult:
         sc = self.scenario
-        req_df = requests_frame(self.requests)
+        dis = sc.disaggregation is not None
+        req_df = requests_frame(self.requests, disaggregated=dis)
         it_df = log.frame()
         slo = sc.slo.model_dump()
         summary: dict = {"scenario": self.loaded.name}
         summary.update(summarize(req_df, itl, slo))
-        peak = max(e.scheduler.kv.peak_used / e.scheduler.kv.total
-                   for rep in self.replicas for e in rep.engines)
-        if len(it_df):
-            w = it_df["duration_ms"].to_numpy()
-            util = it_df["kv_blocks_used"].to_numpy() / np.maximum(it_df["kv_blocks_total"].to_numpy(), 1)
-            mean_util = float((util * w).sum() / w.sum()) if w.sum() > 0 else 0.0
-        else:
-            mean_util = 0.0
-        gpus = sc.parallelism.tp * sc.parallelism.pp * sc.parallelism.replicas
+        # KV figures describe the pool that holds requests while they decode.
+        main = self.pools["decode" if dis else "serve"]
+        instances = self.cluster.decode if dis else self.replicas
+        if dis:
+            n_prefill = len(self.cluster.prefill)
+            it_df.insert(1, "pool", np.where(it_df["replica"].to_numpy() < n_prefill, "prefill", "decode"))
+        peak, mean_util = _kv_use(instances, it_df[it_df["pool"] == "decode"] if dis else it_df)
+        gpus = sum(plan.gpus for plan in self.pools.values())
         price = sc.hardware.cost_per_gpu_hour if sc.hardware.cost_per_gpu_hour is not None else self.gpu.cost_per_gpu_hour
         out_tps = summary["throughput"]["output_tokens_per_s"]
         summary["kv_cache"] = {
             "capacity_tokens": self.memory.capacity_tokens,
-            "total_capacity_tokens": self.memory.capacity_tokens * sc.parallelism.replicas,
+            "total_capacity_tokens": self.memory.capacity_tokens * main.replicas,
             "block_size": self.memory.block_size,
             "blocks_per_replica": self.memory.num_blocks,
             "peak_utilization": peak,
@@ -335,9 +402,9 @@ class Simulation:
         summary["config"] = {
             "model": self.model.name,
             "gpu": self.gpu.name,
-            "tp": sc.parallelism.tp,
-            "pp": sc.parallelism.pp,
-            "replicas": sc.parallelism.replicas,
+            "tp": main.tp,
+            "pp": main.pp,
+            "replicas": main.replicas,
             "scheduler": sc.scheduler.policy,
             "max_num_batched_tokens": self.token_budget,
             "max_num_seqs": self.max_num_seqs,
@@ -345,7 +412,44 @@ class Simulation:
             "cost_backend": sc.cost_model.backend,
             "seed": sc.workload.seed,
         }
+        if dis:
+            summary["disaggregation"] = self._disaggregation_summary(req_df, it_df)
         summary["iterations"] = log.count
         summary["servesim_version"] = __version__
         summary["sim_wall_s"] = wall
         return SimulationResult(summary, req_df, it_df, self.memory, self.loaded)
+
+    def _disaggregation_summary(self, req_df: pd.DataFrame, it_df: pd.DataFrame) -> dict:
+        """Per-pool layout and KV use, and the KV transfers' links and durations."""
+        out: dict = {}
+        for role, instances in (("prefill", self.cluster.prefill), ("decode", self.cluster.decode)):
+            plan = self.pools[role]
+            peak, mean_util = _kv_use(instances, it_df[it_df["pool"] == role])
+            out[role] = {
+                "tp": plan.tp, "pp": plan.pp, "replicas": plan.replicas, "gpus": plan.gpus,
+                "kv_capacity_tokens": plan.memory.capacity_tokens,
+                "kv_blocks_per_replica": plan.memory.num_blocks,
+                "kv_peak_utilization": peak,
+                "kv_mean_utilization": mean_util,
+                "iterations": int((it_df["pool"] == role).sum()) if len(it_df) else 0,
+            }
+        kt = self.kv_transfer
+        done = req_df[req_df["status"] == "completed"]
+        out["kv_transfer"] = {
+            "links": sorted({name for row in kt.links for name in row}),
+            "bytes_per_token_per_gpu": kt.bytes_per_token,
+            "ms": describe(done["kv_transfer_ms"].to_numpy()),
+        }
+        return out
+
+
+def _kv_use(instances: list[Replica], iterations: pd.DataFrame) -> tuple[float, float]:
+    """Peak KV-block use of any engine, and the duration-weighted mean use per iteration."""
+    peak = max(e.scheduler.kv.peak_used / e.scheduler.kv.total for rep in instances for e in rep.engines)
+    if len(iterations):
+        w = iterations["duration_ms"].to_numpy()
+        util = iterations["kv_blocks_used"].to_numpy() / np.maximum(iterations["kv_blocks_total"].to_numpy(), 1)
+        mean_util = float((util * w).sum() / w.sum()) if w.sum() > 0 else 0.0
+    else:
+        mean_util = 0.0
+    return peak, mean_util

@@ -205,7 +205,7 @@ class LiveMonitor:
         if self.attain is not None and len(self.attain[2]) >= self.attain[1]:
             raise EarlyStop(f"early stop: {self.attain[3]} already decided ({len(self.attain[2])} "
                             f"measured requests miss the SLO at t = {now:,.1f} s)", self.snapshot())
-        waiting = sum(len(e.scheduler.waiting) for rep in sim.replicas for e in rep.engines)
+        waiting = sum(e.scheduler.queued for rep in sim.replicas for e in rep.engines)
         if waiting > self.queue_limit:
             raise EarlyStop(f"early stop: overload ({waiting} requests waiting > "
                             f"{self.queue_limit:g} at t = {now:,.1f} s)", self.snapshot())

@@ -120,6 +120,12 @@ def _config_line(summary: Mapping) -> str:
         ("Replicas", get(cfg, "replicas")),
         ("Scheduler", get(cfg, "scheduler")),
     ]
+    dis = get(summary, "disaggregation")
+    if dis:
+        # TP/PP/Replicas above are the decode pool's; name both pools.
+        pools = " + ".join(f"{role} {get(dis, role, 'replicas')}× TP{get(dis, role, 'tp')}"
+                           f"·PP{get(dis, role, 'pp')}" for role in ("prefill", "decode"))
+        items.append(("Disaggregated", pools))
     parts = [f"{_esc(k)} <b>{_esc(fmt_text(v))}</b>" for k, v in items]
     return f'<p class="config">{" · ".join(parts)}</p>'
 

@@ -59,6 +59,8 @@ class Scheduler:
     """Shared state and mechanics; policies override `schedule` and `admission_error`."""
 
     name: ClassVar[str] = ""
+    # Paged, on-demand KV (blocks follow the context): what a disaggregated pool needs.
+    paged: ClassVar[bool] = False
 
     def __init__(self, config: SchedulerConfigBase, kv: BlockManager, max_model_len: int,
                  itl: ItlSink, *, token_budget: int = 0, max_num_seqs: int = 0):
@@ -102,6 +104,11 @@ class Scheduler:
     @property
     def outstanding(self) -> int:
         return len(self.waiting) + len(self.running)
+
+    @property
+    def queued(self) -> int:
+        """Requests waiting for admission (the iteration log's queue length)."""
+        return len(self.waiting)
 
     def has_work(self) -> bool:
         return bool(self.waiting or self.running)

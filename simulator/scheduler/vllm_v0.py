@@ -35,6 +35,7 @@ class VllmV0Config(SchedulerConfigBase):
 
 class VllmV0Scheduler(Scheduler):
     name = "vllm-v0"
+    paged = True
 
 
     def admission_error(self, req):

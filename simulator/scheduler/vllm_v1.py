@@ -43,6 +43,7 @@ def vllm_default_limits(gpu_name: str, gpu_memory_gib: float) -> tuple[int, int]
 
 class VllmV1Scheduler(Scheduler):
     name = "vllm-v1"
+    paged = True
 
     def __init__(self, config: VllmV1Config, kv, max_model_len, itl, **limits):
         super().__init__(config, kv, max_model_len, itl, **limits)

@@ -1,0 +1,74 @@
+"""KV-cache transfer time between a prefill and a decode instance (DESIGN.md §4).
+
+time = prompt tokens × KV bytes per token per GPU / link bandwidth + fixed latency.
+
+Every GPU has its own link, and the TP/PP shards move in parallel, so the bytes that
+count are one GPU's share: the larger of a sending GPU's shard (prefill layout) and a
+receiving GPU's shard (decode layout). A decode instance with fewer GPUs than the
+prefill instance receives more per GPU, and that side then sets the time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simulator.config import DisaggregationConfig
+from simulator.hardware import LINKS, GPUSpec, LinkSpec
+from simulator.memory import kv_bytes_per_token_per_gpu
+from simulator.models import ModelSpec
+
+
+@dataclass(frozen=True)
+class KVTransfer:
+    """Transfer times for every (prefill instance, decode instance) pair."""
+
+    bytes_per_token: float  # per GPU: the larger of the two pools' shards
+    bandwidth: tuple[tuple[float, ...], ...]  # B/s, [prefill][decode]
+    latency: tuple[tuple[float, ...], ...]  # s, [prefill][decode]
+    links: tuple[tuple[str, ...], ...]  # link names, for the summary
+
+    def seconds(self, tokens: int, prefill: int, decode: int) -> float:
+        """Time to move the KV of `tokens` tokens from prefill instance to decode instance."""
+        return tokens * self.bytes_per_token / self.bandwidth[prefill][decode] + self.latency[prefill][decode]
+
+
+def instance_nodes(cfg: DisaggregationConfig, gpus_per_node: int) -> tuple[list[set[int]], list[set[int]]]:
+    """Nodes each instance occupies, packing instances onto GPUs in order, prefill first."""
+    out: list[list[set[int]]] = []
+    first = 0
+    for pool in (cfg.prefill, cfg.decode):
+        size = pool.tp * pool.pp
+        nodes = []
+        for _ in range(pool.replicas):
+            nodes.append({g // gpus_per_node for g in range(first, first + size)})
+            first += size
+        out.append(nodes)
+    return out[0], out[1]
+
+
+def _link(cfg: DisaggregationConfig, gpu: GPUSpec, same_node: bool) -> LinkSpec:
+    name = cfg.kv_transfer.link
+    if name != "auto":
+        return LINKS[name]
+    return gpu.intra_node_link if same_node else gpu.inter_node_link
+
+
+def build_kv_transfer(cfg: DisaggregationConfig, model: ModelSpec, gpu: GPUSpec, kv_dtype: str,
+                      gpus_per_node: int) -> KVTransfer:
+    """The transfer model of a disaggregated layout; `gpu` carries the scenario's link overrides."""
+    per_token = max(kv_bytes_per_token_per_gpu(model, kv_dtype, cfg.prefill.tp, cfg.prefill.pp),
+                    kv_bytes_per_token_per_gpu(model, kv_dtype, cfg.decode.tp, cfg.decode.pp))
+    kt = cfg.kv_transfer
+    prefill_nodes, decode_nodes = instance_nodes(cfg, gpus_per_node)
+    bw, lat, names = [], [], []
+    for p in prefill_nodes:
+        row_bw, row_lat, row_names = [], [], []
+        for d in decode_nodes:
+            link = _link(cfg, gpu, len(p | d) == 1)
+            row_bw.append((kt.bandwidth_gbps or link.bandwidth_gbps) * 1e9)
+            row_lat.append(kt.latency_ms * 1e-3 if kt.latency_ms is not None else link.latency_us * 1e-6)
+            row_names.append(link.name)
+        bw.append(tuple(row_bw))
+        lat.append(tuple(row_lat))
+        names.append(tuple(row_names))
+    return KVTransfer(per_token, tuple(bw), tuple(lat), tuple(names))

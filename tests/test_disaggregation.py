@@ -1,0 +1,322 @@
+"""Disaggregated prefill/decode: the closed-form lone request, KV-transfer physics,
+conservation and KV accounting in both pools, fast-forward exactness, determinism, and
+clean configuration errors.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import (
+    CHATBOT,
+    PAGED_POLICIES,
+    engines,
+    fixed,
+    poisson,
+    prefill_shape,
+    scenario,
+    simulate,
+    time_limit,
+    uniform,
+)
+from hypothesis import given
+from hypothesis import strategies as st
+from test_cli import cli, no_leftovers
+from test_invariants import PROPERTY_SETTINGS, check_fast_forward_equivalent, check_tokens
+
+from simulator import api
+from simulator.config import DisaggregationConfig
+from simulator.dtypes import DTYPE_BYTES
+from simulator.hardware import get_gpu
+from simulator.kv_transfer import build_kv_transfer
+from simulator.models import get_model
+from simulator.simulation import Simulation
+
+P, OUT = 300, 40
+REL = 1e-9
+BW_GBPS, LAT_MS = 50.0, 0.5
+
+
+def disagg(d: dict, prefill=(1, 1, 1), decode=(1, 1, 1), **kv_transfer) -> dict:
+    """`d` served by a prefill pool and a decode pool, each (tp, pp, replicas).
+
+    `d["parallelism"]` stays at its defaults (tp=pp=replicas=1), which disaggregation allows.
+    """
+    d = dict(d)
+    pool = lambda t: dict(zip(("tp", "pp", "replicas"), t, strict=True))  # noqa: E731
+    d["disaggregation"] = {"prefill": pool(prefill), "decode": pool(decode), "kv_transfer": kv_transfer}
+    return d
+
+
+def kv_bytes_per_gpu(model: str, kv_dtype: str, tp: int, pp: int) -> float:
+    """2 × layers × KV heads × head_dim × bytes, for one GPU's shard (heads replicated past tp)."""
+    m = get_model(model)
+    return 2 * -(-m.num_layers // pp) * max(1, m.num_kv_heads // tp) * m.head_dim * DTYPE_BYTES[kv_dtype]
+
+
+def lone(policy: str = "vllm-v1", prompt: int = P, output: int = OUT, **pools) -> dict:
+    d = scenario(policy, arrival=poisson(1.0), prompt=fixed(prompt), output=fixed(output), num_requests=1)
+    return disagg(d, **pools, bandwidth_gbps=BW_GBPS, latency_ms=LAT_MS)
+
+
+# -- the closed form --------------------------------------------------------------------
+@pytest.mark.parametrize("fast_forward", [True, False])
+@pytest.mark.parametrize("policy", PAGED_POLICIES)
+@pytest.mark.parametrize("pools", [{}, {"prefill": (2, 1, 1), "decode": (1, 1, 2)}])
+def test_lone_request_is_prefill_then_transfer_then_decodes(policy, pools, fast_forward):
+    d = lone(policy, **pools)
+    sim, res = simulate(d, fast_forward=fast_forward)
+    prefill_tp = pools.get("prefill", (1,))[0]
+    decode_tp = pools.get("decode", (1,))[0]
+    per_token = max(kv_bytes_per_gpu("llama-3.1-8b", "bf16", prefill_tp, 1),
+                    kv_bytes_per_gpu("llama-3.1-8b", "bf16", decode_tp, 1))
+    transfer = P * per_token / (BW_GBPS * 1e9) + LAT_MS * 1e-3
+    prefill = sim.pools["prefill"].cost.iteration_time(prefill_shape(P))
+    steps = sim.pools["decode"].cost.decode_step_times(1, P, OUT - 1)
+
+    r = res.requests.iloc[0]
+    assert r["status"] == "completed" and r["arrival_s"] == 0.0
+    assert r["ttft_ms"] == pytest.approx(prefill * 1e3, rel=REL)  # the prefill instance's token
+    assert r["kv_transfer_ms"] == pytest.approx(transfer * 1e3, rel=REL)
+    assert r["e2e_ms"] == pytest.approx((prefill + transfer + sum(steps)) * 1e3, rel=REL)
+    assert r["tpot_ms"] == pytest.approx((transfer + sum(steps)) / (OUT - 1) * 1e3, rel=REL)
+    n_prefill = pools.get("prefill", (1, 1, 1))[2]
+    assert r["prefill_replica"] == 0 and r["replica"] == n_prefill  # first decode instance
+
+    it = res.iterations
+    assert list(it["pool"]) == ["prefill"] + ["decode"] * (OUT - 1)
+    assert list(it["prefill_tokens"]) == [P] + [0] * (OUT - 1)
+    # The second token: the decode instance starts once the KV has arrived, one step later.
+    assert it["start_s"].iloc[1] == pytest.approx(prefill + transfer, rel=REL)
+    np.testing.assert_allclose(it["duration_ms"], np.array([prefill, *steps]) * 1e3, rtol=REL)
+    # ITL: the first gap holds the transfer and one decode step, the rest are single steps.
+    gaps = np.array([transfer + steps[0], *steps[1:]]) * 1e3
+    assert res.summary["itl_ms"]["mean"] == pytest.approx(gaps.mean(), rel=REL)
+    assert res.summary["itl_ms"]["p99"] == pytest.approx(np.percentile(gaps, 99), rel=REL)
+
+
+def test_one_token_request_never_leaves_the_prefill_instance():
+    d = lone(output=1)
+    sim, res = simulate(d)
+    r = res.requests.iloc[0]
+    assert r["status"] == "completed" and np.isnan(r["kv_transfer_ms"])
+    assert r["e2e_ms"] == r["ttft_ms"]
+    assert list(res.iterations["pool"]) == ["prefill"]
+    assert all(e.scheduler.kv.used == 0 for e in engines(sim))
+
+
+def test_prefill_instance_holds_the_kv_until_the_transfer_ends():
+    """During the transfer the prefill blocks are still in use; the next prompt sees them."""
+    d = disagg(scenario("vllm-v1", arrival=poisson(1e6), prompt=fixed(P), output=fixed(4),
+                        num_requests=2, sched={"max_num_seqs": 1}), latency_ms=1e3)
+    sim, res = simulate(d)
+    it = res.iterations[res.iterations["pool"] == "prefill"]
+    blocks = -(-P // 16)
+    # One prompt per iteration: the second runs while the first one's KV is in flight.
+    assert len(it) == 2 and list(it["kv_blocks_used"]) == [blocks, 2 * blocks]
+    assert all(e.scheduler.kv.used == 0 for e in engines(sim))
+
+
+# -- transfer physics -------------------------------------------------------------------
+def transfer_model(prefill=(1, 1, 1), decode=(1, 1, 1), gpus_per_node: int = 8, **kt):
+    pool = lambda t: dict(zip(("tp", "pp", "replicas"), t, strict=True))  # noqa: E731
+    cfg = DisaggregationConfig.model_validate(
+        {"prefill": pool(prefill), "decode": pool(decode), "kv_transfer": kt})
+    return build_kv_transfer(cfg, get_model("llama-3.1-70b"), get_gpu("h100-sxm"), "bf16", gpus_per_node)
+
+
+@pytest.mark.parametrize("tokens", [1, 100, 4096])
+def test_transfer_time_is_linear_in_prompt_and_inverse_in_bandwidth(tokens):
+    lat = 2e-3
+    slow = transfer_model(bandwidth_gbps=25.0, latency_ms=lat * 1e3)
+    fast = transfer_model(bandwidth_gbps=50.0, latency_ms=lat * 1e3)
+    t = slow.seconds(tokens, 0, 0)
+    assert slow.seconds(2 * tokens, 0, 0) - lat == pytest.approx(2 * (t - lat), rel=1e-12)
+    assert fast.seconds(tokens, 0, 0) - lat == pytest.approx((t - lat) / 2, rel=1e-12)
+    assert t - lat == pytest.approx(tokens * kv_bytes_per_gpu("llama-3.1-70b", "bf16", 1, 1) / 25e9,
+                                    rel=1e-12)
+
+
+def test_tp_shards_move_in_parallel_and_the_larger_shard_sets_the_time():
+    full = kv_bytes_per_gpu("llama-3.1-70b", "bf16", 1, 1)
+    assert transfer_model((4, 1, 1), (4, 1, 1)).bytes_per_token == full / 4
+    assert transfer_model((4, 1, 1), (2, 1, 1)).bytes_per_token == full / 2  # receiver-bound
+    assert transfer_model((2, 2, 1), (2, 1, 1)).bytes_per_token == full / 2
+    # Llama-3.1-70B has 8 KV heads: past tp=8 each GPU holds a replicated head.
+    assert transfer_model((16, 1, 1), (16, 1, 1)).bytes_per_token == full / 8
+
+
+def test_auto_link_is_nvlink_within_a_node_and_the_network_across():
+    gpu = get_gpu("h100-sxm")
+    # 4 + 4 GPUs fit one 8-GPU node; 4 + 2×4 put the second decode instance on node 1.
+    same = transfer_model((4, 1, 1), (4, 1, 1))
+    split = transfer_model((4, 1, 1), (4, 1, 2))
+    assert same.bandwidth[0][0] == gpu.intra_node_link.bandwidth_gbps * 1e9
+    assert split.bandwidth[0] == (gpu.intra_node_link.bandwidth_gbps * 1e9,
+                                  gpu.inter_node_link.bandwidth_gbps * 1e9)
+    assert split.latency[0][1] == gpu.inter_node_link.latency_us * 1e-6
+    named = transfer_model((4, 1, 1), (4, 1, 1), link="pcie5")
+    assert named.bandwidth[0][0] == 64e9  # PCI-SIG Gen5 x16, per direction
+
+
+# -- invariants over random scenarios ---------------------------------------------------
+@st.composite
+def disagg_scenarios(draw) -> dict:
+    policy = draw(st.sampled_from(PAGED_POLICIES))
+    sched: dict = {"max_num_seqs": draw(st.sampled_from([2, 16, 256]))}
+    if policy == "vllm-v1":
+        sched["max_num_batched_tokens"] = draw(st.sampled_from([48, 512, 2048]))
+        sched["enable_chunked_prefill"] = draw(st.booleans())
+    d = scenario(
+        policy,
+        arrival=poisson(draw(st.floats(0.5, 300.0))),
+        prompt=uniform(draw(st.integers(1, 64)), draw(st.sampled_from([64, 400, 1500]))),
+        output=uniform(1, draw(st.sampled_from([1, 24, 300]))),
+        num_requests=draw(st.integers(1, 100)),
+        seed=draw(st.integers(0, 2**16)),
+        sched=sched,
+        router=draw(st.sampled_from(["round_robin", "least_outstanding"])),
+        kv_tokens=draw(st.sampled_from([None, 2048, 4096])),
+        block_size=draw(st.sampled_from([1, 16, 32])),
+        max_model_len=2048,
+    )
+    replicas = st.integers(1, 2)
+    return disagg(d, prefill=(1, 1, draw(replicas)), decode=(1, 1, draw(replicas)),
+                  latency_ms=draw(st.sampled_from([0.0, 1.0, 50.0])))
+
+
+def check_disaggregated(d: dict, sim, res) -> None:
+    req, it = res.requests, res.iterations
+    n_prefill = d["disaggregation"]["prefill"]["replicas"]
+    n_all = n_prefill + d["disaggregation"]["decode"]["replicas"]
+    assert len(req) == d["workload"]["num_requests"]
+    assert set(req["status"]) <= {"completed", "rejected"}
+    assert (req.loc[req["status"] == "rejected", "reject_reason"].str.len() > 0).all()
+    done = req[req["status"] == "completed"]
+    multi = done[done["output_tokens"] > 1]
+    # Causality: arrival → first token (prefill) → transfer → remaining tokens (decode).
+    assert (done["arrival_s"] <= done["first_token_s"]).all()
+    assert (multi["first_token_s"] + multi["kv_transfer_ms"] * 1e-3 <= multi["finish_s"] + 1e-12).all()
+    assert (multi["kv_transfer_ms"] > 0).all()
+    assert multi["prefill_replica"].between(0, n_prefill - 1).all()
+    assert multi["replica"].between(n_prefill, n_all - 1).all()
+    assert done.loc[done["output_tokens"] == 1, "replica"].between(0, n_prefill - 1).all()
+    for r in sim.requests:
+        if r.status == "finished":
+            assert r.num_generated == r.output_tokens
+    # Token conservation across the two pools, and prefill instances never decode.
+    check_tokens(d, req, it)
+    assert (it.loc[it["pool"] == "prefill", "decode_tokens"] == 0).all()
+    assert list(it["pool"]) == ["prefill" if r < n_prefill else "decode" for r in it["replica"]]
+    # KV: within capacity in both pools, and every block freed at the end.
+    assert (it["kv_blocks_used"] <= it["kv_blocks_total"]).all()
+    for e in engines(sim):
+        kv = e.scheduler.kv
+        assert kv.used == 0 and 0 <= kv.peak_used <= kv.total
+        assert e.scheduler.outstanding == 0
+    # Each instance's clock: iterations in order, never overlapping.
+    for _, g in it.groupby("replica", sort=False):
+        start = g["start_s"].to_numpy()
+        end = start + g["duration_ms"].to_numpy() * 1e-3
+        assert (np.diff(start) >= 0).all() and (start[1:] >= end[:-1] - 1e-9).all()
+
+
+@PROPERTY_SETTINGS
+@given(disagg_scenarios())
+def test_invariants_and_fast_forward_exactness(d):
+    with time_limit(30.0):
+        sim, res = simulate(d, fast_forward=True)
+    check_disaggregated(d, sim, res)
+    with time_limit(30.0):
+        _, stepped = simulate(d, fast_forward=False)
+    check_fast_forward_equivalent(d, res, stepped)
+
+
+@pytest.mark.parametrize("policy", PAGED_POLICIES)
+def test_small_decode_cache_waits_and_preempts_but_completes(policy):
+    """Heavy load on a small KV cache: decode admission waits, decodes are preempted and
+    recomputed on the decode instance, and still every request completes."""
+    d = disagg(scenario(policy, arrival=poisson(40.0), prompt=uniform(16, 1000),
+                        output=uniform(1, 400), num_requests=150, kv_tokens=4096,
+                        max_model_len=2048), prefill=(1, 1, 1), decode=(1, 1, 2))
+    sim, res = simulate(d)
+    check_disaggregated(d, sim, res)
+    assert (res.requests["status"] == "completed").all()
+    assert res.requests["preemptions"].sum() > 0
+    decode_it = res.iterations[res.iterations["pool"] == "decode"]
+    assert (decode_it["queue_len"] > 0).any()  # arrived KV waited for blocks
+    _, stepped = simulate(d, fast_forward=False)
+    check_fast_forward_equivalent(d, res, stepped)
+
+
+def test_pipeline_pools_keep_the_invariants():
+    d = disagg(scenario("vllm-v1", arrival=poisson(30.0), prompt=uniform(16, 800),
+                        output=uniform(1, 100), num_requests=80, max_model_len=2048),
+               prefill=(1, 2, 1), decode=(2, 2, 1))
+    sim, res = simulate(d)
+    assert (res.requests["status"] == "completed").all()
+    check_tokens(d, res.requests, res.iterations)
+    assert all(e.scheduler.kv.used == 0 for e in engines(sim))
+    assert res.summary["cost"]["gpus"] == 1 * 2 + 2 * 2
+
+
+def test_same_seed_same_run_and_colocated_output_unchanged():
+    d = disagg(scenario("vllm-v1", arrival=poisson(20.0), prompt=uniform(16, 800),
+                        output=uniform(1, 100), num_requests=60), decode=(1, 1, 2))
+    a, b = api.run(d), api.run(d)
+    pd.testing.assert_frame_equal(a.requests, b.requests)
+    pd.testing.assert_frame_equal(a.iterations, b.iterations)
+    colocated = api.run(scenario("vllm-v1", num_requests=5))
+    assert "kv_transfer_ms" not in colocated.requests.columns
+    assert "pool" not in colocated.iterations.columns
+    assert "disaggregation" not in colocated.summary
+
+
+def test_summary_counts_both_pools():
+    d = disagg(scenario("vllm-v1", num_requests=20), prefill=(2, 1, 1), decode=(1, 1, 3))
+    res = api.run(d)
+    s = res.summary
+    gpus = 2 + 3
+    assert s["cost"]["gpus"] == gpus
+    assert s["cost"]["usd_per_hour"] == pytest.approx(gpus * get_gpu("h100-sxm").cost_per_gpu_hour)
+    assert s["disaggregation"]["prefill"]["gpus"] == 2 and s["disaggregation"]["decode"]["gpus"] == 3
+    assert s["config"]["replicas"] == 3  # kv_cache and config describe the decode pool
+    sim = Simulation(api.load(data=d))
+    assert s["kv_cache"]["capacity_tokens"] == sim.pools["decode"].memory.capacity_tokens
+    assert sim.pools["prefill"].memory.capacity_tokens > sim.pools["decode"].memory.capacity_tokens
+
+
+def test_shipped_scenario_runs_with_the_cli(tmp_path):
+    scenario_file = CHATBOT.parent / "disaggregated.yaml"
+    out = tmp_path / "out"
+    assert cli(scenario_file, "--set", "workload.num_requests=40", "-o", out, "--quiet", "--no-report") == 0
+    req = pd.read_csv(out / "requests.csv")
+    assert {"prefill_replica", "kv_transfer_ms"} <= set(req.columns)
+    assert (req["status"] == "completed").all()
+
+
+# -- configuration errors: exit 2, one message, no traceback -----------------------------
+BAD = {
+    "negative latency": (["--set", "disaggregation.kv_transfer.latency_ms=-1"], "greater than or equal to 0"),
+    "unknown link": (["--set", "disaggregation.kv_transfer.link=nvlink9"], "disaggregation.kv_transfer.link"),
+    "zero bandwidth": (["--set", "disaggregation.kv_transfer.bandwidth_gbps=0"], "greater than 0"),
+    "misspelt pool field": (["--set", "disaggregation.decode.replica=2"], "did you mean `replicas`"),
+    "parallelism conflict": (["--set", "parallelism.tp=2"], "conflicts with disaggregation"),
+    "unpaged policy": (["--set", "scheduler={policy: continuous}"], "needs paged KV"),
+    "pool tp not dividing heads": (["--set", "disaggregation.decode.tp=3"], "disaggregation.decode.tp"),
+    "pool does not fit": (["--set", "model.name=llama-3.1-70b", "--set", "disaggregation.prefill.tp=4"],
+                          "disaggregation.decode: model llama-3.1-70b"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_disaggregation_config_is_one_clean_error(case, tmp_path, capsys):
+    args, words = BAD[case]
+    base = ["--set", "disaggregation={prefill: {tp: 1}, decode: {tp: 1}}", "--set", "parallelism.tp=1"]
+    assert cli(CHATBOT, *base, *args, "-o", tmp_path / "out", "--quiet") == 2
+    captured = capsys.readouterr()
+    err = " ".join(captured.err.split())
+    assert err.startswith("error:") and words in err and "fix:" in err
+    assert "Traceback" not in captured.err + captured.out
+    no_leftovers(tmp_path)
