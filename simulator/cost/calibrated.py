@@ -248,7 +248,7 @@ class _Moe(_Family):
         return fused_moe_op(tokens, hidden, inter, topk, experts, dtype)
 
     def locate(self, op):
-        m, hidden, inter, topk, experts, _up, _w, label = op.shape
+        m, hidden, inter, topk, experts, *_, label = op.shape
         return (hidden, topk, experts, label), (float(inter), float(m))
 
     def distance(self, want, have):

@@ -187,21 +187,23 @@ def fused_moe_op(m: int, hidden: int, inter: int, top_k: int, experts: int, labe
     """One MoE MLP as vLLM's fused_moe runs it: align/permute, a grouped GEMM for gate/up
     over the active experts, the activation, a grouped GEMM for down, and the weighted sum.
 
-    shape: (tokens, hidden, inter per GPU, top-k, experts, up width, weight bytes, table
-    label); dtype is the GEMM compute format. FLOPs are the two GEMMs'; bytes are the active
-    experts' weights plus the activations each step reads and writes.
+    shape: (tokens, hidden, inter per GPU, top-k, experts, up width, active experts, bytes
+    the two GEMMs move, table label); dtype is the GEMM compute format. FLOPs are the two
+    GEMMs'; bytes add the activation, align and sum traffic to the GEMMs' own.
     """
     w = MOE_TABLE_WEIGHT_BYTES[label]
     up_n = 2 * inter if gated else inter
     active = active_experts(m, experts, top_k)
     rows = m * top_k
     flops = 2.0 * rows * (up_n * hidden + hidden * inter)
-    weights = active * (up_n * hidden + hidden * inter) * w
+    gemm_bytes = active * (up_n * hidden + hidden * inter) * w + rows * (hidden + 2 * inter) * act_bytes
     acts = (rows * (hidden + up_n) + rows * (up_n + inter) + rows * (inter + hidden)
             + m * hidden) * act_bytes
+    weights = active * (up_n * hidden + hidden * inter) * w
     align = m * experts * 4.0 + rows * 8.0
     return Op("fused_moe", "moe", flops, weights + acts + align, count,
-              (m, hidden, inter, top_k, experts, up_n, w, label), MOE_TABLE_COMPUTE[label], kernels=7)
+              (m, hidden, inter, top_k, experts, up_n, active, gemm_bytes, label),
+              MOE_TABLE_COMPUTE[label], kernels=7)
 
 
 def moe_ops(m: int, sm: ShardedModel) -> list[Op]:

@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from simulator.cost.config import RooflineEfficiency
-from simulator.cost.ops import Op, active_experts
+from simulator.cost.ops import Op
 from simulator.hardware import GPUSpec, LinkSpec
 
 TILE_N = 128
@@ -61,13 +61,11 @@ class RooflineTimer:
         the kernel's M tile (16/64/128 rows, as vLLM's tuned fused_moe configs pick by batch
         size), reading only the active experts' weights; plus the activation traffic of
         align, activation and sum at elementwise bandwidth."""
-        m, hidden, inter, top_k, experts, up_n, w, _label = op.shape
-        active = active_experts(m, experts, top_k)
+        m, hidden, inter, top_k, _experts, up_n, active, gemm_bytes, _label = op.shape
         rows = m * top_k / active if active else 0.0
         tile_m = 16 if rows <= 16 else 64 if rows <= 64 else 128
         padded = 2.0 * active * math.ceil(rows / tile_m) * tile_m * (up_n * hidden + hidden * inter)
         compute = max(op.flops, padded) / (self.peak(op.dtype) * self.eff.gemm_compute)
-        gemm_bytes = active * (up_n * hidden + hidden * inter) * w + m * top_k * (hidden + 2 * inter) * 2.0
         memory = gemm_bytes / (self.bw * self.eff.gemm_memory)
         rest = max(op.bytes - gemm_bytes, 0.0) / (self.bw * self.eff.elementwise_memory)
         return max(compute, memory) + rest + self.latency * op.kernels
