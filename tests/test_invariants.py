@@ -239,3 +239,20 @@ def test_closed_loop_with_many_rejections_does_not_recurse():
                  num_requests=1000, max_model_len=MAX_MODEL_LEN)
     _, res = simulate(d)
     assert (res.requests["status"] == "rejected").all() and len(res.requests) == 1000
+
+
+@pytest.mark.xfail(strict=True, reason="known bug: fast-forward and stepping break a same-instant tie "
+                   "differently (PP virtual engines, closed loop); one TTFT differs. Found by hypothesis; "
+                   "pinned here until fixed")
+def test_fast_forward_tie_with_pp_virtual_engines_closed_loop():
+    d = {"model": {"name": "llama-3.1-8b", "max_model_len": MAX_MODEL_LEN}, "hardware": {"gpu": "h100-sxm"},
+         "parallelism": {"tp": 1, "pp": 2, "replicas": 3},
+         "scheduler": {"policy": "continuous", "max_num_seqs": 16},
+         "router": {"policy": "round_robin"}, "memory": {"block_size": 1},
+         "workload": {"arrival": {"type": "closed_loop", "concurrency": 22},
+                      "prompt_tokens": {"type": "uniform", "min": 3, "max": 64},
+                      "output_tokens": {"type": "uniform", "min": 1, "max": 24},
+                      "num_requests": 24, "seed": 10112}}
+    _, fast = simulate(d, fast_forward=True)
+    _, stepped = simulate(d, fast_forward=False)
+    check_fast_forward_equivalent(d, fast, stepped)
