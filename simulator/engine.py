@@ -26,7 +26,7 @@ class Engine:
     def __init__(self, env: simpy.Environment, replica: int, scheduler: Scheduler,
                  cost: IterationCostModel, log: IterationLog,
                  on_finish: Callable[[Request], None], on_reject: Callable[[Request, str], None],
-                 *, fast_forward: bool = True):
+                 *, fast_forward: bool = True, settle_after_finish: bool = False):
         self.env = env
         self.replica = replica
         self.scheduler = scheduler
@@ -37,6 +37,9 @@ class Engine:
         self._idle: simpy.Event | None = None
         self._in_stretch = False
         self.fast_forward = fast_forward
+        # Closed loop: after finishing requests, let the replacement sends of this instant
+        # arrive (one zero-delay event) before scheduling, so they can join the next step.
+        self.settle_after_finish = settle_after_finish
         self.process = env.process(self._run())
 
     @property
@@ -107,3 +110,5 @@ class Engine:
                                 kv.total, queued)
             for req in finished:
                 self.on_finish(req)
+            if finished and self.settle_after_finish:
+                yield env.timeout(0)

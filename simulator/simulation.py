@@ -203,7 +203,8 @@ class Simulation:
                                token_budget=self.token_budget, max_num_seqs=self.max_num_seqs)
                 sched.expect_arrivals = self._expect_arrivals
                 engines.append(Engine(env, r, sched, plan.cost, log, self._on_finish, self._on_reject,
-                                      fast_forward=self._fast_forward))
+                                      fast_forward=self._fast_forward,
+                                      settle_after_finish=isinstance(self.workload, ClosedLoopWorkload)))
             replicas.append(Replica(r, engines))
         return replicas
 
@@ -248,11 +249,24 @@ class Simulation:
         if self.settled % self._tick_every == 0 and not self._tick.triggered:
             self._tick.succeed()
         if isinstance(self.workload, ClosedLoopWorkload):
-            # After a rejection the client's next send goes through the event queue, so a
-            # run of rejections cannot recurse.
-            self._next_send(req.client, first=False, defer=req.status == "rejected")
+            # Replacement sends wait for one event that runs after every engine has applied
+            # what completes at this instant, and go out in request order. Same-instant ties
+            # then break one way whatever the event order (fast-forward and stepping agree),
+            # and a run of rejections cannot recurse.
+            if not self._sends_due:
+                self._pending_sources += 1
+                flush = self.env.event()
+                flush.callbacks.append(self._send_due)
+                flush.succeed()
+            self._sends_due.append((req.id, req.client))
 
-    def _next_send(self, client: int, *, first: bool, defer: bool = False) -> None:
+    def _send_due(self, _event) -> None:
+        due, self._sends_due = sorted(self._sends_due), []
+        self._pending_sources -= 1
+        for _, client in due:
+            self._next_send(client, first=False)
+
+    def _next_send(self, client: int, *, first: bool) -> None:
         """Client `client` sends its next request, after its think time if any."""
         wl = self.workload
         i = self._next_index
@@ -264,7 +278,7 @@ class Simulation:
             delay = float(wl.think_times[i])
         else:
             delay = 0.0 if first else wl.think_time_s
-        if delay > 0 or defer:
+        if delay > 0:
             self._pending_sources += 1
             self.env.process(self._think_then_send(client, i, delay))
         else:
@@ -315,6 +329,7 @@ class Simulation:
         self.requests: list[Request] = []
         self.settled = 0
         self._next_index = 0
+        self._sends_due: list[tuple[int, int]] = []
         total = self.expected_requests()
         self._tick_every = max(1, total // 100)
         self._tick = env.event()

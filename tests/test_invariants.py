@@ -241,10 +241,9 @@ def test_closed_loop_with_many_rejections_does_not_recurse():
     assert (res.requests["status"] == "rejected").all() and len(res.requests) == 1000
 
 
-@pytest.mark.xfail(strict=True, reason="known bug: fast-forward and stepping break a same-instant tie "
-                   "differently (PP virtual engines, closed loop); one TTFT differs. Found by hypothesis; "
-                   "pinned here until fixed")
 def test_fast_forward_tie_with_pp_virtual_engines_closed_loop():
+    """Regression (found by hypothesis): same-instant completions and replacement sends on
+    PP virtual engines must break ties the same way whether decode is fast-forwarded or not."""
     d = {"model": {"name": "llama-3.1-8b", "max_model_len": MAX_MODEL_LEN}, "hardware": {"gpu": "h100-sxm"},
          "parallelism": {"tp": 1, "pp": 2, "replicas": 3},
          "scheduler": {"policy": "continuous", "max_num_seqs": 16},
