@@ -20,6 +20,7 @@ from rich.text import Text
 from calibration.cli import calibrate_app
 from simulator.errors import ServesimError
 from simulator.plan.cli import plan_cmd
+from simulator.validation.measured import HARNESS_LENGTH_RATIO
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="servesim: simulate LLM inference serving. `simulate SCENARIO.yaml` runs a scenario.")
@@ -143,6 +144,9 @@ def validate_cmd(
     set_: Annotated[list[str] | None, typer.Option("--set", help="override a field of the base scenario (repeatable)")] = None,
     output_dir: Annotated[Path | None, typer.Option("--output-dir", "-o", help="default reports/validate-<scenario>-<timestamp>/")] = None,
     rounds: Annotated[int, typer.Option(help="closed-loop sweeps: requests per client in each simulated run")] = 10,
+    length_ratio: Annotated[float, typer.Option(
+        help="closed-loop sweeps: lengths are uniform in [ratio x isl/osl, isl/osl], as the "
+             "InferenceMAX/InferenceX harness draws them (--random-range-ratio 0.8); 1 = fixed")] = HARNESS_LENGTH_RATIO,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
     """Simulate measured benchmarks under SCENARIO and report the prediction error."""
@@ -151,7 +155,8 @@ def validate_cmd(
 
     progress = LazyProgress("validating", enabled=not quiet)
     try:
-        result, out = run_validation(measured, scenario, set_ or [], output_dir, rounds=rounds, progress=progress)
+        result, out = run_validation(measured, scenario, set_ or [], output_dir, rounds=rounds,
+                                     length_ratio=length_ratio, progress=progress)
     finally:
         progress.close()
     if quiet:

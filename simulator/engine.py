@@ -36,6 +36,13 @@ class Engine:
         self.on_reject = on_reject
         self._idle: simpy.Event | None = None
         self._in_stretch = False
+        # Async scheduling: requests that arrived while iteration k ran, held until the
+        # scheduling of iteration k + 2 (tagged k; None while a stretch's step is unknown).
+        self.async_scheduling = bool(getattr(scheduler.config, "async_scheduling", False))
+        self._inbox: list[list] = []
+        self._busy = False
+        self._steps = 0  # iterations started so far; the running one's number while busy
+        self._tag_pending = False
         self.fast_forward = fast_forward
         # Closed loop: after finishing requests, let the replacement sends of this instant
         # arrive (one zero-delay event) before scheduling, so they can join the next step.
@@ -44,9 +51,19 @@ class Engine:
 
     @property
     def outstanding(self) -> int:
-        return self.scheduler.outstanding
+        return self.scheduler.outstanding + len(self._inbox)
 
     def submit(self, req: Request) -> None:
+        if self.async_scheduling and self._busy:
+            reason = self.scheduler.admission_error(req)
+            if reason is not None:
+                self.on_reject(req, reason)
+                return
+            self._inbox.append([None if self._tag_pending else self._steps, req])
+            if self._in_stretch:
+                self._in_stretch = False
+                self.process.interrupt()
+            return
         reason = self.scheduler.add(req)
         if reason is not None:
             self.on_reject(req, reason)
@@ -55,6 +72,16 @@ class Engine:
         if self._in_stretch:
             self._in_stretch = False
             self.process.interrupt()
+
+    def _release_inbox(self, everything: bool = False) -> None:
+        """Hand the scheduler the held requests whose iteration k has been followed by k + 1."""
+        keep = []
+        for entry in self._inbox:
+            if everything or entry[0] + 1 <= self._steps:
+                self.scheduler.add(entry[1])  # admission was checked on arrival
+            else:
+                keep.append(entry)
+        self._inbox = keep
 
     def wake(self) -> None:
         """Re-run scheduling if idle (a new request, or no more arrivals to wait for)."""
@@ -70,7 +97,12 @@ class Engine:
         replica = self.replica
         while True:
             now = env.now
+            if self._inbox:
+                self._release_inbox()
             step = sched.schedule(now)
+            if step is None and self._inbox:  # nothing else to run: the scheduler sees them now
+                self._release_inbox(everything=True)
+                step = sched.schedule(now)
             if step is None:
                 self._idle = env.event()
                 wake_at = sched.next_wakeup(now)
@@ -81,11 +113,14 @@ class Engine:
                 self._idle = None
                 continue
             shape = step.shape
-            k = sched.stretch_limit(step) if step.decode_only and self.fast_forward else 1
+            k = sched.stretch_limit(step) if step.decode_only and self.fast_forward and not self._inbox else 1
+            self._steps += 1
+            self._busy = True
             if k == 1:
                 dt = cost.iteration_time(shape)
                 used, queued = kv.used, sched.queued
                 yield env.timeout(dt)
+                self._busy = False
                 finished = sched.complete(step, env.now)
                 log.add(replica, now, dt, shape.num_tokens - shape.num_decode, shape.num_decode,
                         shape.num_seqs, used, kv.total, queued)
@@ -94,14 +129,24 @@ class Engine:
                 durations = cost.decode_step_times(shape.num_decode, shape.decode_context, k)
                 ends = [now + t for t in accumulate(durations)]
                 self._in_stretch = True
+                self._tag_pending = True
+                first = self._steps
                 try:
                     yield env.timeout(ends[-1] - now)
                     n = k
+                    self._tag_pending = False
+                    self._steps = first + n - 1
                 except simpy.Interrupt:
                     # Finished steps plus the one in progress complete; then we reschedule.
                     n = min(bisect_right(ends, env.now) + 1, k)
+                    self._tag_pending = False
+                    self._steps = first + n - 1
+                    for entry in self._inbox:
+                        if entry[0] is None:
+                            entry[0] = self._steps
                     yield env.timeout(max(ends[n - 1] - env.now, 0.0))
                 self._in_stretch = False
+                self._busy = False
                 ends = ends[:n]
                 ends[-1] = env.now
                 finished, kv_steps = sched.complete_stretch(step, ends)

@@ -52,6 +52,7 @@ def scenarios(draw) -> dict:
         sched["max_num_seqs"] = draw(st.sampled_from([2, 16, 256]))
     if policy == "vllm-v1":
         sched["max_num_batched_tokens"] = draw(st.sampled_from([48, 512, 2048]))
+        sched["async_scheduling"] = draw(st.booleans())
     pp = draw(st.sampled_from([1, 2]))
     kv_choices = [None, 2048, 4096]
     return scenario(

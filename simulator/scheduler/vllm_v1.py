@@ -26,6 +26,9 @@ class VllmV1Config(SchedulerConfigBase):
         "other than A100, else 2048 (vLLM's defaults)")
     enable_chunked_prefill: bool = Field(
         True, description="split long prompts across iterations; off: a prompt must fit the budget whole")
+    async_scheduling: bool = Field(
+        False, description="vLLM --async-scheduling: the next iteration is "
+        "scheduled while this one runs, so a request that arrives mid-iteration joins the one after next")
 
     def resolve_limits(self, gpu_name, gpu_memory_gib, max_model_len):
         budget, seqs = vllm_default_limits(gpu_name, gpu_memory_gib)

@@ -10,23 +10,25 @@ from pathlib import Path
 
 from simulator.config import load_scenario
 from simulator.output import _clean, publish, staging_dir
-from simulator.validation.measured import MeasuredSet, read_measured
+from simulator.validation.measured import HARNESS_LENGTH_RATIO, MeasuredSet, read_measured
 from simulator.validation.report import write_validation_report
 from simulator.validation.runner import RunPrediction, validate
 from simulator.validation.scoring import prediction_table, runs_frame, score
 
 
 def run_validation(paths: list[Path], scenario: Path, overrides: list[str], out_dir: Path | None,
-                   *, rounds: int = 10, progress: Callable[[int, int], None] | None = None
-                   ) -> tuple[dict, Path]:
+                   *, rounds: int = 10, length_ratio: float = HARNESS_LENGTH_RATIO,
+                   progress: Callable[[int, int], None] | None = None) -> tuple[dict, Path]:
     """Validate measurements against the base scenario; write the output folder atomically."""
     base = load_scenario(scenario, overrides)  # fail early on a bad base scenario
-    measured = read_measured(paths, rounds=rounds)
+    measured = read_measured(paths, rounds=rounds, length_ratio=length_ratio)
     preds = validate(measured, scenario, overrides, progress=progress)
     result = score(measured, preds, base.scenario.slo.model_dump())
     result["scenario"] = str(scenario)
     result["overrides"] = list(overrides)
     result["inputs"] = [str(p) for p in paths]
+    if measured.kind == "sweep":
+        result["length_ratio"] = length_ratio
     final = out_dir or Path("reports") / f"validate-{base.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     tmp = staging_dir(final)
     try:

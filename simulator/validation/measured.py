@@ -87,11 +87,16 @@ def read_per_request_csv(path: Path) -> MeasuredSet:
     return MeasuredSet("per_request", [run], df, np.zeros(len(df), dtype=int))
 
 
-# Real closed-loop runs are not in lockstep: requests that started together finish a few
-# iterations apart (client and API-server jitter), so clients drift apart after the first
-# round. A simulated benchmark with exactly equal lengths would instead keep every client
-# in lockstep forever, prefilling in bursts. Output lengths are therefore drawn within
-# ±LOCKSTEP_JITTER of osl (mean unchanged). One global constant; see docs/fidelity.md.
+# The harness behind the published closed-loop sweeps (InferenceMAX/InferenceX, whose
+# vLLM rows aiconfigurator's silicon sample and the dev set carry) runs its
+# benchmark_serving.py with `--random-range-ratio 0.8`: every prompt and output length is a
+# uniform integer in [int(0.8 x len), len], so isl/osl are maxima and the means are 0.9x.
+# `--length-ratio 1` simulates exactly fixed lengths instead. See docs/fidelity.md.
+HARNESS_LENGTH_RATIO = 0.8
+
+# With exactly equal lengths every client of a simulated closed loop would finish in the
+# same iteration forever and prefill in bursts; real clients drift apart. Fixed-length
+# runs (length ratio 1) therefore draw outputs within ±LOCKSTEP_JITTER of osl (mean unchanged).
 LOCKSTEP_JITTER = 0.02
 
 PRECISIONS = {
@@ -136,7 +141,15 @@ def _jittered_output(osl: int) -> str:
     return f"workload.output_tokens={{type: uniform, min: {max(1, osl - spread)}, max: {osl + spread}}}"
 
 
-def read_sweep_csv(path: Path, rounds: int) -> MeasuredSet:
+def length_overrides(isl: int, osl: int, ratio: float) -> list[str]:
+    """Prompt and output length distributions of one sweep row (see HARNESS_LENGTH_RATIO)."""
+    if ratio >= 1.0:
+        return [f"workload.prompt_tokens={{type: fixed, value: {isl}}}", _jittered_output(osl)]
+    return [f"workload.{field}={{type: uniform, min: {max(1, int(n * ratio))}, max: {n}}}"
+            for field, n in (("prompt_tokens", isl), ("output_tokens", osl))]
+
+
+def read_sweep_csv(path: Path, rounds: int, length_ratio: float = HARNESS_LENGTH_RATIO) -> MeasuredSet:
     df = pd.read_csv(path)
     missing = [c for c in SWEEP_COLUMNS if c not in df.columns]
     if missing:
@@ -158,8 +171,7 @@ def read_sweep_csv(path: Path, rounds: int) -> MeasuredSet:
             *precision_overrides(prec, str(row.model), str(row.system)),
             f"hardware.gpu={row.system}", f"parallelism.tp={tp}",
             f"workload.arrival={{type: closed_loop, concurrency: {conc}}}",
-            f"workload.prompt_tokens={{type: fixed, value: {isl}}}",
-            _jittered_output(osl),
+            *length_overrides(isl, osl, length_ratio),
             f"workload.num_requests={conc * rounds}", "workload.duration_s=null",
         ]
         group = f"{row.system} {row.model} {prec} tp{tp} isl{isl} osl{osl}"
@@ -200,7 +212,8 @@ def read_vllm_json(path: Path) -> MeasuredSet:
     return MeasuredSet("vllm_json", [run], req, np.zeros(len(req), dtype=int))
 
 
-def read_measured(paths: list[Path], rounds: int = 10) -> MeasuredSet:
+def read_measured(paths: list[Path], rounds: int = 10,
+                  length_ratio: float = HARNESS_LENGTH_RATIO) -> MeasuredSet:
     """Read one or more files (a folder means every CSV/JSON in it) into one set."""
     files: list[Path] = []
     for p in paths:
@@ -213,7 +226,10 @@ def read_measured(paths: list[Path], rounds: int = 10) -> MeasuredSet:
     if not files:
         raise MeasurementError("no measurement files found", where=", ".join(map(str, paths)),
                                fix="pass CSV or JSON files, or a folder that holds them")
-    sets = [_read_one(f, rounds) for f in files]
+    if not 0.0 < length_ratio <= 1.0:
+        raise MeasurementError(f"length ratio {length_ratio} is outside (0, 1]", where="--length-ratio",
+                               fix="use 0.8 for InferenceMAX/InferenceX-style sweeps, 1 for fixed lengths")
+    sets = [_read_one(f, rounds, length_ratio) for f in files]
     kinds = {s.kind for s in sets}
     if len(kinds) > 1:
         raise MeasurementError(f"mixed formats: {', '.join(sorted(kinds))}", where=", ".join(map(str, paths)),
@@ -230,13 +246,13 @@ def read_measured(paths: list[Path], rounds: int = 10) -> MeasuredSet:
     return MeasuredSet(sets[0].kind, runs, pd.concat(tables, ignore_index=True), np.concatenate(row_run))
 
 
-def _read_one(path: Path, rounds: int) -> MeasuredSet:
+def _read_one(path: Path, rounds: int, length_ratio: float) -> MeasuredSet:
     if path.suffix == ".json":
         return read_vllm_json(path)
     header = path.read_text().splitlines()[0] if path.stat().st_size else ""
     cols = {c.strip() for c in header.split(",")}
     if set(SWEEP_COLUMNS) <= cols:
-        return read_sweep_csv(path, rounds)
+        return read_sweep_csv(path, rounds, length_ratio)
     if set(PER_REQUEST_COLUMNS) <= cols:
         return read_per_request_csv(path)
     raise MeasurementError("unrecognised CSV header", where=f"{path}:1",
