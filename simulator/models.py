@@ -75,6 +75,11 @@ class ModelSpec(StrictModel):
     # The published checkpoint quantises only the routed experts, to this format (gpt-oss:
     # MXFP4 "fp4", Kimi-K2.5: INT4 "int4"); attention, shared experts, embeddings stay 16-bit.
     native_expert_dtype: Literal["fp4", "int4"] | None = None
+    # The publisher's own FP8 release is block-scaled and carries no KV-cache scales (Qwen3
+    # *-FP8, DeepSeek-V3/R1, Kimi-K2, MiniMax-M2): served as is, vLLM keeps a 16-bit KV
+    # cache. Models without one are served FP8 from NVIDIA ModelOpt checkpoints, which
+    # quantise the KV cache to FP8 as well.
+    native_fp8: bool = False
 
     @property
     def is_moe(self) -> bool:
@@ -323,6 +328,7 @@ _MODELS: list[ModelSpec] = [
     # https://huggingface.co/Qwen/Qwen3-8B/blob/main/config.json
     ModelSpec(
         name="qwen3-8b",
+        native_fp8=True,
         hf_id="Qwen/Qwen3-8B",
         num_layers=36,
         hidden_size=4096,
@@ -339,6 +345,7 @@ _MODELS: list[ModelSpec] = [
     # https://huggingface.co/Qwen/Qwen3-32B/blob/main/config.json (64 x 128 != 5120: allowed)
     ModelSpec(
         name="qwen3-32b",
+        native_fp8=True,
         hf_id="Qwen/Qwen3-32B",
         num_layers=64,
         hidden_size=5120,
@@ -441,6 +448,7 @@ _MODELS: list[ModelSpec] = [
     # https://huggingface.co/Qwen/Qwen3-0.6B/blob/main/config.json
     ModelSpec(
         name="qwen3-0.6b",
+        native_fp8=True,
         hf_id="Qwen/Qwen3-0.6B",
         num_layers=28,
         hidden_size=1024,
@@ -458,6 +466,7 @@ _MODELS: list[ModelSpec] = [
     # https://huggingface.co/Qwen/Qwen3-1.7B/blob/main/config.json
     ModelSpec(
         name="qwen3-1.7b",
+        native_fp8=True,
         hf_id="Qwen/Qwen3-1.7B",
         num_layers=28,
         hidden_size=2048,
@@ -475,6 +484,7 @@ _MODELS: list[ModelSpec] = [
     # https://huggingface.co/Qwen/Qwen3-4B/blob/main/config.json
     ModelSpec(
         name="qwen3-4b",
+        native_fp8=True,
         hf_id="Qwen/Qwen3-4B",
         num_layers=36,
         hidden_size=2560,
@@ -492,6 +502,7 @@ _MODELS: list[ModelSpec] = [
     # https://huggingface.co/Qwen/Qwen3-14B/blob/main/config.json
     ModelSpec(
         name="qwen3-14b",
+        native_fp8=True,
         hf_id="Qwen/Qwen3-14B",
         num_layers=40,
         hidden_size=5120,
@@ -603,6 +614,7 @@ _MODELS: list[ModelSpec] = [
     # https://huggingface.co/Qwen/Qwen3-30B-A3B/blob/main/config.json
     ModelSpec(
         name="qwen3-30b-a3b",
+        native_fp8=True,
         hf_id="Qwen/Qwen3-30B-A3B",
         num_layers=48,
         hidden_size=2048,
@@ -623,6 +635,7 @@ _MODELS: list[ModelSpec] = [
     # https://huggingface.co/Qwen/Qwen3-235B-A22B/blob/main/config.json
     ModelSpec(
         name="qwen3-235b-a22b",
+        native_fp8=True,
         hf_id="Qwen/Qwen3-235B-A22B",
         num_layers=94,
         hidden_size=4096,
@@ -664,6 +677,7 @@ _MODELS: list[ModelSpec] = [
     # architecture). Its per-layer q/k RMSNorm weights (~0.5M params) are not counted.
     ModelSpec(
         name="minimax-m2",
+        native_fp8=True,
         hf_id="MiniMaxAI/MiniMax-M2",
         num_layers=62,
         hidden_size=3072,
@@ -737,6 +751,7 @@ _MODELS: list[ModelSpec] = [
     # the shapes. The multi-token-prediction layer (14B, unused when serving) is not counted.
     ModelSpec(
         name="deepseek-v3",
+        native_fp8=True,
         hf_id="deepseek-ai/DeepSeek-V3",
         num_layers=61,
         hidden_size=7168,
@@ -767,6 +782,7 @@ _MODELS: list[ModelSpec] = [
     # counted.
     ModelSpec(
         name="kimi-k2",
+        native_fp8=True,
         hf_id="moonshotai/Kimi-K2-Instruct",
         num_layers=61,
         hidden_size=7168,
@@ -902,6 +918,9 @@ def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
             name = name_or_path.rstrip("/").rsplit("/", 1)[-1].lower()
         else:
             name = (p.parent.name or p.stem).lower()
+    quant = cfg.get("quantization_config")
+    if isinstance(quant, dict) and quant.get("quant_method") == "fp8" and quant.get("weight_block_size"):
+        fields.setdefault("native_fp8", True)
     try:
         return ModelSpec(name=name, hf_id=hf_id, **fields)
     except ValidationError as exc:

@@ -152,6 +152,12 @@ def test_expert_only_quantisation_stores_experts_in_their_format_and_the_rest_in
     ("fp4", "meta-llama/Llama-3.1-70B", "b200_sxm", ("fp4", "fp4", "fp8", "null")),
     ("fp4", "meta-llama/Llama-3.1-70B", "h100_sxm", ("fp4", "bf16", "fp8", "null")),
     ("fp8", "openai/gpt-oss-120b", "h100_sxm", ("fp8", "fp8", "fp8", "null")),
+    # Publishers' block-FP8 checkpoints carry no KV scales: the KV cache stays bf16.
+    # Llama has none; its FP8 is NVIDIA's ModelOpt checkpoint, FP8 KV included.
+    ("fp8", "Qwen/Qwen3-235B-A22B-FP8", "h200_sxm", ("fp8", "fp8", "bf16", "null")),
+    ("fp8", "MiniMaxAI/MiniMax-M2.5", "b200_sxm", ("fp8", "fp8", "bf16", "null")),
+    ("fp8", "deepseek-ai/DeepSeek-R1", "h200_sxm", ("fp8", "fp8", "bf16", "null")),
+    ("fp8", "nvidia/Llama-3.1-8B-Instruct-FP8", "h200_sxm", ("fp8", "fp8", "fp8", "null")),
     # Unknown names keep the plain mapping; the row is reported unsimulatable later.
     ("fp8", "acme/unknown-model", "h200_sxm", ("fp8", "fp8", "fp8", "null")),
 ])
@@ -226,3 +232,17 @@ def test_memory_plan_of_an_mla_model_on_eight_gpus():
     assert sim.memory.kv_bytes_per_token == 61 * 576 * 2  # the whole latent on every rank
     body = sim.model.param_count - 2 * 129280 * 7168
     assert sim.memory.weights_gib * 2**30 == pytest.approx((body * 1.0 + 2 * 129280 * 7168 * 2.0) / 8)
+
+
+def test_hf_config_with_block_fp8_quantisation_marks_a_native_fp8_checkpoint(tmp_path):
+    from simulator.models import load_hf_config
+
+    cfg = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 1024,
+           "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 8,
+           "intermediate_size": 2048, "vocab_size": 1000, "max_position_embeddings": 2048,
+           "quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    assert load_hf_config(tmp_path / "config.json").native_fp8
+    del cfg["quantization_config"]
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    assert not load_hf_config(tmp_path / "config.json").native_fp8

@@ -118,6 +118,9 @@ def precision_overrides(prec: str, model_name: str, gpu_name: str) -> list[str]:
       native format; another format (Kimi fp4 = an NVFP4 re-quantisation) maps as usual.
     - FP4 on a GPU without FP4 tensor cores (Hopper) runs weight-only: vLLM dequantises
       in the GEMM (Marlin) and computes in bf16.
+    - FP8 of a model whose publisher ships a block-scaled FP8 checkpoint (`native_fp8`)
+      keeps a bf16 KV cache: that checkpoint has no KV scales and vLLM's default KV dtype
+      follows the model. ModelOpt FP8 checkpoints (the others) quantise the KV cache too.
     """
     w, a, kv = PRECISIONS[prec]
     try:
@@ -130,6 +133,8 @@ def precision_overrides(prec: str, model_name: str, gpu_name: str) -> list[str]:
         w, a, kv, expert = "bf16", "bf16", "bf16", w
     elif a == "fp4" and not fp4_cores:
         a = "bf16"
+    if prec == "fp8" and model is not None and model.native_fp8:
+        kv = "bf16"
     out = [f"model.weight_dtype={w}", f"model.activation_dtype={a}", f"model.kv_dtype={kv}"]
     return [*out, f"model.expert_weight_dtype={expert or 'null'}"]
 
