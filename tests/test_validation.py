@@ -193,3 +193,29 @@ def test_sweep_base_scenario_times_kernels_from_the_gpus_tables():
     fallback = Simulation(load(BENCH_SCENARIO, ["hardware.gpu=mi300x", "model.weight_dtype=bf16",
                                                 "model.activation_dtype=bf16"]))
     assert fallback.cost.timer.name == "roofline"
+
+
+def test_sweep_lengths_follow_the_harness_length_ratio(tmp_path):
+    """Default: uniform in [0.8 len, len] as the InferenceMAX client draws them; 1 = fixed."""
+    from simulator.validation.measured import read_measured
+
+    src = _write(tmp_path / "s.csv", "system,model,precision,tp_size,isl,osl,concurrency,ttft_ms,tpot_ms\n"
+                 "h200_sxm,meta-llama/Llama-3.1-70B,fp8,8,1000,500,4,50.0,8.0\n")
+    run = read_measured([src]).runs[0]
+    assert "workload.prompt_tokens={type: uniform, min: 800, max: 1000}" in run.overrides
+    assert "workload.output_tokens={type: uniform, min: 400, max: 500}" in run.overrides
+    fixed = read_measured([src], length_ratio=1.0).runs[0]
+    assert "workload.prompt_tokens={type: fixed, value: 1000}" in fixed.overrides
+
+
+def test_cli_validate_rejects_a_length_ratio_outside_0_1(tmp_path, capsys):
+    src = _write(tmp_path / "s.csv", "system,model,precision,tp_size,isl,osl,concurrency,ttft_ms,tpot_ms\n"
+                 "h200_sxm,meta-llama/Llama-3.1-70B,fp8,8,1000,500,4,50.0,8.0\n")
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as exc:
+        main(["validate", str(src), "--scenario", str(BENCH_SCENARIO), "--length-ratio", "1.5",
+              "-o", str(out), "-q"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "--length-ratio" in err and "Traceback" not in err
+    assert not out.exists()
