@@ -54,17 +54,12 @@ class Engine:
         return self.scheduler.outstanding + len(self._inbox)
 
     def submit(self, req: Request) -> None:
-        if self.async_scheduling and self._busy:
+        if self.async_scheduling and self._busy:  # held for the iteration after next
             reason = self.scheduler.admission_error(req)
-            if reason is not None:
-                self.on_reject(req, reason)
-                return
-            self._inbox.append([None if self._tag_pending else self._steps, req])
-            if self._in_stretch:
-                self._in_stretch = False
-                self.process.interrupt()
-            return
-        reason = self.scheduler.add(req)
+            if reason is None:
+                self._inbox.append([None if self._tag_pending else self._steps, req])
+        else:
+            reason = self.scheduler.add(req)
         if reason is not None:
             self.on_reject(req, reason)
             return
@@ -78,10 +73,18 @@ class Engine:
         keep = []
         for entry in self._inbox:
             if everything or entry[0] + 1 <= self._steps:
-                self.scheduler.add(entry[1])  # admission was checked on arrival
+                self.scheduler.add(entry[1])  # passes: admission was checked on arrival
             else:
                 keep.append(entry)
         self._inbox = keep
+
+    def _stretch_step_known(self, step: int) -> None:
+        """The stretch's running iteration is `step`: tag the requests held meanwhile."""
+        self._tag_pending = False
+        self._steps = step
+        for entry in self._inbox:
+            if entry[0] is None:
+                entry[0] = step
 
     def wake(self) -> None:
         """Re-run scheduling if idle (a new request, or no more arrivals to wait for)."""
@@ -134,16 +137,11 @@ class Engine:
                 try:
                     yield env.timeout(ends[-1] - now)
                     n = k
-                    self._tag_pending = False
-                    self._steps = first + n - 1
+                    self._stretch_step_known(first + n - 1)
                 except simpy.Interrupt:
                     # Finished steps plus the one in progress complete; then we reschedule.
                     n = min(bisect_right(ends, env.now) + 1, k)
-                    self._tag_pending = False
-                    self._steps = first + n - 1
-                    for entry in self._inbox:
-                        if entry[0] is None:
-                            entry[0] = self._steps
+                    self._stretch_step_known(first + n - 1)
                     yield env.timeout(max(ends[n - 1] - env.now, 0.0))
                 self._in_stretch = False
                 self._busy = False

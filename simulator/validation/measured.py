@@ -139,17 +139,13 @@ def precision_overrides(prec: str, model_name: str, gpu_name: str) -> list[str]:
     return [*out, f"model.expert_weight_dtype={expert or 'null'}"]
 
 
-def _jittered_output(osl: int) -> str:
-    spread = round(osl * LOCKSTEP_JITTER)
-    if spread == 0:
-        return f"workload.output_tokens={{type: fixed, value: {osl}}}"
-    return f"workload.output_tokens={{type: uniform, min: {max(1, osl - spread)}, max: {osl + spread}}}"
-
-
 def length_overrides(isl: int, osl: int, ratio: float) -> list[str]:
     """Prompt and output length distributions of one sweep row (see HARNESS_LENGTH_RATIO)."""
     if ratio >= 1.0:
-        return [f"workload.prompt_tokens={{type: fixed, value: {isl}}}", _jittered_output(osl)]
+        spread = round(osl * LOCKSTEP_JITTER)
+        output = (f"{{type: uniform, min: {max(1, osl - spread)}, max: {osl + spread}}}" if spread
+                  else f"{{type: fixed, value: {osl}}}")
+        return [f"workload.prompt_tokens={{type: fixed, value: {isl}}}", f"workload.output_tokens={output}"]
     return [f"workload.{field}={{type: uniform, min: {max(1, int(n * ratio))}, max: {n}}}"
             for field, n in (("prompt_tokens", isl), ("output_tokens", osl))]
 

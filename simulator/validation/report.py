@@ -56,6 +56,18 @@ def _small_multiples(n: int):
     return plt.subplots(rows, cols, figsize=(3.4 * cols, 2.6 * rows), squeeze=False)
 
 
+def _finish_small_multiples(fig, axes, used: int, path: Path, xlabel: str, ylabel: str | None = None) -> None:
+    """Hide the unused panels, label the grid once and save it."""
+    for ax in list(axes.flat)[used:]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=7)
+    fig.supxlabel(xlabel, fontsize=9)
+    if ylabel is not None:
+        fig.supylabel(ylabel, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+
+
 def _curves(runs: pd.DataFrame, metric: str, label: str, path: Path) -> Path | None:
     groups = [g for g in dict.fromkeys(runs["group"]) if g]
     if not groups:
@@ -71,13 +83,7 @@ def _curves(runs: pd.DataFrame, metric: str, label: str, path: Path) -> Path | N
                 ax.set_yscale("log")
             ax.set_title(g, fontsize=7)
             ax.tick_params(labelsize=7)
-        for ax in list(axes.flat)[len(groups):]:
-            ax.axis("off")
-        axes.flat[0].legend(fontsize=7)
-        fig.supxlabel("concurrency", fontsize=9)
-        fig.supylabel(label, fontsize=9)
-        fig.tight_layout()
-        fig.savefig(path, dpi=DPI)
+        _finish_small_multiples(fig, axes, len(groups), path, "concurrency", label)
     finally:
         plt.close(fig)
     return path
@@ -97,12 +103,7 @@ def _cdfs(preds, metric: str, label: str, path: Path) -> Path | None:
                     ax.plot(v, np.arange(1, v.size + 1) / v.size, color=color, label=name)
             ax.set_title(p.run.label, fontsize=8)
             ax.tick_params(labelsize=7)
-        for ax in list(axes.flat)[len(items):]:
-            ax.axis("off")
-        axes.flat[0].legend(fontsize=7)
-        fig.supxlabel(label, fontsize=9)
-        fig.tight_layout()
-        fig.savefig(path, dpi=DPI)
+        _finish_small_multiples(fig, axes, len(items), path, label)
     finally:
         plt.close(fig)
     return path
