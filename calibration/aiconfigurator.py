@@ -43,7 +43,10 @@ PACKAGE = "aiconfigurator_core"
 LICENSE_NOTE = ("Data: NVIDIA aiconfigurator-core {version} (Apache-2.0), "
                 "Copyright (c) 2025-2026 NVIDIA CORPORATION & AFFILIATES.")
 _GEMM_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "fp8": "fp8"}  # fp8 = per-tensor scaled
-_ATTN_DTYPES = {"bfloat16": "bf16", "float16": "fp16"}
+_ATTN_DTYPES = {"bfloat16": "bf16", "float16": "fp16"}  # the attention math (query, output)
+# KV-cache formats kept: fp8 rows time vLLM's FP8-KV kernels (FA3 quantises the query and
+# runs in FP8), which are not simply the bf16 kernel at half the bytes.
+_KV_DTYPES = {**_ATTN_DTYPES, "fp8": "fp8"}
 _COMM_DTYPES = {"half": ("bf16", 2), "bfloat16": ("bf16", 2), "float16": ("fp16", 2)}
 _COMM_OPS = {"all_reduce": "allreduce", "all_gather": "allgather"}
 _MS_TO_US = 1000.0
@@ -243,7 +246,7 @@ def convert(system: str, backend: str = "vllm", version: str | None = None, *, f
             continue
         df = _read_parquet(path)
         devices.update(df["device"].unique())
-        mask = df["kv_cache_dtype"].isin(_ATTN_DTYPES) & df["attn_dtype"].isin(_ATTN_DTYPES)
+        mask = df["kv_cache_dtype"].isin(_KV_DTYPES) & df["attn_dtype"].isin(_ATTN_DTYPES)
         if "window_size" in df:
             mask &= df["window_size"] == 0
         if "beam_width" in df:
@@ -252,7 +255,7 @@ def convert(system: str, backend: str = "vllm", version: str | None = None, *, f
             mask &= df["head_dim"].isin(SHIP_HEAD_DIMS)
         df = df[mask].copy()
         kernels[fam] = sorted(df["kernel_source"].unique())
-        df["dtype"] = df["kv_cache_dtype"].map(_ATTN_DTYPES)
+        df["dtype"] = df["kv_cache_dtype"].map(_KV_DTYPES)
         df["latency_us"] = df["latency"] * _MS_TO_US
         df = df.rename(columns={"batch_size": "batch", "num_heads": "heads",
                                 "num_key_value_heads": "kv_heads"})

@@ -147,7 +147,7 @@ def test_unknown_profile_name_lists_shipped_ones():
 def test_shipped_profiles(name):
     assert name in shipped_profiles()
     path = resolve_profile(name)
-    assert path.stat().st_size < 2_000_000
+    assert path.stat().st_size < 2_500_000
     prof = load_profile(name)
     assert prof.metadata.source.startswith("aiconfigurator:")
     assert any("Apache-2.0" in n for n in prof.metadata.notes)
@@ -163,6 +163,29 @@ def test_shipped_profiles(name):
                 assert timer.source_of(op) == "profile"
                 assert 0 < timer.op_time(op) < 1.0
     assert "NVIDIA" in (PROFILES_DIR / "NOTICE").read_text()
+
+
+def test_fp8_kv_attention_reads_the_fp8_kernel_rows():
+    """An FP8 KV cache is timed from the FP8-KV kernel's own rows, not the bf16 kernel at half
+    the bytes: on H200 (vLLM FA3) a 32 x 4096-token decode measures 103.7 us in fp8 against
+    135.3 us in bf16, a 1.3x gain where halving the bytes would claim 2x."""
+    timer = calibrated_backend(get_gpu("h200"), CostModelConfig(), "h200_sxm-vllm")
+    times = {}
+    for kv in ("bf16", "fp8"):
+        sm = ShardedModel.build(get_model("llama-3.1-70b"), 1, 1, "fp8", "fp8", kv, 8)
+        op = attn_decode_op(32, 32 * 4095, sm)
+        assert op.dtype == kv and timer.source_of(op) == "profile"
+        times[kv] = timer.op_time(op) * 1e6
+    assert times == {"bf16": pytest.approx(135.3), "fp8": pytest.approx(103.7)}
+    # A profile without FP8-KV rows (our own microbenchmarks) keeps the bf16 kernel, scaled
+    # by the roofline ratio of the smaller KV read.
+    prof = load_profile("h200_sxm-vllm").model_copy(deep=True)
+    for fam in ("attn_decode", "attn_prefill"):
+        table = prof.tables[fam]
+        prof.tables[fam] = table.model_copy(update={"rows": [r for r in table.rows if r[table.columns.index("dtype")] != "fp8"]})
+    bf16_only = CalibratedTimer(prof, get_gpu("h200"), CostModelConfig())
+    sm = ShardedModel.build(get_model("llama-3.1-70b"), 1, 1, "fp8", "fp8", "fp8", 8)
+    assert bf16_only.op_time(attn_decode_op(32, 32 * 4095, sm)) * 1e6 < 0.75 * 135.3
 
 
 def test_profile_for_another_gpu_is_refused():

@@ -46,8 +46,10 @@ def test_attention_rows(profile):
     src = pd.read_parquet(H100 / "attention" / "vllm" / "0.24.0" / "generation_attention_perf.parquet")
     dec = profile.tables["attn_decode"].rows
     pre = profile.tables["attn_prefill"].rows
-    # Only full attention, bf16 KV, head_dim 128 (the fixture also has fp8 KV, windows, hd 64).
-    assert {(r[4], r[5]) for r in dec} == {(128, "bf16")} and {(r[5], r[6]) for r in pre} == {(128, "bf16")}
+    # Only full attention, head_dim 128 (the fixture also has windows and hd 64); bf16 and
+    # fp8 KV, each under its own dtype label.
+    assert {(r[4], r[5]) for r in dec} == {(128, "bf16"), (128, "fp8")}
+    assert {(r[5], r[6]) for r in pre} == {(128, "bf16"), (128, "fp8")}
     assert {r[2] for r in pre} == {0}  # context attention has no prior context
     # Decode context = isl + step (isl is 1): steps 2^k - 1 become 2^k tokens.
     assert {r[1] for r in dec} == {int(s) + 1 for s in src.step.unique()}
@@ -55,6 +57,10 @@ def test_attention_rows(profile):
               & (src.window_size == 0)]
     row = next(r for r in dec if r[0] == 8 and r[1] == 2048)
     assert row[6] == pytest.approx(sel.latency.iloc[0] * 1000.0, rel=1e-3)
+    fp8 = src[(src.batch_size == 8) & (src.step == 2047) & (src.head_dim == 128) & (src.kv_cache_dtype == "fp8")
+              & (src.window_size == 0) & (src.num_heads == row[2]) & (src.num_key_value_heads == row[3])]
+    row8 = next(r for r in dec if r[:5] == row[:5] and r[5] == "fp8")
+    assert row8[6] == pytest.approx(fp8.latency.iloc[0] * 1000.0, rel=1e-3)
 
 
 def test_collectives_convert_elements_to_bytes(profile):

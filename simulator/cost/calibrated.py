@@ -192,7 +192,7 @@ class _Prefill(_Attention):
         b, q, ctx = c
         one = attn_prefill_op(((q, ctx),), _attn_model(h, kvh, d, DTYPE_BYTES.get(dt, 2.0)))
         return Op("attn_prefill", "attn_prefill", one.flops * b, one.bytes * b, 1,
-                  (q * b, ctx, h, kvh, d, b, q), "bf16")
+                  (q * b, ctx, h, kvh, d, b, q), one.dtype)
 
     def locate(self, op):
         q_total, _max_c, h, kvh, d, n, _max_q = op.shape
@@ -200,7 +200,7 @@ class _Prefill(_Attention):
         # The FLOP-weighted mean prior context: n equal chunks of q tokens over it do the
         # same attention work as the real chunks.
         c = max(0.0, op.flops / (4.0 * q_total * h * d) - q / 2.0)
-        return (h, kvh, d, "bf16"), (float(n), q, c if c > 1e-6 * q else 0.0)
+        return (h, kvh, d, op.dtype), (float(n), q, c if c > 1e-6 * q else 0.0)
 
     def adapt(self, tree, key, c):
         b, q, ctx = c
@@ -227,7 +227,7 @@ class _Decode(_Attention):
 
     def locate(self, op):
         n, kv_total, h, kvh, d = op.shape
-        return (h, kvh, d, "bf16"), (float(n), kv_total / n)
+        return (h, kvh, d, op.dtype), (float(n), kv_total / n)
 
 
 class _Moe(_Family):

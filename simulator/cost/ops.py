@@ -343,6 +343,12 @@ def attention_dims(sm: ShardedModel) -> tuple[int, int, int]:
     return sm.heads, sm.kv_heads, sm.head_dim
 
 
+def kv_kernel_dtype(sm: ShardedModel) -> str:
+    """The KV format an attention kernel is timed under: 1-byte caches run FP8 kernels
+    (vLLM's FA3 quantises the query too), which tables time apart from 16-bit ones."""
+    return "fp8" if sm.kv_bytes < 2 else "bf16"
+
+
 def attn_prefill_op(chunks: tuple[tuple[int, int], ...], sm: ShardedModel) -> Op:
     """Causal attention of each chunk over its prior context plus itself, one varlen launch.
 
@@ -368,7 +374,7 @@ def attn_prefill_op(chunks: tuple[tuple[int, int], ...], sm: ShardedModel) -> Op
     max_q = max(q for q, _ in chunks)
     max_c = max(c for _, c in chunks)
     return Op("attn_prefill", "attn_prefill", flops, nbytes, layers,
-              (q_tokens, max_c, hq, hkv, d, len(chunks), max_q), "bf16")
+              (q_tokens, max_c, hq, hkv, d, len(chunks), max_q), kv_kernel_dtype(sm))
 
 
 def attn_decode_cost(num_seqs: int, kv_len, sm: ShardedModel):
@@ -399,7 +405,7 @@ def attn_decode_op(num_seqs: int, context_sum: int, sm: ShardedModel) -> Op:
     else:
         hq, hkv, d = sm.heads, sm.kv_heads, sm.head_dim
     return Op("attn_decode", "attn_decode", float(flops), float(nbytes), sm.total_layer_passes,
-              (num_seqs, kv_len, hq, hkv, d), "bf16")
+              (num_seqs, kv_len, hq, hkv, d), kv_kernel_dtype(sm))
 
 
 def iteration_ops(shape: IterationShape, sm: ShardedModel) -> list[Op]:
