@@ -42,7 +42,8 @@ from calibration.profile import (
 PACKAGE = "aiconfigurator_core"
 LICENSE_NOTE = ("Data: NVIDIA aiconfigurator-core {version} (Apache-2.0), "
                 "Copyright (c) 2025-2026 NVIDIA CORPORATION & AFFILIATES.")
-_GEMM_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "fp8": "fp8"}  # fp8 = per-tensor scaled
+# fp8 = per-tensor scaled (Cutlass); nvfp4 = W4A4 with FP8 block scales (Blackwell only).
+_GEMM_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "fp8": "fp8", "nvfp4": "fp4"}
 _ATTN_DTYPES = {"bfloat16": "bf16", "float16": "fp16"}  # the attention math (query, output)
 # KV-cache formats kept: fp8 rows time vLLM's FP8-KV kernels (FA3 quantises the query and
 # runs in FP8), which are not simply the bf16 kernel at half the bytes.
