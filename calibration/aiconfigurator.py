@@ -59,12 +59,22 @@ _MOE_DTYPES = {"bfloat16": "bf16", "fp8_block": "fp8", "fp8": "fp8", "nvfp4": "f
 # use a power law with alpha 1.01 (its sdk/models/deepseek.py): real routers are imbalanced.
 MOE_DISTRIBUTION = "power_law_1.01"
 
-# What ships in calibration/profiles/: the shapes dense Llama/OPT/Qwen-class models need
-# (N, K >= 512; head_dim 128), every measured M up to 32k on a log-spaced subset.
+# What ships in calibration/profiles/: the shapes the catalog's models need (N, K >= 512;
+# head_dim 128 in every head layout, head_dim 64 in the GQA-4/8 layouts of gpt-oss and
+# Llama-3.2-1B), every measured M up to 32k on a log-spaced subset.
 SHIP_GEMM_M = frozenset({1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 160, 192, 256, 384, 512, 768, 1024,
                          1536, 2048, 3072, 4096, 8192, 16384, 32768})
 SHIP_MIN_NK = 512
 SHIP_HEAD_DIMS = frozenset({128})
+SHIP_NARROW_HEADS = (64, frozenset({4, 8}))  # head_dim, query heads per KV head
+
+
+def _shipped_heads(df):
+    """Rows of the shipped attention subset (see SHIP_HEAD_DIMS, SHIP_NARROW_HEADS)."""
+    dim, groups = SHIP_NARROW_HEADS
+    gqa = df["num_heads"] // df["num_key_value_heads"]
+    narrow = (df["head_dim"] == dim) & gqa.isin(groups) & (df["num_heads"] % df["num_key_value_heads"] == 0)
+    return df["head_dim"].isin(SHIP_HEAD_DIMS) | narrow
 
 
 def package_root() -> Path:
@@ -253,7 +263,7 @@ def convert(system: str, backend: str = "vllm", version: str | None = None, *, f
         if "beam_width" in df:
             mask &= df["beam_width"] == 1
         if not full:
-            mask &= df["head_dim"].isin(SHIP_HEAD_DIMS)
+            mask &= _shipped_heads(df)
         df = df[mask].copy()
         kernels[fam] = sorted(df["kernel_source"].unique())
         df["dtype"] = df["kv_cache_dtype"].map(_KV_DTYPES)

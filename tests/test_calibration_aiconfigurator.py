@@ -46,21 +46,31 @@ def test_attention_rows(profile):
     src = pd.read_parquet(H100 / "attention" / "vllm" / "0.24.0" / "generation_attention_perf.parquet")
     dec = profile.tables["attn_decode"].rows
     pre = profile.tables["attn_prefill"].rows
-    # Only full attention, head_dim 128 (the fixture also has windows and hd 64); bf16 and
-    # fp8 KV, each under its own dtype label.
-    assert {(r[4], r[5]) for r in dec} == {(128, "bf16"), (128, "fp8")}
-    assert {(r[5], r[6]) for r in pre} == {(128, "bf16"), (128, "fp8")}
+    # Only full attention (the fixture also has windows); head_dim 128 in every layout and
+    # 64 only with 4 or 8 query heads per KV head; bf16 and fp8 KV, each under its label.
+    shipped = {(d, dt) for d in (64, 128) for dt in ("bf16", "fp8")}
+    assert {(r[4], r[5]) for r in dec} == shipped and {(r[5], r[6]) for r in pre} == shipped
+    assert all(r[2] // r[3] in (4, 8) for r in dec if r[4] == 64)
     assert {r[2] for r in pre} == {0}  # context attention has no prior context
     # Decode context = isl + step (isl is 1): steps 2^k - 1 become 2^k tokens.
     assert {r[1] for r in dec} == {int(s) + 1 for s in src.step.unique()}
     sel = src[(src.batch_size == 8) & (src.step == 2047) & (src.head_dim == 128) & (src.kv_cache_dtype == "bfloat16")
               & (src.window_size == 0)]
-    row = next(r for r in dec if r[0] == 8 and r[1] == 2048)
+    row = next(r for r in dec if r[0] == 8 and r[1] == 2048 and r[4] == 128 and r[5] == "bf16")
     assert row[6] == pytest.approx(sel.latency.iloc[0] * 1000.0, rel=1e-3)
     fp8 = src[(src.batch_size == 8) & (src.step == 2047) & (src.head_dim == 128) & (src.kv_cache_dtype == "fp8")
               & (src.window_size == 0) & (src.num_heads == row[2]) & (src.num_key_value_heads == row[3])]
     row8 = next(r for r in dec if r[:5] == row[:5] and r[5] == "fp8")
     assert row8[6] == pytest.approx(fp8.latency.iloc[0] * 1000.0, rel=1e-3)
+
+
+def test_shipped_head_layouts():
+    from calibration.aiconfigurator import _shipped_heads
+
+    df = pd.DataFrame({"head_dim": [128, 128, 64, 64, 64, 64, 256],
+                       "num_heads": [40, 64, 64, 32, 64, 16, 32],
+                       "num_key_value_heads": [40, 8, 8, 8, 64, 1, 8]})
+    assert _shipped_heads(df).tolist() == [True, True, True, True, False, False, False]
 
 
 def test_collectives_convert_elements_to_bytes(profile):
