@@ -52,6 +52,10 @@ MEASURED_LAUNCH_US = 3.5
 ENGINES: dict[str, EngineOverhead] = {
     "vllm-v1": EngineOverhead(MEASURED_LAUNCH_US, 0.6, 3.0, "vLLM >= 0.8 (V1 engine): CUDA graphs, overlapped CPU work"),
     "vllm-0.2": EngineOverhead(20.0, 4.0, 400.0, "vLLM 0.2.x: eager PyTorch, Python sampler and detokeniser"),
+    # Fitted to DistServe's own published iteration-time profile of its engine (OPT-13B on
+    # A100-80GB, TP 1/2/4; docs/fidelity.md), not to end-to-end measurements.
+    "distserve": EngineOverhead(5.0, 4.0, 60.0, "DistServe (SwiftTransformer): C++ kernel dispatch, "
+                                "Python/Ray orchestration per iteration"),
 }
 
 
