@@ -20,7 +20,6 @@ from rich.text import Text
 from calibration.cli import calibrate_app
 from simulator.errors import ServesimError
 from simulator.plan.cli import plan_cmd
-from simulator.validation.measured import HARNESS_LENGTH_RATIO
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="servesim: simulate LLM inference serving. `simulate SCENARIO.yaml` runs a scenario.")
@@ -144,9 +143,9 @@ def validate_cmd(
     set_: Annotated[list[str] | None, typer.Option("--set", help="override a field of the base scenario (repeatable)")] = None,
     output_dir: Annotated[Path | None, typer.Option("--output-dir", "-o", help="default reports/validate-<scenario>-<timestamp>/")] = None,
     rounds: Annotated[int, typer.Option(help="closed-loop sweeps: requests per client in each simulated run")] = 10,
-    length_ratio: Annotated[float, typer.Option(
-        help="closed-loop sweeps: lengths are uniform in [ratio x isl/osl, isl/osl], as the "
-             "InferenceMAX/InferenceX harness draws them (--random-range-ratio 0.8); 1 = fixed")] = HARNESS_LENGTH_RATIO,
+    length_ratio: Annotated[str, typer.Option(
+        help="closed-loop sweeps: lengths are uniform from ratio x isl/osl up to isl/osl; 1 = fixed; auto = "
+             "0.8 (the InferenceMAX/InferenceX harness) on its isl/osl grid, fixed elsewhere")] = "auto",
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
     """Simulate measured benchmarks under SCENARIO and report the prediction error."""

@@ -213,16 +213,22 @@ def test_sweep_base_scenario_times_kernels_from_the_gpus_tables():
 
 
 def test_sweep_lengths_follow_the_harness_length_ratio(tmp_path):
-    """Default: uniform in [0.8 len, len] as the InferenceMAX client draws them; 1 = fixed."""
+    """auto: uniform in [0.8 len, len] on the InferenceMAX grid (its client's draw), fixed
+    lengths elsewhere; an explicit ratio applies to every row."""
     from simulator.validation.measured import read_measured
 
     src = _write(tmp_path / "s.csv", "system,model,precision,tp_size,isl,osl,concurrency,ttft_ms,tpot_ms\n"
-                 "h200_sxm,meta-llama/Llama-3.1-70B,fp8,8,1000,500,4,50.0,8.0\n")
-    run = read_measured([src]).runs[0]
-    assert "workload.prompt_tokens={type: uniform, min: 800, max: 1000}" in run.overrides
-    assert "workload.output_tokens={type: uniform, min: 400, max: 500}" in run.overrides
-    fixed = read_measured([src], length_ratio=1.0).runs[0]
-    assert "workload.prompt_tokens={type: fixed, value: 1000}" in fixed.overrides
+                 "h200_sxm,meta-llama/Llama-3.1-70B,fp8,8,1000,500,4,50.0,8.0\n"
+                 "h200_sxm,meta-llama/Llama-3.1-70B,fp8,8,8192,1024,4,300.0,9.0\n")
+    off_grid, on_grid = read_measured([src]).runs
+    assert "workload.prompt_tokens={type: fixed, value: 1000}" in off_grid.overrides
+    assert "workload.prompt_tokens={type: uniform, min: 6553, max: 8192}" in on_grid.overrides
+    assert "workload.output_tokens={type: uniform, min: 819, max: 1024}" in on_grid.overrides
+    spread = read_measured([src], length_ratio=0.8).runs[0]
+    assert "workload.prompt_tokens={type: uniform, min: 800, max: 1000}" in spread.overrides
+    assert "workload.output_tokens={type: uniform, min: 400, max: 500}" in spread.overrides
+    fixed = read_measured([src], length_ratio="1").runs[1]
+    assert "workload.prompt_tokens={type: fixed, value: 8192}" in fixed.overrides
 
 
 def test_cli_validate_rejects_a_length_ratio_outside_0_1(tmp_path, capsys):
@@ -236,3 +242,7 @@ def test_cli_validate_rejects_a_length_ratio_outside_0_1(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "--length-ratio" in err and "Traceback" not in err
     assert not out.exists()
+    with pytest.raises(SystemExit) as exc:
+        main(["validate", str(src), "--scenario", str(BENCH_SCENARIO), "--length-ratio", "half",
+              "-o", str(out), "-q"])
+    assert exc.value.code == 2 and "auto" in capsys.readouterr().err and not out.exists()

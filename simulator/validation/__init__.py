@@ -10,14 +10,14 @@ from pathlib import Path
 
 from simulator.config import load_scenario
 from simulator.output import _clean, publish, staging_dir
-from simulator.validation.measured import HARNESS_LENGTH_RATIO, MeasuredSet, read_measured
+from simulator.validation.measured import MeasuredSet, parse_length_ratio, read_measured
 from simulator.validation.report import write_validation_report
 from simulator.validation.runner import RunPrediction, validate
 from simulator.validation.scoring import prediction_table, runs_frame, score
 
 
 def run_validation(paths: list[Path], scenario: Path, overrides: list[str], out_dir: Path | None,
-                   *, rounds: int = 10, length_ratio: float = HARNESS_LENGTH_RATIO,
+                   *, rounds: int = 10, length_ratio: float | str | None = None,
                    progress: Callable[[int, int], None] | None = None) -> tuple[dict, Path]:
     """Validate measurements against the base scenario; write the output folder atomically."""
     base = load_scenario(scenario, overrides)  # fail early on a bad base scenario
@@ -28,7 +28,8 @@ def run_validation(paths: list[Path], scenario: Path, overrides: list[str], out_
     result["overrides"] = list(overrides)
     result["inputs"] = [str(p) for p in paths]
     if measured.kind == "sweep":
-        result["length_ratio"] = length_ratio
+        ratio = parse_length_ratio(length_ratio)
+        result["length_ratio"] = "auto" if ratio is None else ratio
     final = out_dir or Path("reports") / f"validate-{base.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     tmp = staging_dir(final)
     try:

@@ -93,6 +93,30 @@ def read_per_request_csv(path: Path) -> MeasuredSet:
 # uniform integer in [int(0.8 x len), len], so isl/osl are maxima and the means are 0.9x.
 # `--length-ratio 1` simulates exactly fixed lengths instead. See docs/fidelity.md.
 HARNESS_LENGTH_RATIO = 0.8
+# Its sweep grid: rows with these (isl, osl) come from that harness. Other rows are taken
+# as the fixed-length closed loop most clients run by default (vLLM bench serve's random
+# range ratio 0, AIPerf/genai-perf with zero length spread), unless --length-ratio says.
+INFERENCEMAX_GRID = frozenset({(1024, 1024), (1024, 8192), (8192, 1024)})
+
+
+def harness_length_ratio(isl: int, osl: int) -> float:
+    """`--length-ratio auto`: the InferenceMAX ratio on its grid, fixed lengths elsewhere."""
+    return HARNESS_LENGTH_RATIO if (isl, osl) in INFERENCEMAX_GRID else 1.0
+
+
+def parse_length_ratio(text: str | float | None) -> float | None:
+    """The --length-ratio value: None for `auto`, else a ratio in (0, 1]."""
+    if text is None or str(text).strip().lower() == "auto":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0.0 < value <= 1.0:
+        raise MeasurementError(f"length ratio {text} is not `auto` or a number in (0, 1]", where="--length-ratio",
+                               fix="use auto (the default), 0.8 for InferenceMAX/InferenceX-style sweeps, "
+                                   "or 1 for fixed lengths")
+    return value
 
 # With exactly equal lengths every client of a simulated closed loop would finish in the
 # same iteration forever and prefill in bursts; real clients drift apart. Fixed-length
@@ -150,7 +174,8 @@ def length_overrides(isl: int, osl: int, ratio: float) -> list[str]:
             for field, n in (("prompt_tokens", isl), ("output_tokens", osl))]
 
 
-def read_sweep_csv(path: Path, rounds: int, length_ratio: float = HARNESS_LENGTH_RATIO) -> MeasuredSet:
+def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None) -> MeasuredSet:
+    """One closed-loop run per row; `length_ratio` None picks it per row (harness_length_ratio)."""
     df = pd.read_csv(path)
     missing = [c for c in SWEEP_COLUMNS if c not in df.columns]
     if missing:
@@ -172,7 +197,7 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float = HARNESS_LENGTH
             *precision_overrides(prec, str(row.model), str(row.system)),
             f"hardware.gpu={row.system}", f"parallelism.tp={tp}",
             f"workload.arrival={{type: closed_loop, concurrency: {conc}}}",
-            *length_overrides(isl, osl, length_ratio),
+            *length_overrides(isl, osl, harness_length_ratio(isl, osl) if length_ratio is None else length_ratio),
             f"workload.num_requests={conc * rounds}", "workload.duration_s=null",
         ]
         group = f"{row.system} {row.model} {prec} tp{tp} isl{isl} osl{osl}"
@@ -213,8 +238,7 @@ def read_vllm_json(path: Path) -> MeasuredSet:
     return MeasuredSet("vllm_json", [run], req, np.zeros(len(req), dtype=int))
 
 
-def read_measured(paths: list[Path], rounds: int = 10,
-                  length_ratio: float = HARNESS_LENGTH_RATIO) -> MeasuredSet:
+def read_measured(paths: list[Path], rounds: int = 10, length_ratio: float | str | None = None) -> MeasuredSet:
     """Read one or more files (a folder means every CSV/JSON in it) into one set."""
     files: list[Path] = []
     for p in paths:
@@ -227,9 +251,7 @@ def read_measured(paths: list[Path], rounds: int = 10,
     if not files:
         raise MeasurementError("no measurement files found", where=", ".join(map(str, paths)),
                                fix="pass CSV or JSON files, or a folder that holds them")
-    if not 0.0 < length_ratio <= 1.0:
-        raise MeasurementError(f"length ratio {length_ratio} is outside (0, 1]", where="--length-ratio",
-                               fix="use 0.8 for InferenceMAX/InferenceX-style sweeps, 1 for fixed lengths")
+    length_ratio = parse_length_ratio(length_ratio)
     sets = [_read_one(f, rounds, length_ratio) for f in files]
     kinds = {s.kind for s in sets}
     if len(kinds) > 1:
@@ -247,7 +269,7 @@ def read_measured(paths: list[Path], rounds: int = 10,
     return MeasuredSet(sets[0].kind, runs, pd.concat(tables, ignore_index=True), np.concatenate(row_run))
 
 
-def _read_one(path: Path, rounds: int, length_ratio: float) -> MeasuredSet:
+def _read_one(path: Path, rounds: int, length_ratio: float | None) -> MeasuredSet:
     if path.suffix == ".json":
         return read_vllm_json(path)
     header = path.read_text().splitlines()[0] if path.stat().st_size else ""
