@@ -196,10 +196,10 @@ def fused_moe_op(m: int, hidden: int, inter: int, top_k: int, experts: int, labe
     active = active_experts(m, experts, top_k)
     rows = m * top_k
     flops = 2.0 * rows * (up_n * hidden + hidden * inter)
-    gemm_bytes = active * (up_n * hidden + hidden * inter) * w + rows * (hidden + 2 * inter) * act_bytes
+    weights = active * (up_n * hidden + hidden * inter) * w
+    gemm_bytes = weights + rows * (hidden + 2 * inter) * act_bytes
     acts = (rows * (hidden + up_n) + rows * (up_n + inter) + rows * (inter + hidden)
             + m * hidden) * act_bytes
-    weights = active * (up_n * hidden + hidden * inter) * w
     align = m * experts * 4.0 + rows * 8.0
     return Op("fused_moe", "moe", flops, weights + acts + align, count,
               (m, hidden, inter, top_k, experts, up_n, active, gemm_bytes, label),

@@ -21,6 +21,7 @@ def run_validation(paths: list[Path], scenario: Path, overrides: list[str], out_
                    progress: Callable[[int, int], None] | None = None) -> tuple[dict, Path]:
     """Validate measurements against the base scenario; write the output folder atomically."""
     base = load_scenario(scenario, overrides)  # fail early on a bad base scenario
+    length_ratio = parse_length_ratio(length_ratio)
     measured = read_measured(paths, rounds=rounds, length_ratio=length_ratio)
     preds = validate(measured, scenario, overrides, progress=progress)
     result = score(measured, preds, base.scenario.slo.model_dump())
@@ -28,8 +29,7 @@ def run_validation(paths: list[Path], scenario: Path, overrides: list[str], out_
     result["overrides"] = list(overrides)
     result["inputs"] = [str(p) for p in paths]
     if measured.kind == "sweep":
-        ratio = parse_length_ratio(length_ratio)
-        result["length_ratio"] = "auto" if ratio is None else ratio
+        result["length_ratio"] = "auto" if length_ratio is None else length_ratio
     final = out_dir or Path("reports") / f"validate-{base.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     tmp = staging_dir(final)
     try:

@@ -57,10 +57,11 @@ def occupancy_check(preds: list) -> dict | None:
     disaggregated = False
     for p in preds:
         req = p.run.requests
-        kv = (p.summary or {}).get("kv_cache") or {}
+        summary = p.summary or {}
+        kv = summary.get("kv_cache") or {}
         if p.error or req is None or "arrival_s" not in req or not kv:
             continue
-        if (p.summary or {}).get("disaggregation"):
+        if summary.get("disaggregation"):
             # Between its first token and decode admission a request holds prefill-side
             # blocks, so its timestamps cannot say which pool's cache it occupied.
             disaggregated = True
