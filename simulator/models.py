@@ -653,6 +653,28 @@ _MODELS: list[ModelSpec] = [
         published_params_b=235.0,  # model card: 235B total, 22B activated
         published_active_params_b=22.0,
     ),
+    # https://huggingface.co/Qwen/Qwen3-Coder-480B-A35B-Instruct/blob/main/config.json
+    ModelSpec(
+        name="qwen3-coder-480b-a35b",
+        native_fp8=True,
+        hf_id="Qwen/Qwen3-Coder-480B-A35B-Instruct",
+        num_layers=62,
+        hidden_size=6144,
+        num_heads=96,
+        num_kv_heads=8,
+        head_dim=128,
+        ffn_size=8192,  # unused, every layer is MoE
+        gated_mlp=True,
+        vocab_size=151936,
+        max_position_embeddings=262144,
+        qk_norm=True,
+        num_experts=160,
+        experts_per_token=8,
+        moe_ffn_size=2560,
+        published_params_b=480.0,  # model card: 480B total, 35B activated
+        published_active_params_b=35.0,
+        aliases=("Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8",),
+    ),
     # https://huggingface.co/mistralai/Mixtral-8x7B-v0.1/blob/main/config.json
     ModelSpec(
         name="mixtral-8x7b",
@@ -673,7 +695,27 @@ _MODELS: list[ModelSpec] = [
         published_active_params_b=12.9,
         aliases=("mistralai/Mixtral-8x7B-Instruct-v0.1",),
     ),
-    # https://huggingface.co/MiniMaxAI/MiniMax-M2/blob/main/config.json (M2.1/M2.5 keep the
+    # https://huggingface.co/mistralai/Mixtral-8x22B-v0.1/blob/main/config.json
+    ModelSpec(
+        name="mixtral-8x22b",
+        hf_id="mistralai/Mixtral-8x22B-v0.1",
+        num_layers=56,
+        hidden_size=6144,
+        num_heads=48,
+        num_kv_heads=8,
+        head_dim=128,
+        ffn_size=16384,  # unused, every layer is MoE
+        gated_mlp=True,
+        vocab_size=32000,
+        max_position_embeddings=65536,
+        num_experts=8,
+        experts_per_token=2,
+        moe_ffn_size=16384,
+        published_params_b=141.0,  # Mistral AI: 141B total, 39B active per token
+        published_active_params_b=39.0,
+        aliases=("mistralai/Mixtral-8x22B-Instruct-v0.1",),
+    ),
+    # https://huggingface.co/MiniMaxAI/MiniMax-M2/blob/main/config.json (M2.1/M2.5/M2.7 keep the
     # architecture). Its per-layer q/k RMSNorm weights (~0.5M params) are not counted.
     ModelSpec(
         name="minimax-m2",
@@ -693,7 +735,7 @@ _MODELS: list[ModelSpec] = [
         moe_ffn_size=1536,
         published_params_b=230.0,  # model card: 230B total, 10B activated
         published_active_params_b=10.0,
-        aliases=("MiniMaxAI/MiniMax-M2.1", "MiniMaxAI/MiniMax-M2.5"),
+        aliases=("MiniMaxAI/MiniMax-M2.1", "MiniMaxAI/MiniMax-M2.5", "MiniMaxAI/MiniMax-M2.7"),
     ),
     # https://huggingface.co/openai/gpt-oss-120b/blob/main/config.json: layer_types
     # alternate sliding_attention (window 128) and full_attention; experts carry biases; the
@@ -779,7 +821,8 @@ _MODELS: list[ModelSpec] = [
     # https://huggingface.co/moonshotai/Kimi-K2-Instruct/blob/main/config.json (DeepSeek-V3
     # architecture, 64 heads, 384 experts, one dense layer). K2-Thinking and K2.5 keep the
     # text model's shapes and ship INT4 (W4A16) routed experts; K2.5's vision tower is not
-    # counted.
+    # counted. K2.6 and K2.7-Code keep the shapes too (their config.json as carried by
+    # aiconfigurator-core 0.12).
     ModelSpec(
         name="kimi-k2",
         native_fp8=True,
@@ -806,7 +849,7 @@ _MODELS: list[ModelSpec] = [
         published_params_b=1026.0,  # model card: 1T total (1.026T from the shapes), 32B activated
         published_active_params_b=32.0,
         aliases=("moonshotai/Kimi-K2-Thinking", "moonshotai/Kimi-K2.5", "moonshotai/Kimi-K2-Instruct-0905",
-                 "kimi-k2.5", "kimi-k2-thinking"),
+                 "kimi-k2.5", "kimi-k2-thinking", "moonshotai/Kimi-K2.6", "moonshotai/Kimi-K2.7-Code"),
     ),
 ]
 
@@ -816,13 +859,20 @@ MODEL_CATALOG: dict[str, ModelSpec] = {m.name: m for m in _MODELS}
 # Fine-tune and quantised-checkpoint suffixes: same shapes as the base model (the weight
 # format is the scenario's model.weight_dtype, not part of the name).
 _SAME_SHAPE_TOKENS = frozenset({"instruct", "chat", "hf", "base", "it", "fp8", "fp4", "nvfp4",
-                                "int4", "int8", "awq", "gptq", "w8a8", "w4a16", "dynamic"})
+                                "int4", "int8", "awq", "gptq", "w8a8", "w4a16", "dynamic", "kv",
+                                "thinking"})
+
+
+def _is_release_date(token: str) -> bool:
+    """'0528', '2507': a re-release of the same architecture (DeepSeek-R1-0528, Qwen3-...-2507)."""
+    return len(token) == 4 and token.isdigit()
 
 
 def _key(name: str) -> str:
     """Lookup key ignoring case, org prefix, separators and same-shape fine-tune suffixes."""
     s = name.strip().lower().rsplit("/", 1)[-1].removeprefix("meta-")
-    tokens = [t for t in re.split(r"[-_\s]+", s) if t and t not in _SAME_SHAPE_TOKENS]
+    tokens = [t for t in re.split(r"[-_\s]+", s)
+              if t and t not in _SAME_SHAPE_TOKENS and not _is_release_date(t)]
     return re.sub(r"[^a-z0-9.]", "", "".join(tokens))
 
 

@@ -140,6 +140,15 @@ def test_kv_heads_must_divide_heads():
         ("mistralai/Mistral-7B-Instruct-v0.3", "mistral-7b"),
         ("facebook/opt-13b", "opt-13b"),
         ("codellama/CodeLlama-34b-Instruct-hf", "codellama-34b"),
+        # release dates and checkpoint suffixes keep the shapes
+        ("deepseek-ai/DeepSeek-R1-0528", "deepseek-v3"),
+        ("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "qwen3-235b-a22b"),
+        ("Qwen/Qwen3-30B-A3B-Thinking-2507", "qwen3-30b-a3b"),
+        ("amd/Llama-3.1-70B-Instruct-FP8-KV", "llama-3.1-70b"),
+        ("MiniMaxAI/MiniMax-M2.7", "minimax-m2"),
+        ("nvidia/Kimi-K2.6-NVFP4", "kimi-k2"),
+        ("Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8", "qwen3-coder-480b-a35b"),
+        ("mistralai/Mixtral-8x22B-Instruct-v0.1", "mixtral-8x22b"),
     ],
 )
 def test_model_aliases(alias, expected):
