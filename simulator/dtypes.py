@@ -23,6 +23,8 @@ def gemm_compute_dtype(weight_dtype: str, activation_dtype: str) -> str:
     W8A8/FP8 runs on the 8-bit tensor cores, W4A4 (NVFP4) on the 4-bit ones; weight-only
     quantisation (W4A16, W8A16) dequantises to the activation dtype and computes there.
     """
+    if DTYPE_BYTES[weight_dtype] >= 2.0:  # an unquantised layer quantises no activations
+        return activation_dtype if activation_dtype in ("bf16", "fp16") else "bf16"
     if activation_dtype == "fp4" and weight_dtype == "fp4":
         return "fp4"
     if DTYPE_BYTES[activation_dtype] <= 1.0 and DTYPE_BYTES[weight_dtype] <= 1.0:

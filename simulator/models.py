@@ -80,6 +80,10 @@ class ModelSpec(StrictModel):
     # cache. Models without one are served FP8 from NVIDIA ModelOpt checkpoints, which
     # quantise the KV cache to FP8 as well.
     native_fp8: bool = False
+    # NVIDIA's NVFP4 (ModelOpt) checkpoint of this model leaves attention in 16-bit and
+    # quantises the MoE MLPs (its `ignore` list names every self_attn): MiniMax-M2.5/M2.7,
+    # Kimi-K2.5/K2.6. Those of Llama and Qwen3 quantise attention too.
+    nvfp4_experts_only: bool = False
 
     @property
     def is_moe(self) -> bool:
@@ -720,6 +724,7 @@ _MODELS: list[ModelSpec] = [
     ModelSpec(
         name="minimax-m2",
         native_fp8=True,
+        nvfp4_experts_only=True,
         hf_id="MiniMaxAI/MiniMax-M2",
         num_layers=62,
         hidden_size=3072,
@@ -846,6 +851,7 @@ _MODELS: list[ModelSpec] = [
         qk_rope_head_dim=64,
         v_head_dim=128,
         native_expert_dtype="int4",
+        nvfp4_experts_only=True,
         published_params_b=1026.0,  # model card: 1T total (1.026T from the shapes), 32B activated
         published_active_params_b=32.0,
         aliases=("moonshotai/Kimi-K2-Thinking", "moonshotai/Kimi-K2.5", "moonshotai/Kimi-K2-Instruct-0905",

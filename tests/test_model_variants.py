@@ -146,8 +146,13 @@ def test_expert_only_quantisation_stores_experts_in_their_format_and_the_rest_in
     ("fp4", "openai/gpt-oss-120b", "h100_sxm", ("bf16", "bf16", "bf16", "fp4")),
     ("fp4", "openai/gpt-oss-120b", "b200_sxm", ("bf16", "bf16", "bf16", "fp4")),
     ("int4", "moonshotai/Kimi-K2.5", "h200_sxm", ("bf16", "bf16", "bf16", "int4")),
-    # Kimi in fp4 is an NVFP4 re-quantisation of the whole model, not its native format.
-    ("fp4", "moonshotai/Kimi-K2.5", "b200_sxm", ("fp4", "fp4", "fp8", "null")),
+    # Kimi and MiniMax in fp4 are NVIDIA's NVFP4 checkpoints, which leave attention in
+    # bf16 (their quantisation_config ignores every self_attn) and carry FP8 KV scales.
+    ("fp4", "moonshotai/Kimi-K2.5", "b200_sxm", ("bf16", "fp4", "fp8", "fp4")),
+    ("fp4", "nvidia/MiniMax-M2.5-NVFP4", "b300_sxm", ("bf16", "fp4", "fp8", "fp4")),
+    ("fp4", "MiniMaxAI/MiniMax-M2.5", "h200_sxm", ("bf16", "bf16", "fp8", "fp4")),
+    # Qwen3's NVFP4 checkpoint quantises attention as well.
+    ("fp4", "nvidia/Qwen3-235B-A22B-NVFP4", "b200_sxm", ("fp4", "fp4", "fp8", "null")),
     # NVFP4 on Blackwell tensor cores; weight-only on Hopper, which has no FP4 cores.
     ("fp4", "meta-llama/Llama-3.1-70B", "b200_sxm", ("fp4", "fp4", "fp8", "null")),
     ("fp4", "meta-llama/Llama-3.1-70B", "h100_sxm", ("fp4", "bf16", "fp8", "null")),
@@ -164,6 +169,17 @@ def test_expert_only_quantisation_stores_experts_in_their_format_and_the_rest_in
 def test_precision_mapping_follows_the_checkpoint_and_the_gpu(prec, model, gpu, expected):
     got = precision_overrides(prec, model, gpu)
     assert [o.split("=", 1)[1] for o in got] == list(expected)
+
+
+def test_experts_only_nvfp4_runs_attention_in_bf16_and_experts_on_fp4_cores():
+    """An unquantised layer quantises no activations: with bf16 weights the attention GEMMs
+    stay bf16 even though the experts take FP4 activations (W4A4 MoE kernel rows)."""
+    sm = _sharded("minimax-m2", tp=4, activation_dtype="fp4", kv_dtype="fp8", expert_weight_dtype="fp4")
+    assert sm.gemm_dtype == "bf16" and sm.weight_bytes == 2.0
+    assert sm.expert_gemm_dtype == "fp4"
+    moe = next(op for op in token_ops(4, sm) if op.name == "fused_moe")
+    assert moe.shape[-1] == "fp4" and moe.dtype == "fp4"
+    assert [op.dtype for op in token_ops(4, sm) if op.name == "qkv_proj"] == ["bf16"]
 
 
 def test_sweep_rows_for_new_models_and_gpus_are_simulated(tmp_path):

@@ -286,6 +286,10 @@ def test_fp4_w4a4_runs_on_fp4_tensor_cores_where_the_gpu_has_them():
     assert gemm_compute_dtype("fp4", "fp4") == "fp4"
     assert gemm_compute_dtype("fp8", "fp8") == "fp8"
     assert gemm_compute_dtype("int4", "bf16") == "bf16"
+    # 16-bit weights are an unquantised layer: its activations are not quantised either.
+    assert gemm_compute_dtype("bf16", "fp4") == "bf16"
+    assert gemm_compute_dtype("bf16", "fp8") == "bf16"
+    assert gemm_compute_dtype("fp16", "fp16") == "fp16"
 
 
 def test_closed_loop_think_times_delay_each_send():

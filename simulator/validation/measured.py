@@ -140,6 +140,9 @@ def precision_overrides(prec: str, model_name: str, gpu_name: str) -> list[str]:
     - Checkpoints that quantise only their routed experts (gpt-oss MXFP4, Kimi-K2.5 INT4)
       keep attention, shared experts and the KV cache in bf16 when the row names that
       native format; another format (Kimi fp4 = an NVFP4 re-quantisation) maps as usual.
+    - NVIDIA's NVFP4 checkpoints of some MoE models quantise the experts only
+      (`nvfp4_experts_only`: MiniMax-M2.5, Kimi-K2.5): attention stays bf16, the experts run
+      W4A4, and the KV cache is FP8 as in every ModelOpt NVFP4 checkpoint.
     - FP4 on a GPU without FP4 tensor cores (Hopper) runs weight-only: vLLM dequantises
       in the GEMM (Marlin) and computes in bf16.
     - FP8 of a model whose publisher ships a block-scaled FP8 checkpoint (`native_fp8`)
@@ -155,7 +158,9 @@ def precision_overrides(prec: str, model_name: str, gpu_name: str) -> list[str]:
     expert = None
     if model is not None and model.native_expert_dtype == w:
         w, a, kv, expert = "bf16", "bf16", "bf16", w
-    elif a == "fp4" and not fp4_cores:
+    elif prec == "fp4" and model is not None and model.nvfp4_experts_only:
+        w, expert = "bf16", "fp4"
+    if a == "fp4" and not fp4_cores:
         a = "bf16"
     if prec == "fp8" and model is not None and model.native_fp8:
         kv = "bf16"
