@@ -59,6 +59,9 @@ class ModelSpec(StrictModel):
     published_params_b: float | None = None  # published size, billions, for sanity checks
     qkv_bias: bool = False  # bias on q, k, v only (Qwen2); ignored if attention_bias
     qk_norm: bool = False  # per-head RMSNorm on q and k (Qwen3)
+    # One RMSNorm over all of q and one over all of k (MiniMax-M2): under TP each layer
+    # all-reduces their variances across ranks before normalising.
+    qk_norm_spans_heads: bool = False
     aliases: tuple[str, ...] = ()  # extra names get_model() accepts
     num_experts: int = Field(0, ge=0)  # routed experts per MoE layer; 0 = dense MLP
     experts_per_token: int = Field(0, ge=0)  # top-k experts each token is routed to
@@ -725,6 +728,7 @@ _MODELS: list[ModelSpec] = [
         name="minimax-m2",
         native_fp8=True,
         nvfp4_experts_only=True,
+        qk_norm_spans_heads=True,
         hf_id="MiniMaxAI/MiniMax-M2",
         num_layers=62,
         hidden_size=3072,

@@ -182,6 +182,22 @@ def test_experts_only_nvfp4_runs_attention_in_bf16_and_experts_on_fp4_cores():
     assert [op.dtype for op in token_ops(4, sm) if op.name == "qkv_proj"] == ["bf16"]
 
 
+def test_minimax_qk_norm_all_reduces_its_variance_across_tp_ranks():
+    """MiniMax-M2 normalises all of q (and all of k) at once: under TP every layer sums the
+    per-token fp32 variances over the ranks; Qwen3's per-head norm needs no collective."""
+    def by_name(sm):
+        return {op.name: op for op in token_ops(16, sm)}
+
+    tp4 = by_name(_sharded("minimax-m2", tp=4))
+    ar = tp4["qk_norm_allreduce"]
+    assert ar.family == "allreduce" and ar.count == 62 and ar.bytes == 16 * 2 * 4.0
+    assert ar.shape[1] == 4 and tp4["qk_norm"].kernels == 2
+    assert "qk_norm_allreduce" not in by_name(_sharded("minimax-m2", tp=1))
+    qwen = by_name(_sharded("qwen3-32b", tp=4))
+    assert "qk_norm" in qwen and "qk_norm_allreduce" not in qwen
+    assert "qk_norm" not in by_name(_sharded("llama-3.1-70b", tp=4))
+
+
 def test_sweep_rows_for_new_models_and_gpus_are_simulated(tmp_path):
     """Measured values are placeholders: the test checks each row is predicted, and that
     the same model decodes faster on B200 than on H100 (more bandwidth)."""

@@ -90,6 +90,8 @@ class ShardedModel:
     v_dim: int = 0  # MLA value head width
     window: int = 0  # sliding-window tokens
     window_passes: int = 0  # layer passes that use the sliding window
+    qk_norm: bool = False  # RMSNorm on q and k after the QKV projection
+    qk_norm_allreduce: bool = False  # that norm spans all heads: TP ranks all-reduce its variance
 
     @property
     def total_layer_passes(self) -> int:
@@ -139,6 +141,8 @@ class ShardedModel:
             v_dim=model.v_head_dim,
             window=model.sliding_window,
             window_passes=round(passes * model.sliding_layers / model.num_layers),
+            qk_norm=model.qk_norm or model.qk_norm_spans_heads,
+            qk_norm_allreduce=model.qk_norm_spans_heads and tp > 1,
         )
 
 
@@ -249,12 +253,16 @@ def attention_projection_ops(m: int, sm: ShardedModel) -> tuple[list[Op], list[O
     h, a, layers = sm.hidden, sm.act_bytes, sm.total_layer_passes
     if not sm.kv_lora:
         qkv_n = (sm.heads + 2 * sm.kv_heads) * sm.head_dim
-        before = [
-            gemm("qkv_proj", m, qkv_n, h, sm, layers),
-            elementwise("rope_kv_write", m * (sm.heads + sm.kv_heads) * sm.head_dim * a * 2
-                        + m * 2 * sm.kv_heads * sm.head_dim * sm.kv_bytes, layers,
-                        kernels=2 if sm.rotary else 1),
-        ]
+        qk_bytes = m * (sm.heads + sm.kv_heads) * sm.head_dim * a * 2  # read and write q, k
+        before = [gemm("qkv_proj", m, qkv_n, h, sm, layers)]
+        if sm.qk_norm:  # q and k normalised by two kernels (vLLM's q_norm, k_norm)
+            before.append(elementwise("qk_norm", qk_bytes, layers, kernels=2))
+        if sm.qk_norm_allreduce:  # fp32 variances of q and k per token, summed over ranks
+            nbytes = m * 2 * 4.0
+            before.append(Op("qk_norm_allreduce", "allreduce", 0.0, nbytes, layers,
+                             (nbytes, sm.tp, sm.tp_link), "fp32"))
+        before.append(elementwise("rope_kv_write", qk_bytes + m * 2 * sm.kv_heads * sm.head_dim * sm.kv_bytes,
+                                  layers, kernels=2 if sm.rotary else 1))
         return before, [gemm("o_proj", m, h, sm.heads * sm.head_dim, sm, layers)]
     qk = sm.head_dim + sm.rope_dim
     latent = sm.kv_lora + sm.rope_dim
