@@ -110,7 +110,7 @@ def test_distserve_disaggregated_pipeline_parallel_decode(tmp_path):
     TP1 layout (docs/fidelity.md, Known gaps), more so as the load grows."""
     result, _ = run_validation([DISAGG_PP], DISAGG_PP_SCENARIO, [], tmp_path / "pp")
     assert result["runs"] == 6
-    runs = {s["run"].rsplit("-", 1)[-1]: r for r, s in zip(result["per_run"], result["slo"]["runs"])}
+    runs = {s["run"].rsplit("-", 1)[-1]: r for r, s in zip(result["per_run"], result["slo"]["runs"], strict=True)}
     below = [runs[rate] for rate in ("4", "6", "8")]
     assert all(abs(r["err_pct_ttft_ms"]) <= 6.0 for r in below)
     assert all(-60.0 < r["err_pct_tpot_ms"] < -30.0 for r in below)  # the known, one-sided gap
