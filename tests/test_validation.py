@@ -106,11 +106,11 @@ def test_distserve_disaggregated_ttft_and_tpot(tmp_path):
 
 def test_distserve_disaggregated_pipeline_parallel_decode(tmp_path):
     """DistServe's runs with the decode instance split over two pipeline stages (c21d12).
-    Nothing is fitted to them. TTFT stays within 5% per file; TPOT reads low as in the
-    TP1 layout (docs/fidelity.md, Known gaps), more so as the load grows."""
+    Nothing is fitted to them. Up to 8 req/s TTFT stays within 5% per file and TPOT reads
+    low as in the TP1 layout (docs/fidelity.md, Known gaps); beyond, the server collapses."""
     result, _ = run_validation([DISAGG_PP], DISAGG_PP_SCENARIO, [], tmp_path / "pp")
     assert result["runs"] == 7
-    runs = {s["run"].rsplit("-", 1)[-1]: r for r, s in zip(result["per_run"], result["slo"]["runs"], strict=True)}
+    runs = {r["run"].rsplit("-", 1)[-1]: r for r in result["per_run"]}
     below = [runs[rate] for rate in ("4", "6", "8")]
     assert all(abs(r["err_pct_ttft_ms"]) <= 6.0 for r in below)
     assert all(-60.0 < r["err_pct_tpot_ms"] < -30.0 for r in below)  # the known, one-sided gap

@@ -156,6 +156,11 @@ def gemm(name: str, m: int, n: int, k: int, sm: ShardedModel, count: int,
               (m, n, k), dtype)
 
 
+def tp_allreduce(name: str, nbytes: float, sm: ShardedModel, count: int, dtype: str = "bf16") -> Op:
+    """An all-reduce of nbytes over the TP group, count times per iteration."""
+    return Op(name, "allreduce", 0.0, nbytes, count, (nbytes, sm.tp, sm.tp_link), dtype)
+
+
 def elementwise(name: str, nbytes: float, count: int, kernels: int = 1) -> Op:
     return Op(name, "elementwise", 0.0, nbytes, count, (nbytes,), "bf16", kernels)
 
@@ -258,9 +263,7 @@ def attention_projection_ops(m: int, sm: ShardedModel) -> tuple[list[Op], list[O
         if sm.qk_norm:  # q and k normalised by two kernels (vLLM's q_norm, k_norm)
             before.append(elementwise("qk_norm", qk_bytes, layers, kernels=2))
         if sm.qk_norm_allreduce:  # fp32 variances of q and k per token, summed over ranks
-            nbytes = m * 2 * 4.0
-            before.append(Op("qk_norm_allreduce", "allreduce", 0.0, nbytes, layers,
-                             (nbytes, sm.tp, sm.tp_link), "fp32"))
+            before.append(tp_allreduce("qk_norm_allreduce", m * 2 * 4.0, sm, layers, "fp32"))
         before.append(elementwise("rope_kv_write", qk_bytes + m * 2 * sm.kv_heads * sm.head_dim * sm.kv_bytes,
                                   layers, kernels=2 if sm.rotary else 1))
         return before, [gemm("o_proj", m, h, sm.heads * sm.head_dim, sm, layers)]
@@ -305,9 +308,7 @@ def token_ops(m: int, sm: ShardedModel) -> list[Op]:
         elementwise("final_norm", 2 * m * h * a, 1),
     ]
     if sm.tp > 1:
-        nbytes = m * h * a
-        ops.append(Op("tp_allreduce", "allreduce", 0.0, nbytes, 2 * layers,
-                      (nbytes, sm.tp, sm.tp_link), "bf16"))
+        ops.append(tp_allreduce("tp_allreduce", m * h * a, sm, 2 * layers))
     if sm.pp > 1:
         nbytes = m * h * a
         ops.append(Op("pp_send", "p2p", 0.0, nbytes, sm.pp - 1, (nbytes, 2, sm.pp_link), "bf16"))

@@ -139,7 +139,7 @@ def precision_overrides(prec: str, model_name: str, gpu_name: str) -> list[str]:
 
     - Checkpoints that quantise only their routed experts (gpt-oss MXFP4, Kimi-K2.5 INT4)
       keep attention, shared experts and the KV cache in bf16 when the row names that
-      native format; another format (Kimi fp4 = an NVFP4 re-quantisation) maps as usual.
+      native format; another format (Kimi fp4 = NVIDIA's NVFP4 checkpoint) maps as below.
     - NVIDIA's NVFP4 checkpoints of some MoE models quantise the experts only
       (`nvfp4_experts_only`: MiniMax-M2.5, Kimi-K2.5): attention stays bf16, the experts run
       W4A4, and the KV cache is FP8 as in every ModelOpt NVFP4 checkpoint.
