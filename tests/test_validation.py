@@ -175,6 +175,67 @@ def test_vllm_bench_json(tmp_path):
     assert result["per_request"]["ttft_ms"]["n"] == n
 
 
+def _bench_json(n: int, seed: int = 0, **extra) -> dict:
+    rng = np.random.default_rng(seed)
+    out_lens = rng.integers(2, 40, n).tolist()
+    ttfts = rng.uniform(0.02, 0.2, n)
+    return {"request_rate": 4.0, "burstiness": 1.0, "max_concurrency": None,
+            "input_lens": rng.integers(50, 400, n).tolist(), "output_lens": out_lens,
+            "ttfts": ttfts.tolist(), "itls": [[0.01] * (k - 1) for k in out_lens], **extra}
+
+
+def test_vllm_bench_json_replays_start_times_and_latencies(tmp_path):
+    """Newer vLLM saves send times and latencies: exact arrivals, measured E2E, failures dropped."""
+    n = 10
+    data = _bench_json(n)
+    starts = 1000.0 + np.cumsum(np.full(n, 0.25))
+    data["start_times"] = starts[::-1].tolist()  # any order: matched back by arrival
+    data["latencies"] = [t + 0.5 for t in data["ttfts"]]
+    data["errors"] = [""] * (n - 1) + ["Bad Request"]
+    data["ttfts"][-1] = 0.0
+    src = _write(tmp_path / "bench.json", json.dumps(data))
+    run = read_measured([src]).runs[0]
+    assert run.kind == "trace"
+    assert len(run.requests) == n - 1
+    assert run.requests["arrival_s"].min() == 0.0
+    assert sorted(run.requests["arrival_s"].round(6)) == [round(0.25 * k, 6) for k in range(n - 1)]
+    assert np.allclose(run.requests["e2e_ms"] - run.requests["ttft_ms"], 500.0)
+    result, out = run_validation([src], BENCH_SCENARIO, ["model.name=llama-3.1-8b", "hardware.gpu=h100-sxm",
+                                                         "model.weight_dtype=bf16", "model.activation_dtype=bf16"],
+                                 tmp_path / "out")
+    table = pd.read_csv(out / "validation.csv")
+    assert len(table) == n - 1 and table["pred_ttft_ms"].notna().all()
+    assert "model_from_file" not in result  # the user named the model
+
+
+def test_vllm_bench_json_follows_its_model_id(tmp_path):
+    """A result file's model_id picks the simulated model and its checkpoint's precision."""
+    data = _bench_json(6, max_concurrency=2, model_id="meta-llama/Llama-3.1-8B-Instruct")
+    src = _write(tmp_path / "bench.json", json.dumps(data))
+    result, _ = run_validation([src], BENCH_SCENARIO, [], tmp_path / "out")
+    assert result["model_from_file"] == {"bench": "llama-3.1-8b"}
+    run = read_measured([src]).runs[0]
+    from simulator.validation import model_id_overrides
+    extra = model_id_overrides(run.model_id, "llama-3.1-70b", "h200")
+    assert "model.weight_dtype=bf16" in extra and "model.kv_dtype=bf16" in extra
+    # The same model as the scenario's, or one outside the catalog: the scenario decides.
+    assert model_id_overrides("RedHatAI/Meta-Llama-3.1-70B-Instruct-FP8", "llama-3.1-70b", "h200") == []
+    assert model_id_overrides("/models/my-finetune", "llama-3.1-70b", "h200") == []
+
+
+@pytest.mark.parametrize(("model_id", "precision"), [
+    ("meta-llama/Llama-3.1-8B-Instruct", "bf16"),
+    ("nvidia/Llama-3.1-70B-Instruct-FP8", "fp8"),
+    ("nvidia/Llama-3.3-70B-Instruct-NVFP4", "fp4"),
+    ("Qwen/Qwen3-32B-AWQ", "int4"),
+    ("deepseek-ai/DeepSeek-V3", "fp8"),  # ships block-scaled FP8
+    ("openai/gpt-oss-120b", "fp4"),  # MXFP4 experts
+])
+def test_checkpoint_precision_from_name(model_id, precision):
+    from simulator.validation.measured import checkpoint_precision
+    assert checkpoint_precision(model_id) == precision
+
+
 @pytest.mark.parametrize(("text", "match"), [
     ("a,b,c\n1,2,3\n", "unrecognised CSV header"),
     ("system,model,precision,tp_size,isl,osl,concurrency,ttft_ms,tpot_ms\n"

@@ -10,7 +10,12 @@ from pathlib import Path
 
 from simulator.config import load_scenario
 from simulator.output import _clean, publish, staging_dir
-from simulator.validation.measured import MeasuredSet, parse_length_ratio, read_measured
+from simulator.validation.measured import (
+    MeasuredSet,
+    model_id_overrides,
+    parse_length_ratio,
+    read_measured,
+)
 from simulator.validation.report import write_validation_report
 from simulator.validation.runner import RunPrediction, validate
 from simulator.validation.scoring import prediction_table, runs_frame, score
@@ -23,11 +28,15 @@ def run_validation(paths: list[Path], scenario: Path, overrides: list[str], out_
     base = load_scenario(scenario, overrides)  # fail early on a bad base scenario
     length_ratio = parse_length_ratio(length_ratio)
     measured = read_measured(paths, rounds=rounds, length_ratio=length_ratio)
+    named = any(o.split("=", 1)[0].strip() in ("model", "model.name", "model.config_json") for o in overrides)
+    followed = {} if named else _follow_model_ids(measured, base.scenario.model.name, base.scenario.hardware.gpu)
     preds = validate(measured, scenario, overrides, progress=progress)
     result = score(measured, preds, base.scenario.slo.model_dump())
     result["scenario"] = str(scenario)
     result["overrides"] = list(overrides)
     result["inputs"] = [str(p) for p in paths]
+    if followed:
+        result["model_from_file"] = followed
     if measured.kind == "sweep":
         result["length_ratio"] = "auto" if length_ratio is None else length_ratio
     final = out_dir or Path("reports") / f"validate-{base.name}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -43,4 +52,19 @@ def run_validation(paths: list[Path], scenario: Path, overrides: list[str], out_
     return result, final
 
 
-__all__ = ["MeasuredSet", "RunPrediction", "read_measured", "run_validation", "score", "validate"]
+def _follow_model_ids(measured: MeasuredSet, base_model: str, gpu: str) -> dict[str, str]:
+    """Runs whose file names another catalog model simulate that model.
+
+    Only when the user has not named one with --set: the file's model_id is then the best
+    evidence of what was measured, and the base scenario's model is a template default.
+    """
+    followed = {}
+    for run in measured.runs:
+        extra = model_id_overrides(run.model_id, base_model, gpu)
+        if extra:
+            run.overrides = [*extra, *run.overrides]
+            followed[run.label] = extra[0].split("=", 1)[1]
+    return followed
+
+
+__all__ = ["MeasuredSet", "RunPrediction", "model_id_overrides", "read_measured", "run_validation", "score", "validate"]

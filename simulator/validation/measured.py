@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,6 +53,7 @@ class MeasuredRun:
     isl: int | None = None
     osl: int | None = None
     group: str = ""  # runs that differ only in load (for cliff detection and curves)
+    model_id: str | None = None  # the model the result file names (vLLM JSON), if any
 
 
 @dataclass
@@ -214,6 +216,14 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None) -
 
 
 def read_vllm_json(path: Path) -> MeasuredSet:
+    """One run from `vllm bench serve --save-result --save-detailed`.
+
+    Newer vLLM versions also save each request's `start_times` and `latencies`: an
+    open-loop run is then replayed with its exact send times (as a per-request CSV is),
+    and E2E is the measured latency rather than TTFT + sum(ITLs). Failed requests (an
+    entry in `errors`, or no first token) are dropped. `model_id` is kept so the run can
+    follow the model it measured (see `model_id_overrides`).
+    """
     try:
         data = json.loads(path.read_text())
     except json.JSONDecodeError as exc:
@@ -223,24 +233,88 @@ def read_vllm_json(path: Path) -> MeasuredSet:
     if not isinstance(data, dict) or any(k not in data for k in needed):
         raise MeasurementError("no per-request details (input_lens, output_lens, ttfts)", where=str(path),
                                fix="re-run `vllm bench serve --save-result --save-detailed`")
-    ttfts = np.asarray(data["ttfts"], dtype=float) * 1e3
-    itls = data.get("itls") or [[] for _ in ttfts]
+    n = len(data["ttfts"])
+
+    def per_request(key: str) -> list | None:
+        values = data.get(key)
+        if values is None:
+            return None
+        if not isinstance(values, list) or len(values) != n:
+            raise MeasurementError(f"`{key}` has {len(values) if isinstance(values, list) else 'no'} entries "
+                                   f"for {n} requests", where=str(path),
+                                   fix="pass the JSON exactly as `vllm bench serve` saved it")
+        return values
+
+    for key in ("input_lens", "output_lens"):
+        per_request(key)
+    ttfts = np.asarray([t or 0.0 for t in data["ttfts"]], dtype=float) * 1e3
+    itls = per_request("itls") or [[] for _ in range(n)]
     out = np.asarray(data["output_lens"], dtype=int)
-    sums = np.array([sum(x) for x in itls], dtype=float) * 1e3
-    e2e = ttfts + sums
+    latencies = per_request("latencies")
+    if latencies is not None:
+        e2e = np.asarray([x or 0.0 for x in latencies], dtype=float) * 1e3
+    else:
+        e2e = ttfts + np.array([sum(x or []) for x in itls], dtype=float) * 1e3
     with np.errstate(invalid="ignore", divide="ignore"):
-        tpot = np.where(out > 1, sums / (out - 1), np.nan)
-    ok = ttfts > 0  # failed requests have ttft 0 and no tokens
+        tpot = np.where(out > 1, (e2e - ttfts) / (out - 1), np.nan)
+    errors = per_request("errors") or [""] * n
+    ok = (ttfts > 0) & np.array([not e for e in errors])  # failed requests: no first token
     req = pd.DataFrame({"prompt_tokens": np.asarray(data["input_lens"], dtype=int), "output_tokens": out,
-                        "ttft_ms": ttfts, "tpot_ms": tpot, "e2e_ms": e2e})[ok].reset_index(drop=True)
+                        "ttft_ms": ttfts, "tpot_ms": tpot, "e2e_ms": e2e})
     conc = data.get("max_concurrency")
     rate = data.get("request_rate", "inf")
     rate = math.inf if rate in (None, "inf", float("inf")) else float(rate)
     burst = float(data.get("burstiness", 1.0) or 1.0)
+    starts = per_request("start_times")
     kind = "closed_loop" if conc else "rate"
+    if starts is not None and not conc:
+        kind = "trace"  # exact send times
+        req.insert(0, "arrival_s", np.asarray(starts, dtype=float))
+    req = req[ok].reset_index(drop=True)
+    if kind == "trace" and len(req):
+        req["arrival_s"] -= req["arrival_s"].min()
+    model_id = data.get("model_id")
     run = MeasuredRun(label=path.stem, source=path.name, kind=kind, measured=_means(req), requests=req,
-                      concurrency=int(conc) if conc else None, rate=rate, burstiness=burst)
+                      concurrency=int(conc) if conc else None, rate=rate, burstiness=burst,
+                      model_id=str(model_id) if model_id else None)
     return MeasuredSet("vllm_json", [run], req, np.zeros(len(req), dtype=int))
+
+
+# Quantisation tokens in checkpoint names, for runs that name their model (vLLM's model_id).
+_ID_PRECISION_TOKENS = (("nvfp4", "fp4"), ("mxfp4", "fp4"), ("fp4", "fp4"), ("fp8", "fp8"),
+                        ("awq", "int4"), ("gptq", "int4"), ("int4", "int4"), ("w4a16", "int4"))
+
+
+def checkpoint_precision(model_id: str) -> str:
+    """The precision a checkpoint name implies: its quantisation token, else the model's native format."""
+    tokens = re.split(r"[-_./\s]+", model_id.lower())
+    for token, prec in _ID_PRECISION_TOKENS:
+        if token in tokens:
+            return prec
+    model = get_model(model_id)
+    if model.native_expert_dtype:
+        return model.native_expert_dtype
+    return "fp8" if model.native_fp8 else "bf16"
+
+
+def model_id_overrides(model_id: str | None, base_model: str, gpu_name: str) -> list[str]:
+    """Overrides that make a run follow the model its result file names.
+
+    Empty when the file names no model, a model outside the catalog (a local path), or the
+    model the base scenario already serves (whose dtypes the scenario then decides).
+    Otherwise the catalog entry and the precision its checkpoint name implies.
+    """
+    if not model_id:
+        return []
+    try:
+        model = get_model(model_id)
+        same = get_model(base_model).name == model.name
+    except CatalogError:
+        return []
+    if same:
+        return []
+    prec = checkpoint_precision(model_id)
+    return [f"model.name={model.name}", "model.config_json=null", *precision_overrides(prec, model.name, gpu_name)]
 
 
 def read_measured(paths: list[Path], rounds: int = 10, length_ratio: float | str | None = None) -> MeasuredSet:
