@@ -70,6 +70,10 @@ class GPUSpec(StrictModel):
     pcie: LinkSpec
     cost_per_gpu_hour: float = Field(ge=0)  # default on-demand $/GPU-hour; user overrides
     aliases: tuple[str, ...] = ()  # extra names get_gpu() accepts (e.g. torch device names)
+    # A GPU with the same die, memory and clocks class whose measured kernel tables stand
+    # in when none were measured on this one (GB200 runs B200's kernels). Its table times
+    # are used as measured, so a GPU with higher power limits comes out slightly slow.
+    kernel_tables_from: str | None = None
 
     @model_validator(mode="after")
     def _check_peaks(self) -> GPUSpec:
@@ -425,6 +429,7 @@ _GPUS: list[GPUSpec] = [
         pcie=_PCIE5,
         cost_per_gpu_hour=6.0,  # estimate: no public on-demand list price checked; override per plan
         aliases=("gb200-nvl72", "gb200-sxm"),
+        kernel_tables_from="b200",
     ),
     GPUSpec(
         name="b300",

@@ -432,6 +432,21 @@ def test_profile_auto_picks_the_shipped_profile_of_the_gpu():
         shipped_profile_for(get_gpu("l4"))
 
 
+def test_a_gpu_without_tables_borrows_those_of_its_die():
+    """GB200 has no shipped tables; it runs B200's kernels (same die), not the roofline."""
+    from simulator.cost.calibrated import shipped_profile_for
+    from simulator.hardware import get_gpu
+
+    gb200 = get_gpu("gb200")
+    assert gb200.kernel_tables_from == "b200"
+    assert shipped_profile_for(gb200) == "b200_sxm-vllm"
+    timer = COST_BACKENDS["auto"](gb200, CostModelConfig(), None)
+    assert isinstance(timer, CalibratedTimer) and timer.profile.metadata.gpu == "b200"
+    # Borrowing goes one way only: B200 does not accept a profile made on another GPU.
+    with pytest.raises(ConfigError, match="measured on h100-sxm"):
+        COST_BACKENDS["auto"](get_gpu("b200"), CostModelConfig(), "h100_sxm-vllm")
+
+
 def test_auto_backend_uses_shipped_tables_where_they_exist():
     from simulator.cost import RooflineTimer
     from simulator.hardware import get_gpu

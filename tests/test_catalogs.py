@@ -253,8 +253,11 @@ def test_gpu_fields_complete_and_positive(name):
     assert isinstance(gpu, GPUSpec)
     assert gpu.name == name == name.lower()
     for field in GPUSpec.model_fields:
-        if field != "aliases":
+        if field not in ("aliases", "kernel_tables_from"):  # optional by design
             assert getattr(gpu, field) is not None, field
+    if gpu.kernel_tables_from:  # borrowed tables come from a catalog GPU of the same vendor
+        donor = GPU_CATALOG[gpu.kernel_tables_from]
+        assert donor.vendor == gpu.vendor and donor.num_sms == gpu.num_sms
     assert gpu.memory_gb > 0 and gpu.hbm_tbps > 0 and gpu.num_sms > 0 and gpu.l2_cache_mb > 0
     # Driver-visible memory is a little below the datasheet figure, never far off.
     assert 0.85 * gpu.memory_gb / 1.073741824 < gpu.usable_memory_gib <= gpu.memory_gb

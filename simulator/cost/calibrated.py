@@ -645,12 +645,14 @@ _TIMERS: dict[tuple, CalibratedTimer] = {}
 
 
 def shipped_profile_for(gpu: GPUSpec, backend: str = "vllm") -> str:
-    """`hardware.profile: auto`: the shipped profile measured on this GPU (vLLM tables first)."""
+    """`hardware.profile: auto`: the shipped profile measured on this GPU (vLLM tables first),
+    else on the GPU whose kernels it shares (`kernel_tables_from`)."""
     names = shipped_profiles()
-    for name in sorted(names, key=lambda n: (not n.endswith(f"-{backend}"), n)):
-        meta = load_profile(name).metadata
-        if meta.gpu is not None and get_gpu(meta.gpu).name == gpu.name:
-            return name
+    for target in (gpu.name, gpu.kernel_tables_from):
+        for name in sorted(names, key=lambda n: (not n.endswith(f"-{backend}"), n)):
+            meta = load_profile(name).metadata
+            if target and meta.gpu is not None and get_gpu(meta.gpu).name == target:
+                return name
     raise ConfigError(f"no shipped calibration profile for {gpu.name}", where="hardware.profile",
                       fix=f"shipped: {', '.join(names)}; measure one with `simulate calibrate`, "
                       "or use cost_model.backend: roofline")
@@ -666,7 +668,7 @@ def calibrated_backend(gpu: GPUSpec, config: CostModelConfig, profile: str | Non
     path = resolve_profile(profile).resolve()
     prof = load_profile(path)
     meta = prof.metadata
-    if meta.gpu is not None and get_gpu(meta.gpu).name != gpu.name:
+    if meta.gpu is not None and get_gpu(meta.gpu).name not in (gpu.name, gpu.kernel_tables_from):
         raise ConfigError(
             f"profile {profile!r} was measured on {meta.gpu} ({meta.gpu_name}), but hardware.gpu is {gpu.name}",
             where="hardware.profile",
