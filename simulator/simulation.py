@@ -274,7 +274,9 @@ class Simulation:
             self._wake_all()
             return
         self._next_index += 1
-        if wl.think_times is not None:
+        if wl.release_s is not None:
+            delay = max(0.0, float(wl.release_s[i]) - self.env.now)
+        elif wl.think_times is not None:
             delay = float(wl.think_times[i])
         else:
             delay = 0.0 if first else wl.think_time_s

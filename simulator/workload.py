@@ -199,6 +199,30 @@ class ClosedLoopArrival(StrictModel):
             "clients and networks, which keeps clients from staying in lockstep."
         ),
     )
+    rate: float | None = Field(
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description=(
+            "Requests per second issued to the clients (vLLM --request-rate together with "
+            "--max-concurrency): a request goes out at its arrival time or, if all clients "
+            "are busy, as soon as one frees up; TTFT counts from when it is sent. None: "
+            "every client sends again at once."
+        ),
+    )
+    burstiness: float = Field(
+        default=1.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="Gamma shape of the gaps between issued requests when `rate` is set (1 = Poisson).",
+    )
+
+    @model_validator(mode="after")
+    def _rate_or_think_time(self) -> ClosedLoopArrival:
+        if self.rate is not None and self.think_time_s > 0:
+            raise ValueError("set either rate (requests issued at a rate, capped at concurrency) "
+                             "or think_time_s (clients pause between requests), not both")
+        return self
 
 
 class TraceArrival(StrictModel):
@@ -617,11 +641,13 @@ class ClosedLoopWorkload:
     output_tokens: np.ndarray
     duration_s: float | None
     think_times: np.ndarray | None = None  # per request, seconds before it is sent (jittered clients)
+    release_s: np.ndarray | None = None  # per request, earliest send time (issued at a rate)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "prompt_tokens", _frozen(self.prompt_tokens, np.int64))
         object.__setattr__(self, "output_tokens", _frozen(self.output_tokens, np.int64))
         object.__setattr__(self, "think_times", _frozen(self.think_times, np.float64))
+        object.__setattr__(self, "release_s", _frozen(self.release_s, np.float64))
         if self.prompt_tokens.size != self.output_tokens.size:
             raise ValueError("prompt_tokens and output_tokens differ in length")
 
@@ -668,6 +694,11 @@ def build_workload(
             think_times=(
                 rng_think.exponential(arrival.think_time_s, n)
                 if arrival.think_time_distribution == "exponential" and arrival.think_time_s > 0
+                else None
+            ),
+            release_s=(
+                GammaArrival(rate=arrival.rate, burstiness=arrival.burstiness).arrival_times(n, None, rng_arrival)
+                if arrival.rate is not None
                 else None
             ),
         )

@@ -30,7 +30,7 @@ PROPERTY_SETTINGS = settings(max_examples=25, deadline=None,
 @st.composite
 def scenarios(draw) -> dict:
     policy = draw(st.sampled_from(POLICY_NAMES))
-    kind = draw(st.sampled_from(["poisson", "constant", "gamma", "closed_loop"]))
+    kind = draw(st.sampled_from(["poisson", "constant", "gamma", "closed_loop", "capped_rate"]))
     rate = draw(st.floats(0.5, 300.0))
     if kind == "poisson":
         arrival = poisson(rate)
@@ -38,8 +38,10 @@ def scenarios(draw) -> dict:
         arrival = constant(rate)
     elif kind == "gamma":
         arrival = {"type": "gamma", "rate": rate, "burstiness": draw(st.sampled_from([0.3, 1.0, 4.0]))}
-    else:
+    elif kind == "closed_loop":
         arrival = closed_loop(draw(st.integers(1, 24)))
+    else:  # issued at a rate, at most N in flight (vLLM --request-rate with --max-concurrency)
+        arrival = {**closed_loop(draw(st.integers(1, 24))), "rate": rate}
     p_lo = draw(st.integers(1, 64))
     p_hi = draw(st.sampled_from([64, 400, 1500]))
     o_hi = draw(st.sampled_from([1, 24, 300]))
@@ -208,6 +210,29 @@ def test_closed_loop_keeps_concurrency_bounded():
     arrived = np.searchsorted(np.sort(req["arrival_s"]), times, side="right")
     finished = np.searchsorted(np.sort(req["finish_s"]), times, side="right")
     assert (arrived - finished).max() <= 6
+
+
+@pytest.mark.parametrize("rate", [0.5, 20.0, 1e6])
+def test_rate_capped_closed_loop(rate):
+    """Requests issued at a rate with at most N in flight: none goes out before its issue
+    time, N are never exceeded, and the two limits are the open and the closed loop."""
+    kw = {"prompt": uniform(16, 400), "output": uniform(1, 64), "num_requests": 120}
+    d = scenario("vllm-v1", arrival={**closed_loop(4), "rate": rate}, **kw)
+    sim, res = simulate(d)
+    req = res.requests.sort_values("request_id")
+    assert (req["status"] == "completed").all()
+    assert (req["arrival_s"].to_numpy() >= sim.workload.release_s - 1e-12).all()
+    times = np.sort(np.concatenate([req["arrival_s"], req["finish_s"]]))
+    arrived = np.searchsorted(np.sort(req["arrival_s"]), times, side="right")
+    finished = np.searchsorted(np.sort(req["finish_s"]), times, side="right")
+    assert (arrived - finished).max() <= 4
+    if rate == 0.5:  # far below capacity: every request goes out at its issue time
+        _, open_loop = simulate(scenario("vllm-v1", arrival=poisson(rate), **kw))
+        ref = open_loop.requests.sort_values("request_id")
+        assert np.allclose(req["arrival_s"], ref["arrival_s"]) and np.allclose(req["ttft_ms"], ref["ttft_ms"])
+    if rate == 1e6:  # far above: the plain closed loop (issue times a few µs apart)
+        _, closed = simulate(scenario("vllm-v1", arrival=closed_loop(4), **kw))
+        assert res.summary["duration_s"] == pytest.approx(closed.summary["duration_s"], rel=0.01)
 
 
 def test_fast_forward_iteration_queue_len_matches_stepping():

@@ -223,6 +223,19 @@ def test_vllm_bench_json_follows_its_model_id(tmp_path):
     assert model_id_overrides("/models/my-finetune", "llama-3.1-70b", "h200") == []
 
 
+def test_vllm_bench_json_rate_with_max_concurrency_caps_a_rate(tmp_path):
+    """--request-rate with --max-concurrency: issued at the rate, at most N in flight."""
+    from simulator.validation.runner import _replay_workload
+
+    capped = read_measured([_write(tmp_path / "a.json", json.dumps(_bench_json(8, max_concurrency=2)))]).runs[0]
+    wl = _replay_workload(capped, seed=0)
+    assert wl.concurrency == 2 and wl.release_s is not None
+    assert wl.release_s[0] == 0.0 and np.all(np.diff(wl.release_s) > 0)
+    data = _bench_json(8, max_concurrency=2, request_rate="inf")
+    unlimited = read_measured([_write(tmp_path / "b.json", json.dumps(data))]).runs[0]
+    assert _replay_workload(unlimited, seed=0).release_s is None
+
+
 @pytest.mark.parametrize(("model_id", "precision"), [
     ("meta-llama/Llama-3.1-8B-Instruct", "bf16"),
     ("nvidia/Llama-3.1-70B-Instruct-FP8", "fp8"),

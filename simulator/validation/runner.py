@@ -38,8 +38,6 @@ def _replay_workload(run: MeasuredRun, seed: int) -> OpenLoopWorkload | ClosedLo
         arrival = req["arrival_s"].to_numpy(dtype=float)
         order = np.argsort(arrival, kind="stable")
         return OpenLoopWorkload(arrival[order] - arrival[order][0], prompts[order], outputs[order])
-    if run.kind == "closed_loop":
-        return ClosedLoopWorkload(run.concurrency, 0.0, prompts, outputs, None)
     n = len(prompts)
     if run.rate is None or math.isinf(run.rate):
         arrival = np.zeros(n)
@@ -48,6 +46,11 @@ def _replay_workload(run: MeasuredRun, seed: int) -> OpenLoopWorkload | ClosedLo
         b = run.burstiness
         gaps = rng.gamma(b, 1.0 / (run.rate * b), size=n)
         arrival = np.concatenate([[0.0], np.cumsum(gaps[1:])])
+    if run.kind == "closed_loop":
+        # vLLM --max-concurrency: at most N in flight; with a finite --request-rate too,
+        # each request also waits for its issue time.
+        release = None if run.rate is None or math.isinf(run.rate) else arrival
+        return ClosedLoopWorkload(run.concurrency, 0.0, prompts, outputs, None, release_s=release)
     return OpenLoopWorkload(arrival, prompts, outputs)
 
 
