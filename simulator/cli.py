@@ -187,6 +187,32 @@ def validate_cmd(
     console.print(f"output     {out}/  (validation.html, validation.json, validation.csv)")
 
 
+@app.command("explain")
+def explain_cmd(
+    scenario: Annotated[Path, typer.Argument(help="scenario YAML file")],
+    set_: Annotated[list[str] | None, typer.Option("--set", help="override a field: dotted.path=value (repeatable)")] = None,
+    batch: Annotated[int, typer.Option(help="decode step: sequences in the batch")] = 32,
+    context: Annotated[int, typer.Option(help="decode step: tokens of context per sequence")] = 2048,
+    prefill: Annotated[int, typer.Option(help="prefill: prompt tokens of one lone prefill")] = 2048,
+) -> None:
+    """Where one iteration's time goes, op by op: a decode step and a lone prefill."""
+    from simulator import api
+    from simulator.explain import explain
+
+    e = explain(api.load(scenario, set_ or []), batch=batch, context=context, prefill=prefill)
+    d_total, p_total = sum(e.decode.values()), sum(e.prefill.values())
+    table = Table(title=f"{scenario}: {e.layout}", title_justify="left", caption_justify="left",
+                  caption=f"{e.decode_label}; {e.prefill_label}. Sums over all pipeline stages.")
+    for col in ("op", "decode ms", "%", "prefill ms", "%", "time from"):
+        table.add_column(col, justify="left" if col in ("op", "time from") else "right")
+    for name, dt, pt in e.rows():
+        table.add_row(name, "" if dt is None else f"{dt * 1e3:.3f}", "" if dt is None else f"{100 * dt / d_total:.1f}",
+                      "" if pt is None else f"{pt * 1e3:.3f}", "" if pt is None else f"{100 * pt / p_total:.1f}",
+                      e.sources.get(name, ""))
+    table.add_row("total", f"{d_total * 1e3:.3f}", "100.0", f"{p_total * 1e3:.3f}", "100.0", "", style="bold")
+    console.print(table)
+
+
 @list_app.command("gpus")
 def list_gpus() -> None:
     """GPUs in the catalog."""

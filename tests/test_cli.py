@@ -199,3 +199,27 @@ def test_output_dir_that_is_a_file_is_a_clean_error(tmp_path, capsys):
                "--no-report") == 2
     assert capsys.readouterr().err.startswith("error:")
     assert target.read_text() == "x"
+
+
+def test_explain_adds_up_to_the_iteration_times_a_run_uses(capsys):
+    """`simulate explain`: its per-op times sum to the cost model's iteration times."""
+    from simulator import api
+    from simulator.cost.ops import IterationShape
+    from simulator.explain import explain
+    from simulator.simulation import Simulation
+
+    bench = ROOT / "scenarios" / "benchmark-concurrency.yaml"
+    e = explain(api.load(bench), batch=16, context=1000, prefill=512)
+    cost = Simulation(api.load(bench)).cost
+    assert sum(e.decode.values()) == pytest.approx(cost.iteration_time(IterationShape(16, 16, 16, 16_000)))
+    assert sum(e.prefill.values()) == pytest.approx(cost.iteration_time(IterationShape(512, 1, 0, 0, ((512, 0),))))
+    assert "attn_decode" in e.decode and "attn_decode" not in e.prefill and "attn_prefill" in e.prefill
+    assert e.sources["gate_up_proj"] == "profile"  # H200 tables ship
+    assert cli("explain", bench, "--batch", 16, "--context", 1000, "--prefill", 512) == 0
+    text = capsys.readouterr().out
+    assert "gate_up_proj" in text and "total" in text and "TP1 PP1" in text
+    # A disaggregated scenario: the decode column is the decode pool's, the prefill the prefill pool's.
+    disagg = ROOT / "scenarios" / "validation" / "distserve-opt13b-a100-disagg.yaml"
+    assert "prefill TP2 PP1, decode TP1 PP1" in explain(api.load(disagg), batch=8, context=500, prefill=500).layout
+    assert cli("explain", bench, "--batch", 0) == 2
+    assert "--batch must be >= 1" in capsys.readouterr().err

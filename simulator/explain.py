@@ -1,0 +1,71 @@
+"""`simulate explain`: where one iteration's time goes, op by op.
+
+A prediction is easier to trust (or to fix) when its parts can be read: how much of a
+decode step is weight reads, attention, collectives or framework overhead, and which
+numbers came from measured kernel tables. This times two reference iterations of the
+scenario's model, GPU and layout with the same cost model a run uses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simulator.config import LoadedScenario
+from simulator.cost.model import IterationCostModel
+from simulator.cost.ops import IterationShape, iteration_ops
+from simulator.errors import ConfigError
+from simulator.simulation import Simulation
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Per-op seconds of a decode step and of a lone prefill, and what they describe."""
+
+    decode: dict[str, float]
+    prefill: dict[str, float]
+    decode_label: str
+    prefill_label: str
+    layout: str
+    sources: dict[str, str]  # op -> profile / profile-nearest / roofline-fitted / roofline
+
+    def rows(self) -> list[tuple[str, float | None, float | None]]:
+        """(op, decode s, prefill s), largest decode share first; None where an op is absent."""
+        names = sorted(set(self.decode) | set(self.prefill),
+                       key=lambda n: (-self.decode.get(n, 0.0), -self.prefill.get(n, 0.0), n))
+        return [(n, self.decode.get(n), self.prefill.get(n)) for n in names]
+
+
+def _sources(cost: IterationCostModel, shape: IterationShape) -> dict[str, str]:
+    """Where each op's time comes from (the first op of each name decides)."""
+    source_of = getattr(cost.timer, "source_of", None)
+    out: dict[str, str] = {}
+    for op in iteration_ops(shape, cost.sharded):
+        out.setdefault(op.name, source_of(op) if source_of else "roofline")
+    return out
+
+
+def explain(loaded: LoadedScenario, *, batch: int, context: int, prefill: int) -> Explanation:
+    """Time a decode step of `batch` sequences at `context` tokens each, and one prefill of
+    `prefill` tokens, on the scenario's layout (its decode and prefill pools when
+    disaggregated). Sums run over every pipeline stage: one micro-batch's path."""
+    for name, value in (("--batch", batch), ("--context", context), ("--prefill", prefill)):
+        if value < 1:
+            raise ConfigError(f"{name} must be >= 1, got {value}", where=name, fix="pass a positive count")
+    sim = Simulation(loaded)
+    decode_pool = sim.pools.get("serve") or sim.pools["decode"]
+    prefill_pool = sim.pools.get("serve") or sim.pools["prefill"]
+    decode_shape = IterationShape(batch, batch, batch, batch * context)
+    prefill_shape = IterationShape(prefill, 1, 0, 0, ((prefill, 0),))
+    decode = decode_pool.cost.breakdown(decode_shape)
+    lone = prefill_pool.cost.breakdown(prefill_shape)
+    sources = {**_sources(prefill_pool.cost, prefill_shape), **_sources(decode_pool.cost, decode_shape),
+               "framework_overhead": "engine preset"}
+    sc = loaded.scenario
+    if sc.disaggregation is None:
+        par = sc.parallelism
+        layout = f"TP{par.tp} PP{par.pp}"
+    else:
+        d = sc.disaggregation
+        layout = f"prefill TP{d.prefill.tp} PP{d.prefill.pp}, decode TP{d.decode.tp} PP{d.decode.pp}"
+    return Explanation(decode, lone, f"decode: one step of {batch} sequences at {context} tokens of context",
+                       f"prefill: {prefill} prompt tokens alone", layout, sources)
