@@ -300,8 +300,9 @@ def checkpoint_precision(model_id: str) -> str:
 def model_id_overrides(model_id: str | None, base_model: str, gpu_name: str) -> list[str]:
     """Overrides that make a run follow the model its result file names.
 
-    Empty when the file names no model, a model outside the catalog (a local path), or the
-    model the base scenario already serves (whose dtypes the scenario then decides).
+    Empty when the file names no model, a model outside the catalog (a local path), the
+    model the base scenario already serves (whose dtypes the scenario then decides), or
+    when the scenario's own model is not a catalog entry (a config.json it loads).
     Otherwise the catalog entry and the precision its checkpoint name implies.
     """
     if not model_id:
