@@ -243,16 +243,32 @@ def test_vllm_bench_json_rate_with_max_concurrency_caps_a_rate(tmp_path):
     ("Qwen/Qwen3-32B-AWQ", "int4"),
     ("deepseek-ai/DeepSeek-V3", "fp8"),  # ships block-scaled FP8
     ("openai/gpt-oss-120b", "fp4"),  # MXFP4 experts
+    ("RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w8a8", "int8"),
 ])
 def test_checkpoint_precision_from_name(model_id, precision):
     from simulator.validation.measured import checkpoint_precision
     assert checkpoint_precision(model_id) == precision
 
 
+def test_sweep_precision_spellings_and_an_unknown_one(tmp_path):
+    """Common spellings map to one format; a row with an unknown one is skipped with its
+    reason, and the other rows are still simulated."""
+    from simulator.validation.measured import canonical_precision
+
+    assert [canonical_precision(t) for t in ("FP8", "nvfp4", "MXFP4", "w4a16", "bfloat16", "w8a8", "fp7")] == \
+        ["fp8", "fp4", "fp4", "int4", "bf16", "int8", None]
+    src = _write(tmp_path / "m.csv", "system,model,precision,tp_size,isl,osl,concurrency,ttft_ms,tpot_ms\n"
+                 "h200_sxm,meta-llama/Llama-3.1-8B,fp7,1,128,16,2,30,8\n"
+                 "h200_sxm,meta-llama/Llama-3.1-8B,FP8_BLOCK,1,128,16,2,30,8\n")
+    result, out = run_validation([src], BENCH_SCENARIO, [], tmp_path / "out")
+    assert [s["run"] for s in result["skipped"]] == ["h200_sxm meta-llama/Llama-3.1-8B fp7 tp1 isl128 osl16 c2"]
+    assert "unknown precision 'fp7'" in result["skipped"][0]["error"]
+    table = pd.read_csv(out / "validation.csv")
+    assert table["pred_tpot_ms"].isna().tolist() == [True, False]
+
+
 @pytest.mark.parametrize(("text", "match"), [
     ("a,b,c\n1,2,3\n", "unrecognised CSV header"),
-    ("system,model,precision,tp_size,isl,osl,concurrency,ttft_ms,tpot_ms\n"
-     "h200_sxm,meta-llama/Llama-3.1-70B,fp7,1,10,10,1,1,1\n", "unknown precision"),
 ])
 def test_bad_measurement_files(tmp_path, text, match):
     src = _write(tmp_path / "m.csv", text)

@@ -54,6 +54,7 @@ class MeasuredRun:
     osl: int | None = None
     group: str = ""  # runs that differ only in load (for cliff detection and curves)
     model_id: str | None = None  # the model the result file names (vLLM JSON), if any
+    error: str | None = None  # why this run cannot be simulated, known before simulating
 
 
 @dataclass
@@ -133,7 +134,21 @@ PRECISIONS = {
     "bf16": ("bf16", "bf16", "bf16"),
     "fp4": ("fp4", "fp4", "fp8"),  # NVFP4 W4A4 on Blackwell tensor cores, FP8 KV
     "int4": ("int4", "bf16", "bf16"),  # weight-only (W4A16)
+    "int8": ("int8", "int8", "bf16"),  # W8A8 INT8 (e.g. compressed-tensors w8a8): KV stays 16-bit
 }
+# Other spellings of the same formats in benchmark tables and checkpoint names.
+PRECISION_ALIASES = {
+    "float16": "fp16", "half": "fp16", "bfloat16": "bf16", "nvfp4": "fp4", "mxfp4": "fp4",
+    "w4a4": "fp4", "fp8_block": "fp8", "fp8-block": "fp8", "w8a8_fp8": "fp8", "float8": "fp8",
+    "w4a16": "int4", "awq": "int4", "gptq": "int4", "w8a8": "int8", "w8a8_int8": "int8",
+}
+
+
+def canonical_precision(text: str) -> str | None:
+    """A precision column value in PRECISIONS' terms, or None if it is not one we know."""
+    key = text.strip().lower()
+    key = PRECISION_ALIASES.get(key, key)
+    return key if key in PRECISIONS else None
 
 
 def precision_overrides(prec: str, model_name: str, gpu_name: str) -> list[str]:
@@ -191,14 +206,20 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None) -
     runs = []
     for i, row in enumerate(df.itertuples(index=False)):
         where = f"{path}:{i + 2}"
-        prec = str(row.precision).lower()
-        if prec not in PRECISIONS:
-            raise MeasurementError(f"unknown precision {row.precision!r}", where=where,
-                                   fix=f"use one of: {', '.join(PRECISIONS)}")
+        prec = canonical_precision(str(row.precision))
         conc, isl, osl, tp = int(row.concurrency), int(row.isl), int(row.osl), int(row.tp_size)
         if min(conc, isl, osl, tp) < 1:
             raise MeasurementError("concurrency, isl, osl and tp_size must be >= 1", where=where,
                                    fix="fix or drop that row")
+        group = f"{row.system} {row.model} {prec or row.precision} tp{tp} isl{isl} osl{osl}"
+        measured = {"ttft_ms": float(row.ttft_ms), "tpot_ms": float(row.tpot_ms)}
+        if prec is None:  # one row we cannot map is reported and skipped, like an unknown model
+            error = MeasurementError(f"unknown precision {row.precision!r}", where=where,
+                                     fix=f"use one of: {', '.join([*PRECISIONS, *PRECISION_ALIASES])}").render()
+            runs.append(MeasuredRun(label=f"{group} c{conc}", source=path.name, kind="closed_loop",
+                                    measured=measured, concurrency=conc, isl=isl, osl=osl, group=group,
+                                    error=error))
+            continue
         overrides = [
             f"model.name={row.model}", "model.config_json=null",
             *precision_overrides(prec, str(row.model), str(row.system)),
@@ -207,8 +228,6 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None) -
             *length_overrides(isl, osl, harness_length_ratio(isl, osl) if length_ratio is None else length_ratio),
             f"workload.num_requests={conc * rounds}", "workload.duration_s=null",
         ]
-        group = f"{row.system} {row.model} {prec} tp{tp} isl{isl} osl{osl}"
-        measured = {"ttft_ms": float(row.ttft_ms), "tpot_ms": float(row.tpot_ms)}
         runs.append(MeasuredRun(label=f"{group} c{conc}", source=path.name, kind="closed_loop",
                                 measured=measured, overrides=overrides, concurrency=conc,
                                 isl=isl, osl=osl, group=group))
@@ -282,7 +301,8 @@ def read_vllm_json(path: Path) -> MeasuredSet:
 
 # Quantisation tokens in checkpoint names, for runs that name their model (vLLM's model_id).
 _ID_PRECISION_TOKENS = (("nvfp4", "fp4"), ("mxfp4", "fp4"), ("fp4", "fp4"), ("fp8", "fp8"),
-                        ("awq", "int4"), ("gptq", "int4"), ("int4", "int4"), ("w4a16", "int4"))
+                        ("awq", "int4"), ("gptq", "int4"), ("int4", "int4"), ("w4a16", "int4"),
+                        ("w8a8", "int8"), ("int8", "int8"))
 
 
 def checkpoint_precision(model_id: str) -> str:
