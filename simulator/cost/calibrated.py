@@ -648,10 +648,11 @@ def shipped_profile_for(gpu: GPUSpec, backend: str = "vllm") -> str:
     """`hardware.profile: auto`: the shipped profile measured on this GPU (vLLM tables first),
     else on the GPU whose kernels it shares (`kernel_tables_from`)."""
     names = shipped_profiles()
-    for target in (gpu.name, gpu.kernel_tables_from):
-        for name in sorted(names, key=lambda n: (not n.endswith(f"-{backend}"), n)):
-            meta = load_profile(name).metadata
-            if target and meta.gpu is not None and get_gpu(meta.gpu).name == target:
+    ordered = sorted(names, key=lambda n: (not n.endswith(f"-{backend}"), n))
+    measured_on = {n: load_profile(n).metadata.gpu for n in ordered}
+    for target in filter(None, (gpu.name, gpu.kernel_tables_from)):
+        for name in ordered:
+            if measured_on[name] is not None and get_gpu(measured_on[name]).name == target:
                 return name
     raise ConfigError(f"no shipped calibration profile for {gpu.name}", where="hardware.profile",
                       fix=f"shipped: {', '.join(names)}; measure one with `simulate calibrate`, "

@@ -212,25 +212,23 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None) -
             raise MeasurementError("concurrency, isl, osl and tp_size must be >= 1", where=where,
                                    fix="fix or drop that row")
         group = f"{row.system} {row.model} {prec or row.precision} tp{tp} isl{isl} osl{osl}"
-        measured = {"ttft_ms": float(row.ttft_ms), "tpot_ms": float(row.tpot_ms)}
+        overrides, error = [], None
         if prec is None:  # one row we cannot map is reported and skipped, like an unknown model
             error = MeasurementError(f"unknown precision {row.precision!r}", where=where,
                                      fix=f"use one of: {', '.join([*PRECISIONS, *PRECISION_ALIASES])}").render()
-            runs.append(MeasuredRun(label=f"{group} c{conc}", source=path.name, kind="closed_loop",
-                                    measured=measured, concurrency=conc, isl=isl, osl=osl, group=group,
-                                    error=error))
-            continue
-        overrides = [
-            f"model.name={row.model}", "model.config_json=null",
-            *precision_overrides(prec, str(row.model), str(row.system)),
-            f"hardware.gpu={row.system}", f"parallelism.tp={tp}",
-            f"workload.arrival={{type: closed_loop, concurrency: {conc}}}",
-            *length_overrides(isl, osl, harness_length_ratio(isl, osl) if length_ratio is None else length_ratio),
-            f"workload.num_requests={conc * rounds}", "workload.duration_s=null",
-        ]
+        else:
+            overrides = [
+                f"model.name={row.model}", "model.config_json=null",
+                *precision_overrides(prec, str(row.model), str(row.system)),
+                f"hardware.gpu={row.system}", f"parallelism.tp={tp}",
+                f"workload.arrival={{type: closed_loop, concurrency: {conc}}}",
+                *length_overrides(isl, osl, harness_length_ratio(isl, osl) if length_ratio is None else length_ratio),
+                f"workload.num_requests={conc * rounds}", "workload.duration_s=null",
+            ]
         runs.append(MeasuredRun(label=f"{group} c{conc}", source=path.name, kind="closed_loop",
-                                measured=measured, overrides=overrides, concurrency=conc,
-                                isl=isl, osl=osl, group=group))
+                                measured={"ttft_ms": float(row.ttft_ms), "tpot_ms": float(row.tpot_ms)},
+                                overrides=overrides, concurrency=conc, isl=isl, osl=osl, group=group,
+                                error=error))
     return MeasuredSet("sweep", runs, df, np.arange(len(df)))
 
 

@@ -70,24 +70,19 @@ def simulate_run(run: MeasuredRun, scenario_path: Path, overrides: list[str]) ->
     return RunPrediction(run, predicted, sim, result.summary)
 
 
-class _Unsimulatable(Exception):
-    """A run the reader already knows cannot be simulated (its rendered reason)."""
-
-
 def validate(measured: MeasuredSet, scenario_path: Path, overrides: list[str],
              progress: Callable[[int, int], None] | None = None) -> list[RunPrediction]:
     out = []
     for i, run in enumerate(measured.runs):
-        try:
-            if run.error:
-                raise _Unsimulatable(run.error)
-            out.append(simulate_run(run, scenario_path, overrides))
-        except _Unsimulatable as exc:
-            out.append(RunPrediction(run, {}, pd.DataFrame(), {}, error=str(exc)))
-        except ServesimError as exc:
-            # One configuration we cannot simulate (an unknown model, a model that does
-            # not fit) is reported and skipped; it does not abort the others.
-            out.append(RunPrediction(run, {}, pd.DataFrame(), {}, error=exc.render()))
+        if run.error:  # the reader already knows why this one cannot run
+            out.append(RunPrediction(run, {}, pd.DataFrame(), {}, error=run.error))
+        else:
+            try:
+                out.append(simulate_run(run, scenario_path, overrides))
+            except ServesimError as exc:
+                # One configuration we cannot simulate (an unknown model, a model that does
+                # not fit) is reported and skipped; it does not abort the others.
+                out.append(RunPrediction(run, {}, pd.DataFrame(), {}, error=exc.render()))
         if progress is not None:
             progress(i + 1, len(measured.runs))
     return out
