@@ -6,6 +6,7 @@ printed as one message (where, what, fix) with exit status 2, never a traceback.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -146,6 +147,8 @@ def validate_cmd(
     length_ratio: Annotated[str, typer.Option(
         help="closed-loop sweeps: lengths are uniform from ratio x isl/osl up to isl/osl; 1 = fixed; auto = "
              "0.8 (the InferenceMAX/InferenceX harness) on its isl/osl grid, fixed elsewhere")] = "auto",
+    workers: Annotated[int | None, typer.Option(
+        "--workers", "-j", min=1, help="runs simulated in parallel processes; default the CPU count")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
     """Simulate measured benchmarks under SCENARIO and report the prediction error."""
@@ -155,7 +158,8 @@ def validate_cmd(
     progress = LazyProgress("validating", enabled=not quiet)
     try:
         result, out = run_validation(measured, scenario, set_ or [], output_dir, rounds=rounds,
-                                     length_ratio=length_ratio, progress=progress)
+                                     length_ratio=length_ratio, progress=progress,
+                                     workers=workers or os.cpu_count() or 1)
     finally:
         progress.close()
     if quiet:

@@ -267,6 +267,38 @@ def test_sweep_precision_spellings_and_an_unknown_one(tmp_path):
     assert table["pred_tpot_ms"].isna().tolist() == [True, False]
 
 
+def test_parallel_validation_equals_sequential(tmp_path):
+    """Runs are independent seeded simulations: a process pool gives the same predictions,
+    in the input order, and still reports the row it cannot run."""
+    src = _write(tmp_path / "m.csv", "system,model,precision,tp_size,isl,osl,concurrency,ttft_ms,tpot_ms\n"
+                 "h200_sxm,meta-llama/Llama-3.1-8B,fp8,1,256,32,4,30,8\n"
+                 "h200_sxm,meta-llama/Llama-3.1-8B,fp7,1,128,16,2,30,8\n"
+                 "h100_sxm,meta-llama/Llama-3.1-8B,bf16,2,512,16,2,30,8\n"
+                 "h200_sxm,meta-llama/Llama-3.1-8B,bf16,1,128,64,8,30,8\n")
+    one, out1 = run_validation([src], BENCH_SCENARIO, [], tmp_path / "one", workers=1)
+    two, out2 = run_validation([src], BENCH_SCENARIO, [], tmp_path / "two", workers=2)
+    a, b = pd.read_csv(out1 / "validation.csv"), pd.read_csv(out2 / "validation.csv")
+    pd.testing.assert_frame_equal(a, b)
+    assert a["pred_tpot_ms"].isna().tolist() == [False, True, False, False]
+    assert one["metrics"] == two["metrics"] and one["skipped"] == two["skipped"]
+
+
+def test_sweep_row_without_a_precision_takes_the_checkpoints(tmp_path):
+    """A blank precision cell means the checkpoint's own format: the name's quantisation
+    token (-FP8), else the model's native dtype (bf16 for Llama)."""
+    from simulator.validation.measured import read_measured
+
+    src = _write(tmp_path / "m.csv", "system,model,precision,tp_size,isl,osl,concurrency,ttft_ms,tpot_ms\n"
+                 "h200_sxm,meta-llama/Llama-3.1-8B,,1,128,16,2,30,8\n"
+                 "h200_sxm,nvidia/Llama-3.1-8B-Instruct-FP8,,1,128,16,2,30,8\n"
+                 "h200_sxm,meta-llama/Llama-3.1-8B,auto,1,128,16,2,30,8\n")
+    runs = read_measured([src]).runs
+    assert [r.error for r in runs] == [None, None, None]
+    weights = [next(o for o in r.overrides if o.startswith("model.weight_dtype=")) for r in runs]
+    assert weights == ["model.weight_dtype=bf16", "model.weight_dtype=fp8", "model.weight_dtype=bf16"]
+    assert [r.group.split()[2] for r in runs] == ["bf16", "fp8", "bf16"]
+
+
 @pytest.mark.parametrize(("text", "match"), [
     ("a,b,c\n1,2,3\n", "unrecognised CSV header"),
 ])

@@ -23,14 +23,14 @@ from simulator.validation.scoring import prediction_table, runs_frame, score
 
 def run_validation(paths: list[Path], scenario: Path, overrides: list[str], out_dir: Path | None,
                    *, rounds: int = 10, length_ratio: float | str | None = None,
-                   progress: Callable[[int, int], None] | None = None) -> tuple[dict, Path]:
+                   progress: Callable[[int, int], None] | None = None, workers: int = 1) -> tuple[dict, Path]:
     """Validate measurements against the base scenario; write the output folder atomically."""
     base = load_scenario(scenario, overrides)  # fail early on a bad base scenario
     length_ratio = parse_length_ratio(length_ratio)
     measured = read_measured(paths, rounds=rounds, length_ratio=length_ratio)
     named = any(o.split("=", 1)[0].strip() in ("model", "model.name", "model.config_json") for o in overrides)
     followed = {} if named else _follow_model_ids(measured, base.scenario.model.name, base.scenario.hardware.gpu)
-    preds = validate(measured, scenario, overrides, progress=progress)
+    preds = validate(measured, scenario, overrides, progress=progress, workers=workers)
     result = score(measured, preds, base.scenario.slo.model_dump())
     result["scenario"] = str(scenario)
     result["overrides"] = list(overrides)

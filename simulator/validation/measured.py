@@ -151,6 +151,22 @@ def canonical_precision(text: str) -> str | None:
     return key if key in PRECISIONS else None
 
 
+# A blank precision cell (pandas reads it as NaN) or one of these words means "what the
+# checkpoint is": the model name's quantisation token, else the model's native format.
+UNSTATED_PRECISIONS = ("", "nan", "none", "auto", "default", "native")
+
+
+def _row_precision(cell: object, model: str) -> str | None:
+    """A sweep row's precision, read from the checkpoint when the row leaves it unstated."""
+    text = "" if cell is None or (isinstance(cell, float) and math.isnan(cell)) else str(cell)
+    if text.strip().lower() not in UNSTATED_PRECISIONS:
+        return canonical_precision(text)
+    try:
+        return checkpoint_precision(model)
+    except CatalogError:  # an unknown model is reported later, with the catalog's reason
+        return "bf16"
+
+
 def precision_overrides(prec: str, model_name: str, gpu_name: str) -> list[str]:
     """Scenario overrides for a row's precision column, given what the model and GPU support.
 
@@ -206,7 +222,7 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None) -
     runs = []
     for i, row in enumerate(df.itertuples(index=False)):
         where = f"{path}:{i + 2}"
-        prec = canonical_precision(str(row.precision))
+        prec = _row_precision(row.precision, str(row.model))
         conc, isl, osl, tp = int(row.concurrency), int(row.isl), int(row.osl), int(row.tp_size)
         if min(conc, isl, osl, tp) < 1:
             raise MeasurementError("concurrency, isl, osl and tp_size must be >= 1", where=where,
@@ -215,7 +231,8 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None) -
         overrides, error = [], None
         if prec is None:  # one row we cannot map is reported and skipped, like an unknown model
             error = MeasurementError(f"unknown precision {row.precision!r}", where=where,
-                                     fix=f"use one of: {', '.join([*PRECISIONS, *PRECISION_ALIASES])}").render()
+                                     fix=f"use one of: {', '.join([*PRECISIONS, *PRECISION_ALIASES])}, "
+                                         "or leave it blank for the checkpoint's own").render()
         else:
             overrides = [
                 f"model.name={row.model}", "model.config_json=null",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,19 +71,37 @@ def simulate_run(run: MeasuredRun, scenario_path: Path, overrides: list[str]) ->
     return RunPrediction(run, predicted, sim, result.summary)
 
 
+def _predict(run: MeasuredRun, scenario_path: Path, overrides: list[str]) -> RunPrediction:
+    """One run's prediction, or the reason it cannot be simulated."""
+    if run.error:  # the reader already knows why this one cannot run
+        return RunPrediction(run, {}, pd.DataFrame(), {}, error=run.error)
+    try:
+        return simulate_run(run, scenario_path, overrides)
+    except ServesimError as exc:
+        # One configuration we cannot simulate (an unknown model, a model that does not
+        # fit) is reported and skipped; it does not abort the others.
+        return RunPrediction(run, {}, pd.DataFrame(), {}, error=exc.render())
+
+
 def validate(measured: MeasuredSet, scenario_path: Path, overrides: list[str],
-             progress: Callable[[int, int], None] | None = None) -> list[RunPrediction]:
-    out = []
-    for i, run in enumerate(measured.runs):
-        if run.error:  # the reader already knows why this one cannot run
-            out.append(RunPrediction(run, {}, pd.DataFrame(), {}, error=run.error))
-        else:
-            try:
-                out.append(simulate_run(run, scenario_path, overrides))
-            except ServesimError as exc:
-                # One configuration we cannot simulate (an unknown model, a model that does
-                # not fit) is reported and skipped; it does not abort the others.
-                out.append(RunPrediction(run, {}, pd.DataFrame(), {}, error=exc.render()))
-        if progress is not None:
-            progress(i + 1, len(measured.runs))
+             progress: Callable[[int, int], None] | None = None, workers: int = 1) -> list[RunPrediction]:
+    """Predictions in the order of `measured.runs`.
+
+    Runs are independent simulations, each seeded by its scenario, so with `workers` > 1
+    they go to a process pool and the results are the same as run one by one.
+    """
+    runs = measured.runs
+    out: list[RunPrediction | None] = [None] * len(runs)
+    if workers <= 1 or len(runs) <= 1:
+        for i, run in enumerate(runs):
+            out[i] = _predict(run, scenario_path, overrides)
+            if progress is not None:
+                progress(i + 1, len(runs))
+        return out
+    with ProcessPoolExecutor(max_workers=min(workers, len(runs))) as pool:
+        futures = {pool.submit(_predict, run, scenario_path, overrides): i for i, run in enumerate(runs)}
+        for n, fut in enumerate(as_completed(futures), start=1):
+            out[futures[fut]] = fut.result()
+            if progress is not None:
+                progress(n, len(runs))
     return out
