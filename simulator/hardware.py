@@ -458,6 +458,34 @@ _GPUS: list[GPUSpec] = [
         aliases=("b300-sxm", "b300_sxm", "b300-288gb", "hgx-b300", "blackwell-ultra"),
     ),
     GPUSpec(
+        name="gb300",
+        display_name="NVIDIA GB300 (Blackwell Ultra GPU of a GB300 NVL72)",
+        vendor="nvidia",
+        memory_gb=288.0,  # NVIDIA GB300 NVL72 datasheet: 20.7 TB HBM3e for 72 GPUs (288 GB each)
+        usable_memory_gib=275040 / 1024,  # estimate: B300's nvidia-smi total (same 288 GB HBM3e stacks)
+        hbm_tbps=8.0,  # NVIDIA GB300 NVL72 datasheet: 576 TB/s for 72 GPUs
+        # NVIDIA GB300 NVL72 datasheet (72 GPUs): FP4 1,080 PF dense, FP8/FP6 720 PF sparse,
+        # BF16 360 PF sparse, TF32 180 PF sparse, INT8 24 POPS, FP32 6 PF. Per GPU dense:
+        # FP4 15 PF, FP8 5 PF, BF16 2.5 PF, TF32 1.25 PF, INT8 0.167 POPS, FP32 83 TF.
+        peak_tflops={
+            "fp32": 83.0,
+            "tf32": 1250.0,
+            "bf16": 2500.0,
+            "fp16": 2500.0,
+            "fp8": 5000.0,
+            "int8": 167.0,
+            "fp4": 15000.0,
+        },
+        num_sms=160,  # estimate: the Blackwell Ultra die of B300
+        l2_cache_mb=126.5,  # estimate: B200's L2
+        intra_node_link=_NVLINK5,  # NVL72: 1.8 TB/s NVLink 5 per GPU within the rack
+        inter_node_link=_IB_XDR800,  # ConnectX-8, 800 Gb/s per GPU
+        pcie=_PCIE5,
+        cost_per_gpu_hour=7.0,  # estimate: no public on-demand list price checked; override per plan
+        aliases=("gb300-nvl72", "gb300-sxm"),
+        kernel_tables_from="b300",
+    ),
+    GPUSpec(
         name="mi300x",
         display_name="AMD Instinct MI300X 192GB",
         vendor="amd",

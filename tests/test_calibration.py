@@ -442,6 +442,7 @@ def test_a_gpu_without_tables_borrows_those_of_its_die():
     assert shipped_profile_for(gb200) == "b200_sxm-vllm"
     timer = COST_BACKENDS["auto"](gb200, CostModelConfig(), None)
     assert isinstance(timer, CalibratedTimer) and timer.profile.metadata.gpu == "b200"
+    assert shipped_profile_for(get_gpu("GB300")) == "b300_sxm-vllm"  # Blackwell Ultra's die
     # Borrowing goes one way only: B200 does not accept a profile made on another GPU.
     with pytest.raises(ConfigError, match="measured on h100-sxm"):
         COST_BACKENDS["auto"](get_gpu("b200"), CostModelConfig(), "h100_sxm-vllm")
