@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import statistics
 from bisect import bisect_left
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -48,7 +49,7 @@ from simulator.cost.config import MEASURED_LAUNCH_US, CostModelConfig, RooflineE
 from simulator.cost.ops import Op, ShardedModel, attn_decode_op, attn_prefill_op, fused_moe_op
 from simulator.cost.roofline import RooflineTimer
 from simulator.dtypes import DTYPE_BYTES
-from simulator.errors import ConfigError
+from simulator.errors import CatalogError, ConfigError
 from simulator.hardware import GPUSpec, get_gpu
 
 FAMILIES = tuple(FAMILY_COLUMNS)
@@ -358,7 +359,9 @@ class _Node:
 
 def _build(points: list[tuple[tuple, float]], depth: int) -> _Node | float:
     if depth == len(points[0][0]):
-        return float(np.median([t for _, t in points]))
+        # Repeated measurements of one shape: their median (plain Python: most leaves hold
+        # one row, and numpy's per-call cost dominated building a profile's trees).
+        return float(statistics.median(t for _, t in points))
     groups: dict[float, list] = {}
     for c, t in points:
         groups.setdefault(c[depth], []).append((c, t))
@@ -682,11 +685,25 @@ def shipped_profile_for(gpu: GPUSpec, backend: str = "vllm") -> str:
     else on the GPU whose kernels it shares (`kernel_tables_from`)."""
     names = shipped_profiles()
     ordered = sorted(names, key=lambda n: (not n.endswith(f"-{backend}"), n))
-    measured_on = {n: load_profile(n).metadata.gpu for n in ordered}
-    for target in filter(None, (gpu.name, gpu.kernel_tables_from)):
-        for name in ordered:
-            if measured_on[name] is not None and get_gpu(measured_on[name]).name == target:
-                return name
+
+    def measured_on(name: str) -> str | None:
+        gpu_id = load_profile(name).metadata.gpu
+        return get_gpu(gpu_id).name if gpu_id is not None else None
+
+    def named_for(name: str) -> str | None:
+        # Shipped files are named <system>-<backend>; parsing one takes ~0.3 s, so read
+        # only those whose name points at the GPU, and the metadata decides.
+        try:
+            return get_gpu(name.rsplit("-", 1)[0]).name
+        except CatalogError:
+            return None
+
+    targets = [t for t in (gpu.name, gpu.kernel_tables_from) if t]
+    for by_name in (True, False):  # the second pass reads every profile's metadata
+        for target in targets:
+            for name in ordered:
+                if (not by_name or named_for(name) == target) and measured_on(name) == target:
+                    return name
     raise ConfigError(f"no shipped calibration profile for {gpu.name}", where="hardware.profile",
                       fix=f"shipped: {', '.join(names)}; measure one with `simulate calibrate`, "
                       "or use cost_model.backend: roofline")
