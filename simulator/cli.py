@@ -6,7 +6,6 @@ printed as one message (where, what, fix) with exit status 2, never a traceback.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from pathlib import Path
@@ -148,18 +147,20 @@ def validate_cmd(
         help="closed-loop sweeps: lengths are uniform from ratio x isl/osl up to isl/osl; 1 = fixed; auto = "
              "0.8 (the InferenceMAX/InferenceX harness) on its isl/osl grid, fixed elsewhere")] = "auto",
     workers: Annotated[int | None, typer.Option(
-        "--workers", "-j", min=1, help="runs simulated in parallel processes; default the CPU count")] = None,
+        "--workers", "-j", min=1,
+        help="runs simulated in parallel processes; default one per CPU, as many as free memory holds")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
     """Simulate measured benchmarks under SCENARIO and report the prediction error."""
     from simulator.validation import run_validation
     from simulator.validation.occupancy import occupancy_hint
+    from simulator.validation.runner import default_workers
 
     progress = LazyProgress("validating", enabled=not quiet)
     try:
         result, out = run_validation(measured, scenario, set_ or [], output_dir, rounds=rounds,
                                      length_ratio=length_ratio, progress=progress,
-                                     workers=workers or os.cpu_count() or 1)
+                                     workers=workers or default_workers())
     finally:
         progress.close()
     if quiet:

@@ -283,6 +283,21 @@ def test_parallel_validation_equals_sequential(tmp_path):
     assert one["metrics"] == two["metrics"] and one["skipped"] == two["skipped"]
 
 
+def test_default_workers_fit_in_free_memory(monkeypatch):
+    """One worker per CPU, but never more than free memory holds at ~1.5 GiB each."""
+    from simulator.validation import runner
+
+    pages = {"SC_PAGE_SIZE": 4096}
+    monkeypatch.setattr(runner.os, "cpu_count", lambda: 64)
+    monkeypatch.setattr(runner.os, "sysconf", lambda name: pages.get(name, 0) or pages["free"])
+    pages["free"] = int(7 * 2**30 / 4096)  # 7 GiB free: four workers
+    assert runner.default_workers() == 4
+    pages["free"] = int(0.5 * 2**30 / 4096)  # almost none: still one
+    assert runner.default_workers() == 1
+    pages["free"] = int(512 * 2**30 / 4096)  # plenty: the CPU count
+    assert runner.default_workers() == 64
+
+
 def test_sweep_row_without_a_precision_takes_the_checkpoints(tmp_path):
     """A blank precision cell means the checkpoint's own format: the name's quantisation
     token (-FP8), else the model's native dtype (bf16 for Llama)."""
