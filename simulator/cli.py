@@ -154,7 +154,7 @@ def validate_cmd(
     """Simulate measured benchmarks under SCENARIO and report the prediction error."""
     from simulator.validation import run_validation
     from simulator.validation.occupancy import occupancy_hint
-    from simulator.validation.runner import default_workers
+    from simulator.workers import default_workers
 
     progress = LazyProgress("validating", enabled=not quiet)
     try:

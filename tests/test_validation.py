@@ -285,7 +285,7 @@ def test_parallel_validation_equals_sequential(tmp_path):
 
 def test_default_workers_fit_in_free_memory(monkeypatch):
     """One worker per CPU, but never more than free memory holds at ~1.5 GiB each."""
-    from simulator.validation import runner
+    from simulator import workers as runner
 
     pages = {"SC_PAGE_SIZE": 4096}
     monkeypatch.setattr(runner.os, "cpu_count", lambda: 64)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 from typing import Annotated
@@ -18,6 +17,8 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 from rich.table import Table
+
+from simulator.workers import default_workers
 
 console = Console()
 err_console = Console(stderr=True)
@@ -67,7 +68,7 @@ def _plan_data(path: Path, overrides: list[str]) -> dict | None:
 def plan_cmd(
     plan: Annotated[Path, typer.Argument(help="plan YAML file (see scenarios/plans/)")],
     output_dir: Annotated[Path | None, typer.Option("--output-dir", "-o", help="default reports/plan-<name>-<timestamp>/")] = None,
-    workers: Annotated[int | None, typer.Option("--workers", "-j", help="parallel searches; default the CPU count")] = None,
+    workers: Annotated[int | None, typer.Option("--workers", "-j", help="parallel searches; default one per CPU, as many as free memory holds")] = None,
     executor: Annotated[str, typer.Option("--executor", help="local (processes) or ray")] = "local",
     address: Annotated[str | None, typer.Option("--address", help="Ray cluster address (with --executor ray); default a local Ray")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="continue a sweep: skip configurations already in results.jsonl")] = False,
@@ -80,7 +81,7 @@ def plan_cmd(
     from simulator.plan.runner import run_plan
 
     loaded = load_plan(plan, data=_plan_data(plan, set_ or []))
-    workers = workers or os.cpu_count() or 1
+    workers = workers or default_workers()
     progress = SweepProgress(enabled=not quiet)
     t0 = time.perf_counter()
     try:

@@ -9,13 +9,13 @@ sequential (each probe depends on the last), and configurations are independent.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 
 from simulator.errors import ServesimError
 from simulator.plan.search import search_config
+from simulator.workers import default_workers
 
 EXECUTORS = ("local", "ray")
 OnResult = Callable[[dict], None]
@@ -104,7 +104,7 @@ def run_ray(tasks: list[dict], workers: int, address: str | None, on_result: OnR
 
 def run_tasks(tasks: list[dict], *, executor: str = "local", workers: int | None = None,
               address: str | None = None, on_result: OnResult) -> None:
-    workers = workers or os.cpu_count() or 1
+    workers = workers or default_workers()
     if executor == "local":
         if address:
             raise ServesimError("--address is for the Ray executor", where="--address",

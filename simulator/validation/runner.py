@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -70,21 +69,6 @@ def simulate_run(run: MeasuredRun, scenario_path: Path, overrides: list[str]) ->
     done = sim[sim["status"] == "completed"]
     predicted = {m: float(done[m].mean()) for m in METRICS if len(done) and done[m].notna().any()}
     return RunPrediction(run, predicted, sim, result.summary)
-
-
-# Peak resident memory of one validation worker: the profile tables and one closed-loop
-# run of up to ~10k requests measured at ~0.9 GiB (a 256-client MoE row), with margin.
-WORKER_MEMORY_GIB = 1.5
-
-
-def default_workers() -> int:
-    """One worker per CPU, as many as the available memory holds (at least one)."""
-    cpus = os.cpu_count() or 1
-    try:
-        free_gib = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**30
-    except (ValueError, OSError, AttributeError):  # not Linux: trust the CPU count
-        return cpus
-    return max(1, min(cpus, int(free_gib // WORKER_MEMORY_GIB)))
 
 
 def _predict(run: MeasuredRun, scenario_path: Path, overrides: list[str]) -> RunPrediction:
