@@ -283,6 +283,31 @@ def test_parallel_validation_equals_sequential(tmp_path):
     assert one["metrics"] == two["metrics"] and one["skipped"] == two["skipped"]
 
 
+@pytest.mark.skipif(__import__("multiprocessing").get_start_method() != "fork",
+                    reason="the patched simulate_run reaches the workers only when they are forked")
+def test_a_dead_worker_is_reported_not_raised(tmp_path, monkeypatch):
+    """A worker killed mid-run (out of memory) costs its runs an error line, not a traceback."""
+    import os
+    import signal
+
+    from simulator.validation import read_measured, runner
+
+    src = _write(tmp_path / "m.csv", "system,model,precision,tp_size,isl,osl,concurrency,ttft_ms,tpot_ms\n"
+                 "h200_sxm,meta-llama/Llama-3.1-8B,fp8,1,128,16,3,30,8\n"
+                 "h200_sxm,meta-llama/Llama-3.1-8B,fp8,1,128,16,2,30,8\n")
+    real = runner.simulate_run
+
+    def dies_on_three_clients(run, *args):
+        if run.concurrency == 3:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real(run, *args)
+
+    monkeypatch.setattr(runner, "simulate_run", dies_on_three_clients)
+    preds = runner.validate(read_measured([src]), BENCH_SCENARIO, [], workers=2)
+    assert "the worker process failed" in preds[0].error and "fewer --workers" in preds[0].error
+    assert all(p.error is not None or p.predicted for p in preds)
+
+
 def test_default_workers_fit_in_free_memory(monkeypatch):
     """One worker per CPU, but never more than free memory holds at ~1.5 GiB each."""
     from simulator import workers as runner

@@ -101,7 +101,13 @@ def validate(measured: MeasuredSet, scenario_path: Path, overrides: list[str],
     with ProcessPoolExecutor(max_workers=min(workers, len(runs))) as pool:
         futures = {pool.submit(_predict, run, scenario_path, overrides): i for i, run in enumerate(runs)}
         for n, fut in enumerate(as_completed(futures), start=1):
-            out[futures[fut]] = fut.result()
+            i = futures[fut]
+            try:
+                out[i] = fut.result()
+            except Exception as exc:  # a worker died (e.g. out of memory): report, keep going
+                out[i] = RunPrediction(runs[i], {}, pd.DataFrame(), {}, error=(
+                    f"{runs[i].label}: the worker process failed ({type(exc).__name__}: {exc})\n"
+                    "  fix: rerun with fewer --workers (each needs ~1.5 GiB), or -j 1"))
             if progress is not None:
                 progress(n, len(runs))
     return out
