@@ -208,6 +208,24 @@ def test_vllm_bench_json_replays_start_times_and_latencies(tmp_path):
     assert "model_from_file" not in result  # the user named the model
 
 
+def test_appended_result_file_is_one_run_per_line(tmp_path):
+    """`vllm bench serve --append-result` (and sglang.bench_serving) write one result object
+    per line: each is its own run, labelled name#k, with its rows in validation.csv."""
+    lines = [json.dumps(_bench_json(5, seed=1, max_concurrency=2)), "",
+             json.dumps(_bench_json(7, seed=2, request_rate=8.0))]
+    src = _write(tmp_path / "bench.jsonl", "\n".join(lines) + "\n")
+    runs = read_measured([src]).runs
+    assert [(r.label, r.kind, len(r.requests)) for r in runs] == [("bench#1", "closed_loop", 5), ("bench#2", "rate", 7)]
+    result, out = run_validation([tmp_path], BENCH_SCENARIO, ["model.name=llama-3.1-8b"], tmp_path / "out")
+    table = pd.read_csv(out / "validation.csv")
+    assert table["source"].tolist() == ["bench.jsonl#1"] * 5 + ["bench.jsonl#2"] * 7
+    assert table["pred_ttft_ms"].notna().all() and result["runs"] == 2
+    (tmp_path / "bad").mkdir()
+    bad = _write(tmp_path / "bad" / "b.json", lines[0] + "\n{not json\n")
+    with pytest.raises(ServesimError, match=r"b.json:2"):
+        read_measured([bad])
+
+
 def test_vllm_bench_json_follows_its_model_id(tmp_path):
     """A result file's model_id picks the simulated model and its checkpoint's precision."""
     data = _bench_json(6, max_concurrency=2, model_id="meta-llama/Llama-3.1-8B-Instruct")

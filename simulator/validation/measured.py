@@ -249,8 +249,38 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None) -
     return MeasuredSet("sweep", runs, df, np.arange(len(df)))
 
 
-def read_vllm_json(path: Path) -> MeasuredSet:
-    """One run from `vllm bench serve --save-result --save-detailed`.
+def vllm_json_documents(path: Path) -> list[dict]:
+    """The result objects in a vLLM (or SGLang) benchmark file: one JSON object, or one per
+    line as `vllm bench serve --append-result` and `sglang.bench_serving` write them."""
+    text = path.read_text()
+    try:
+        return [json.loads(text)]
+    except json.JSONDecodeError as exc:
+        if exc.msg != "Extra data":
+            raise MeasurementError(f"not valid JSON: {exc.msg} (line {exc.lineno})", where=str(path),
+                                   fix="pass the file written by `vllm bench serve --save-result`") from None
+    docs = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            try:
+                docs.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise MeasurementError(f"not valid JSON lines: {exc.msg}", where=f"{path}:{lineno}",
+                                       fix="one result object per line, as --append-result writes them") from None
+    return docs
+
+
+def read_vllm_json(path: Path) -> list[MeasuredSet]:
+    """The runs of a `vllm bench serve --save-result --save-detailed` file (one per result
+    object; a file appended to by several runs holds several, labelled `name#k`)."""
+    docs = vllm_json_documents(path)
+    if len(docs) == 1:
+        return [_vllm_run(docs[0], path, path.stem, path.name)]
+    return [_vllm_run(d, path, f"{path.stem}#{k}", f"{path.name}#{k}") for k, d in enumerate(docs, start=1)]
+
+
+def _vllm_run(data: object, path: Path, label: str, source: str) -> MeasuredSet:
+    """One run from one result object.
 
     Newer vLLM versions also save each request's `start_times` and `latencies`: an
     open-loop run is then replayed with its exact send times (as a per-request CSV is),
@@ -258,14 +288,10 @@ def read_vllm_json(path: Path) -> MeasuredSet:
     entry in `errors`, or no first token) are dropped. `model_id` is kept so the run can
     follow the model it measured (see `model_id_overrides`).
     """
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise MeasurementError(f"not valid JSON: {exc.msg} (line {exc.lineno})", where=str(path),
-                               fix="pass the file written by `vllm bench serve --save-result`") from None
+    where = str(path) if label == path.stem else f"{path} ({label})"
     needed = ("input_lens", "output_lens", "ttfts")
     if not isinstance(data, dict) or any(k not in data for k in needed):
-        raise MeasurementError("no per-request details (input_lens, output_lens, ttfts)", where=str(path),
+        raise MeasurementError("no per-request details (input_lens, output_lens, ttfts)", where=where,
                                fix="re-run `vllm bench serve --save-result --save-detailed`")
     n = len(data["ttfts"])
 
@@ -275,7 +301,7 @@ def read_vllm_json(path: Path) -> MeasuredSet:
             return None
         if not isinstance(values, list) or len(values) != n:
             raise MeasurementError(f"`{key}` has {len(values) if isinstance(values, list) else 'no'} entries "
-                                   f"for {n} requests", where=str(path),
+                                   f"for {n} requests", where=where,
                                    fix="pass the JSON exactly as `vllm bench serve` saved it")
         return values
 
@@ -308,7 +334,7 @@ def read_vllm_json(path: Path) -> MeasuredSet:
     if kind == "trace" and len(req):
         req["arrival_s"] -= req["arrival_s"].min()
     model_id = data.get("model_id")
-    run = MeasuredRun(label=path.stem, source=path.name, kind=kind, measured=_means(req), requests=req,
+    run = MeasuredRun(label=label, source=source, kind=kind, measured=_means(req), requests=req,
                       concurrency=int(conc) if conc else None, rate=rate, burstiness=burst,
                       model_id=str(model_id) if model_id else None)
     return MeasuredSet("vllm_json", [run], req, np.zeros(len(req), dtype=int))
@@ -358,7 +384,7 @@ def read_measured(paths: list[Path], rounds: int = 10, length_ratio: float | str
     files: list[Path] = []
     for p in paths:
         if p.is_dir():
-            files.extend(sorted(q for q in p.iterdir() if q.suffix in (".csv", ".json")))
+            files.extend(sorted(q for q in p.iterdir() if q.suffix in (".csv", ".json", ".jsonl")))
         elif p.is_file():
             files.append(p)
         else:
@@ -367,7 +393,7 @@ def read_measured(paths: list[Path], rounds: int = 10, length_ratio: float | str
         raise MeasurementError("no measurement files found", where=", ".join(map(str, paths)),
                                fix="pass CSV or JSON files, or a folder that holds them")
     length_ratio = parse_length_ratio(length_ratio)
-    sets = [_read_one(f, rounds, length_ratio) for f in files]
+    sets = [s for f in files for s in _read_one(f, rounds, length_ratio)]
     kinds = {s.kind for s in sets}
     if len(kinds) > 1:
         raise MeasurementError(f"mixed formats: {', '.join(sorted(kinds))}", where=", ".join(map(str, paths)),
@@ -384,15 +410,15 @@ def read_measured(paths: list[Path], rounds: int = 10, length_ratio: float | str
     return MeasuredSet(sets[0].kind, runs, pd.concat(tables, ignore_index=True), np.concatenate(row_run))
 
 
-def _read_one(path: Path, rounds: int, length_ratio: float | None) -> MeasuredSet:
-    if path.suffix == ".json":
+def _read_one(path: Path, rounds: int, length_ratio: float | None) -> list[MeasuredSet]:
+    if path.suffix in (".json", ".jsonl"):
         return read_vllm_json(path)
     header = path.read_text().splitlines()[0] if path.stat().st_size else ""
     cols = {c.strip() for c in header.split(",")}
     if set(SWEEP_COLUMNS) <= cols:
-        return read_sweep_csv(path, rounds, length_ratio)
+        return [read_sweep_csv(path, rounds, length_ratio)]
     if set(PER_REQUEST_COLUMNS) <= cols:
-        return read_per_request_csv(path)
+        return [read_per_request_csv(path)]
     raise MeasurementError("unrecognised CSV header", where=f"{path}:1",
                            fix=f"per-request: {','.join(PER_REQUEST_COLUMNS)}[,e2e_ms]; "
                            f"sweep: {','.join(SWEEP_COLUMNS)}")
