@@ -94,6 +94,14 @@ SLOWER_MARGIN = 1.02
 SYSTEMATIC_SIGMAS = 4.0
 
 
+def _by_shape(rows: list[list]) -> list[list[list]]:
+    """GEMM rows grouped by (N, K, dtype), each group in increasing M."""
+    groups: dict[tuple, list[list]] = {}
+    for r in rows:
+        groups.setdefault((r[1], r[2], r[3]), []).append(r)
+    return [sorted(g, key=lambda r: r[0]) for g in groups.values()]
+
+
 def systematic_gemm_slowdowns(rows: list[list]) -> set[tuple[str, int]]:
     """(dtype, M) where most measured shapes run slower than at the next larger M.
 
@@ -104,12 +112,8 @@ def systematic_gemm_slowdowns(rows: list[list]) -> set[tuple[str, int]]:
     other (dtype, M) the share stays within 1.5 standard deviations of one half.
     """
     slower: dict[tuple[str, int], list[bool]] = {}
-    groups: dict[tuple, list[list]] = {}
-    for r in rows:
-        groups.setdefault((r[1], r[2], r[3]), []).append(r)
-    for group in groups.values():
-        ordered = sorted(group, key=lambda r: r[0])
-        for a, b in itertools.pairwise(ordered):
+    for group in _by_shape(rows):
+        for a, b in itertools.pairwise(group):
             slower.setdefault((a[3], a[0]), []).append(a[4] > SLOWER_MARGIN * b[4])
     return {key for key, v in slower.items()
             if len(v) >= 8 and sum(v) / len(v) > 0.5 + SYSTEMATIC_SIGMAS * 0.5 / math.sqrt(len(v))}
@@ -126,13 +130,10 @@ def monotone_gemm_rows(rows: list[list]) -> list[list]:
     runs there, and is kept as measured.
     """
     keep = systematic_gemm_slowdowns(rows)
-    groups: dict[tuple, list[list]] = {}
-    for r in rows:
-        groups.setdefault((r[1], r[2], r[3]), []).append(r)
     out: list[list] = []
-    for group in groups.values():
+    for group in _by_shape(rows):
         best = math.inf
-        for r in sorted(group, key=lambda r: r[0], reverse=True):
+        for r in reversed(group):
             as_measured = r[4] <= best or (r[3], r[0]) in keep
             out.append(r if as_measured else [*r[:4], best, *r[5:]])
             best = min(best, r[4])

@@ -28,6 +28,11 @@ class RunPrediction:
     summary: dict
     error: str | None = None
 
+    @classmethod
+    def failed(cls, run: MeasuredRun, error: str) -> RunPrediction:
+        """A run that could not be simulated, with the reason."""
+        return cls(run, {}, pd.DataFrame(), {}, error=error)
+
 
 def _replay_workload(run: MeasuredRun, seed: int) -> OpenLoopWorkload | ClosedLoopWorkload | None:
     req = run.requests
@@ -74,13 +79,13 @@ def simulate_run(run: MeasuredRun, scenario_path: Path, overrides: list[str]) ->
 def _predict(run: MeasuredRun, scenario_path: Path, overrides: list[str]) -> RunPrediction:
     """One run's prediction, or the reason it cannot be simulated."""
     if run.error:  # the reader already knows why this one cannot run
-        return RunPrediction(run, {}, pd.DataFrame(), {}, error=run.error)
+        return RunPrediction.failed(run, run.error)
     try:
         return simulate_run(run, scenario_path, overrides)
     except ServesimError as exc:
         # One configuration we cannot simulate (an unknown model, a model that does not
         # fit) is reported and skipped; it does not abort the others.
-        return RunPrediction(run, {}, pd.DataFrame(), {}, error=exc.render())
+        return RunPrediction.failed(run, exc.render())
 
 
 def validate(measured: MeasuredSet, scenario_path: Path, overrides: list[str],
@@ -105,7 +110,7 @@ def validate(measured: MeasuredSet, scenario_path: Path, overrides: list[str],
             try:
                 out[i] = fut.result()
             except Exception as exc:  # a worker died (e.g. out of memory): report, keep going
-                out[i] = RunPrediction(runs[i], {}, pd.DataFrame(), {}, error=(
+                out[i] = RunPrediction.failed(runs[i], (
                     f"{runs[i].label}: the worker process failed ({type(exc).__name__}: {exc})\n"
                     "  fix: rerun with fewer --workers (each needs ~1.5 GiB), or -j 1"))
             if progress is not None:
