@@ -226,6 +226,70 @@ def test_appended_result_file_is_one_run_per_line(tmp_path):
         read_measured([bad])
 
 
+def _summary_json(**extra) -> dict:
+    """What `vllm bench serve --save-result` writes without --save-detailed (the default)."""
+    return {"date": "20260101-000000", "backend": "vllm", "model_id": "meta-llama/Llama-3.1-8B-Instruct",
+            "num_prompts": 40, "request_rate": "inf", "burstiness": 1.0, "max_concurrency": 4,
+            "duration": 20.0, "completed": 40, "total_input_tokens": 40 * 300,
+            "total_output_tokens": 40 * 50, "mean_ttft_ms": 40.0, "median_ttft_ms": 38.0,
+            "mean_tpot_ms": 8.0, "mean_itl_ms": 8.0, "mean_e2el_ms": 432.0, **extra}
+
+
+def test_vllm_summary_json_without_details_is_simulated_from_its_summary(tmp_path):
+    """A result saved without --save-detailed (vLLM's default) is one run: its clients,
+    request count and mean lengths; its mean TTFT/TPOT/E2E are compared, and
+    validation.csv holds the summary row with the predictions."""
+    src = _write(tmp_path / "bench.json", json.dumps(_summary_json()))
+    run = read_measured([src]).runs[0]
+    assert run.requests is None and (run.kind, run.concurrency, run.isl, run.osl) == ("closed_loop", 4, 300, 50)
+    assert run.measured == {"ttft_ms": 40.0, "tpot_ms": 8.0, "e2e_ms": 432.0}
+    assert "workload.arrival={type: closed_loop, concurrency: 4}" in run.overrides
+    assert "workload.num_requests=40" in run.overrides
+    assert "workload.prompt_tokens={type: fixed, value: 300}" in run.overrides
+    result, out = run_validation([src], BENCH_SCENARIO, [], tmp_path / "out")
+    assert result["model_from_file"] == {"bench": "llama-3.1-8b"}
+    assert result["metrics"]["tpot_ms"]["all"]["n"] == 1 and result["metrics"]["e2e_ms"]["all"]["n"] == 1
+    assert result["per_request"] == {}  # nothing per request to compare
+    table = pd.read_csv(out / "validation.csv")
+    assert len(table) == 1 and table["mean_ttft_ms"].tolist() == [40.0]
+    row = result["per_run"][0]
+    for m in ("ttft_ms", "tpot_ms", "e2e_ms"):
+        assert table[f"pred_{m}"].iloc[0] == pytest.approx(row[f"pred_{m}"]) and row[f"pred_{m}"] > 0
+    # Same file, same seed: the same prediction.
+    sim = run_validation([src], BENCH_SCENARIO, [], tmp_path / "out2")[0]
+    assert sim["per_run"][0]["pred_tpot_ms"] == pytest.approx(row["pred_tpot_ms"])  # deterministic
+
+
+@pytest.mark.parametrize(("extra", "arrival", "kind"), [
+    ({"max_concurrency": None, "request_rate": 2.0}, "{type: poisson, rate: 2.0}", "rate"),
+    ({"max_concurrency": None, "request_rate": 2.0, "burstiness": 0.5},
+     "{type: gamma, rate: 2.0, burstiness: 0.5}", "rate"),
+    ({"max_concurrency": None}, "{type: closed_loop, concurrency: 40}", "closed_loop"),  # all at t = 0
+    ({"request_rate": 3.0}, "{type: closed_loop, concurrency: 4, rate: 3.0, burstiness: 1.0}", "closed_loop"),
+])
+def test_vllm_summary_json_traffic(tmp_path, extra, arrival, kind):
+    run = read_measured([_write(tmp_path / "b.json", json.dumps(_summary_json(**extra)))]).runs[0]
+    assert f"workload.arrival={arrival}" in run.overrides and run.kind == kind
+
+
+def test_sglang_summary_names_e2e_differently(tmp_path):
+    data = _summary_json()
+    data["mean_e2e_latency_ms"] = data.pop("mean_e2el_ms")
+    assert read_measured([_write(tmp_path / "s.json", json.dumps(data))]).runs[0].measured["e2e_ms"] == 432.0
+
+
+@pytest.mark.parametrize(("patch", "match"), [
+    ({"mean_ttft_ms": None}, "nor the run summary"),
+    ({"completed": 0, "num_prompts": None}, "nor the run summary"),
+    ({"total_input_tokens": "lots"}, "total_input_tokens"),
+    ({"mean_tpot_ms": -1}, "mean_tpot_ms"),
+])
+def test_vllm_summary_json_errors_name_the_field(tmp_path, patch, match):
+    data = {k: v for k, v in {**_summary_json(), **patch}.items() if v is not None}
+    with pytest.raises(ServesimError, match=match):
+        read_measured([_write(tmp_path / "b.json", json.dumps(data))])
+
+
 def test_vllm_bench_json_follows_its_model_id(tmp_path):
     """A result file's model_id picks the simulated model and its checkpoint's precision."""
     data = _bench_json(6, max_concurrency=2, model_id="meta-llama/Llama-3.1-8B-Instruct")
@@ -371,6 +435,8 @@ def test_bad_json_and_missing_file(tmp_path):
         read_measured([_write(tmp_path / "x.json", "{oops")])
     with pytest.raises(ServesimError, match="per-request details"):
         read_measured([_write(tmp_path / "y.json", "{}")])
+    with pytest.raises(ServesimError, match="not a benchmark result"):
+        read_measured([_write(tmp_path / "z.json", "[1, 2]")])
     with pytest.raises(ServesimError, match="not found"):
         read_measured([tmp_path / "nope.csv"])
 

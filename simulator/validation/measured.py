@@ -4,7 +4,8 @@
   open-loop run per file; replayed with its exact arrivals and lengths).
 - A closed-loop sweep CSV: system,model,precision,tp_size,isl,osl,concurrency,ttft_ms,tpot_ms
   (one run per row: N clients with fixed lengths).
-- A `vllm bench serve --save-result` JSON (per-request details when present).
+- A `vllm bench serve --save-result` JSON: per-request details when saved
+  (`--save-detailed`), else the run summary (mean latencies, token totals, traffic).
 """
 
 from __future__ import annotations
@@ -289,10 +290,11 @@ def _vllm_run(data: object, path: Path, label: str, source: str) -> MeasuredSet:
     follow the model it measured (see `model_id_overrides`).
     """
     where = str(path) if label == path.stem else f"{path} ({label})"
-    needed = ("input_lens", "output_lens", "ttfts")
-    if not isinstance(data, dict) or any(k not in data for k in needed):
-        raise MeasurementError("no per-request details (input_lens, output_lens, ttfts)", where=where,
-                               fix="re-run `vllm bench serve --save-result --save-detailed`")
+    if not isinstance(data, dict):
+        raise MeasurementError("not a benchmark result object", where=where,
+                               fix="pass the JSON exactly as `vllm bench serve --save-result` saved it")
+    if any(k not in data for k in ("input_lens", "output_lens", "ttfts")):
+        return _vllm_summary_run(data, where, label, source)
     n = len(data["ttfts"])
 
     def per_request(key: str) -> list | None:
@@ -338,6 +340,74 @@ def _vllm_run(data: object, path: Path, label: str, source: str) -> MeasuredSet:
                       concurrency=int(conc) if conc else None, rate=rate, burstiness=burst,
                       model_id=str(model_id) if model_id else None)
     return MeasuredSet("vllm_json", [run], req, np.zeros(len(req), dtype=int))
+
+
+# Summary keys of the mean latencies, as vLLM (`*_e2el_ms`) and SGLang (`*_e2e_latency_ms`) name them.
+SUMMARY_MEANS = {"ttft_ms": ("mean_ttft_ms",), "tpot_ms": ("mean_tpot_ms",),
+                 "e2e_ms": ("mean_e2el_ms", "mean_e2e_latency_ms")}
+
+
+def _summary_number(data: dict, key: str, where: str) -> float | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if not math.isfinite(number) or number < 0:
+        raise MeasurementError(f"`{key}` is {value!r}, not a non-negative number", where=where,
+                               fix="pass the JSON exactly as the benchmark saved it")
+    return number
+
+
+def _vllm_summary_run(data: dict, where: str, label: str, source: str) -> MeasuredSet:
+    """A result saved without per-request details (`vllm bench serve --save-result` without
+    `--save-detailed`, the default): only run-level figures are known.
+
+    The run is re-simulated with its own count, traffic (clients, rate, burstiness) and
+    mean prompt and output lengths (totals / completed requests), every request at those
+    means; its mean TTFT, TPOT and E2E are compared. Length spread is not in the file.
+    """
+    completed = _summary_number(data, "completed", where) or _summary_number(data, "num_prompts", where)
+    tokens_in = _summary_number(data, "total_input_tokens", where)
+    tokens_out = _summary_number(data, "total_output_tokens", where)
+    measured = {}
+    for metric, keys in SUMMARY_MEANS.items():
+        value = next((v for v in (_summary_number(data, k, where) for k in keys) if v is not None), None)
+        if value is not None:
+            measured[metric] = value
+    if not completed or tokens_in is None or tokens_out is None or "ttft_ms" not in measured:
+        raise MeasurementError(
+            "neither per-request details (input_lens, output_lens, ttfts) nor the run summary "
+            "(completed, total_input_tokens, total_output_tokens, mean_ttft_ms)", where=where,
+            fix="pass the file `vllm bench serve --save-result` wrote (add --save-detailed for "
+                "per-request errors)")
+    n = int(completed)
+    isl = max(1, round(tokens_in / n))
+    osl = max(1, round(tokens_out / n))
+    conc = data.get("max_concurrency")
+    rate = data.get("request_rate", "inf")
+    rate = math.inf if rate in (None, "inf", float("inf")) else _summary_number(data, "request_rate", where)
+    burst = _summary_number(data, "burstiness", where) or 1.0
+    if conc:
+        arrival = f"{{type: closed_loop, concurrency: {int(conc)}"
+        arrival += "}" if math.isinf(rate) else f", rate: {rate}, burstiness: {burst}}}"
+    elif math.isinf(rate):
+        arrival = f"{{type: closed_loop, concurrency: {n}}}"  # every request sent at t = 0
+    elif burst == 1.0:
+        arrival = f"{{type: poisson, rate: {rate}}}"
+    else:
+        arrival = f"{{type: gamma, rate: {rate}, burstiness: {burst}}}"
+    overrides = [f"workload.arrival={arrival}", *length_overrides(isl, osl, 1.0),
+                 f"workload.num_requests={n}", "workload.duration_s=null"]
+    scalars = {k: v for k, v in data.items() if not isinstance(v, (list, dict))}
+    model_id = data.get("model_id")
+    run = MeasuredRun(label=label, source=source, kind="closed_loop" if conc or math.isinf(rate) else "rate",
+                      measured=measured, overrides=overrides, concurrency=int(conc) if conc else None,
+                      rate=rate, burstiness=burst, isl=isl, osl=osl,
+                      model_id=str(model_id) if model_id else None)
+    return MeasuredSet("vllm_json", [run], pd.DataFrame([scalars]), np.zeros(1, dtype=int))
 
 
 # Quantisation tokens in checkpoint names, for runs that name their model (vLLM's model_id).

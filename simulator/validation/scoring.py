@@ -124,18 +124,25 @@ def score(measured: MeasuredSet, preds: list[RunPrediction], slo: dict[str, floa
 
 
 def prediction_table(measured: MeasuredSet, preds: list[RunPrediction]) -> pd.DataFrame:
-    """The input rows unchanged, plus pred_ttft_ms, pred_tpot_ms (and pred_e2e_ms)."""
+    """The input rows unchanged, plus pred_ttft_ms, pred_tpot_ms (and pred_e2e_ms).
+
+    A run measured per request gets each request's prediction on its row; a run known
+    only by its summary (a sweep row, a bench JSON without details) gets the run's mean.
+    """
     table = measured.table.copy()
-    per_request = measured.kind != "sweep"
-    has_e2e = "e2e_ms" in table.columns
+    has_e2e = "e2e_ms" in table.columns or any("e2e_ms" in p.run.measured for p in preds)
     for m in METRICS:
         if m == "e2e_ms" and not has_e2e:
             continue
-        if per_request:
-            vals = np.concatenate([
-                np.full(len(p.run.requests), np.nan) if p.error else p.requests[m].to_numpy(dtype=float)
-                for p in preds])
-        else:
-            vals = np.array([p.predicted.get(m, np.nan) for p in preds], dtype=float)
+        vals = np.full(len(table), np.nan)
+        for i, p in enumerate(preds):
+            rows = np.flatnonzero(measured.row_run == i)
+            if p.error or not len(rows):
+                continue
+            req = p.run.requests
+            if req is not None and len(req) == len(rows) and m in p.requests:
+                vals[rows] = p.requests[m].to_numpy(dtype=float)
+            else:
+                vals[rows] = p.predicted.get(m, np.nan)
         table[f"pred_{m}"] = vals
     return table
