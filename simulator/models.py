@@ -83,6 +83,10 @@ class ModelSpec(StrictModel):
     # cache. Models without one are served FP8 from NVIDIA ModelOpt checkpoints, which
     # quantise the KV cache to FP8 as well.
     native_fp8: bool = False
+    # The publisher's base release itself is FP8 (DeepSeek-V3/R1, Kimi-K2, MiniMax-M2), so a
+    # checkpoint named without a quantisation token is FP8. Qwen3's base releases are bf16,
+    # with FP8 as separate `-FP8` repositories.
+    released_in_fp8: bool = False
     # NVIDIA's NVFP4 (ModelOpt) checkpoint of this model leaves attention in 16-bit and
     # quantises the MoE MLPs (its `ignore` list names every self_attn): MiniMax-M2.5/M2.7,
     # Kimi-K2.5/K2.6. Those of Llama and Qwen3 quantise attention too.
@@ -727,6 +731,7 @@ _MODELS: list[ModelSpec] = [
     ModelSpec(
         name="minimax-m2",
         native_fp8=True,
+        released_in_fp8=True,
         nvfp4_experts_only=True,
         qk_norm_spans_heads=True,
         hf_id="MiniMaxAI/MiniMax-M2",
@@ -803,6 +808,7 @@ _MODELS: list[ModelSpec] = [
     ModelSpec(
         name="deepseek-v3",
         native_fp8=True,
+        released_in_fp8=True,
         hf_id="deepseek-ai/DeepSeek-V3",
         num_layers=61,
         hidden_size=7168,
@@ -835,6 +841,7 @@ _MODELS: list[ModelSpec] = [
     ModelSpec(
         name="kimi-k2",
         native_fp8=True,
+        released_in_fp8=True,
         hf_id="moonshotai/Kimi-K2-Instruct",
         num_layers=61,
         hidden_size=7168,
@@ -981,6 +988,7 @@ def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
     quant = cfg.get("quantization_config")
     if isinstance(quant, dict) and quant.get("quant_method") == "fp8" and quant.get("weight_block_size"):
         fields.setdefault("native_fp8", True)
+        fields.setdefault("released_in_fp8", True)  # the config is the checkpoint's own
     try:
         return ModelSpec(name=name, hf_id=hf_id, **fields)
     except ValidationError as exc:

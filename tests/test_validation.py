@@ -323,7 +323,11 @@ def test_vllm_bench_json_rate_with_max_concurrency_caps_a_rate(tmp_path):
     ("nvidia/Llama-3.1-70B-Instruct-FP8", "fp8"),
     ("nvidia/Llama-3.3-70B-Instruct-NVFP4", "fp4"),
     ("Qwen/Qwen3-32B-AWQ", "int4"),
-    ("deepseek-ai/DeepSeek-V3", "fp8"),  # ships block-scaled FP8
+    ("deepseek-ai/DeepSeek-V3", "fp8"),  # its base release is block-scaled FP8
+    ("MiniMaxAI/MiniMax-M2.5", "fp8"),
+    ("Qwen/Qwen3-32B", "bf16"),  # bf16 base release; FP8 is the separate -FP8 repository
+    ("Qwen/Qwen3-235B-A22B-Instruct-2507", "bf16"),
+    ("Qwen/Qwen3-32B-FP8", "fp8"),
     ("openai/gpt-oss-120b", "fp4"),  # MXFP4 experts
     ("RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w8a8", "int8"),
 ])

@@ -177,8 +177,9 @@ def precision_overrides(prec: str, model_name: str, gpu_name: str) -> list[str]:
     - NVIDIA's NVFP4 checkpoints of some MoE models quantise the experts only
       (`nvfp4_experts_only`: MiniMax-M2.5, Kimi-K2.5): attention stays bf16, the experts run
       W4A4, and the KV cache is FP8 as in every ModelOpt NVFP4 checkpoint.
-    - FP4 on a GPU without FP4 tensor cores (Hopper) runs weight-only: vLLM dequantises
-      in the GEMM (Marlin) and computes in bf16.
+    - FP4 on a GPU without FP4 tensor cores (Hopper), and FP8 on one without FP8 tensor
+      cores (Ampere), run weight-only: vLLM dequantises in the GEMM (Marlin) and computes
+      in bf16.
     - FP8 of a model whose publisher ships a block-scaled FP8 checkpoint (`native_fp8`)
       keeps a bf16 KV cache: that checkpoint has no KV scales and vLLM's default KV dtype
       follows the model. ModelOpt FP8 checkpoints (the others) quantise the KV cache too.
@@ -186,15 +187,18 @@ def precision_overrides(prec: str, model_name: str, gpu_name: str) -> list[str]:
     w, a, kv = PRECISIONS[prec]
     try:
         model = get_model(model_name)
-        fp4_cores = "fp4" in get_gpu(gpu_name).peak_tflops
     except CatalogError:  # reported later as unsimulatable, with the catalog's reason
-        model, fp4_cores = None, True
+        model = None
+    try:
+        peaks = get_gpu(gpu_name).peak_tflops
+    except CatalogError:
+        peaks = {"fp4": 1.0, "fp8": 1.0}
     expert = None
     if model is not None and model.native_expert_dtype == w:
         w, a, kv, expert = "bf16", "bf16", "bf16", w
     elif prec == "fp4" and model is not None and model.nvfp4_experts_only:
         w, expert = "bf16", "fp4"
-    if a == "fp4" and not fp4_cores:
+    if a in ("fp4", "fp8") and not peaks.get(a):
         a = "bf16"
     if prec == "fp8" and model is not None and model.native_fp8:
         kv = "bf16"
@@ -425,7 +429,7 @@ def checkpoint_precision(model_id: str) -> str:
     model = get_model(model_id)
     if model.native_expert_dtype:
         return model.native_expert_dtype
-    return "fp8" if model.native_fp8 else "bf16"
+    return "fp8" if model.released_in_fp8 else "bf16"
 
 
 def model_id_overrides(model_id: str | None, base_model: str, gpu_name: str) -> list[str]:
