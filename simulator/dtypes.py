@@ -17,6 +17,18 @@ DTYPE_BYTES: dict[str, float] = {
 }
 
 
+# Bytes a stored weight takes with its quantisation scales, where those are not negligible:
+# NVFP4 keeps one FP8 scale per 16 values (NVIDIA ModelOpt); 4-bit integer checkpoints
+# (GPTQ/AWQ) one 16-bit scale per group of 128. Per-tensor and 128x128-block FP8 scales
+# are a rounding error. Checkpoints with another layout say so (ModelSpec.native_expert_bits).
+STORED_WEIGHT_BYTES: dict[str, float] = {"fp4": 0.5 + 1 / 16, "int4": 0.5 + 2 / 128}
+
+
+def stored_weight_bytes(dtype: str) -> float:
+    """Memory per weight in `dtype`, scale factors included (for the memory plan)."""
+    return STORED_WEIGHT_BYTES.get(dtype, DTYPE_BYTES[dtype])
+
+
 def gemm_compute_dtype(weight_dtype: str, activation_dtype: str) -> str:
     """The tensor-core format a GEMM runs in.
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulator.dtypes import DTYPE_BYTES
+from simulator.dtypes import DTYPE_BYTES, stored_weight_bytes
 from simulator.errors import DoesNotFitError
 from simulator.hardware import GPUSpec
 from simulator.models import ModelSpec
@@ -55,14 +55,18 @@ class MemoryPlan:
 
 def weight_bytes_per_gpu(model: ModelSpec, weight_dtype: str, tp: int, pp: int,
                          expert_weight_dtype: str | None = None) -> float:
-    """Decoder weights in the weight dtype (routed experts in theirs); embeddings and LM
-    head stay 16-bit when quantised."""
+    """Decoder weights in the weight dtype (routed experts in theirs), with their
+    quantisation scales; embeddings and LM head stay 16-bit when quantised."""
     head_params = model.vocab_size * model.hidden_size * (1 if model.tied_embeddings else 2)
     experts = model.expert_param_count
     body_params = model.param_count - head_params - experts
     head_bytes = max(2.0, DTYPE_BYTES[weight_dtype])
-    expert_bytes = DTYPE_BYTES[expert_weight_dtype or weight_dtype]
-    return (body_params * DTYPE_BYTES[weight_dtype] + experts * expert_bytes
+    expert_dtype = expert_weight_dtype or weight_dtype
+    if expert_dtype == model.native_expert_dtype and model.native_expert_bits:
+        expert_bytes = model.native_expert_bits / 8
+    else:
+        expert_bytes = stored_weight_bytes(expert_dtype)
+    return (body_params * stored_weight_bytes(weight_dtype) + experts * expert_bytes
             + head_params * head_bytes) / (tp * pp)
 
 

@@ -78,6 +78,9 @@ class ModelSpec(StrictModel):
     # The published checkpoint quantises only the routed experts, to this format (gpt-oss:
     # MXFP4 "fp4", Kimi-K2.5: INT4 "int4"); attention, shared experts, embeddings stay 16-bit.
     native_expert_dtype: Literal["fp4", "int4"] | None = None
+    # Bits per stored expert weight of that release, its scales included: gpt-oss MXFP4 has an
+    # 8-bit (E8M0) scale per 32 values (4.25); Kimi-K2.5's INT4 a bf16 scale per 32 (4.5).
+    native_expert_bits: float | None = Field(None, gt=0, le=16)
     # The publisher's own FP8 release is block-scaled and carries no KV-cache scales (Qwen3
     # *-FP8, DeepSeek-V3/R1, Kimi-K2, MiniMax-M2): served as is, vLLM keeps a 16-bit KV
     # cache. Models without one are served FP8 from NVIDIA ModelOpt checkpoints, which
@@ -775,6 +778,7 @@ _MODELS: list[ModelSpec] = [
         sliding_window=128,
         sliding_layers=18,
         native_expert_dtype="fp4",
+        native_expert_bits=4.25,
         published_params_b=116.83,  # model card: 116.83B total, 5.13B active (w/o embedding)
         published_active_params_b=5.13,
     ),
@@ -862,6 +866,7 @@ _MODELS: list[ModelSpec] = [
         qk_rope_head_dim=64,
         v_head_dim=128,
         native_expert_dtype="int4",
+        native_expert_bits=4.5,
         nvfp4_experts_only=True,
         published_params_b=1026.0,  # model card: 1T total (1.026T from the shapes), 32B activated
         published_active_params_b=32.0,
@@ -1057,7 +1062,9 @@ def _moe_fields(cfg: dict[str, Any], where: str, model_type: str) -> dict[str, A
         quant = _optional(cfg, "quantization_config", {})
         fields.update(attention_bias=True, mlp_bias=True, sliding_layers=sliding,
                       sliding_window=_optional(cfg, "sliding_window", 0) if sliding else 0,
-                      native_expert_dtype="fp4" if isinstance(quant, dict) and quant.get("quant_method") == "mxfp4" else None)
+                      native_expert_dtype=None)
+        if isinstance(quant, dict) and quant.get("quant_method") == "mxfp4":
+            fields.update(native_expert_dtype="fp4", native_expert_bits=4.25)  # E8M0 scale per 32
     return fields
 
 

@@ -128,12 +128,34 @@ def test_only_full_attention_layers_size_the_kv_cache():
 
 # ------------------------------------------------------------------ expert-only quantisation
 
+@pytest.mark.parametrize(("name", "weights", "experts", "published_gb"), [
+    # Published checkpoint sizes: gpt-oss-120b's MXFP4 release 65.3 GB (OpenAI's model card
+    # says it fits one 80 GB GPU); Kimi-K2-Thinking's INT4 release ~594 GB.
+    ("gpt-oss-120b", "bf16", "fp4", 65.3),
+    ("kimi-k2", "bf16", "int4", 594.0),
+])
+def test_quantised_weights_count_their_scale_factors(name, weights, experts, published_gb):
+    got = weight_bytes_per_gpu(get_model(name), weights, 1, 1, expert_weight_dtype=experts) / 1e9
+    assert got == pytest.approx(published_gb, rel=0.02)
+
+
+def test_nvfp4_and_int4_weights_carry_their_scales():
+    """NVFP4: an FP8 scale per 16 values (4.5 bits); GPTQ/AWQ INT4: a 16-bit scale per 128."""
+    model = get_model("llama-3.1-70b")
+    head = model.vocab_size * model.hidden_size * 2 * 2.0
+    body = model.param_count - model.vocab_size * model.hidden_size * 2
+    assert weight_bytes_per_gpu(model, "fp4", 1, 1) == pytest.approx(body * 4.5 / 8 + head)
+    assert weight_bytes_per_gpu(model, "int4", 1, 1) == pytest.approx(body * (0.5 + 2 / 128) + head)
+    assert weight_bytes_per_gpu(model, "fp8", 1, 1) == pytest.approx(body * 1.0 + head)
+
+
 def test_expert_only_quantisation_stores_experts_in_their_format_and_the_rest_in_bf16():
     model = get_model("gpt-oss-120b")
     experts = model.expert_param_count
     assert experts / model.param_count > 0.95
     got = weight_bytes_per_gpu(model, "bf16", 1, 1, expert_weight_dtype="fp4")
-    assert got == pytest.approx(experts * 0.5 + (model.param_count - experts) * 2.0)
+    # MXFP4: 4 bits plus an 8-bit scale per 32 values.
+    assert got == pytest.approx(experts * 4.25 / 8 + (model.param_count - experts) * 2.0)
     sm = _sharded("gpt-oss-120b", expert_weight_dtype="fp4")
     ops = {o.name: o for o in token_ops(1, sm)}
     assert ops["fused_moe"].dtype == "bf16"  # W4A16: dequantised in the kernel
