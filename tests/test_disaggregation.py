@@ -166,8 +166,10 @@ def disagg_scenarios(draw) -> dict:
     policy = draw(st.sampled_from(PAGED_POLICIES))
     sched: dict = {"max_num_seqs": draw(st.sampled_from([2, 16, 256]))}
     if policy == "vllm-v1":
-        sched["max_num_batched_tokens"] = draw(st.sampled_from([48, 512, 2048]))
         sched["enable_chunked_prefill"] = draw(st.booleans())
+        # Without chunking the budget must hold max_model_len (2048), as vLLM requires.
+        budgets = [48, 512, 2048] if sched["enable_chunked_prefill"] else [2048, 4096]
+        sched["max_num_batched_tokens"] = draw(st.sampled_from(budgets))
     d = scenario(
         policy,
         arrival=poisson(draw(st.floats(0.5, 300.0))),

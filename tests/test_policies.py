@@ -22,6 +22,7 @@ from conftest import (
 
 from simulator.cost import COST_BACKENDS, CostModelConfig, IterationCostModel, ShardedModel
 from simulator.cost.ops import IterationShape
+from simulator.errors import ServesimError
 from simulator.hardware import get_gpu
 from simulator.models import get_model
 
@@ -55,7 +56,8 @@ def test_batch_never_exceeds_its_size_limit(policy):
 
 def test_vllm_v0_iterations_are_all_prefill_or_all_decode():
     d = scenario("vllm-v0", arrival=poisson(30.0), prompt=uniform(16, 1500),
-                 output=uniform(1, 200), num_requests=200, sched={"max_num_batched_tokens": 2048})
+                 output=uniform(1, 200), num_requests=200, sched={"max_num_batched_tokens": 2048},
+                 max_model_len=2048)
     _, res = simulate(d)
     it = res.iterations
     assert ((it["prefill_tokens"] == 0) | (it["decode_tokens"] == 0)).all()
@@ -76,12 +78,25 @@ def test_vllm_v1_iterations_stay_within_token_budget(budget):
     assert ((it["prefill_tokens"] > 0) & (it["decode_tokens"] > 0)).any()
 
 
-def test_vllm_v1_without_chunking_rejects_prompts_over_budget():
-    d = scenario("vllm-v1", prompt=fixed(600), num_requests=3,
+@pytest.mark.parametrize(("policy", "sched"), [
+    ("vllm-v1", {"max_num_batched_tokens": 512, "enable_chunked_prefill": False}),
+    ("vllm-v0", {"max_num_batched_tokens": 512}),
+])
+def test_whole_prompt_budget_below_max_model_len_is_refused(policy, sched):
+    """Without chunking, a sequence recomputed after a preemption runs prompt + output in
+    one iteration; a budget below max_model_len could leave it stuck forever. vLLM refuses
+    to start; so does servesim, naming the field and the fix."""
+    d = scenario(policy, prompt=fixed(300), num_requests=3, sched=sched, max_model_len=2048)
+    with pytest.raises(ServesimError, match="max_num_batched_tokens=512 is below max_model_len=2048") as exc:
+        simulate(d)
+    assert exc.value.where == "scheduler.max_num_batched_tokens" and "at least 2048" in exc.value.fix
+
+
+def test_vllm_v1_without_chunking_rejects_prompts_over_max_model_len():
+    d = scenario("vllm-v1", prompt=fixed(600), num_requests=3, max_model_len=512,
                  sched={"max_num_batched_tokens": 512, "enable_chunked_prefill": False})
     _, res = simulate(d)
     assert (res.requests["status"] == "rejected").all()
-    assert res.requests["reject_reason"].str.contains("max_num_batched_tokens").all()
 
 
 def small_cache(policy: str) -> dict:

@@ -15,6 +15,7 @@ from typing import ClassVar
 from pydantic import Field
 
 from simulator.cost.ops import IterationShape
+from simulator.errors import ConfigError
 from simulator.kv_cache import BlockManager
 from simulator.request import Request
 from simulator.strict import StrictModel
@@ -26,6 +27,19 @@ class SchedulerConfigBase(StrictModel):
     def resolve_limits(self, gpu_name: str, gpu_memory_gib: float, max_model_len: int) -> tuple[int, int]:
         """(token budget per iteration, max sequences) with this policy's defaults applied."""
         raise NotImplementedError
+
+
+def whole_prompt_budget(budget: int, max_model_len: int, policy: str) -> int:
+    """A budget under which every prompt must run whole (no chunking) must hold the longest
+    sequence: a request preempted after generating is recomputed as prompt + output in one
+    iteration. vLLM refuses to start otherwise; so do we."""
+    if budget < max_model_len:
+        raise ConfigError(
+            f"max_num_batched_tokens={budget} is below max_model_len={max_model_len}, and {policy} runs each "
+            "prompt whole: a longer sequence, or one recomputed after a preemption, could never be scheduled "
+            "(vLLM refuses this configuration too)", where="scheduler.max_num_batched_tokens",
+            fix=f"raise it to at least {max_model_len}, lower model.max_model_len, or enable chunked prefill")
+    return budget
 
 
 def max_num_seqs_field(default_text: str):

@@ -13,7 +13,13 @@ from typing import Literal
 from pydantic import Field
 
 from simulator.cost.ops import IterationShape
-from simulator.scheduler.base import Scheduler, SchedulerConfigBase, Step, max_num_seqs_field
+from simulator.scheduler.base import (
+    Scheduler,
+    SchedulerConfigBase,
+    Step,
+    max_num_seqs_field,
+    whole_prompt_budget,
+)
 
 
 class VllmV0Config(SchedulerConfigBase):
@@ -30,7 +36,8 @@ class VllmV0Config(SchedulerConfigBase):
         "null = packed prompts, no padding (later versions)")
 
     def resolve_limits(self, gpu_name, gpu_memory_gib, max_model_len):
-        return self.max_num_batched_tokens or max(max_model_len, 2048), self.max_num_seqs or 256
+        budget = whole_prompt_budget(self.max_num_batched_tokens or max(max_model_len, 2048), max_model_len, "vllm-v0")
+        return budget, self.max_num_seqs or 256
 
 
 class VllmV0Scheduler(Scheduler):

@@ -13,7 +13,13 @@ from typing import Literal
 from pydantic import Field
 
 from simulator.cost.ops import IterationShape
-from simulator.scheduler.base import Scheduler, SchedulerConfigBase, Step, max_num_seqs_field
+from simulator.scheduler.base import (
+    Scheduler,
+    SchedulerConfigBase,
+    Step,
+    max_num_seqs_field,
+    whole_prompt_budget,
+)
 
 
 class VllmV1Config(SchedulerConfigBase):
@@ -33,7 +39,9 @@ class VllmV1Config(SchedulerConfigBase):
     def resolve_limits(self, gpu_name, gpu_memory_gib, max_model_len):
         budget, seqs = vllm_default_limits(gpu_name, gpu_memory_gib)
         if not self.enable_chunked_prefill:
-            budget = max(max_model_len, 2048)  # vLLM: a whole prompt must fit one iteration
+            # vLLM: a whole prompt must fit one iteration.
+            budget = whole_prompt_budget(self.max_num_batched_tokens or max(max_model_len, 2048),
+                                         max_model_len, "vllm-v1 with enable_chunked_prefill: false")
         return self.max_num_batched_tokens or budget, self.max_num_seqs or seqs
 
 
