@@ -34,7 +34,8 @@ class VllmV1Config(SchedulerConfigBase):
         True, description="split long prompts across iterations; off: a prompt must fit the budget whole")
     async_scheduling: bool = Field(
         False, description="vLLM --async-scheduling: the next iteration is "
-        "scheduled while this one runs, so a request that arrives mid-iteration joins the one after next")
+        "scheduled while this one runs, so a request that arrives mid-iteration joins the one after next "
+        "(an opt-in flag up to vLLM ~0.13, on by default in later releases: vllm-project/vllm#27614)")
 
     def resolve_limits(self, gpu_name, gpu_memory_gib, max_model_len):
         budget, seqs = vllm_default_limits(gpu_name, gpu_memory_gib)
