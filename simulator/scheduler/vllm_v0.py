@@ -28,7 +28,7 @@ class VllmV0Config(SchedulerConfigBase):
     policy: Literal["vllm-v0"] = "vllm-v0"
     max_num_seqs: int | None = max_num_seqs_field("256")
     max_num_batched_tokens: int | None = Field(
-        None, ge=1, description="prefill token budget per iteration; default max(max_model_len, 2048)")
+        None, ge=1, description="prefill token budget per iteration, at least max_model_len; default max(max_model_len, 2048)")
     watermark: float = Field(0.01, ge=0, lt=1, description="fraction of KV blocks kept free when admitting prompts")
     max_paddings: int | None = Field(
         None, ge=0, description="vLLM <= 0.2.x: prompts of one prefill are padded to the longest, the padded "

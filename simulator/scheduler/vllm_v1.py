@@ -29,7 +29,7 @@ class VllmV1Config(SchedulerConfigBase):
     max_num_seqs: int | None = max_num_seqs_field("same rule as the budget: 1024 or 256")
     max_num_batched_tokens: int | None = Field(
         None, ge=1, description="token budget per iteration; default 8192 on >=70 GiB GPUs "
-        "other than A100, else 2048 (vLLM's defaults)")
+        "other than A100, else 2048 (vLLM's defaults); with chunked prefill off, at least max_model_len")
     enable_chunked_prefill: bool = Field(
         True, description="split long prompts across iterations; off: a prompt must fit the budget whole")
     async_scheduling: bool = Field(
