@@ -170,6 +170,8 @@ def validate_cmd(
         table.add_column(col, justify="right" if col not in ("metric", "rows") else "left")
     for m, blocks in result["metrics"].items():
         for scope, b in blocks.items():
+            if scope == "below_cliff" and "cliffs" not in result:
+                continue  # cliffs are defined on sweeps only; the row would repeat "all"
             table.add_row(m, scope, str(b["n"]), _fmt(b["mape"]), _fmt(b["mean_signed_pct"]), _fmt(b["max_abs_pct"]))
     console.print(table)
     if "cliffs" in result:
