@@ -83,13 +83,25 @@ def kv_bytes_per_token_per_gpu(model: ModelSpec, kv_dtype: str, tp: int, pp: int
     return 2 * layers * kv_heads * model.head_dim * DTYPE_BYTES[kv_dtype]
 
 
+# Bytes per (sequence x vocabulary entry) that vLLM's profiling pass allocates when it runs the
+# sampler on max_num_seqs dummy sequences: fp32 logits and their softmax, log-probs, the sort
+# for top-k/top-p (values and int64 indices), penalty counts. Measured, not derived: vLLM
+# logs' "peak activation memory" less the last hidden states, over max_num_seqs x vocab, is
+# 38.2-38.5 B for Llama-3.1-8B, Llama-3.3-70B (TP2), Qwen3-0.6B, Qwen3-32B and gpt-oss-20b on
+# H100 at 1024 sequences (llm-d/llm-d-benchmark config_explorer/empirical-vllm-memory-results.md),
+# and 38 B for Llama-3-8B at vLLM 0.6's 256 (vllm-project/vllm#10511).
+SAMPLER_PROFILE_BYTES = 38.3
+
+
 def activation_bytes_per_gpu(model: ModelSpec, tp: int, max_batched_tokens: int, max_num_seqs: int) -> float:
-    """Peak of vLLM's profiling pass: the widest layer's intermediates plus sampler logits."""
+    """Peak of vLLM's profiling pass: the widest layer's intermediates during the dummy
+    forward pass, or the sampler's dummy run on max_num_seqs sequences on top of the last
+    hidden states, whichever is larger (the forward intermediates are freed by then)."""
     qkv = (model.num_heads + 2 * model.num_kv_heads) * model.head_dim // tp
     mlp = model.mlp_matrices * model.ffn_per_token // tp  # fused MoE keeps every routed copy
-    hidden_states = max_batched_tokens * (2 * model.hidden_size + max(qkv, mlp)) * 2
-    logits = max_num_seqs * model.vocab_size * 4 * 2  # fp32 logits and one working copy
-    return hidden_states + logits
+    forward = max_batched_tokens * (2 * model.hidden_size + max(qkv, mlp)) * 2
+    sampler = max_batched_tokens * model.hidden_size * 2 + SAMPLER_PROFILE_BYTES * max_num_seqs * model.vocab_size
+    return max(forward, sampler)
 
 
 def plan_memory(

@@ -20,7 +20,11 @@ from simulator.cost.ops import (
     token_ops,
     windowed_work,
 )
-from simulator.memory import kv_bytes_per_token_per_gpu, weight_bytes_per_gpu
+from simulator.memory import (
+    activation_bytes_per_gpu,
+    kv_bytes_per_token_per_gpu,
+    weight_bytes_per_gpu,
+)
 from simulator.models import get_model, load_hf_config
 from simulator.simulation import Simulation
 from simulator.validation.measured import precision_overrides
@@ -137,6 +141,24 @@ def test_only_full_attention_layers_size_the_kv_cache():
 def test_quantised_weights_count_their_scale_factors(name, weights, experts, published_gb):
     got = weight_bytes_per_gpu(get_model(name), weights, 1, 1, expert_weight_dtype=experts) / 1e9
     assert got == pytest.approx(published_gb, rel=0.02)
+
+
+@pytest.mark.parametrize(("name", "tp", "seqs", "measured_gib"), [
+    # "Peak activation memory" that vLLM logged on H100 at 8192 batched tokens
+    # (llm-d/llm-d-benchmark config_explorer/empirical-vllm-memory-results.md; vLLM 0.6 at its
+    # default 256 sequences: vllm-project/vllm#10511, Llama-3-8B, same vocabulary).
+    ("llama-3.1-8b", 1, 1024, 4.76),
+    ("llama-3.1-70b", 2, 1024, 4.84),
+    ("qwen3-0.6b", 1, 1024, 5.56),
+    ("qwen3-32b", 1, 1024, 5.64),
+    ("gpt-oss-20b", 1, 1024, 7.38),
+    ("llama-3.1-8b", 1, 256, 1.26),
+])
+def test_profiling_peak_is_the_sampler_run_vllm_logs(name, tp, seqs, measured_gib):
+    """The profiling pass's peak is the dummy sampler run on max_num_seqs x vocabulary, not
+    the forward pass; it sets how much memory the KV cache loses."""
+    got = activation_bytes_per_gpu(get_model(name), tp, 8192, seqs) / 2**30
+    assert got == pytest.approx(measured_gib, abs=0.1)
 
 
 def test_nvfp4_and_int4_weights_carry_their_scales():

@@ -275,10 +275,12 @@ def test_tensor_parallel_speeds_up_70b_decode_and_prefill(batch):
 def test_tensor_parallel_run_is_faster_end_to_end():
     kw = {"model": "llama-3.1-70b", "arrival": poisson(1.0), "prompt": fixed(512),
           "output": fixed(64), "num_requests": 1, "max_model_len": 4096}
-    _, tp2 = simulate(scenario("vllm-v1", tp=2, **kw))
+    # (bf16 70B at TP2 leaves ~0.2 GiB of an H100 for the KV cache once vLLM's profiling pass
+    # has reserved the sampler's memory for 1024 sequences, so compare TP4 with TP8.)
     _, tp4 = simulate(scenario("vllm-v1", tp=4, **kw))
-    assert tp4.requests.iloc[0]["e2e_ms"] < tp2.requests.iloc[0]["e2e_ms"]
-    assert tp4.summary["kv_cache"]["capacity_tokens"] > tp2.summary["kv_cache"]["capacity_tokens"]
+    _, tp8 = simulate(scenario("vllm-v1", tp=8, **kw))
+    assert tp8.requests.iloc[0]["e2e_ms"] < tp4.requests.iloc[0]["e2e_ms"]
+    assert tp8.summary["kv_cache"]["capacity_tokens"] > tp4.summary["kv_cache"]["capacity_tokens"]
 
 
 @pytest.mark.parametrize("concurrency", [1, 8])

@@ -425,6 +425,27 @@ def test_sweep_row_without_a_precision_takes_the_checkpoints(tmp_path):
     assert [r.group.split()[2] for r in runs] == ["bf16", "fp8", "bf16"]
 
 
+def test_sweep_rows_size_the_server_to_their_clients(tmp_path):
+    """A sweep row's server holds max_num_seqs = concurrency (its source's batch size), which
+    leaves the sampler's profiling reserve to the KV cache; a base scenario's own setting wins."""
+    src = _write(tmp_path / "m.csv", "system,model,precision,tp_size,isl,osl,concurrency,ttft_ms,tpot_ms\n"
+                 "h200_sxm,meta-llama/Llama-3.1-8B,bf16,1,128,16,4,30,8\n")
+    result, _ = run_validation([src], BENCH_SCENARIO, [], tmp_path / "a")
+    assert result["runs"] == 1 and not result["skipped"]
+    measured = read_measured([src])
+    from simulator.config import load_scenario
+    from simulator.validation import _servers_sized_to_clients
+    base = load_scenario(BENCH_SCENARIO, [])
+    _servers_sized_to_clients(measured, base.scenario.scheduler)
+    assert measured.runs[0].overrides[-1] == "scheduler.max_num_seqs=4"
+    pinned = read_measured([src])
+    _servers_sized_to_clients(pinned, load_scenario(BENCH_SCENARIO, ["scheduler.max_num_seqs=256"]).scenario.scheduler)
+    assert not any(o.startswith("scheduler.max_num_seqs") for o in pinned.runs[0].overrides)
+    static = read_measured([src])
+    _servers_sized_to_clients(static, load_scenario(BENCH_SCENARIO, ["scheduler={policy: static}"]).scenario.scheduler)
+    assert not any(o.startswith("scheduler.max_num_seqs") for o in static.runs[0].overrides)
+
+
 @pytest.mark.parametrize(("text", "match"), [
     ("a,b,c\n1,2,3\n", "unrecognised CSV header"),
 ])

@@ -30,6 +30,7 @@ def run_validation(paths: list[Path], scenario: Path, overrides: list[str], out_
     measured = read_measured(paths, rounds=rounds, length_ratio=length_ratio)
     named = any(o.split("=", 1)[0].strip() in ("model", "model.name", "model.config_json") for o in overrides)
     followed = {} if named else _follow_model_ids(measured, base.scenario.model.name, base.scenario.hardware.gpu)
+    _servers_sized_to_clients(measured, base.scenario.scheduler)
     preds = validate(measured, scenario, overrides, progress=progress, workers=workers)
     result = score(measured, preds, base.scenario.slo.model_dump())
     result["scenario"] = str(scenario)
@@ -50,6 +51,19 @@ def run_validation(paths: list[Path], scenario: Path, overrides: list[str], out_
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return result, final
+
+
+def _servers_sized_to_clients(measured: MeasuredSet, scheduler) -> None:
+    """Sweep rows run a server whose max_num_seqs is the row's concurrency, unless the base
+    scenario sets one: the sweeps' source records the server's batch size as the
+    concurrency (aiconfigurator's `batch_size`; InferenceMAX launches vLLM with
+    `--max-num-seqs $CONC`). With that many clients it changes no schedule, only the
+    memory vLLM's profiling pass reserves for the sampler, and so the KV cache."""
+    if measured.kind != "sweep" or getattr(scheduler, "max_num_seqs", 0) is not None:
+        return
+    for run in measured.runs:
+        if run.concurrency and not run.error:
+            run.overrides = [*run.overrides, f"scheduler.max_num_seqs={run.concurrency}"]
 
 
 def _follow_model_ids(measured: MeasuredSet, base_model: str, gpu: str) -> dict[str, str]:
