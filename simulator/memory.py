@@ -83,6 +83,12 @@ def kv_bytes_per_token_per_gpu(model: ModelSpec, kv_dtype: str, tp: int, pp: int
     return 2 * layers * kv_heads * model.head_dim * DTYPE_BYTES[kv_dtype]
 
 
+# What the driver keeps out of CUDA's reach: vLLM sizes its budget from torch's total
+# (cudaMemGetInfo), below the nvidia-smi total the catalog lists. H100 80GB: 79.18 and
+# 79.22 GiB in vLLM logs (llm-d-benchmark's empirical memory results; vllm-project/vllm#10511)
+# against 81,559 MiB = 79.65 GiB; RTX 4090: 23.55-23.58 GiB against 23.99.
+CUDA_INVISIBLE_GIB = 0.45
+
 # Bytes per (sequence x vocabulary entry) that vLLM's profiling pass allocates when it runs the
 # sampler on max_num_seqs dummy sequences: fp32 logits and their softmax, log-probs, the sort
 # for top-k/top-p (values and int64 indices), penalty counts. Measured, not derived: vLLM
@@ -122,7 +128,7 @@ def plan_memory(
     kv_cache_tokens: int | None = None,
 ) -> MemoryPlan:
     """Build the memory plan, or raise DoesNotFitError with the breakdown."""
-    total = gpu.usable_memory_gib
+    total = gpu.usable_memory_gib - CUDA_INVISIBLE_GIB
     weights = weight_bytes_per_gpu(model, weight_dtype, tp, pp, expert_weight_dtype) / GIB
     act = activation_bytes_per_gpu(model, tp, max_batched_tokens, max_num_seqs) / GIB
     per_token = kv_bytes_per_token_per_gpu(model, kv_dtype, tp, pp)
