@@ -53,10 +53,31 @@ class MemoryPlan:
         return "\n".join(f"    {name:<48} {value:9.2f} GiB" for name, value in rows)
 
 
+def _round_up(n: int, tile: int) -> int:
+    return -(-n // tile) * tile
+
+
+def expert_padding(model: ModelSpec, tp: int, tile: int | None) -> float:
+    """Growth of the routed experts when the MoE kernel pads each expert's per-GPU
+    intermediate width and the hidden width to multiples of `tile` (1 without a tile)."""
+    if not tile or not model.is_moe:
+        return 1.0
+    inter = max(1, model.moe_ffn_size // tp)
+    return _round_up(inter, tile) * _round_up(model.hidden_size, tile) / (inter * model.hidden_size)
+
+
+# vLLM's MXFP4 MoE on Blackwell (FlashInfer/TRT-LLM kernels) allocates each expert with its
+# intermediate and hidden widths rounded up to 256 (vllm model_executor/layers/quantization/
+# mxfp4.py): gpt-oss's 2880 becomes 3072. On Hopper the padding depends on the version
+# (Marlin: 128 and 256; the Triton path: 64 and none) and is left out.
+MXFP4_BLACKWELL_TILE = 256
+
+
 def weight_bytes_per_gpu(model: ModelSpec, weight_dtype: str, tp: int, pp: int,
-                         expert_weight_dtype: str | None = None) -> float:
-    """Decoder weights in the weight dtype (routed experts in theirs), with their
-    quantisation scales; embeddings and LM head stay 16-bit when quantised."""
+                         expert_weight_dtype: str | None = None, expert_tile: int | None = None) -> float:
+    """Decoder weights in the weight dtype (routed experts in theirs, padded to the MoE
+    kernel's tile when it has one), with their quantisation scales; embeddings and LM head
+    stay 16-bit when quantised."""
     head_params = model.vocab_size * model.hidden_size * (1 if model.tied_embeddings else 2)
     experts = model.expert_param_count
     body_params = model.param_count - head_params - experts
@@ -66,7 +87,8 @@ def weight_bytes_per_gpu(model: ModelSpec, weight_dtype: str, tp: int, pp: int,
         expert_bytes = model.native_expert_bits / 8
     else:
         expert_bytes = stored_weight_bytes(expert_dtype)
-    return (body_params * stored_weight_bytes(weight_dtype) + experts * expert_bytes
+    experts_stored = experts * expert_bytes * expert_padding(model, tp, expert_tile)
+    return (body_params * stored_weight_bytes(weight_dtype) + experts_stored
             + head_params * head_bytes) / (tp * pp)
 
 
@@ -129,7 +151,10 @@ def plan_memory(
 ) -> MemoryPlan:
     """Build the memory plan, or raise DoesNotFitError with the breakdown."""
     total = gpu.usable_memory_gib - CUDA_INVISIBLE_GIB
-    weights = weight_bytes_per_gpu(model, weight_dtype, tp, pp, expert_weight_dtype) / GIB
+    mxfp4_on_blackwell = (model.native_expert_dtype == "fp4" and expert_weight_dtype == "fp4"
+                          and gpu.peak_tflops.get("fp4", 0) > 0)
+    weights = weight_bytes_per_gpu(model, weight_dtype, tp, pp, expert_weight_dtype,
+                                   MXFP4_BLACKWELL_TILE if mxfp4_on_blackwell else None) / GIB
     act = activation_bytes_per_gpu(model, tp, max_batched_tokens, max_num_seqs) / GIB
     per_token = kv_bytes_per_token_per_gpu(model, kv_dtype, tp, pp)
     kv = total * utilization - weights - act - runtime_reserve_gib

@@ -181,6 +181,22 @@ def test_memory_plan_matches_vllms_logged_kv_cache(name, tp, weights, experts, l
     assert plan.kv_gib == pytest.approx(logged_kv_gib, abs=0.15)
 
 
+def test_mxfp4_experts_are_padded_to_the_blackwell_kernel_tile():
+    """vLLM's MXFP4 MoE on Blackwell rounds each expert's intermediate and hidden widths up to
+    256 (gpt-oss: 2880 -> 3072; 360 per GPU at TP8 -> 512); Hopper plans keep the checkpoint."""
+    from simulator.hardware import get_gpu
+    from simulator.memory import plan_memory
+    model = get_model("gpt-oss-120b")
+    kw = dict(pp=1, weight_dtype="bf16", kv_dtype="bf16", expert_weight_dtype="fp4", utilization=0.9,
+              runtime_reserve_gib=1.0, block_size=16, max_batched_tokens=8192, max_num_seqs=64,
+              max_model_len=4096)
+    experts = model.expert_param_count * 4.25 / 8
+    for tp, growth in ((1, 3072 * 3072 / 2880**2), (8, 512 * 3072 / (360 * 2880))):
+        b200 = plan_memory(model, get_gpu("b200"), tp=tp, **kw).weights_gib
+        h200 = plan_memory(model, get_gpu("h200"), tp=tp, **kw).weights_gib
+        assert (b200 - h200) * 2**30 == pytest.approx(experts * (growth - 1) / tp, rel=1e-6)
+
+
 def test_nvfp4_and_int4_weights_carry_their_scales():
     """NVFP4: an FP8 scale per 16 values (4.5 bits); GPTQ/AWQ INT4: a 16-bit scale per 128."""
     model = get_model("llama-3.1-70b")
