@@ -73,6 +73,12 @@ def expert_padding(model: ModelSpec, tp: int, tile: int | None) -> float:
 MXFP4_BLACKWELL_TILE = 256
 
 
+def moe_kernel_tile(model: ModelSpec, expert_weight_dtype: str | None, gpu: GPUSpec) -> int | None:
+    """The tile the serving MoE kernel pads expert weights to, where it is known."""
+    mxfp4 = model.native_expert_dtype == "fp4" and expert_weight_dtype == "fp4"
+    return MXFP4_BLACKWELL_TILE if mxfp4 and gpu.peak_tflops.get("fp4", 0) > 0 else None
+
+
 def weight_bytes_per_gpu(model: ModelSpec, weight_dtype: str, tp: int, pp: int,
                          expert_weight_dtype: str | None = None, expert_tile: int | None = None) -> float:
     """Decoder weights in the weight dtype (routed experts in theirs, padded to the MoE
@@ -151,10 +157,8 @@ def plan_memory(
 ) -> MemoryPlan:
     """Build the memory plan, or raise DoesNotFitError with the breakdown."""
     total = gpu.usable_memory_gib - CUDA_INVISIBLE_GIB
-    mxfp4_on_blackwell = (model.native_expert_dtype == "fp4" and expert_weight_dtype == "fp4"
-                          and gpu.peak_tflops.get("fp4", 0) > 0)
     weights = weight_bytes_per_gpu(model, weight_dtype, tp, pp, expert_weight_dtype,
-                                   MXFP4_BLACKWELL_TILE if mxfp4_on_blackwell else None) / GIB
+                                   moe_kernel_tile(model, expert_weight_dtype, gpu)) / GIB
     act = activation_bytes_per_gpu(model, tp, max_batched_tokens, max_num_seqs) / GIB
     per_token = kv_bytes_per_token_per_gpu(model, kv_dtype, tp, pp)
     kv = total * utilization - weights - act - runtime_reserve_gib

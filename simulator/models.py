@@ -1060,11 +1060,11 @@ def _moe_fields(cfg: dict[str, Any], where: str, model_type: str) -> dict[str, A
         # published checkpoints store only the experts in MXFP4.
         sliding = sum(t == "sliding_attention" for t in _optional(cfg, "layer_types", []))
         quant = _optional(cfg, "quantization_config", {})
+        mxfp4 = isinstance(quant, dict) and quant.get("quant_method") == "mxfp4"
         fields.update(attention_bias=True, mlp_bias=True, sliding_layers=sliding,
                       sliding_window=_optional(cfg, "sliding_window", 0) if sliding else 0,
-                      native_expert_dtype=None)
-        if isinstance(quant, dict) and quant.get("quant_method") == "mxfp4":
-            fields.update(native_expert_dtype="fp4", native_expert_bits=4.25)  # E8M0 scale per 32
+                      native_expert_dtype="fp4" if mxfp4 else None,
+                      native_expert_bits=4.25 if mxfp4 else None)  # 4 bits + an E8M0 scale per 32
     return fields
 
 

@@ -39,8 +39,7 @@ class VllmV1Config(SchedulerConfigBase):
 
     def resolve_limits(self, gpu_name, gpu_memory_gib, max_model_len):
         budget, seqs = vllm_default_limits(gpu_name, gpu_memory_gib)
-        if not self.enable_chunked_prefill:
-            # vLLM: a whole prompt must fit one iteration.
+        if not self.enable_chunked_prefill:  # vLLM: a whole prompt must fit one iteration
             budget = whole_prompt_budget(self.max_num_batched_tokens or max(max_model_len, 2048),
                                          max_model_len, "vllm-v1 with enable_chunked_prefill: false")
         return self.max_num_batched_tokens or budget, self.max_num_seqs or seqs

@@ -59,7 +59,7 @@ def _servers_sized_to_clients(measured: MeasuredSet, scheduler) -> None:
     concurrency (aiconfigurator's `batch_size`; InferenceMAX launches vLLM with
     `--max-num-seqs $CONC`). With that many clients it changes no schedule, only the
     memory vLLM's profiling pass reserves for the sampler, and so the KV cache."""
-    if measured.kind != "sweep" or getattr(scheduler, "max_num_seqs", 0) is not None:
+    if measured.kind != "sweep" or not hasattr(scheduler, "max_num_seqs") or scheduler.max_num_seqs is not None:
         return
     for run in measured.runs:
         if run.concurrency and not run.error:

@@ -327,10 +327,7 @@ def _vllm_run(data: object, path: Path, label: str, source: str) -> MeasuredSet:
     ok = (ttfts > 0) & np.array([not e for e in errors])  # failed requests: no first token
     req = pd.DataFrame({"prompt_tokens": np.asarray(data["input_lens"], dtype=int), "output_tokens": out,
                         "ttft_ms": ttfts, "tpot_ms": tpot, "e2e_ms": e2e})
-    conc = data.get("max_concurrency")
-    rate = data.get("request_rate", "inf")
-    rate = math.inf if rate in (None, "inf", float("inf")) else float(rate)
-    burst = float(data.get("burstiness", 1.0) or 1.0)
+    conc, rate, burst = _traffic(data, where)
     starts = per_request("start_times")
     kind = "closed_loop" if conc else "rate"
     if starts is not None and not conc:
@@ -341,7 +338,7 @@ def _vllm_run(data: object, path: Path, label: str, source: str) -> MeasuredSet:
         req["arrival_s"] -= req["arrival_s"].min()
     model_id = data.get("model_id")
     run = MeasuredRun(label=label, source=source, kind=kind, measured=_means(req), requests=req,
-                      concurrency=int(conc) if conc else None, rate=rate, burstiness=burst,
+                      concurrency=conc, rate=rate, burstiness=burst,
                       model_id=str(model_id) if model_id else None)
     return MeasuredSet("vllm_json", [run], req, np.zeros(len(req), dtype=int))
 
@@ -363,6 +360,15 @@ def _summary_number(data: dict, key: str, where: str) -> float | None:
         raise MeasurementError(f"`{key}` is {value!r}, not a non-negative number", where=where,
                                fix="pass the JSON exactly as the benchmark saved it")
     return number
+
+
+def _traffic(data: dict, where: str) -> tuple[int | None, float, float]:
+    """(max_concurrency or None, request_rate with inf for "inf", burstiness) of a result."""
+    conc = data.get("max_concurrency")
+    rate = data.get("request_rate", "inf")
+    rate = math.inf if rate in (None, "inf", float("inf")) else _summary_number(data, "request_rate", where)
+    burst = _summary_number(data, "burstiness", where) or 1.0
+    return (int(conc) if conc else None), rate, burst
 
 
 def _vllm_summary_run(data: dict, where: str, label: str, source: str) -> MeasuredSet:
@@ -390,10 +396,7 @@ def _vllm_summary_run(data: dict, where: str, label: str, source: str) -> Measur
     n = int(completed)
     isl = max(1, round(tokens_in / n))
     osl = max(1, round(tokens_out / n))
-    conc = data.get("max_concurrency")
-    rate = data.get("request_rate", "inf")
-    rate = math.inf if rate in (None, "inf", float("inf")) else _summary_number(data, "request_rate", where)
-    burst = _summary_number(data, "burstiness", where) or 1.0
+    conc, rate, burst = _traffic(data, where)
     if conc:
         arrival = f"{{type: closed_loop, concurrency: {int(conc)}"
         arrival += "}" if math.isinf(rate) else f", rate: {rate}, burstiness: {burst}}}"
@@ -408,7 +411,7 @@ def _vllm_summary_run(data: dict, where: str, label: str, source: str) -> Measur
     scalars = {k: v for k, v in data.items() if not isinstance(v, (list, dict))}
     model_id = data.get("model_id")
     run = MeasuredRun(label=label, source=source, kind="closed_loop" if conc or math.isinf(rate) else "rate",
-                      measured=measured, overrides=overrides, concurrency=int(conc) if conc else None,
+                      measured=measured, overrides=overrides, concurrency=conc,
                       rate=rate, burstiness=burst, isl=isl, osl=osl,
                       model_id=str(model_id) if model_id else None)
     return MeasuredSet("vllm_json", [run], pd.DataFrame([scalars]), np.zeros(1, dtype=int))
