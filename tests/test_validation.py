@@ -535,3 +535,37 @@ def test_cli_validate_rejects_a_length_ratio_outside_0_1(tmp_path, capsys):
         main(["validate", str(src), "--scenario", str(BENCH_SCENARIO), "--length-ratio", "half",
               "-o", str(out), "-q"])
     assert exc.value.code == 2 and "auto" in capsys.readouterr().err and not out.exists()
+
+
+def _trace(path: Path, prompt: int = 64) -> Path:
+    rows = "".join(f"{0.5 * i},{prompt},16,30.0,10.0,180.0\n" for i in range(4))
+    return _write(path, "arrival_s,prompt_tokens,output_tokens,ttft_ms,tpot_ms,e2e_ms\n" + rows)
+
+
+def test_validate_with_no_simulatable_run_says_why_and_writes_nothing(tmp_path, capsys):
+    """A base scenario that cannot run (here: a whole-prompt budget below the new model's
+    context) is one clear error, not an empty report or a traceback."""
+    src = _trace(tmp_path / "run.csv")
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as exc:
+        main(["validate", str(src), "--scenario", str(DS_SCENARIO), "--set", "model.name=llama-3.1-8b",
+              "-o", str(out), "-q"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "no run could be simulated (1 of 1 failed)" in err
+    assert "max_num_batched_tokens" in err and "fix:" in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_report_skips_the_distributions_of_runs_that_failed(tmp_path):
+    from simulator.validation.report import write_validation_report
+    from simulator.validation.runner import RunPrediction, validate
+    from simulator.validation.scoring import runs_frame, score
+
+    measured = read_measured([_trace(tmp_path / "a.csv"), _trace(tmp_path / "b.csv", prompt=96)])
+    preds = validate(measured, DS_SCENARIO, [])
+    preds[1] = RunPrediction.failed(measured.runs[1], "b.csv: cannot simulate")
+    result = score(measured, preds, {"ttft_ms": 200, "tpot_ms": 100})
+    write_validation_report(tmp_path, result, runs_frame(preds), preds, "t")
+    assert (tmp_path / "cdf_ttft_ms.png").is_file()
+    assert [s["run"] for s in result["skipped"]] == [measured.runs[1].label]

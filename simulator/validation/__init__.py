@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from simulator.config import load_scenario
+from simulator.errors import ServesimError
 from simulator.output import _clean, publish, staging_dir
 from simulator.validation.measured import (
     MeasuredSet,
@@ -32,6 +33,7 @@ def run_validation(paths: list[Path], scenario: Path, overrides: list[str], out_
     followed = {} if named else _follow_model_ids(measured, base.scenario.model.name, base.scenario.hardware.gpu)
     _servers_sized_to_clients(measured, base.scenario.scheduler)
     preds = validate(measured, scenario, overrides, progress=progress, workers=workers)
+    _require_one_simulated(preds)
     result = score(measured, preds, base.scenario.slo.model_dump())
     result["scenario"] = str(scenario)
     result["overrides"] = list(overrides)
@@ -51,6 +53,17 @@ def run_validation(paths: list[Path], scenario: Path, overrides: list[str], out_
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return result, final
+
+
+def _require_one_simulated(preds: list[RunPrediction]) -> None:
+    """With no run simulated there is nothing to score: say why instead of writing an
+    empty report. The first reason stands for all when they are the same."""
+    if not preds or any(p.error is None for p in preds):
+        return
+    reasons = {p.error for p in preds}
+    first = preds[0].error
+    more = "" if len(reasons) == 1 else f" (and {len(reasons) - 1} other reason(s); see each run with fewer inputs)"
+    raise ServesimError(f"no run could be simulated ({len(preds)} of {len(preds)} failed){more}; the first:\n{first}")
 
 
 def _servers_sized_to_clients(measured: MeasuredSet, scheduler) -> None:

@@ -90,7 +90,7 @@ def _curves(runs: pd.DataFrame, metric: str, label: str, path: Path) -> Path | N
 
 
 def _cdfs(preds, metric: str, label: str, path: Path) -> Path | None:
-    items = [p for p in preds if p.run.requests is not None and metric in p.run.requests]
+    items = [p for p in preds if p.error is None and p.run.requests is not None and metric in p.run.requests]
     if not items:
         return None
     fig, axes = _small_multiples(len(items))
