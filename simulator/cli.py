@@ -117,7 +117,7 @@ def print_summary(summary: dict, out_dir: Path | None) -> None:
 @app.command("run")
 def run_cmd(
     scenario: Annotated[Path, typer.Argument(help="scenario YAML file")],
-    set_: Annotated[list[str] | None, typer.Option("--set", help="override a field: dotted.path=value (repeatable)")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="override a field: dotted.path=value, or ~dotted.path to remove one (repeatable)")] = None,
     output_dir: Annotated[Path | None, typer.Option("--output-dir", "-o", help="where to write results; default reports/<scenario>-<timestamp>/")] = None,
     no_report: Annotated[bool, typer.Option("--no-report", help="skip report.html and PNG figures")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no table, no progress bar")] = False,
@@ -140,7 +140,7 @@ def run_cmd(
 def validate_cmd(
     measured: Annotated[list[Path], typer.Argument(help="measured results: per-request CSV(s), a sweep CSV, a vLLM bench JSON, or a folder")],
     scenario: Annotated[Path, typer.Option("--scenario", "-s", help="base scenario: model, GPU, scheduler, SLOs")],
-    set_: Annotated[list[str] | None, typer.Option("--set", help="override a field of the base scenario (repeatable)")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="override a field of the base scenario: dotted.path=value, or ~dotted.path to remove one (repeatable)")] = None,
     output_dir: Annotated[Path | None, typer.Option("--output-dir", "-o", help="default reports/validate-<scenario>-<timestamp>/")] = None,
     rounds: Annotated[int, typer.Option(help="closed-loop sweeps: requests per client in each simulated run")] = 10,
     length_ratio: Annotated[str, typer.Option(
@@ -197,7 +197,7 @@ def validate_cmd(
 @app.command("explain")
 def explain_cmd(
     scenario: Annotated[Path, typer.Argument(help="scenario YAML file")],
-    set_: Annotated[list[str] | None, typer.Option("--set", help="override a field: dotted.path=value (repeatable)")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="override a field: dotted.path=value, or ~dotted.path to remove one (repeatable)")] = None,
     batch: Annotated[int, typer.Option(help="decode step: sequences in the batch")] = 32,
     context: Annotated[int, typer.Option(help="decode step: tokens of context per sequence")] = 2048,
     prefill: Annotated[int, typer.Option(help="prefill: prompt tokens of one lone prefill")] = 2048,

@@ -146,7 +146,13 @@ class LoadedScenario:
 
 # -- overrides -----------------------------------------------------------------------
 def apply_override(data: dict, assignment: str) -> None:
-    """Apply `dotted.path=value` to a raw scenario dict; the value is parsed as YAML."""
+    """Apply `dotted.path=value` to a raw scenario dict; the value is parsed as YAML.
+
+    `~dotted.path` removes a field the file sets, e.g. a policy-specific one when another
+    override switches the policy (a value, even null, would still be an unknown field)."""
+    if assignment.startswith("~") and "=" not in assignment:
+        _remove_field(data, assignment[1:].strip())
+        return
     if "=" not in assignment:
         raise ConfigError(f"override {assignment!r} has no '='", where="--set",
                           fix="write it as dotted.path=value, e.g. --set workload.arrival.rate=20")
@@ -169,6 +175,17 @@ def apply_override(data: dict, assignment: str) -> None:
                               where="--set", fix="check the path against the scenario reference in README")
         node = child
     node[parts[-1]] = value
+
+
+def _remove_field(data: dict, key: str) -> None:
+    parts = [p for p in key.split(".") if p]
+    node: Any = data
+    for part in parts[:-1]:
+        node = node.get(part) if isinstance(node, dict) else None
+    if not parts or not isinstance(node, dict) or parts[-1] not in node:
+        raise ConfigError(f"override '~{key}': the scenario sets no field {key!r} to remove", where="--set",
+                          fix="check the path against the scenario file; `~dotted.path` removes a field it sets")
+    del node[parts[-1]]
 
 
 # -- error formatting ----------------------------------------------------------------
@@ -222,7 +239,9 @@ def _fix_for(err: dict) -> str:
         allowed = sorted(owner.model_fields) if owner else []
         close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
         hint = f"did you mean `{close[0]}`? " if close else ""
-        return f"{hint}remove it; allowed here: {', '.join(allowed)}" if allowed else "remove it"
+        plain = ".".join(str(x) for x in loc if not (isinstance(x, str) and x != loc[-1] and _tagged(x) is not None))
+        remove = f"remove it (from the file, or with --set '~{plain}')"
+        return f"{hint}{remove}; allowed here: {', '.join(allowed)}" if allowed else remove
     if kind == "union_tag_invalid":
         return f"use one of: {err.get('ctx', {}).get('expected_tags', '')}"
     if kind == "missing":

@@ -76,6 +76,22 @@ def test_bad_override_forms(override, words):
         assert w in text
 
 
+def test_tilde_override_removes_a_field_the_file_sets():
+    """Switching policy by --set leaves the file's policy-specific fields behind; `~path`
+    removes one, and the error that names such a field says how."""
+    base = scenario("vllm-v0")
+    base["scheduler"]["max_paddings"] = 256
+    with pytest.raises(ConfigError) as exc:
+        api.load(data=base, overrides=["scheduler.policy=vllm-v1"])
+    assert "--set '~scheduler.max_paddings'" in error_of(exc)
+    loaded = api.load(data=base, overrides=["scheduler.policy=vllm-v1", "~scheduler.max_paddings"])
+    assert loaded.scenario.scheduler.policy == "vllm-v1"
+    assert "max_paddings" not in loaded.text
+    with pytest.raises(ConfigError) as exc:
+        api.load(data=base, overrides=["~scheduler.nope"])
+    assert "sets no field 'scheduler.nope'" in error_of(exc) and "--set" in error_of(exc)
+
+
 def test_override_does_not_modify_the_callers_dict():
     d = scenario("vllm-v1")
     api.load(data=d, overrides=["workload.arrival.rate=99", "slo.ttft_ms=5"])
