@@ -108,6 +108,8 @@ def print_summary(summary: dict, out_dir: Path | None) -> None:
     if cost.get("usd_per_million_output_tokens") is not None:
         lines.append(f"cost       {cost['gpus']} GPUs, ${cost['usd_per_hour']:.2f}/h, "
                      f"${cost['usd_per_million_output_tokens']:.2f} per M output tokens")
+    if summary.get("config", {}).get("kernel_times"):
+        lines.append(f"kernels    {summary['config']['kernel_times']}")
     lines.append(f"simulated  {summary['iterations']:,} iterations in {summary['sim_wall_s']:.2f} s wall")
     if out_dir is not None:
         lines.append(f"output     {out_dir}/  (report.html, summary.json, requests.csv, iterations.csv)")

@@ -17,7 +17,7 @@ import simpy
 from simulator import __version__
 from simulator.cluster import DisaggregatedCluster, Replica
 from simulator.config import LoadedScenario, ParallelismConfig, Scenario
-from simulator.cost import COST_BACKENDS, IterationCostModel, ShardedModel
+from simulator.cost import COST_BACKENDS, IterationCostModel, ShardedModel, kernel_times_source
 from simulator.engine import Engine
 from simulator.errors import ConfigError, DoesNotFitError
 from simulator.hardware import LINKS, GPUSpec, get_gpu
@@ -145,6 +145,7 @@ class Simulation:
             raise ConfigError(f"unknown cost back end {sc.cost_model.backend!r}", where="cost_model.backend",
                               fix=f"use one of: {', '.join(COST_BACKENDS)}")
         timer = backend(self.gpu, sc.cost_model, sc.hardware.profile)
+        self.kernel_times = kernel_times_source(timer)
         #: Instance layouts by role: "serve" when colocated, else "prefill" and "decode".
         self.pools: dict[str, InstancePlan] = {}
         if dis is None:
@@ -427,6 +428,7 @@ class Simulation:
             "max_num_seqs": self.max_num_seqs,
             "max_model_len": self.max_model_len,
             "cost_backend": sc.cost_model.backend,
+            "kernel_times": self.kernel_times,
             "seed": sc.workload.seed,
         }
         if dis:

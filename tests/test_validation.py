@@ -501,10 +501,13 @@ def test_sweep_base_scenario_times_kernels_from_the_gpus_tables():
     from simulator.api import load
     from simulator.simulation import Simulation
 
-    assert Simulation(load(BENCH_SCENARIO)).cost.timer.name == "calibrated"
+    tables = Simulation(load(BENCH_SCENARIO))
+    assert tables.cost.timer.name == "calibrated"
+    assert tables.kernel_times == "aiconfigurator:h200_sxm/vllm/0.24.0 (measured on NVIDIA H200)"
     fallback = Simulation(load(BENCH_SCENARIO, ["hardware.gpu=mi300x", "model.weight_dtype=bf16",
                                                 "model.activation_dtype=bf16"]))
     assert fallback.cost.timer.name == "roofline"
+    assert fallback.kernel_times.startswith("roofline")
 
 
 def test_sweep_lengths_follow_the_harness_length_ratio(tmp_path):

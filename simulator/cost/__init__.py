@@ -44,6 +44,18 @@ def _auto(gpu: GPUSpec, config: CostModelConfig, profile: str | None) -> OpTimer
     return _calibrated(gpu, config, profile)
 
 
+def kernel_times_source(timer: OpTimer) -> str:
+    """Where this run's kernel times come from, for the summary: the profile's source and
+    measuring GPU (and date, for our own measurements), or the datasheet roofline."""
+    profile = getattr(timer, "profile", None)
+    if profile is None:
+        return "roofline (datasheet peaks x cost_model.efficiency)"
+    meta = profile.metadata
+    if meta.source == "measured":
+        return f"measured on {meta.gpu_name} ({meta.date[:10]})"
+    return f"{meta.source} (measured on {meta.gpu_name})"
+
+
 COST_BACKENDS: dict[str, Callable[[GPUSpec, CostModelConfig, str | None], OpTimer]] = {
     "roofline": _roofline,
     "calibrated": _calibrated,
@@ -59,4 +71,5 @@ __all__ = [
     "RooflineEfficiency",
     "RooflineTimer",
     "ShardedModel",
+    "kernel_times_source",
 ]
