@@ -147,6 +147,10 @@ def test_sweep_outputs_keep_rows(silicon):
     pd.testing.assert_frame_equal(table[measured.columns], measured)
     assert {"pred_ttft_ms", "pred_tpot_ms"} <= set(table.columns)
     assert "pred_e2e_ms" not in table.columns  # not measured in a sweep
+    # Every run says which kernel tables timed it, and the page names them.
+    result, _ = silicon
+    assert {r["kernel_times"] for r in result["per_run"]} == {"aiconfigurator:h200_sxm/vllm/0.24.0 (measured on NVIDIA H200)"}
+    assert "Kernel times from: aiconfigurator:h200_sxm/vllm/0.24.0" in (out / "validation.html").read_text()
 
 
 def _write(path: Path, text: str) -> Path:

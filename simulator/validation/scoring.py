@@ -26,7 +26,8 @@ def runs_frame(preds: list[RunPrediction]) -> pd.DataFrame:
     rows = []
     for p in preds:
         row = {"run": p.run.label, "source": p.run.source, "group": p.run.group,
-               "concurrency": p.run.concurrency, "error": p.error}
+               "concurrency": p.run.concurrency, "error": p.error,
+               "kernel_times": (p.summary.get("config") or {}).get("kernel_times")}
         for m in METRICS:
             meas = p.run.measured.get(m)
             pred = p.predicted.get(m)
