@@ -500,6 +500,17 @@ def test_unsimulatable_rows_are_skipped_not_fatal(tmp_path):
     assert table["pred_ttft_ms"].notna().tolist() == [True, False]
 
 
+def test_cli_validate_prints_skips_and_kernel_tables(tmp_path, capsys):
+    src = _write(tmp_path / "mixed.csv",
+                 "system,model,precision,tp_size,isl,osl,concurrency,ttft_ms,tpot_ms\n"
+                 "h200_sxm,meta-llama/Llama-3.1-70B,fp8,8,256,16,2,50.0,8.0\n"
+                 "h200_sxm,example/Unknown-MoE-1T,fp8,8,256,16,2,50.0,8.0\n")
+    main(["validate", str(src), "--scenario", str(BENCH_SCENARIO), "-o", str(tmp_path / "out"), "-j", "1"])
+    captured = capsys.readouterr()
+    assert "skipped h200_sxm example/Unknown-MoE-1T" in captured.err
+    assert "kernels    aiconfigurator:h200_sxm/vllm/" in captured.out
+
+
 def test_sweep_base_scenario_times_kernels_from_the_gpus_tables():
     """The silicon base runs on the shipped H200 tables; a GPU without tables falls back."""
     from simulator.api import load
