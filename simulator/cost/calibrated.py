@@ -70,13 +70,11 @@ _HUGE = 1e12
 
 # -- op families: keys, coordinates and the op a table row stands for -----------------
 @lru_cache(maxsize=512)
-@lru_cache(maxsize=256)
 def _attn_model(heads: int, kv_heads: int, head_dim: int, kv_bytes: float) -> ShardedModel:
     """The per-GPU attention dimensions ops.py needs to build a table row's op.
 
     Derived from a catalog model through ShardedModel.build, so fields added to
     ShardedModel later keep sensible values; only what attention reads is replaced.
-    Memoised (the result is frozen): decode attention asks for it every iteration.
     """
     from simulator.models import get_model
 
