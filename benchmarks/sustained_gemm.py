@@ -25,7 +25,14 @@ import argparse
 import statistics
 import time
 
-from calibration.bench import Stopwatch, _nvidia_smi, fp8_supported, gemm_fn, pick_device, require_torch
+from calibration.bench import (
+    Stopwatch,
+    _nvidia_smi,
+    fp8_supported,
+    gemm_fn,
+    pick_device,
+    require_torch,
+)
 
 
 def _clock_and_power() -> str:
