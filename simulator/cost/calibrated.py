@@ -111,8 +111,12 @@ def systematic_gemm_slowdowns(rows: list[list]) -> set[tuple[str, int]]:
     M=1 for 90%/99% (about +14 µs per GEMM). Timer noise slows a shape at random: at any
     other (dtype, M) the share stays within 1.5 standard deviations of one half.
     """
+    return _slowdowns_in(_by_shape(rows))
+
+
+def _slowdowns_in(groups: list[list[list]]) -> set[tuple[str, int]]:
     slower: dict[tuple[str, int], list[bool]] = {}
-    for group in _by_shape(rows):
+    for group in groups:
         for a, b in itertools.pairwise(group):
             slower.setdefault((a[3], a[0]), []).append(a[4] > SLOWER_MARGIN * b[4])
     return {key for key, v in slower.items()
@@ -129,9 +133,10 @@ def monotone_gemm_rows(rows: list[list]) -> list[list]:
     batch of 8. A slowdown most shapes share at that M is the kernel the engine really
     runs there, and is kept as measured.
     """
-    keep = systematic_gemm_slowdowns(rows)
+    groups = _by_shape(rows)
+    keep = _slowdowns_in(groups)
     out: list[list] = []
-    for group in _by_shape(rows):
+    for group in groups:
         best = math.inf
         for r in reversed(group):
             as_measured = r[4] <= best or (r[3], r[0]) in keep
