@@ -95,7 +95,8 @@ def print_summary(summary: dict, out_dir: Path | None) -> None:
         f"requests   {req['completed']} completed, {req['rejected']} rejected, over {summary['duration_s']:.1f} s",
         f"throughput {_fmt(thr['requests_per_s'])} req/s, {_fmt(thr['input_tokens_per_s'])} input tok/s, "
         f"{_fmt(thr['output_tokens_per_s'])} output tok/s",
-        f"KV cache   {kv['capacity_tokens']:,} tokens per {'decode ' if dis else ''}replica, "
+        f"KV cache   {kv['capacity_tokens']:,} tokens per "
+        f"{'decode replica' if dis else 'DP rank' if summary['config'].get('dp', 1) > 1 else 'replica'}, "
         f"peak {kv['peak_utilization']:.0%} used",
     ]
     if dis:
@@ -183,6 +184,8 @@ def validate_cmd(
     if result.get("slo") and result["slo"]["runs"]:
         worst = result["slo"]["max_abs_diff_points"]
         console.print(f"SLO attainment: worst difference {worst:.1f} points over {len(result['slo']['runs'])} run(s)")
+    for noted in result.get("notes", []):
+        console.print(f"{noted['run']}: {noted['note']}", highlight=False)
     for skipped in result.get("skipped", []):
         err_console.print(f"skipped {skipped['run']}: {skipped['error'].splitlines()[0]}", highlight=False)
     for m, d in result.get("per_request", {}).items():

@@ -56,6 +56,11 @@ class ParallelismConfig(StrictModel):
     tp: int = Field(1, ge=1, description="tensor-parallel degree (GPUs per pipeline stage)")
     pp: int = Field(1, ge=1, description="pipeline-parallel stages")
     replicas: int = Field(1, ge=1, description="independent copies of the model behind the router")
+    dp: int = Field(
+        1, ge=1, description="attention data-parallel ranks per copy (vLLM `--data-parallel-size`): each rank "
+        "serves its own requests with its own scheduler and KV cache, attention and dense layers split tp "
+        "ways; a MoE model's experts are split over all dp x tp GPUs, whose MoE layers run every rank's "
+        "tokens together. For a dense model the ranks are independent copies, as replicas are")
 
 
 class PoolConfig(StrictModel):

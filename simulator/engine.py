@@ -26,7 +26,8 @@ class Engine:
     def __init__(self, env: simpy.Environment, replica: int, scheduler: Scheduler,
                  cost: IterationCostModel, log: IterationLog,
                  on_finish: Callable[[Request], None], on_reject: Callable[[Request, str], None],
-                 *, fast_forward: bool = True, settle_after_finish: bool = False):
+                 *, fast_forward: bool = True, settle_after_finish: bool = False,
+                 max_stretch: int = 1 << 30):
         self.env = env
         self.replica = replica
         self.scheduler = scheduler
@@ -44,6 +45,9 @@ class Engine:
         self._steps = 0  # iterations started so far; the running one's number while busy
         self._tag_pending = False
         self.fast_forward = fast_forward
+        # Attention-DP ranks re-read their peers' load at least this often (DataParallelRankCost).
+        self.max_stretch = max_stretch
+        self.in_flight_tokens = 0  # tokens of the step (or decode stretch's steps) running now
         # Closed loop: after finishing requests, let the replacement sends of this instant
         # arrive (one zero-delay event) before scheduling, so they can join the next step.
         self.settle_after_finish = settle_after_finish
@@ -117,13 +121,16 @@ class Engine:
                 continue
             shape = step.shape
             k = sched.stretch_limit(step) if step.decode_only and self.fast_forward and not self._inbox else 1
+            k = min(k, self.max_stretch)
             self._steps += 1
             self._busy = True
+            self.in_flight_tokens = shape.num_tokens
             if k == 1:
                 dt = cost.iteration_time(shape)
                 used, queued = kv.used, sched.queued
                 yield env.timeout(dt)
                 self._busy = False
+                self.in_flight_tokens = 0
                 finished = sched.complete(step, env.now)
                 log.add(replica, now, dt, shape.num_tokens - shape.num_decode, shape.num_decode,
                         shape.num_seqs, used, kv.total, queued)
@@ -145,6 +152,7 @@ class Engine:
                     yield env.timeout(max(ends[n - 1] - env.now, 0.0))
                 self._in_stretch = False
                 self._busy = False
+                self.in_flight_tokens = 0
                 ends = ends[:n]
                 ends[-1] = env.now
                 finished, kv_steps = sched.complete_stretch(step, ends)

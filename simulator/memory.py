@@ -80,10 +80,12 @@ def moe_kernel_tile(model: ModelSpec, expert_weight_dtype: str | None, gpu: GPUS
 
 
 def weight_bytes_per_gpu(model: ModelSpec, weight_dtype: str, tp: int, pp: int,
-                         expert_weight_dtype: str | None = None, expert_tile: int | None = None) -> float:
+                         expert_weight_dtype: str | None = None, expert_tile: int | None = None,
+                         dp: int = 1) -> float:
     """Decoder weights in the weight dtype (routed experts in theirs, padded to the MoE
     kernel's tile when it has one), with their quantisation scales; embeddings and LM head
-    stay 16-bit when quantised."""
+    stay 16-bit when quantised. Under attention data parallelism every rank holds the
+    rest of the model (split tp ways) and a dp x tp-th of the routed experts."""
     head_params = model.vocab_size * model.hidden_size * (1 if model.tied_embeddings else 2)
     experts = model.expert_param_count
     body_params = model.param_count - head_params - experts
@@ -93,7 +95,7 @@ def weight_bytes_per_gpu(model: ModelSpec, weight_dtype: str, tp: int, pp: int,
         expert_bytes = model.native_expert_bits / 8
     else:
         expert_bytes = stored_weight_bytes(expert_dtype)
-    experts_stored = experts * expert_bytes * expert_padding(model, tp, expert_tile)
+    experts_stored = experts * expert_bytes * expert_padding(model, tp * dp, expert_tile) / dp
     return (body_params * stored_weight_bytes(weight_dtype) + experts_stored
             + head_params * head_bytes) / (tp * pp)
 
@@ -154,11 +156,15 @@ def plan_memory(
     max_num_seqs: int,
     max_model_len: int,
     kv_cache_tokens: int | None = None,
+    dp: int = 1,
+    split_experts: bool = True,
 ) -> MemoryPlan:
-    """Build the memory plan, or raise DoesNotFitError with the breakdown."""
+    """Build the memory plan of one GPU (of one attention-DP rank), or raise
+    DoesNotFitError with the breakdown. `split_experts`: whether the fix may suggest
+    attention data parallelism (not for disaggregated pools)."""
     total = gpu.usable_memory_gib - CUDA_INVISIBLE_GIB
     weights = weight_bytes_per_gpu(model, weight_dtype, tp, pp, expert_weight_dtype,
-                                   moe_kernel_tile(model, expert_weight_dtype, gpu)) / GIB
+                                   moe_kernel_tile(model, expert_weight_dtype, gpu), dp) / GIB
     act = activation_bytes_per_gpu(model, tp, max_batched_tokens, max_num_seqs) / GIB
     per_token = kv_bytes_per_token_per_gpu(model, kv_dtype, tp, pp)
     kv = total * utilization - weights - act - runtime_reserve_gib
@@ -169,12 +175,14 @@ def plan_memory(
         blocks = int(max(kv, 0.0) * GIB // (block_size * per_token))
     plan = MemoryPlan(total, utilization, weights, act, runtime_reserve_gib, kv, per_token,
                       block_size, blocks)
-    where = f"model {model.name} on {gpu.name} with tp={tp}, pp={pp}"
+    where = f"model {model.name} on {gpu.name} with tp={tp}, pp={pp}" + (f", dp={dp}" if dp > 1 else "")
     if blocks <= 0:
+        more = ("parallelism.tp, parallelism.pp or parallelism.dp (which splits the experts)"
+                if model.num_experts and split_experts else "parallelism.tp or parallelism.pp")
         raise DoesNotFitError(
             f"does not fit: no memory left for the KV cache\n{plan.table()}",
             where=where,
-            fix="raise parallelism.tp or parallelism.pp, use a larger GPU, a smaller weight dtype "
+            fix=f"raise {more}, use a larger GPU, a smaller weight dtype "
             "(model.weight_dtype: fp8), or raise memory.gpu_memory_utilization",
         )
     if plan.capacity_tokens < max_model_len:

@@ -18,6 +18,7 @@ from simulator import __version__
 from simulator.cluster import DisaggregatedCluster, Replica
 from simulator.config import LoadedScenario, ParallelismConfig, Scenario
 from simulator.cost import COST_BACKENDS, IterationCostModel, ShardedModel, kernel_times_source
+from simulator.cost.model import DataParallelRankCost
 from simulator.engine import Engine
 from simulator.errors import ConfigError, DoesNotFitError
 from simulator.hardware import LINKS, GPUSpec, get_gpu
@@ -54,10 +55,16 @@ class InstancePlan:
     memory: MemoryPlan
     sharded: ShardedModel
     cost: IterationCostModel
+    dp: int = 1  # attention data-parallel ranks per replica, each with its own KV cache
 
     @property
     def gpus(self) -> int:
-        return self.tp * self.pp * self.replicas
+        return self.tp * self.pp * self.dp * self.replicas
+
+
+# Steps an attention-DP rank's decode stretch may fast-forward before it looks at its
+# peers' load again: long enough to keep a stretch cheap, short enough to notice a peer's prefill.
+DP_MAX_STRETCH = 16
 
 
 def resolve_model(scenario: Scenario, base_dir) -> ModelSpec:
@@ -90,6 +97,9 @@ def check_parallelism(model: ModelSpec, gpu: GPUSpec, scenario: Scenario, *,
     if kvh % tp and tp % kvh:
         raise ConfigError(f"tp={tp} neither divides nor is a multiple of the {kvh} KV heads of {model.name}",
                           where=f"{where}.tp", fix="use a tp that divides the KV heads, or a multiple of them")
+    if layout is None and scenario.parallelism.dp > 1 and pp > 1:
+        raise ConfigError("attention data parallelism (dp > 1) with pipeline stages (pp > 1) is not modelled",
+                          where=f"{where}.dp", fix="use pp: 1 with dp, or dp: 1 with pp")
     if pp > model.num_layers:
         raise ConfigError(f"pp={pp} exceeds the {model.num_layers} layers of {model.name}",
                           where=f"{where}.pp", fix=f"use pp <= {model.num_layers}")
@@ -150,7 +160,7 @@ class Simulation:
         self.pools: dict[str, InstancePlan] = {}
         if dis is None:
             par = sc.parallelism
-            self.pools["serve"] = self._plan(par.tp, par.pp, par.replicas, timer)
+            self.pools["serve"] = self._plan(par.tp, par.pp, par.replicas, timer, dp=par.dp)
         else:
             for role, pool in (("prefill", dis.prefill), ("decode", dis.decode)):
                 self.pools[role] = self._plan(pool.tp, pool.pp, pool.replicas, timer, role)
@@ -161,7 +171,8 @@ class Simulation:
         self.memory, self.sharded, self.cost = main.memory, main.sharded, main.cost
         self.workload = workload if workload is not None else build_workload(sc.workload, loaded.base_dir)
 
-    def _plan(self, tp: int, pp: int, replicas: int, timer, role: str | None = None) -> InstancePlan:
+    def _plan(self, tp: int, pp: int, replicas: int, timer, role: str | None = None,
+              dp: int = 1) -> InstancePlan:
         """One layout's memory plan and cost model; `role` names a disaggregated pool in errors."""
         sc = self.scenario
         try:
@@ -171,7 +182,8 @@ class Simulation:
                 utilization=sc.memory.gpu_memory_utilization,
                 runtime_reserve_gib=sc.memory.runtime_reserve_gib, block_size=sc.memory.block_size,
                 max_batched_tokens=self.token_budget, max_num_seqs=self.max_num_seqs,
-                max_model_len=self.max_model_len, kv_cache_tokens=sc.memory.kv_cache_tokens)
+                max_model_len=self.max_model_len, kv_cache_tokens=sc.memory.kv_cache_tokens,
+                dp=dp, split_experts=role is None)
         except DoesNotFitError as exc:
             if role is None:
                 raise
@@ -180,9 +192,9 @@ class Simulation:
                                   fix=(exc.fix or "").replace("parallelism.", f"{pool}.")) from None
         sharded = ShardedModel.build(self.model, tp, pp, sc.model.weight_dtype,
                                      sc.model.activation_dtype, sc.model.kv_dtype,
-                                     sc.hardware.gpus_per_node, sc.model.expert_weight_dtype)
+                                     sc.hardware.gpus_per_node, sc.model.expert_weight_dtype, dp)
         return InstancePlan(tp, pp, replicas, memory, sharded,
-                            IterationCostModel(sharded, timer, sc.cost_model))
+                            IterationCostModel(sharded, timer, sc.cost_model), dp)
 
     # -- wiring ------------------------------------------------------------------------
     def _build_engines(self, env, itl, log, plan: InstancePlan, first: int = 0,
@@ -194,18 +206,24 @@ class Simulation:
             policy = role_scheduler(policy, role)
         pp = plan.pp
         blocks_per_engine = plan.memory.num_blocks // pp
+        coupled = plan.sharded.dp > 1  # MoE layers shared by the DP ranks
         replicas = []
         for r in range(first, first + plan.replicas):
             engines = []
-            for _ in range(pp):
+            for _ in range(plan.dp * pp):  # each DP rank's virtual engines; ranks pick by load as vLLM's DP balancer does
                 kv = BlockManager(blocks_per_engine, sc.memory.block_size,
                                   getattr(sc.scheduler, "watermark", 0.0))
                 sched = policy(sc.scheduler, kv, self.max_model_len, itl,
                                token_budget=self.token_budget, max_num_seqs=self.max_num_seqs)
                 sched.expect_arrivals = self._expect_arrivals
-                engines.append(Engine(env, r, sched, plan.cost, log, self._on_finish, self._on_reject,
+                cost = DataParallelRankCost(plan.cost) if coupled else plan.cost
+                engines.append(Engine(env, r, sched, cost, log, self._on_finish, self._on_reject,
                                       fast_forward=self._fast_forward,
-                                      settle_after_finish=isinstance(self.workload, ClosedLoopWorkload)))
+                                      settle_after_finish=isinstance(self.workload, ClosedLoopWorkload),
+                                      max_stretch=DP_MAX_STRETCH if coupled else 1 << 30))
+            if coupled:
+                for e in engines:
+                    e.cost.peers = [p for p in engines if p is not e]
             replicas.append(Replica(r, engines))
         return replicas
 
@@ -399,7 +417,7 @@ class Simulation:
         out_tps = summary["throughput"]["output_tokens_per_s"]
         summary["kv_cache"] = {
             "capacity_tokens": self.memory.capacity_tokens,
-            "total_capacity_tokens": self.memory.capacity_tokens * main.replicas,
+            "total_capacity_tokens": self.memory.capacity_tokens * main.dp * main.replicas,
             "block_size": self.memory.block_size,
             "blocks_per_replica": self.memory.num_blocks,
             "peak_utilization": peak,
@@ -423,6 +441,7 @@ class Simulation:
             "tp": main.tp,
             "pp": main.pp,
             "replicas": main.replicas,
+            "dp": main.dp,
             "scheduler": sc.scheduler.policy,
             "max_num_batched_tokens": self.token_budget,
             "max_num_seqs": self.max_num_seqs,

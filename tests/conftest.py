@@ -57,6 +57,7 @@ def scenario(
     tp: int = 1,
     pp: int = 1,
     replicas: int = 1,
+    dp: int = 1,
     router: str = "round_robin",
     kv_tokens: int | None = None,
     block_size: int = 16,
@@ -72,7 +73,7 @@ def scenario(
     d = {
         "model": {"name": model, "max_model_len": max_model_len},
         "hardware": {"gpu": gpu},
-        "parallelism": {"tp": tp, "pp": pp, "replicas": replicas},
+        "parallelism": {"tp": tp, "pp": pp, "replicas": replicas, "dp": dp},
         "scheduler": {"policy": policy, **(sched or {})},
         "router": {"policy": router},
         "memory": memory,

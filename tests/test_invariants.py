@@ -118,7 +118,9 @@ def check_kv(sim, it) -> None:
 
 
 def check_timeline(d: dict, it) -> None:
-    pp = d["parallelism"]["pp"]
+    """Per replica: one engine's iterations never overlap; pp virtual engines (or dp ranks)
+    keep at most that many iterations in flight."""
+    pp = d["parallelism"]["pp"] * d["parallelism"].get("dp", 1)
     for _, g in it.groupby("replica", sort=False):
         start = g["start_s"].to_numpy()
         end = start + g["duration_ms"].to_numpy() * 1e-3

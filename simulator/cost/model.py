@@ -45,7 +45,7 @@ class IterationCostModel:
         engine = config.overheads()
         self.overhead = engine.framework_overhead_ms * 1e-3
         self.per_seq = engine.per_sequence_overhead_us * 1e-6
-        self._token_cache: dict[int, float] = {}
+        self._token_cache: dict = {}
         self._emit_cache: dict[int, float] = {}
         # Exact memo: batches recur with the same (size, total context), e.g. in closed loops.
         self._attn_cache: dict[tuple[int, int], float] = {}
@@ -54,10 +54,15 @@ class IterationCostModel:
         t = self.timer.op_time
         return sum(t(op) * op.count for op in ops)
 
-    def token_time(self, num_tokens: int) -> float:
-        v = self._token_cache.get(num_tokens)
+    def token_time(self, num_tokens: int, moe_others: int = 0) -> float:
+        """moe_others: tokens other attention-DP ranks add to this step's MoE layers."""
+        key = (num_tokens, moe_others) if moe_others else num_tokens
+        v = self._token_cache.get(key)
         if v is None:
-            v = self._token_cache[num_tokens] = self._sum(token_ops(num_tokens, self.sharded))
+            if len(self._token_cache) > 200_000:  # bound memory on very long DP runs
+                self._token_cache.clear()
+            ops = token_ops(num_tokens, self.sharded, num_tokens + moe_others)
+            v = self._token_cache[key] = self._sum(ops)
         return v
 
     def emit_time(self, num_emit: int) -> float:
@@ -76,8 +81,8 @@ class IterationCostModel:
             v = self._attn_cache[key] = self.timer.op_time(op) * op.count
         return v
 
-    def iteration_time(self, shape: IterationShape) -> float:
-        t = self.token_time(shape.num_tokens) + self.emit_time(shape.num_emit)
+    def iteration_time(self, shape: IterationShape, moe_others: int = 0) -> float:
+        t = self.token_time(shape.num_tokens, moe_others) + self.emit_time(shape.num_emit)
         if shape.prefill_chunks:
             op = attn_prefill_op(shape.prefill_chunks, self.sharded)
             t += self.timer.op_time(op) * op.count
@@ -85,14 +90,16 @@ class IterationCostModel:
             t += self.decode_attention_time(shape.num_decode, shape.decode_context)
         return t + self.overhead + self.per_seq * shape.num_seqs
 
-    def decode_step_times(self, num_seqs: int, context_sum: int, steps: int) -> list[float]:
+    def decode_step_times(self, num_seqs: int, context_sum: int, steps: int,
+                          moe_others: int = 0) -> list[float]:
         """Durations of `steps` consecutive identical decode iterations.
 
         Each step every sequence gains one token of context; nothing else changes, which
         is what makes fast-forwarding a decode stretch exact (to < 0.1% of the attention
         term under table-driven timers, which are sampled every KNOT_STEPS steps).
         """
-        base = self.token_time(num_seqs) + self.emit_time(num_seqs) + self.overhead + self.per_seq * num_seqs
+        base = (self.token_time(num_seqs, moe_others) + self.emit_time(num_seqs) + self.overhead
+                + self.per_seq * num_seqs)
         vector = getattr(self.timer, "attn_decode_times", None)
         attn = self.decode_attention_time
         if vector is None and steps > 2 * KNOT_STEPS:
@@ -109,10 +116,47 @@ class IterationCostModel:
         flops, nbytes = attn_decode_cost(num_seqs, kv_len, self.sharded)
         return (base + vector(flops, nbytes) * self.sharded.total_layer_passes).tolist()
 
-    def breakdown(self, shape: IterationShape) -> dict[str, float]:
+    def breakdown(self, shape: IterationShape, moe_others: int = 0) -> dict[str, float]:
         """Seconds per op name for one iteration, plus the framework overhead."""
         out: dict[str, float] = {}
-        for op in iteration_ops(shape, self.sharded):
+        for op in iteration_ops(shape, self.sharded, shape.num_tokens + moe_others):
             out[op.name] = out.get(op.name, 0.0) + self.timer.op_time(op) * op.count
         out["framework_overhead"] = self.overhead + self.per_seq * shape.num_seqs
         return out
+
+
+def quantised_tokens(n: int) -> int:
+    """n rounded to 1/32 of its power of two (within ~3%): other DP ranks' token counts
+    vary step to step, and the MoE time is smooth in them, so rounding keeps the memo hot."""
+    if n < 64:
+        return n
+    step = 1 << (n.bit_length() - 6)
+    return (n + step // 2) // step * step
+
+
+class DataParallelRankCost:
+    """One attention-DP rank's iteration times: its own batch, with its MoE layers also
+    carrying the tokens its peer ranks are running now.
+
+    vLLM runs the DP ranks' forward passes in lockstep, so a step's experts see every
+    rank's tokens at once. The ranks here run as separate engines; the tokens of the
+    peers' steps in flight when this rank's step starts stand in for that step's share.
+    """
+
+    def __init__(self, cost: IterationCostModel):
+        self.cost = cost
+        self.sharded = cost.sharded
+        self.timer = cost.timer
+        self.peers: list = []  # the other ranks' engines (each exposes in_flight_tokens)
+
+    def _others(self) -> int:
+        return quantised_tokens(sum(p.in_flight_tokens for p in self.peers))
+
+    def iteration_time(self, shape: IterationShape) -> float:
+        return self.cost.iteration_time(shape, self._others())
+
+    def decode_step_times(self, num_seqs: int, context_sum: int, steps: int) -> list[float]:
+        return self.cost.decode_step_times(num_seqs, context_sum, steps, self._others())
+
+    def breakdown(self, shape: IterationShape) -> dict[str, float]:
+        return self.cost.breakdown(shape, self._others())

@@ -92,6 +92,8 @@ class ShardedModel:
     window_passes: int = 0  # layer passes that use the sliding window
     qk_norm: bool = False  # RMSNorm on q and k after the QKV projection
     qk_norm_allreduce: bool = False  # that norm spans all heads: TP ranks all-reduce its variance
+    dp: int = 1  # attention data-parallel ranks sharing the MoE layers (experts split dp x tp ways)
+    moe_link: str = "intra"  # the link the dp x tp MoE group communicates over
 
     @property
     def total_layer_passes(self) -> int:
@@ -105,8 +107,10 @@ class ShardedModel:
 
     @classmethod
     def build(cls, model, tp: int, pp: int, weight_dtype: str, activation_dtype: str,
-              kv_dtype: str, gpus_per_node: int, expert_weight_dtype: str | None = None) -> ShardedModel:
+              kv_dtype: str, gpus_per_node: int, expert_weight_dtype: str | None = None,
+              dp: int = 1) -> ShardedModel:
         layers = math.ceil(model.num_layers / pp)
+        dp = dp if model.num_experts else 1  # dense models' DP ranks share nothing
         passes = layers * pp
         expert_dtype = expert_weight_dtype or weight_dtype
         return cls(
@@ -130,7 +134,7 @@ class ShardedModel:
             pp_link="intra" if tp * pp <= gpus_per_node else "inter",
             num_experts=model.num_experts,
             experts_per_token=model.experts_per_token,
-            moe_ffn=model.moe_ffn_size // tp,
+            moe_ffn=model.moe_ffn_size // (tp * dp),
             expert_weight_dtype=expert_dtype,
             expert_gemm_dtype=gemm_compute_dtype(expert_dtype, activation_dtype),
             moe_passes=round(passes * model.moe_layers / model.num_layers),
@@ -143,6 +147,8 @@ class ShardedModel:
             window_passes=round(passes * model.sliding_layers / model.num_layers),
             qk_norm=model.qk_norm or model.qk_norm_spans_heads,
             qk_norm_allreduce=model.qk_norm_spans_heads and tp > 1,
+            dp=dp,
+            moe_link="intra" if tp * dp <= gpus_per_node else "inter",
         )
 
 
@@ -215,15 +221,25 @@ def fused_moe_op(m: int, hidden: int, inter: int, top_k: int, experts: int, labe
               MOE_TABLE_COMPUTE[label], kernels=7)
 
 
-def moe_ops(m: int, sm: ShardedModel) -> list[Op]:
-    """Router, the fused routed-expert MLP, and shared experts / dense-first layers."""
+def moe_ops(m: int, sm: ShardedModel, moe_m: int | None = None) -> list[Op]:
+    """Router, the fused routed-expert MLP, and shared experts / dense-first layers.
+
+    Under attention data parallelism the routed experts run on moe_m tokens, this rank's m
+    plus those the other DP ranks bring to the same step: vLLM gathers every rank's tokens
+    before the experts (split dp x tp ways) and reduce-scatters the result after them,
+    which takes the place of the TP all-reduce that ends a MoE layer."""
     h, layers = sm.hidden, sm.moe_passes
+    moe_m = m if moe_m is None else moe_m
     label = moe_table_dtype(sm.expert_weight_dtype or "bf16", sm.expert_gemm_dtype or sm.gemm_dtype)
     ops = [
         gemm("moe_router", m, sm.num_experts, h, sm, layers, quantized=False),
-        fused_moe_op(m, h, sm.moe_ffn, sm.experts_per_token, sm.num_experts, label,
+        fused_moe_op(moe_m, h, sm.moe_ffn, sm.experts_per_token, sm.num_experts, label,
                      gated=sm.gated_mlp, act_bytes=sm.act_bytes, count=layers),
     ]
+    if sm.dp > 1:
+        nbytes = moe_m * h * sm.act_bytes
+        for name in ("moe_dispatch", "moe_combine"):  # all-gather, reduce-scatter: same ring traffic
+            ops.append(Op(name, "allgather", 0.0, nbytes, layers, (nbytes, sm.tp * sm.dp, sm.moe_link), "bf16"))
     if sm.shared_ffn:
         ops += dense_mlp_ops("shared_expert", m, sm.shared_ffn, sm, layers)
     if sm.dense_passes:
@@ -285,12 +301,13 @@ def attention_projection_ops(m: int, sm: ShardedModel) -> tuple[list[Op], list[O
     return before, [gemm("o_proj", m, h, sm.heads * sm.v_dim, sm, layers)]
 
 
-def token_ops(m: int, sm: ShardedModel) -> list[Op]:
-    """Ops whose cost depends only on the number of tokens in the iteration."""
+def token_ops(m: int, sm: ShardedModel, moe_m: int | None = None) -> list[Op]:
+    """Ops whose cost depends only on the number of tokens in the iteration (and, under
+    attention data parallelism, on the tokens all DP ranks bring to the MoE layers)."""
     h, a, layers = sm.hidden, sm.act_bytes, sm.total_layer_passes
     up_n = 2 * sm.ffn if sm.gated_mlp else sm.ffn
     if sm.num_experts:
-        mlp = moe_ops(m, sm)
+        mlp = moe_ops(m, sm, moe_m)
     else:
         mlp = [
             gemm("gate_up_proj", m, up_n, h, sm, layers),
@@ -308,7 +325,8 @@ def token_ops(m: int, sm: ShardedModel) -> list[Op]:
         elementwise("final_norm", 2 * m * h * a, 1),
     ]
     if sm.tp > 1:
-        ops.append(tp_allreduce("tp_allreduce", m * h * a, sm, 2 * layers))
+        reduce_scattered = sm.moe_passes if sm.dp > 1 else 0  # moe_combine ends those MoE layers
+        ops.append(tp_allreduce("tp_allreduce", m * h * a, sm, 2 * layers - reduce_scattered))
     if sm.pp > 1:
         nbytes = m * h * a
         ops.append(Op("pp_send", "p2p", 0.0, nbytes, sm.pp - 1, (nbytes, 2, sm.pp_link), "bf16"))
@@ -417,9 +435,9 @@ def attn_decode_op(num_seqs: int, context_sum: int, sm: ShardedModel) -> Op:
               (num_seqs, kv_len, hq, hkv, d), kv_kernel_dtype(sm))
 
 
-def iteration_ops(shape: IterationShape, sm: ShardedModel) -> list[Op]:
+def iteration_ops(shape: IterationShape, sm: ShardedModel, moe_m: int | None = None) -> list[Op]:
     """Every op one micro-batch passes through, across all pipeline stages."""
-    ops = token_ops(shape.num_tokens, sm)
+    ops = token_ops(shape.num_tokens, sm, moe_m)
     if shape.prefill_chunks:
         ops.append(attn_prefill_op(shape.prefill_chunks, sm))
     if shape.num_decode:

@@ -56,6 +56,8 @@ class MeasuredRun:
     group: str = ""  # runs that differ only in load (for cliff detection and curves)
     model_id: str | None = None  # the model the result file names (vLLM JSON), if any
     error: str | None = None  # why this run cannot be simulated, known before simulating
+    # The row proves its server held the model: if tp alone cannot, it ran attention-DP.
+    infer_dp: bool = False
 
 
 @dataclass
@@ -250,7 +252,7 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None) -
         runs.append(MeasuredRun(label=f"{group} c{conc}", source=path.name, kind="closed_loop",
                                 measured={"ttft_ms": float(row.ttft_ms), "tpot_ms": float(row.tpot_ms)},
                                 overrides=overrides, concurrency=conc, isl=isl, osl=osl, group=group,
-                                error=error))
+                                error=error, infer_dp=True))
     return MeasuredSet("sweep", runs, df, np.arange(len(df)))
 
 

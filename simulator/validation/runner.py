@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 
 from simulator.config import load_scenario
-from simulator.errors import ServesimError
-from simulator.simulation import Simulation
+from simulator.errors import DoesNotFitError, ServesimError
+from simulator.simulation import Simulation, resolve_model
 from simulator.validation.measured import MeasuredRun, MeasuredSet
 from simulator.workload import ClosedLoopWorkload, OpenLoopWorkload
 
@@ -27,6 +27,7 @@ class RunPrediction:
     requests: pd.DataFrame  # simulated per-request frame, in the measured order when replayed
     summary: dict
     error: str | None = None
+    note: str | None = None  # how the run was simulated, where that differs from its overrides
 
     @classmethod
     def failed(cls, run: MeasuredRun, error: str) -> RunPrediction:
@@ -60,10 +61,47 @@ def _replay_workload(run: MeasuredRun, seed: int) -> OpenLoopWorkload | ClosedLo
     return OpenLoopWorkload(arrival, prompts, outputs)
 
 
-def simulate_run(run: MeasuredRun, scenario_path: Path, overrides: list[str]) -> RunPrediction:
-    loaded = load_scenario(scenario_path, [*run.overrides, *overrides])
+# Attention data-parallel sizes tried, smallest first, for a sweep row whose MoE model
+# does not fit its tp_size alone (vLLM --data-parallel-size takes powers of two in practice).
+INFERRED_DP_SIZES = (2, 4, 8)
+
+
+def _simulation(run: MeasuredRun, scenario_path: Path, overrides: list[str]) -> tuple[Simulation, str | None]:
+    """The run's simulation, and a note when its layout had to be inferred.
+
+    A sweep row states only tp_size. When a MoE model does not fit that many GPUs, the
+    measurement itself shows the server held it: such rows (aiconfigurator's silicon
+    sample has them, for Qwen3-235B on one H200) ran attention data parallelism with the
+    experts split over the DP ranks. The smallest DP size that holds the model is taken,
+    and said so; nothing else about the row changes."""
+    assignments = [*run.overrides, *overrides]
+    loaded = load_scenario(scenario_path, assignments)
     workload = _replay_workload(run, loaded.scenario.workload.seed)
-    result = Simulation(loaded, workload=workload).run(record_iterations=False)
+    try:
+        return Simulation(loaded, workload=workload), None
+    except DoesNotFitError as exc:
+        original = exc
+        sc = loaded.scenario
+        user_dp = any(o.split("=", 1)[0].strip() in ("parallelism", "parallelism.dp") for o in overrides)
+        if not run.infer_dp or user_dp or sc.parallelism.dp > 1 or sc.parallelism.pp > 1 \
+                or not resolve_model(sc, loaded.base_dir).is_moe:
+            raise
+    tp = sc.parallelism.tp
+    for dp in INFERRED_DP_SIZES:
+        if tp * dp > sc.hardware.gpus_per_node:
+            break
+        try:
+            sim = Simulation(load_scenario(scenario_path, [*assignments, f"parallelism.dp={dp}"]), workload=workload)
+        except DoesNotFitError:
+            continue
+        return sim, (f"simulated with parallelism.dp={dp}: tp={tp} alone cannot hold {sim.model.name} "
+                     f"(attention data parallelism, the experts over {tp * dp} GPUs)")
+    raise original  # no DP size within a node holds it either
+
+
+def simulate_run(run: MeasuredRun, scenario_path: Path, overrides: list[str]) -> RunPrediction:
+    simulation, note = _simulation(run, scenario_path, overrides)
+    result = simulation.run(record_iterations=False)
     sim = result.requests
     if run.kind == "trace" and run.requests is not None:
         # Map simulated requests back to the measured row order.
@@ -73,7 +111,7 @@ def simulate_run(run: MeasuredRun, scenario_path: Path, overrides: list[str]) ->
         sim = sim.set_index("request_id").loc[back].reset_index()
     done = sim[sim["status"] == "completed"]
     predicted = {m: float(done[m].mean()) for m in METRICS if len(done) and done[m].notna().any()}
-    return RunPrediction(run, predicted, sim, result.summary)
+    return RunPrediction(run, predicted, sim, result.summary, note=note)
 
 
 def _predict(run: MeasuredRun, scenario_path: Path, overrides: list[str]) -> RunPrediction:

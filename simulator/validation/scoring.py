@@ -26,7 +26,7 @@ def runs_frame(preds: list[RunPrediction]) -> pd.DataFrame:
     rows = []
     for p in preds:
         row = {"run": p.run.label, "source": p.run.source, "group": p.run.group,
-               "concurrency": p.run.concurrency, "error": p.error,
+               "concurrency": p.run.concurrency, "error": p.error, "note": p.note,
                "kernel_times": (p.summary.get("config") or {}).get("kernel_times")}
         for m in METRICS:
             meas = p.run.measured.get(m)
@@ -105,6 +105,7 @@ def score(measured: MeasuredSet, preds: list[RunPrediction], slo: dict[str, floa
                             "false_alarms": int((~mc & pc).sum())}
     result["per_request"] = per_request_errors(preds)
     result["skipped"] = [{"run": p.run.label, "error": p.error} for p in preds if p.error]
+    result["notes"] = [{"run": p.run.label, "note": p.note} for p in preds if p.note]
     if any(v is not None for v in slo.values()):
         slo_rows = []
         for p in preds:
