@@ -121,10 +121,10 @@ def test_unknown_field_is_named_with_allowed_fields(override, field, hint):
 
 def test_unknown_field_lists_the_sections_fields():
     with pytest.raises(ConfigError) as exc:
-        load_with("parallelism.dp=2")
+        load_with("parallelism.ep=2")
     text = error_of(exc)
-    assert "parallelism" in text and "dp" in text
-    for allowed in ("pp", "replicas", "tp"):
+    assert "parallelism" in text and "ep" in text
+    for allowed in ("dp", "pp", "replicas", "tp"):
         assert allowed in exc.value.fix
 
 
