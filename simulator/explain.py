@@ -64,6 +64,8 @@ def explain(loaded: LoadedScenario, *, batch: int, context: int, prefill: int) -
     if sc.disaggregation is None:
         par = sc.parallelism
         layout = f"TP{par.tp} PP{par.pp}"
+        if par.dp > 1:
+            layout += f" DP{par.dp} (one rank, its peers idle)"
     else:
         d = sc.disaggregation
         layout = f"prefill TP{d.prefill.tp} PP{d.prefill.pp}, decode TP{d.decode.tp} PP{d.decode.pp}"
