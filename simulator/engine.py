@@ -8,13 +8,14 @@ progress, are applied exactly as stepping would have, and scheduling resumes.
 
 from __future__ import annotations
 
+import sys
 from bisect import bisect_right
 from collections.abc import Callable
 from itertools import accumulate
 
 import simpy
 
-from simulator.cost.model import IterationCostModel
+from simulator.cost.model import DataParallelRankCost, IterationCostModel
 from simulator.metrics import IterationLog
 from simulator.request import Request
 from simulator.scheduler.base import Scheduler
@@ -24,10 +25,9 @@ class Engine:
     """One scheduler + KV cache + cost model: a replica, or one pipeline virtual engine."""
 
     def __init__(self, env: simpy.Environment, replica: int, scheduler: Scheduler,
-                 cost: IterationCostModel, log: IterationLog,
+                 cost: IterationCostModel | DataParallelRankCost, log: IterationLog,
                  on_finish: Callable[[Request], None], on_reject: Callable[[Request, str], None],
-                 *, fast_forward: bool = True, settle_after_finish: bool = False,
-                 max_stretch: int = 1 << 30):
+                 *, fast_forward: bool = True, settle_after_finish: bool = False):
         self.env = env
         self.replica = replica
         self.scheduler = scheduler
@@ -45,8 +45,9 @@ class Engine:
         self._steps = 0  # iterations started so far; the running one's number while busy
         self._tag_pending = False
         self.fast_forward = fast_forward
-        # Attention-DP ranks re-read their peers' load at least this often (DataParallelRankCost).
-        self.max_stretch = max_stretch
+        # Steps a decode stretch may fast-forward: unbounded, unless the cost model reads
+        # state that changes meanwhile (an attention-DP rank's peers' load).
+        self.max_stretch = getattr(cost, "max_stretch", sys.maxsize)
         self.in_flight_tokens = 0  # tokens of the step (or decode stretch's steps) running now
         # Closed loop: after finishing requests, let the replacement sends of this instant
         # arrive (one zero-delay event) before scheduling, so they can join the next step.

@@ -62,11 +62,6 @@ class InstancePlan:
         return self.tp * self.pp * self.dp * self.replicas
 
 
-# Steps an attention-DP rank's decode stretch may fast-forward before it looks at its
-# peers' load again: long enough to keep a stretch cheap, short enough to notice a peer's prefill.
-DP_MAX_STRETCH = 16
-
-
 def resolve_model(scenario: Scenario, base_dir) -> ModelSpec:
     m = scenario.model
     if m.config_json is not None:
@@ -219,8 +214,7 @@ class Simulation:
                 cost = DataParallelRankCost(plan.cost) if coupled else plan.cost
                 engines.append(Engine(env, r, sched, cost, log, self._on_finish, self._on_reject,
                                       fast_forward=self._fast_forward,
-                                      settle_after_finish=isinstance(self.workload, ClosedLoopWorkload),
-                                      max_stretch=DP_MAX_STRETCH if coupled else 1 << 30))
+                                      settle_after_finish=isinstance(self.workload, ClosedLoopWorkload)))
             if coupled:
                 for e in engines:
                     e.cost.peers = [p for p in engines if p is not e]

@@ -143,10 +143,12 @@ class DataParallelRankCost:
     peers' steps in flight when this rank's step starts stand in for that step's share.
     """
 
+    # Decode steps the rank's engine may fast-forward before it reads its peers' load
+    # again: long enough to keep a stretch cheap, short enough to notice a peer's prefill.
+    max_stretch = 16
+
     def __init__(self, cost: IterationCostModel):
         self.cost = cost
-        self.sharded = cost.sharded
-        self.timer = cost.timer
         self.peers: list = []  # the other ranks' engines (each exposes in_flight_tokens)
 
     def _others(self) -> int:
@@ -157,6 +159,3 @@ class DataParallelRankCost:
 
     def decode_step_times(self, num_seqs: int, context_sum: int, steps: int) -> list[float]:
         return self.cost.decode_step_times(num_seqs, context_sum, steps, self._others())
-
-    def breakdown(self, shape: IterationShape) -> dict[str, float]:
-        return self.cost.breakdown(shape, self._others())

@@ -79,24 +79,31 @@ def _simulation(run: MeasuredRun, scenario_path: Path, overrides: list[str]) -> 
     workload = _replay_workload(run, loaded.scenario.workload.seed)
     try:
         return Simulation(loaded, workload=workload), None
-    except DoesNotFitError as exc:
-        original = exc
+    except DoesNotFitError:
         sc = loaded.scenario
         user_dp = any(o.split("=", 1)[0].strip() in ("parallelism", "parallelism.dp") for o in overrides)
-        if not run.infer_dp or user_dp or sc.parallelism.dp > 1 or sc.parallelism.pp > 1 \
-                or not resolve_model(sc, loaded.base_dir).is_moe:
-            raise
+        if run.infer_dp and not user_dp and sc.parallelism.dp == 1 and sc.parallelism.pp == 1 \
+                and resolve_model(sc, loaded.base_dir).is_moe:
+            inferred = _with_smallest_fitting_dp(sc, scenario_path, assignments, workload)
+            if inferred is not None:
+                return inferred
+        raise
+
+
+def _with_smallest_fitting_dp(sc, scenario_path: Path, assignments: list[str],
+                              workload) -> tuple[Simulation, str] | None:
+    """The simulation with the first of INFERRED_DP_SIZES (within one node) that holds the model."""
     tp = sc.parallelism.tp
     for dp in INFERRED_DP_SIZES:
         if tp * dp > sc.hardware.gpus_per_node:
-            break
+            return None
         try:
             sim = Simulation(load_scenario(scenario_path, [*assignments, f"parallelism.dp={dp}"]), workload=workload)
         except DoesNotFitError:
             continue
         return sim, (f"simulated with parallelism.dp={dp}: tp={tp} alone cannot hold {sim.model.name} "
                      f"(attention data parallelism, the experts over {tp * dp} GPUs)")
-    raise original  # no DP size within a node holds it either
+    return None
 
 
 def simulate_run(run: MeasuredRun, scenario_path: Path, overrides: list[str]) -> RunPrediction:
