@@ -36,8 +36,10 @@ class ModelSpec(StrictModel):
     are cached as one kv_lora_rank + qk_rope_head_dim latent per token and layer, shared by
     all heads; head_dim is then the non-rotary query/key width and v_head_dim the value width.
 
-    Sliding-window attention (gpt-oss) sets sliding_window and sliding_layers: that many
-    layers attend to, and keep KV for, only the last sliding_window tokens.
+    Sliding-window attention (gpt-oss, Gemma-2) sets sliding_window and sliding_layers: that
+    many layers attend to, and keep KV for, only the last sliding_window tokens. Llama 4's
+    chunked local attention (tokens attend within their 8192-token chunk) is entered the
+    same way: vLLM frees the blocks behind the chunk, as it does outside a window.
     """
 
     name: str
@@ -94,6 +96,9 @@ class ModelSpec(StrictModel):
     # quantises the MoE MLPs (its `ignore` list names every self_attn): MiniMax-M2.5/M2.7,
     # Kimi-K2.5/K2.6. Those of Llama and Qwen3 quantise attention too.
     nvfp4_experts_only: bool = False
+    # Weights of a vision encoder (Qwen3-VL's ViT and its mergers) that the server loads
+    # but a text-only benchmark never runs: they take memory, not time.
+    encoder_params: int = Field(0, ge=0)
 
     @property
     def is_moe(self) -> bool:
@@ -184,7 +189,7 @@ class ModelSpec(StrictModel):
             if self.learned_pos_embeddings
             else 0
         )
-        return body + embed + lm_head + positions + norm_params
+        return body + embed + lm_head + positions + norm_params + self.encoder_params
 
     @property
     def _attention_params(self) -> int:
@@ -873,9 +878,346 @@ _MODELS: list[ModelSpec] = [
         aliases=("moonshotai/Kimi-K2-Thinking", "moonshotai/Kimi-K2.5", "moonshotai/Kimi-K2-Instruct-0905",
                  "kimi-k2.5", "kimi-k2-thinking", "moonshotai/Kimi-K2.6", "moonshotai/Kimi-K2.7-Code"),
     ),
+    # --- earlier and widely benchmarked releases ---
+    # https://huggingface.co/meta-llama/Meta-Llama-3-8B/blob/main/config.json: Llama 3.1's
+    # shapes with an 8K context.
+    ModelSpec(
+        name="llama-3-8b",
+        hf_id="meta-llama/Meta-Llama-3-8B",
+        num_layers=32,
+        hidden_size=4096,
+        num_heads=32,
+        num_kv_heads=8,
+        head_dim=128,
+        ffn_size=14336,
+        gated_mlp=True,
+        vocab_size=128256,
+        max_position_embeddings=8192,
+        published_params_b=8.03,  # model card: 8B (HF count 8.03B)
+    ),
+    # https://huggingface.co/meta-llama/Meta-Llama-3-70B/blob/main/config.json
+    ModelSpec(
+        name="llama-3-70b",
+        hf_id="meta-llama/Meta-Llama-3-70B",
+        num_layers=80,
+        hidden_size=8192,
+        num_heads=64,
+        num_kv_heads=8,
+        head_dim=128,
+        ffn_size=28672,
+        gated_mlp=True,
+        vocab_size=128256,
+        max_position_embeddings=8192,
+        published_params_b=70.6,  # model card: 70B (HF count 70.6B)
+    ),
+    # OPT (https://huggingface.co/facebook/opt-*/blob/main/config.json; Zhang et al. 2022,
+    # Table 1). DistServe and vLLM's papers evaluate 13B, 66B and 175B. 175B was released
+    # on request, not on the Hub; its shapes are the paper's.
+    *[
+        ModelSpec(
+            name=f"opt-{size}",
+            hf_id=None if size == "175b" else f"facebook/opt-{size}",
+            aliases=("facebook/opt-175b",) if size == "175b" else (),
+            num_layers=layers,
+            hidden_size=hidden,
+            num_heads=heads,
+            num_kv_heads=heads,
+            head_dim=hidden // heads,
+            ffn_size=4 * hidden,
+            gated_mlp=False,
+            vocab_size=50272,
+            tied_embeddings=True,
+            max_position_embeddings=2048,
+            attention_bias=True,
+            mlp_bias=True,
+            norm="layernorm",
+            learned_pos_embeddings=True,
+            published_params_b=published,
+        )
+        # (size, layers, hidden, heads, published size in billions: HF counts where the Hub
+        # shows one, else the paper's)
+        for size, layers, hidden, heads, published in (
+            ("125m", 12, 768, 12, 0.125),
+            ("1.3b", 24, 2048, 32, 1.32),
+            ("2.7b", 32, 2560, 32, 2.65),
+            ("6.7b", 32, 4096, 32, 6.66),
+            ("30b", 48, 7168, 56, 30.0),
+            ("66b", 64, 9216, 72, 66.0),
+            ("175b", 96, 12288, 96, 175.0),
+        )
+    ],
+    # https://huggingface.co/Qwen/Qwen2.5-0.5B (and -1.5B, -3B)/blob/main/config.json: bias on
+    # q, k, v; tied embeddings; 32K context.
+    *[
+        ModelSpec(
+            name=f"qwen2.5-{size}",
+            hf_id=f"Qwen/Qwen2.5-{size.upper()}",
+            num_layers=layers,
+            hidden_size=hidden,
+            num_heads=heads,
+            num_kv_heads=2,
+            head_dim=hidden // heads,
+            ffn_size=ffn,
+            gated_mlp=True,
+            vocab_size=151936,
+            tied_embeddings=True,
+            max_position_embeddings=32768,
+            qkv_bias=True,
+            published_params_b=published,  # model cards: 0.49B, 1.54B, 3.09B
+        )
+        for size, layers, hidden, heads, ffn, published in (
+            ("0.5b", 24, 896, 14, 4864, 0.49),
+            ("1.5b", 28, 1536, 12, 8960, 1.54),
+            ("3b", 36, 2048, 16, 11008, 3.09),
+        )
+    ],
+    # https://huggingface.co/microsoft/Phi-3-mini-4k-instruct/blob/main/config.json (fused
+    # qkv and gate_up projections: the same matrices, stored together)
+    ModelSpec(
+        name="phi-3-mini",
+        hf_id="microsoft/Phi-3-mini-4k-instruct",
+        num_layers=32,
+        hidden_size=3072,
+        num_heads=32,
+        num_kv_heads=32,
+        head_dim=96,
+        ffn_size=8192,
+        gated_mlp=True,
+        vocab_size=32064,
+        max_position_embeddings=4096,
+        published_params_b=3.82,  # model card: 3.8B (HF count 3.82B)
+        aliases=("phi-3-mini-4k",),
+    ),
+    # https://huggingface.co/microsoft/Phi-3.5-mini-instruct/blob/main/config.json: Phi-3-mini's
+    # shapes with a 128K context (as Phi-3-mini-128k-instruct).
+    ModelSpec(
+        name="phi-3.5-mini",
+        hf_id="microsoft/Phi-3.5-mini-instruct",
+        num_layers=32,
+        hidden_size=3072,
+        num_heads=32,
+        num_kv_heads=32,
+        head_dim=96,
+        ffn_size=8192,
+        gated_mlp=True,
+        vocab_size=32064,
+        max_position_embeddings=131072,
+        published_params_b=3.82,  # model card: 3.8B
+        aliases=("microsoft/Phi-3-mini-128k-instruct", "phi-3-mini-128k"),
+    ),
+    # https://huggingface.co/microsoft/Phi-3-medium-4k-instruct/blob/main/config.json
+    ModelSpec(
+        name="phi-3-medium",
+        hf_id="microsoft/Phi-3-medium-4k-instruct",
+        num_layers=40,
+        hidden_size=5120,
+        num_heads=40,
+        num_kv_heads=10,
+        head_dim=128,
+        ffn_size=17920,
+        gated_mlp=True,
+        vocab_size=32064,
+        max_position_embeddings=4096,
+        published_params_b=13.96,  # model card: 14B (HF count 13.96B)
+        aliases=("phi-3-medium-4k",),
+    ),
+    # https://huggingface.co/microsoft/phi-4/blob/main/config.json: Phi-3-medium's body, a
+    # 100K vocabulary, 16K context.
+    ModelSpec(
+        name="phi-4",
+        hf_id="microsoft/phi-4",
+        num_layers=40,
+        hidden_size=5120,
+        num_heads=40,
+        num_kv_heads=10,
+        head_dim=128,
+        ffn_size=17920,
+        gated_mlp=True,
+        vocab_size=100352,
+        max_position_embeddings=16384,
+        published_params_b=14.66,  # model card: 14B (HF count 14.66B)
+    ),
+    # https://huggingface.co/mistralai/Mistral-Large-Instruct-2407/blob/main/config.json
+    # (2411 keeps the shapes)
+    ModelSpec(
+        name="mistral-large-2",
+        hf_id="mistralai/Mistral-Large-Instruct-2407",
+        num_layers=88,
+        hidden_size=12288,
+        num_heads=96,
+        num_kv_heads=8,
+        head_dim=128,
+        ffn_size=28672,
+        gated_mlp=True,
+        vocab_size=32768,
+        max_position_embeddings=131072,
+        published_params_b=122.6,  # model card: 123B (HF count 122.6B)
+        aliases=("mistral-large", "mistralai/Mistral-Large-Instruct-2411"),
+    ),
+    # https://huggingface.co/mistralai/Codestral-22B-v0.1/blob/main/config.json
+    ModelSpec(
+        name="codestral-22b",
+        hf_id="mistralai/Codestral-22B-v0.1",
+        num_layers=56,
+        hidden_size=6144,
+        num_heads=48,
+        num_kv_heads=8,
+        head_dim=128,
+        ffn_size=16384,
+        gated_mlp=True,
+        vocab_size=32768,
+        max_position_embeddings=32768,
+        published_params_b=22.2,  # model card: 22.2B
+    ),
+    # https://huggingface.co/01-ai/Yi-34B/blob/main/config.json (Llama architecture)
+    ModelSpec(
+        name="yi-34b",
+        hf_id="01-ai/Yi-34B",
+        num_layers=60,
+        hidden_size=7168,
+        num_heads=56,
+        num_kv_heads=8,
+        head_dim=128,
+        ffn_size=20480,
+        gated_mlp=True,
+        vocab_size=64000,
+        max_position_embeddings=4096,
+        published_params_b=34.39,  # model card: 34B (HF count 34.39B)
+    ),
+    # https://huggingface.co/google/gemma-2-{2b,9b,27b}/blob/main/config.json: tied 256K
+    # vocabulary, GeGLU MLP (three matrices), every other layer (the even ones) a 4096-token
+    # sliding window. Gemma 2's extra post-norms (2 x hidden per layer) are not counted.
+    *[
+        ModelSpec(
+            name=f"gemma-2-{size}",
+            hf_id=f"google/gemma-2-{size}",
+            num_layers=layers,
+            hidden_size=hidden,
+            num_heads=heads,
+            num_kv_heads=kv_heads,
+            head_dim=head_dim,
+            ffn_size=ffn,
+            gated_mlp=True,
+            vocab_size=256000,
+            tied_embeddings=True,
+            max_position_embeddings=8192,
+            sliding_window=4096,
+            sliding_layers=(layers + 1) // 2,
+            published_params_b=published,  # model cards: 2.61B, 9.24B, 27.2B
+        )
+        for size, layers, hidden, heads, kv_heads, head_dim, ffn, published in (
+            ("2b", 26, 2304, 8, 4, 256, 9216, 2.61),
+            ("9b", 42, 3584, 16, 8, 256, 14336, 9.24),
+            ("27b", 46, 4608, 32, 16, 128, 36864, 27.2),
+        )
+    ],
+    # https://huggingface.co/meta-llama/Llama-4-Scout-17B-16E-Instruct/blob/main/config.json
+    # (text_config; as carried by aiconfigurator-core 0.12): every layer MoE with 16 experts,
+    # top-1, plus one shared expert; three of every four layers use chunked local attention
+    # over 8192-token chunks (the fourth is global, without RoPE). The vision encoder is not
+    # counted. The published 10M-token context needs `model.max_model_len` to serve.
+    ModelSpec(
+        name="llama-4-scout",
+        hf_id="meta-llama/Llama-4-Scout-17B-16E",
+        num_layers=48,
+        hidden_size=5120,
+        num_heads=40,
+        num_kv_heads=8,
+        head_dim=128,
+        ffn_size=16384,
+        gated_mlp=True,
+        vocab_size=202048,
+        max_position_embeddings=10485760,
+        num_experts=16,
+        experts_per_token=1,
+        moe_ffn_size=8192,
+        num_shared_experts=1,
+        sliding_window=8192,
+        sliding_layers=36,
+        published_params_b=109.0,  # model card: 109B total (107.8B text), 17B active
+        published_active_params_b=17.0,
+        aliases=("llama-4-scout-17b-16e",),
+    ),
+    # https://huggingface.co/deepseek-ai/DeepSeek-V2-Lite/blob/main/config.json: MLA without a
+    # low-rank query, 64 routed + 2 shared experts, the first layer dense.
+    ModelSpec(
+        name="deepseek-v2-lite",
+        hf_id="deepseek-ai/DeepSeek-V2-Lite",
+        num_layers=27,
+        hidden_size=2048,
+        num_heads=16,
+        num_kv_heads=16,
+        head_dim=128,
+        ffn_size=10944,
+        gated_mlp=True,
+        vocab_size=102400,
+        max_position_embeddings=163840,
+        num_experts=64,
+        experts_per_token=6,
+        moe_ffn_size=1408,
+        num_shared_experts=2,
+        first_dense_layers=1,
+        kv_lora_rank=512,
+        qk_rope_head_dim=64,
+        v_head_dim=128,
+        published_params_b=15.7,  # model card: 15.7B total, 2.4B activated
+        published_active_params_b=2.4,
+    ),
 ]
 
 MODEL_CATALOG: dict[str, ModelSpec] = {m.name: m for m in _MODELS}
+
+
+def _qwen3_vl_encoder_params(depth: int, width: int, ffn: int, out: int, deepstack: int = 3) -> int:
+    """Qwen3-VL's vision tower, from its vision_config: `depth` ViT blocks (qkv and output
+    projections, a two-matrix MLP, biases, two LayerNorms), the 16x16x2 patch and the 2304
+    position embeddings, and 1 + `deepstack` mergers, each an MLP from the 2x2-merged width
+    to the text model's hidden size `out`."""
+    block = 4 * width * width + 4 * width + 2 * width * ffn + ffn + width + 4 * width
+    merged = 4 * width
+    merger = 2 * merged + merged * merged + merged + merged * out + out
+    return depth * block + 3 * 2 * 16 * 16 * width + width + 2304 * width + (1 + deepstack) * merger
+
+
+def _qwen3_vl(text: str, size: str, vision: tuple[int, int, int], published_b: float) -> ModelSpec:
+    """A Qwen3-VL release: the Qwen3 text model `text` (same shapes, 256K context) plus its
+    vision encoder, which a text-only benchmark loads but never runs."""
+    base = MODEL_CATALOG[text]
+    depth, width, ffn = vision
+    return base.model_copy(update={
+        "name": f"qwen3-vl-{size}", "hf_id": f"Qwen/Qwen3-VL-{size.upper()}-Instruct", "aliases": (),
+        "max_position_embeddings": 262144, "published_params_b": published_b,
+        "encoder_params": _qwen3_vl_encoder_params(depth, width, ffn, base.hidden_size)})
+
+
+# https://huggingface.co/Qwen/Qwen3-VL-*-Instruct/blob/main/config.json (as carried by
+# aiconfigurator-core 0.12): each text_config repeats a Qwen3 model's shapes. Sizes are the
+# model cards' (HF counts), which the encoder formula above reproduces to 0.5%.
+_QWEN3_VL = [
+    _qwen3_vl("qwen3-1.7b", "2b", (24, 1024, 4096), 2.13),
+    _qwen3_vl("qwen3-4b", "4b", (24, 1024, 4096), 4.44),
+    _qwen3_vl("qwen3-8b", "8b", (27, 1152, 4304), 8.77),
+    _qwen3_vl("qwen3-32b", "32b", (27, 1152, 4304), 33.4),
+    _qwen3_vl("qwen3-30b-a3b", "30b-a3b", (27, 1152, 4304), 31.1),
+    _qwen3_vl("qwen3-235b-a22b", "235b-a22b", (27, 1152, 4304), 236.0),
+]
+MODEL_CATALOG.update({m.name: m for m in _QWEN3_VL})
+
+# Releases with another entry's exact shapes and context length (their config.json differs
+# only in token ids or rope settings): distillations, community fine-tunes, re-releases.
+_SAME_SHAPE_RELEASES: dict[str, tuple[str, ...]] = {
+    "llama-3.1-8b": ("deepseek-ai/DeepSeek-R1-Distill-Llama-8B",),
+    "llama-3.1-70b": ("deepseek-ai/DeepSeek-R1-Distill-Llama-70B", "nvidia/Llama-3.1-Nemotron-70B-Instruct-HF"),
+    "llama-2-7b": ("lmsys/vicuna-7b-v1.5",),
+    "llama-2-13b": ("lmsys/vicuna-13b-v1.5",),
+    "qwen2.5-7b": ("Qwen/Qwen2-7B", "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B"),
+    "qwen2.5-14b": ("deepseek-ai/DeepSeek-R1-Distill-Qwen-14B",),
+    "qwen2.5-32b": ("deepseek-ai/DeepSeek-R1-Distill-Qwen-32B",),
+    "qwen2.5-72b": ("Qwen/Qwen2-72B",),
+}
+for _name, _releases in _SAME_SHAPE_RELEASES.items():
+    MODEL_CATALOG[_name] = MODEL_CATALOG[_name].model_copy(
+        update={"aliases": MODEL_CATALOG[_name].aliases + _releases})
 
 # Fine-tune suffixes that keep the base model's shapes ("Llama-2-7b-chat-hf").
 # Fine-tune and quantised-checkpoint suffixes: same shapes as the base model (the weight
@@ -915,18 +1257,27 @@ def get_model(name: str) -> ModelSpec:
 # ---------------------------------------------------------------------------------------
 # Hugging Face config.json loader
 # ---------------------------------------------------------------------------------------
-_LLAMA_STYLE = frozenset({"llama", "mistral", "qwen2", "qwen3"})
-_MOE_STYLE = frozenset({"mixtral", "qwen3_moe", "gpt_oss"})  # llama-style attention, routed MLP in every layer
-_MLA_STYLE = frozenset({"deepseek_v3", "kimi_k2"})  # latent attention, shared experts, dense-first layers
+# phi3 fuses qkv and gate/up into single tensors of the same total shape; gemma/gemma2
+# default to tied embeddings and name their head_dim.
+_LLAMA_STYLE = frozenset({"llama", "mistral", "qwen2", "qwen3", "phi3", "gemma", "gemma2"})
+# llama-style attention, a routed MLP in every layer (llama4: plus a shared expert)
+_MOE_STYLE = frozenset({"mixtral", "qwen3_moe", "gpt_oss", "llama4"})
+# latent attention, shared experts, dense-first layers
+_MLA_STYLE = frozenset({"deepseek_v2", "deepseek_v3", "kimi_k2"})
+# Multimodal wrappers: the language model's config sits under text_config with its own
+# model_type, which maps to the family above.
+_TEXT_TOWERS = {"qwen3_vl_text": "qwen3", "qwen3_vl_moe_text": "qwen3_moe", "llama4_text": "llama4",
+                **{t: t for t in _MLA_STYLE}}
 _MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
 
 
 def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
     """Build a ModelSpec from a Hugging Face config.json (or a directory holding one).
 
-    Supports llama/mistral/qwen2/qwen3-style dense models, OPT, Mixtral/Qwen3-MoE/gpt-oss
-    mixture-of-experts models and DeepSeek-V3/Kimi-K2 (MLA) models, the families whose
-    config keys fully determine the shapes above.
+    Supports llama/mistral/qwen2/qwen3/phi3/gemma/gemma2-style dense models, OPT,
+    Mixtral/Qwen3-MoE/gpt-oss/Llama-4-Scout mixture-of-experts models, DeepSeek-V2/V3 and
+    Kimi-K2 (MLA) models, and the Qwen3-VL text towers: the families whose config keys fully
+    determine the shapes above.
     """
     p = Path(path)
     if p.is_dir():
@@ -957,9 +1308,15 @@ def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
         )
 
     model_type = cfg.get("model_type", "llama")
-    if isinstance(cfg.get("text_config"), dict) and cfg["text_config"].get("model_type") in _MLA_STYLE:
-        cfg = cfg["text_config"]  # multimodal wrappers (Kimi-K2.5): the language model's shapes
-        model_type = cfg["model_type"]
+    encoder_params = 0
+    text = cfg.get("text_config")
+    if isinstance(text, dict) and text.get("model_type") in _TEXT_TOWERS:
+        # Multimodal wrappers (Kimi-K2.5, Qwen3-VL, Llama 4): the language model's shapes;
+        # Qwen3-VL's vision tower is counted as loaded-but-idle weights.
+        if model_type.startswith("qwen3_vl"):
+            encoder_params = _qwen3_vl_vision(cfg.get("vision_config"), _require(text, "hidden_size", where))
+        cfg = {"tie_word_embeddings": cfg.get("tie_word_embeddings"), **text}
+        model_type = _TEXT_TOWERS[text["model_type"]]
     moe = [k for k in _MOE_KEYS if cfg.get(k)]
     if moe and model_type not in _MOE_STYLE | _MLA_STYLE:
         raise CatalogError(
@@ -994,6 +1351,8 @@ def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
     if isinstance(quant, dict) and quant.get("quant_method") == "fp8" and quant.get("weight_block_size"):
         fields.setdefault("native_fp8", True)
         fields.setdefault("released_in_fp8", True)  # the config is the checkpoint's own
+    if encoder_params:
+        fields["encoder_params"] = encoder_params
     try:
         return ModelSpec(name=name, hf_id=hf_id, **fields)
     except ValidationError as exc:
@@ -1034,14 +1393,36 @@ def _llama_fields(cfg: dict[str, Any], where: str, model_type: str) -> dict[str,
         "ffn_size": _require(cfg, "intermediate_size", where),
         "gated_mlp": True,
         "vocab_size": _require(cfg, "vocab_size", where),
-        "tied_embeddings": _optional(cfg, "tie_word_embeddings", False),
+        "tied_embeddings": _optional(cfg, "tie_word_embeddings", model_type in ("gemma", "gemma2")),
         "max_position_embeddings": _require(cfg, "max_position_embeddings", where),
         "attention_bias": _optional(cfg, "attention_bias", False),
         "mlp_bias": _optional(cfg, "mlp_bias", False),
         "qkv_bias": model_type == "qwen2",  # Qwen2 hard-codes q/k/v biases
         "qk_norm": model_type in ("qwen3", "qwen3_moe"),
         "norm": "rmsnorm",
+        **_gemma2_sliding(cfg, model_type),
     }
+
+
+def _gemma2_sliding(cfg: dict[str, Any], model_type: str) -> dict[str, Any]:
+    """Gemma 2 alternates sliding-window (even) and global (odd) layers."""
+    window = _optional(cfg, "sliding_window", 0) if model_type == "gemma2" else 0
+    if not window:
+        return {}
+    return {"sliding_window": window, "sliding_layers": (_optional(cfg, "num_hidden_layers", 0) + 1) // 2}
+
+
+def _qwen3_vl_vision(vision: Any, text_hidden: Any) -> int:
+    """Qwen3-VL's vision-tower parameters from its vision_config (0 when it is absent)."""
+    if not isinstance(vision, dict) or not isinstance(text_hidden, int):
+        return 0
+    try:
+        return _qwen3_vl_encoder_params(int(vision["depth"]), int(vision["hidden_size"]),
+                                        int(vision["intermediate_size"]),
+                                        int(vision.get("out_hidden_size", text_hidden)),
+                                        len(vision.get("deepstack_visual_indexes", [])))
+    except (KeyError, TypeError, ValueError):
+        return 0
 
 
 def _moe_fields(cfg: dict[str, Any], where: str, model_type: str) -> dict[str, Any]:
@@ -1051,10 +1432,12 @@ def _moe_fields(cfg: dict[str, Any], where: str, model_type: str) -> dict[str, A
                 "dense layers between the MoE layers (decoder_sparse_step / mlp_only_layers) are not modelled",
                 where=where, fix="use a config whose every layer is MoE (decoder_sparse_step 1, no mlp_only_layers)")
         experts, width = _require(cfg, "num_experts", where), _require(cfg, "moe_intermediate_size", where)
-    else:  # mixtral, gpt_oss: every expert has the dense intermediate_size
+    else:  # mixtral, gpt_oss, llama4: every expert has intermediate_size
         experts, width = _require(cfg, "num_local_experts", where), _require(cfg, "intermediate_size", where)
     fields = {"num_experts": experts, "experts_per_token": _require(cfg, "num_experts_per_tok", where),
               "moe_ffn_size": width}
+    if model_type == "llama4":
+        fields.update(_llama4_fields(cfg, where))
     if model_type == "gpt_oss":
         # Biases on q/k/v/o and on every expert; alternate layers use a sliding window; the
         # published checkpoints store only the experts in MXFP4.
@@ -1066,6 +1449,22 @@ def _moe_fields(cfg: dict[str, Any], where: str, model_type: str) -> dict[str, A
                       native_expert_dtype="fp4" if mxfp4 else None,
                       native_expert_bits=4.25 if mxfp4 else None)  # 4 bits + an E8M0 scale per 32
     return fields
+
+
+def _llama4_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
+    """Llama 4: a shared expert beside the routed ones; chunked local attention on the
+    layers that use RoPE (no_rope_layers marks them 1), every fourth layer global."""
+    if _optional(cfg, "interleave_moe_layer_step", 1) != 1:
+        raise CatalogError(
+            "MoE layers interleaved with dense ones (interleave_moe_layer_step != 1, e.g. Llama 4 "
+            "Maverick) are not modelled",
+            where=where, fix="use a config whose every layer is MoE (Llama 4 Scout)")
+    layers = _require(cfg, "num_hidden_layers", where)
+    chunk = _optional(cfg, "attention_chunk_size", 0)
+    rope_flags = _optional(cfg, "no_rope_layers", [])
+    local = sum(1 for f in rope_flags if f) if rope_flags else layers - layers // 4
+    return {"num_shared_experts": 1, "ffn_size": _optional(cfg, "intermediate_size_mlp", cfg["intermediate_size"]),
+            "sliding_window": chunk if chunk else 0, "sliding_layers": local if chunk else 0}
 
 
 def _mla_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:

@@ -157,7 +157,7 @@ def test_model_aliases(alias, expected):
 
 def test_unknown_model_lists_known_names():
     with pytest.raises(CatalogError) as info:
-        get_model("llama-3-70b")
+        get_model("llama-3.1-60b")
     msg = str(info.value)
     assert "llama-3.1-70b" in msg  # did-you-mean
     for name in MODEL_CATALOG:

@@ -1,0 +1,175 @@
+"""Models users benchmark that the first catalog lacked: Llama 3, the OPT family, small
+Qwen2.5, Phi-3/4, Gemma 2, Mistral Large 2, Codestral, Yi, Llama 4 Scout, DeepSeek-V2-Lite,
+Qwen3-VL, and releases that reuse a catalog model's shapes. Shapes are checked against
+published sizes in test_catalogs; here: lookups, the loader reproducing each new family,
+and that each family runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from simulator.api import load
+from simulator.errors import CatalogError
+from simulator.memory import kv_bytes_per_token_per_gpu
+from simulator.models import MODEL_CATALOG, get_model, load_hf_config
+from simulator.simulation import Simulation
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "scenarios" / "benchmark-concurrency.yaml"
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("meta-llama/Meta-Llama-3-8B-Instruct", "llama-3-8b"),
+    ("meta-llama/Meta-Llama-3-70B-Instruct", "llama-3-70b"),
+    ("meta-llama/Meta-Llama-3.1-8B-Instruct", "llama-3.1-8b"),  # 3.1 still its own entry
+    ("facebook/opt-66b", "opt-66b"),
+    ("facebook/opt-6.7b", "opt-6.7b"),
+    ("opt-175b", "opt-175b"),
+    ("Qwen/Qwen2.5-0.5B-Instruct", "qwen2.5-0.5b"),
+    ("Qwen/Qwen2.5-1.5B-Instruct", "qwen2.5-1.5b"),
+    ("Qwen/Qwen2.5-3B-Instruct", "qwen2.5-3b"),
+    ("microsoft/Phi-3-mini-4k-instruct", "phi-3-mini"),
+    ("microsoft/Phi-3-mini-128k-instruct", "phi-3.5-mini"),
+    ("microsoft/Phi-3.5-mini-instruct", "phi-3.5-mini"),
+    ("microsoft/Phi-3-medium-4k-instruct", "phi-3-medium"),
+    ("microsoft/phi-4", "phi-4"),
+    ("google/gemma-2-9b-it", "gemma-2-9b"),
+    ("google/gemma-2-27b-it", "gemma-2-27b"),
+    ("mistralai/Mistral-Large-Instruct-2407", "mistral-large-2"),
+    ("mistralai/Mistral-Large-Instruct-2411", "mistral-large-2"),
+    ("mistralai/Codestral-22B-v0.1", "codestral-22b"),
+    ("01-ai/Yi-34B-Chat", "yi-34b"),
+    ("meta-llama/Llama-4-Scout-17B-16E-Instruct", "llama-4-scout"),
+    ("deepseek-ai/DeepSeek-V2-Lite-Chat", "deepseek-v2-lite"),
+    ("Qwen/Qwen3-VL-8B-Instruct", "qwen3-vl-8b"),
+    ("Qwen/Qwen3-VL-235B-A22B-Thinking", "qwen3-vl-235b-a22b"),
+    ("Qwen/Qwen3-VL-30B-A3B-Instruct-FP8", "qwen3-vl-30b-a3b"),
+    # same shapes and context as a catalog entry
+    ("deepseek-ai/DeepSeek-R1-Distill-Llama-70B", "llama-3.1-70b"),
+    ("deepseek-ai/DeepSeek-R1-Distill-Llama-8B", "llama-3.1-8b"),
+    ("deepseek-ai/DeepSeek-R1-Distill-Qwen-32B", "qwen2.5-32b"),
+    ("deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", "qwen2.5-7b"),
+    ("nvidia/Llama-3.1-Nemotron-70B-Instruct-HF", "llama-3.1-70b"),
+    ("lmsys/vicuna-13b-v1.5", "llama-2-13b"),
+    ("Qwen/Qwen2-72B-Instruct", "qwen2.5-72b"),
+])
+def test_new_names_resolve(name, expected):
+    assert get_model(name).name == expected
+
+
+def test_same_shape_releases_keep_the_base_entry_and_its_earlier_aliases():
+    assert get_model("llama-3.3-70b").name == "llama-3.1-70b"
+    assert get_model("meta-llama/Meta-Llama-3.1-8B").name == "llama-3.1-8b"
+    # Llama 3 and 3.1 differ in context, so they are separate entries.
+    assert get_model("llama-3-8b").max_position_embeddings == 8192
+    assert get_model("llama-3.1-8b").max_position_embeddings == 131072
+
+
+def test_opt_family_scales_as_the_paper_lists():
+    # Zhang et al. 2022, Table 1: heads x 128 = hidden from 6.7B up; ffn = 4 x hidden.
+    for size in ("6.7b", "13b", "30b", "66b", "175b"):
+        m = get_model(f"opt-{size}")
+        assert m.head_dim == 128 and m.ffn_size == 4 * m.hidden_size and not m.gated_mlp
+    assert get_model("opt-66b").num_layers == 64 and get_model("opt-175b").num_layers == 96
+
+
+def test_qwen3_vl_is_its_qwen3_text_model_plus_an_idle_vision_tower():
+    vl, text = get_model("qwen3-vl-8b"), get_model("qwen3-8b")
+    for field in ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "head_dim", "ffn_size"):
+        assert getattr(vl, field) == getattr(text, field)
+    assert 0.5e9 < vl.encoder_params < 0.65e9  # the model card's 8.77B less the 8.19B text model
+    assert vl.param_count == text.param_count + vl.encoder_params
+    assert vl.max_position_embeddings == 262144
+    assert kv_bytes_per_token_per_gpu(vl, "bf16", 1, 1) == kv_bytes_per_token_per_gpu(text, "bf16", 1, 1)
+
+
+def test_gemma2_and_llama4_keep_a_window_of_kv_on_their_local_layers():
+    gemma = get_model("gemma-2-9b")
+    assert (gemma.sliding_layers, gemma.sliding_window, gemma.kv_layers) == (21, 4096, 21)
+    scout = get_model("llama-4-scout")
+    assert (scout.sliding_layers, scout.sliding_window, scout.kv_layers) == (36, 8192, 12)
+    assert scout.num_shared_experts == 1 and scout.experts_per_token == 1
+
+
+# ------------------------------------------------------------------ the loader, per family
+# Shape keys as published in each config.json (Llama 4 and Qwen3-VL: as carried by
+# aiconfigurator-core 0.12, the vision config trimmed to the keys used).
+
+PHI3_MINI = {"model_type": "phi3", "hidden_size": 3072, "num_hidden_layers": 32, "num_attention_heads": 32,
+             "num_key_value_heads": 32, "intermediate_size": 8192, "vocab_size": 32064,
+             "max_position_embeddings": 4096, "tie_word_embeddings": False}
+GEMMA2_9B = {"model_type": "gemma2", "hidden_size": 3584, "num_hidden_layers": 42, "num_attention_heads": 16,
+             "num_key_value_heads": 8, "head_dim": 256, "intermediate_size": 14336, "vocab_size": 256000,
+             "max_position_embeddings": 8192, "sliding_window": 4096}
+SCOUT = {"model_type": "llama4", "text_config": {
+    "model_type": "llama4_text", "hidden_size": 5120, "num_hidden_layers": 48, "num_attention_heads": 40,
+    "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 8192, "intermediate_size_mlp": 16384,
+    "num_local_experts": 16, "num_experts_per_tok": 1, "interleave_moe_layer_step": 1,
+    "attention_chunk_size": 8192, "vocab_size": 202048, "max_position_embeddings": 10485760}}
+QWEN3_VL_8B = {"model_type": "qwen3_vl", "tie_word_embeddings": False,
+               "text_config": {"model_type": "qwen3_vl_text", "hidden_size": 4096, "num_hidden_layers": 36,
+                               "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+                               "intermediate_size": 12288, "vocab_size": 151936,
+                               "max_position_embeddings": 262144},
+               "vision_config": {"depth": 27, "hidden_size": 1152, "intermediate_size": 4304,
+                                 "out_hidden_size": 4096, "deepstack_visual_indexes": [8, 16, 24]}}
+DEEPSEEK_V2_LITE = {"model_type": "deepseek_v2", "hidden_size": 2048, "num_hidden_layers": 27,
+                    "num_attention_heads": 16, "num_key_value_heads": 16, "intermediate_size": 10944,
+                    "moe_intermediate_size": 1408, "n_routed_experts": 64, "num_experts_per_tok": 6,
+                    "n_shared_experts": 2, "first_k_dense_replace": 1, "moe_layer_freq": 1,
+                    "kv_lora_rank": 512, "q_lora_rank": None, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
+                    "v_head_dim": 128, "vocab_size": 102400, "max_position_embeddings": 163840}
+
+
+@pytest.mark.parametrize(("cfg", "catalog"), [
+    (PHI3_MINI, "phi-3-mini"), (GEMMA2_9B, "gemma-2-9b"), (SCOUT, "llama-4-scout"),
+    (QWEN3_VL_8B, "qwen3-vl-8b"), (DEEPSEEK_V2_LITE, "deepseek-v2-lite"),
+])
+def test_loader_reproduces_the_new_families(tmp_path, cfg, catalog):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    spec, want = load_hf_config(path, name=catalog), MODEL_CATALOG[catalog]
+    fields = ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "head_dim", "ffn_size", "vocab_size",
+              "tied_embeddings", "num_experts", "experts_per_token", "moe_ffn_size", "num_shared_experts",
+              "first_dense_layers", "kv_lora_rank", "q_lora_rank", "sliding_window", "sliding_layers",
+              "encoder_params")
+    assert {f: getattr(spec, f) for f in fields} == {f: getattr(want, f) for f in fields}
+    assert spec.param_count == want.param_count
+
+
+def test_loader_refuses_llama4_maverick_with_the_reason(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**SCOUT, "text_config": {**SCOUT["text_config"], "interleave_moe_layer_step": 2,
+                                                         "num_local_experts": 128}}))
+    with pytest.raises(CatalogError, match="interleave_moe_layer_step") as info:
+        load_hf_config(path)
+    assert info.value.fix
+
+
+# ------------------------------------------------------------------ each family runs
+
+@pytest.mark.parametrize(("model", "gpu", "tp", "extra"), [
+    ("opt-66b", "a100-80gb-sxm", 4, ["model.weight_dtype=fp16", "model.activation_dtype=fp16",
+                                      "model.kv_dtype=fp16"]),
+    ("gemma-2-9b", "h100-sxm", 1, []),
+    ("llama-4-scout", "h100-sxm", 4, ["model.max_model_len=32768"]),
+    ("qwen3-vl-8b", "h100-sxm", 1, []),
+    ("deepseek-v2-lite", "h100-sxm", 1, []),
+    ("phi-3-mini", "l4", 1, []),
+])
+def test_new_families_run_closed_loop_with_tokens_conserved_and_kv_freed(model, gpu, tp, extra):
+    sim = Simulation(load(BENCH, [f"model.name={model}", f"hardware.gpu={gpu}", f"parallelism.tp={tp}",
+                                  "workload.arrival.concurrency=8", "workload.num_requests=16",
+                                  "workload.prompt_tokens.value=1024", "workload.output_tokens.value=32",
+                                  "cost_model.backend=roofline", *extra]))
+    result = sim.run()
+    req = result.requests
+    assert (req["status"] == "completed").all()
+    assert int(req["output_tokens"].sum()) == 16 * 32
+    assert 0 < result.summary["kv_cache"]["peak_utilization"] <= 1.0
+    for engine in (e for rep in sim.replicas for e in rep.engines):
+        assert engine.scheduler.kv.used == 0
+    assert (req["ttft_ms"] > 0).all() and (req["tpot_ms"] > 0).all()
