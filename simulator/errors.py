@@ -34,3 +34,12 @@ class TraceError(ServesimError):
 
 class DoesNotFitError(ServesimError):
     """The model (weights + runtime) does not fit in GPU memory for this parallelism."""
+
+
+class KVBelowMaxModelLenError(DoesNotFitError):
+    """The weights fit, but the KV cache holds fewer tokens than max_model_len (vLLM
+    refuses to start); `capacity_tokens` is the longest max_model_len that would start."""
+
+    def __init__(self, message: str, *, capacity_tokens: int, where: str | None = None, fix: str | None = None):
+        super().__init__(message, where=where, fix=fix)
+        self.capacity_tokens = capacity_tokens

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simulator.dtypes import DTYPE_BYTES, stored_weight_bytes
-from simulator.errors import DoesNotFitError
+from simulator.errors import DoesNotFitError, KVBelowMaxModelLenError
 from simulator.hardware import GPUSpec
 from simulator.models import ModelSpec
 
@@ -186,9 +186,10 @@ def plan_memory(
             "(model.weight_dtype: fp8), or raise memory.gpu_memory_utilization",
         )
     if plan.capacity_tokens < max_model_len:
-        raise DoesNotFitError(
+        raise KVBelowMaxModelLenError(
             f"the KV cache holds {plan.capacity_tokens} tokens, fewer than max_model_len="
             f"{max_model_len} (vLLM refuses to start in this case)\n{plan.table()}",
+            capacity_tokens=plan.capacity_tokens,
             where=where,
             fix=f"set model.max_model_len to at most {plan.capacity_tokens}, or add GPU memory "
             "(more tp/pp, a larger GPU, fp8 weights or KV)",

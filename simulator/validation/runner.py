@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from simulator.config import load_scenario
-from simulator.errors import DoesNotFitError, ServesimError
+from simulator.errors import DoesNotFitError, KVBelowMaxModelLenError, ServesimError
 from simulator.simulation import Simulation, resolve_model
 from simulator.validation.measured import MeasuredRun, MeasuredSet
 from simulator.workload import ClosedLoopWorkload, OpenLoopWorkload
@@ -66,6 +66,64 @@ def _replay_workload(run: MeasuredRun, seed: int) -> OpenLoopWorkload | ClosedLo
 INFERRED_DP_SIZES = (2, 4, 8)
 
 
+def _sets(overrides: list[str], *keys: str) -> bool:
+    """Whether the user's --set assignments name any of `keys`."""
+    return any(o.split("=", 1)[0].strip() in keys for o in overrides)
+
+
+def _longest_request(run: MeasuredRun, workload_config) -> int | None:
+    """The longest prompt + output the measured server accepted: the replayed requests',
+    or the bounds of the lengths a sweep row is simulated with."""
+    if run.requests is not None and len(run.requests):
+        req = run.requests
+        return int((req["prompt_tokens"] + req["output_tokens"].clip(lower=1)).max())
+    bounds = [getattr(d, "max", None) or getattr(d, "value", None)
+              for d in (workload_config.prompt_tokens, workload_config.output_tokens)]
+    return int(sum(bounds)) if all(isinstance(b, int) for b in bounds) else None
+
+
+class _Builder:
+    """Builds one run's simulation, adjusting max_model_len as the measurement allows.
+
+    The measured server started and served every request, so its max_model_len covered
+    the longest request and its KV cache held max_model_len tokens (vLLM refuses to start
+    otherwise). Unless the user sets model.max_model_len, a base scenario whose limit is
+    shorter than the run's longest request is raised to it, and a default the KV cache
+    cannot hold (a model's 256K-10M-token context) is lowered to what the cache holds."""
+
+    def __init__(self, run: MeasuredRun, scenario_path: Path, overrides: list[str]):
+        self.scenario_path = scenario_path
+        self.assignments = [*run.overrides, *overrides]
+        self.loaded = load_scenario(scenario_path, self.assignments)
+        self.workload = _replay_workload(run, self.loaded.scenario.workload.seed)
+        self.adjust = not _sets(overrides, "model", "model.max_model_len")
+        self.longest = _longest_request(run, self.loaded.scenario.workload)
+        self.notes: list[str] = []
+        sc = self.loaded.scenario
+        limit = sc.model.max_model_len or resolve_model(sc, self.loaded.base_dir).max_position_embeddings
+        if self.adjust and self.longest and self.longest > limit:
+            self.assignments.append(f"model.max_model_len={self.longest}")
+            self.notes.append(f"model.max_model_len raised from {limit} to {self.longest}, the run's "
+                              "longest request")
+
+    def build(self, extra: list[str] | None = None) -> Simulation:
+        assignments = [*self.assignments, *(extra or [])]
+        try:
+            return Simulation(load_scenario(self.scenario_path, assignments), workload=self.workload)
+        except KVBelowMaxModelLenError as exc:
+            if not self.adjust or exc.capacity_tokens < (self.longest or 1):
+                raise
+            sim = Simulation(load_scenario(self.scenario_path, [*assignments,
+                                                                f"model.max_model_len={exc.capacity_tokens}"]),
+                             workload=self.workload)
+            self.notes.append(f"simulated with model.max_model_len={exc.capacity_tokens}: the KV cache "
+                              "cannot hold the default, and the measured server ran")
+            return sim
+
+    def note(self) -> str | None:
+        return "; ".join(self.notes) or None
+
+
 def _simulation(run: MeasuredRun, scenario_path: Path, overrides: list[str]) -> tuple[Simulation, str | None]:
     """The run's simulation, and a note when its layout had to be inferred.
 
@@ -74,35 +132,32 @@ def _simulation(run: MeasuredRun, scenario_path: Path, overrides: list[str]) -> 
     sample has them, for Qwen3-235B on one H200) ran attention data parallelism with the
     experts split over the DP ranks. The smallest DP size that holds the model is taken,
     and said so; nothing else about the row changes."""
-    assignments = [*run.overrides, *overrides]
-    loaded = load_scenario(scenario_path, assignments)
-    workload = _replay_workload(run, loaded.scenario.workload.seed)
+    builder = _Builder(run, scenario_path, overrides)
     try:
-        return Simulation(loaded, workload=workload), None
+        return builder.build(), builder.note()
     except DoesNotFitError:
-        sc = loaded.scenario
-        user_dp = any(o.split("=", 1)[0].strip() in ("parallelism", "parallelism.dp") for o in overrides)
-        if run.infer_dp and not user_dp and sc.parallelism.dp == 1 and sc.parallelism.pp == 1 \
-                and resolve_model(sc, loaded.base_dir).is_moe:
-            inferred = _with_smallest_fitting_dp(sc, scenario_path, assignments, workload)
+        sc = builder.loaded.scenario
+        if run.infer_dp and not _sets(overrides, "parallelism", "parallelism.dp") and sc.parallelism.dp == 1 \
+                and sc.parallelism.pp == 1 and resolve_model(sc, builder.loaded.base_dir).is_moe:
+            inferred = _with_smallest_fitting_dp(sc, builder)
             if inferred is not None:
                 return inferred
         raise
 
 
-def _with_smallest_fitting_dp(sc, scenario_path: Path, assignments: list[str],
-                              workload) -> tuple[Simulation, str] | None:
+def _with_smallest_fitting_dp(sc, builder: _Builder) -> tuple[Simulation, str] | None:
     """The simulation with the first of INFERRED_DP_SIZES (within one node) that holds the model."""
     tp = sc.parallelism.tp
     for dp in INFERRED_DP_SIZES:
         if tp * dp > sc.hardware.gpus_per_node:
             return None
         try:
-            sim = Simulation(load_scenario(scenario_path, [*assignments, f"parallelism.dp={dp}"]), workload=workload)
+            sim = builder.build([f"parallelism.dp={dp}"])
         except DoesNotFitError:
             continue
-        return sim, (f"simulated with parallelism.dp={dp}: tp={tp} alone cannot hold {sim.model.name} "
-                     f"(attention data parallelism, the experts over {tp * dp} GPUs)")
+        builder.notes.insert(0, f"simulated with parallelism.dp={dp}: tp={tp} alone cannot hold "
+                                f"{sim.model.name} (attention data parallelism, the experts over {tp * dp} GPUs)")
+        return sim, builder.note()
     return None
 
 
@@ -117,7 +172,13 @@ def simulate_run(run: MeasuredRun, scenario_path: Path, overrides: list[str]) ->
         back[order] = np.arange(len(order))
         sim = sim.set_index("request_id").loc[back].reset_index()
     done = sim[sim["status"] == "completed"]
-    predicted = {m: float(done[m].mean()) for m in METRICS if len(done) and done[m].notna().any()}
+    if done.empty:
+        # Nothing to compare: say why the simulated server refused every request.
+        return RunPrediction.failed(run, (
+            f"{run.label}: every simulated request was rejected ({len(sim)}; the first: "
+            f"{sim['reject_reason'].iloc[0]})\n  fix: check the base scenario against the "
+            "measured server's settings (model.max_model_len, memory), or leave them to validate"))
+    predicted = {m: float(done[m].mean()) for m in METRICS if done[m].notna().any()}
     return RunPrediction(run, predicted, sim, result.summary, note=note)
 
 
