@@ -249,6 +249,9 @@ class ModelSpec(StrictModel):
 # ---------------------------------------------------------------------------------------
 # Catalog. Shapes copied from each model's config.json on the Hugging Face Hub.
 # ---------------------------------------------------------------------------------------
+# Gemma 3's SigLIP vision encoder, 4B-27B (Gemma 3 technical report, Table 1: 417M).
+GEMMA3_VISION_PARAMS = 417_000_000
+
 _MODELS: list[ModelSpec] = [
     # https://huggingface.co/meta-llama/Llama-3.1-8B/blob/main/config.json
     ModelSpec(
@@ -1163,6 +1166,106 @@ _MODELS: list[ModelSpec] = [
         published_params_b=15.7,  # model card: 15.7B total, 2.4B activated
         published_active_params_b=2.4,
     ),
+    # https://huggingface.co/zai-org/GLM-4.5/blob/main/config.json (and GLM-4.5-Air): bias
+    # on q, k, v; 96 query and 8 KV heads of 128; routed experts plus one shared, the first
+    # layers dense; GLM-4.5 normalises q and k per head. The multi-token-prediction layer
+    # is not counted. GLM-4.6 keeps GLM-4.5's shapes with a 200K context.
+    ModelSpec(
+        name="glm-4.5",
+        hf_id="zai-org/GLM-4.5",
+        num_layers=92,
+        hidden_size=5120,
+        num_heads=96,
+        num_kv_heads=8,
+        head_dim=128,
+        ffn_size=12288,
+        gated_mlp=True,
+        vocab_size=151552,
+        max_position_embeddings=131072,
+        qkv_bias=True,
+        qk_norm=True,
+        num_experts=160,
+        experts_per_token=8,
+        moe_ffn_size=1536,
+        num_shared_experts=1,
+        first_dense_layers=3,
+        published_params_b=355.0,  # model card: 355B total, 32B active
+        published_active_params_b=32.0,
+    ),
+    ModelSpec(
+        name="glm-4.6",
+        hf_id="zai-org/GLM-4.6",
+        num_layers=92,
+        hidden_size=5120,
+        num_heads=96,
+        num_kv_heads=8,
+        head_dim=128,
+        ffn_size=12288,
+        gated_mlp=True,
+        vocab_size=151552,
+        max_position_embeddings=202752,
+        qkv_bias=True,
+        qk_norm=True,
+        num_experts=160,
+        experts_per_token=8,
+        moe_ffn_size=1536,
+        num_shared_experts=1,
+        first_dense_layers=3,
+        published_params_b=355.0,  # model card: 355B total, 32B active
+        published_active_params_b=32.0,
+    ),
+    ModelSpec(
+        name="glm-4.5-air",
+        hf_id="zai-org/GLM-4.5-Air",
+        num_layers=46,
+        hidden_size=4096,
+        num_heads=96,
+        num_kv_heads=8,
+        head_dim=128,
+        ffn_size=10944,
+        gated_mlp=True,
+        vocab_size=151552,
+        max_position_embeddings=131072,
+        qkv_bias=True,
+        num_experts=128,
+        experts_per_token=8,
+        moe_ffn_size=1408,
+        num_shared_experts=1,
+        first_dense_layers=1,
+        published_params_b=106.0,  # model card: 106B total, 12B active
+        published_active_params_b=12.0,
+    ),
+    # https://huggingface.co/google/gemma-3-{1b,4b,12b,27b}-it/blob/main/config.json
+    # (text_config): tied 262K vocabulary, per-head q/k norms, five sliding-window (1024)
+    # layers to each global one. 4B-27B carry a SigLIP vision encoder (417M in the Gemma 3
+    # technical report, Table 1), loaded but idle in text-only serving.
+    *[
+        ModelSpec(
+            name=f"gemma-3-{size}",
+            hf_id=f"google/gemma-3-{size}-pt",
+            num_layers=layers,
+            hidden_size=hidden,
+            num_heads=heads,
+            num_kv_heads=kv_heads,
+            head_dim=head_dim,
+            ffn_size=ffn,
+            gated_mlp=True,
+            vocab_size=262144 if size == "1b" else 262208,
+            tied_embeddings=True,
+            max_position_embeddings=32768 if size == "1b" else 131072,
+            qk_norm=True,
+            sliding_window=512 if size == "1b" else 1024,
+            sliding_layers=layers - layers // 6,
+            encoder_params=0 if size == "1b" else GEMMA3_VISION_PARAMS,
+            published_params_b=published,  # model cards: 1B, 4.3B, 12.2B, 27.4B
+        )
+        for size, layers, hidden, heads, kv_heads, head_dim, ffn, published in (
+            ("1b", 26, 1152, 4, 1, 256, 6912, 1.0),
+            ("4b", 34, 2560, 8, 4, 256, 10240, 4.3),
+            ("12b", 48, 3840, 16, 8, 256, 15360, 12.2),
+            ("27b", 62, 5376, 32, 16, 128, 21504, 27.4),
+        )
+    ],
 ]
 
 MODEL_CATALOG: dict[str, ModelSpec] = {m.name: m for m in _MODELS}
@@ -1259,25 +1362,27 @@ def get_model(name: str) -> ModelSpec:
 # ---------------------------------------------------------------------------------------
 # phi3 fuses qkv and gate/up into single tensors of the same total shape; gemma/gemma2
 # default to tied embeddings and name their head_dim.
-_LLAMA_STYLE = frozenset({"llama", "mistral", "qwen2", "qwen3", "phi3", "gemma", "gemma2"})
-# llama-style attention, a routed MLP in every layer (llama4: plus a shared expert)
-_MOE_STYLE = frozenset({"mixtral", "qwen3_moe", "gpt_oss", "llama4"})
+_GEMMA = frozenset({"gemma", "gemma2", "gemma3", "gemma3_text"})
+_LLAMA_STYLE = frozenset({"llama", "mistral", "qwen2", "qwen3", "phi3"}) | _GEMMA
+# llama-style attention, a routed MLP (llama4: plus a shared expert; glm4_moe: shared
+# experts and dense-first layers, as DeepSeek)
+_MOE_STYLE = frozenset({"mixtral", "qwen3_moe", "gpt_oss", "llama4", "glm4_moe"})
 # latent attention, shared experts, dense-first layers
 _MLA_STYLE = frozenset({"deepseek_v2", "deepseek_v3", "kimi_k2"})
 # Multimodal wrappers: the language model's config sits under text_config with its own
 # model_type, which maps to the family above.
 _TEXT_TOWERS = {"qwen3_vl_text": "qwen3", "qwen3_vl_moe_text": "qwen3_moe", "llama4_text": "llama4",
-                **{t: t for t in _MLA_STYLE}}
+                "gemma3_text": "gemma3", **{t: t for t in _MLA_STYLE}}
 _MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
 
 
 def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
     """Build a ModelSpec from a Hugging Face config.json (or a directory holding one).
 
-    Supports llama/mistral/qwen2/qwen3/phi3/gemma/gemma2-style dense models, OPT,
-    Mixtral/Qwen3-MoE/gpt-oss/Llama-4-Scout mixture-of-experts models, DeepSeek-V2/V3 and
-    Kimi-K2 (MLA) models, and the Qwen3-VL text towers: the families whose config keys fully
-    determine the shapes above.
+    Supports llama/mistral/qwen2/qwen3/phi3/gemma 1-3-style dense models, OPT,
+    Mixtral/Qwen3-MoE/gpt-oss/Llama-4-Scout/GLM-4.5 mixture-of-experts models, DeepSeek-V2/V3
+    and Kimi-K2 (MLA) models, and the Qwen3-VL and Gemma 3 text towers: the families whose
+    config keys fully determine the shapes above.
     """
     p = Path(path)
     if p.is_dir():
@@ -1315,6 +1420,8 @@ def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
         # Qwen3-VL's vision tower is counted as loaded-but-idle weights.
         if model_type.startswith("qwen3_vl"):
             encoder_params = _qwen3_vl_vision(cfg.get("vision_config"), _require(text, "hidden_size", where))
+        elif model_type == "gemma3" and isinstance(cfg.get("vision_config"), dict):
+            encoder_params = GEMMA3_VISION_PARAMS
         cfg = {"tie_word_embeddings": cfg.get("tie_word_embeddings"), **text}
         model_type = _TEXT_TOWERS[text["model_type"]]
     moe = [k for k in _MOE_KEYS if cfg.get(k)]
@@ -1393,23 +1500,35 @@ def _llama_fields(cfg: dict[str, Any], where: str, model_type: str) -> dict[str,
         "ffn_size": _require(cfg, "intermediate_size", where),
         "gated_mlp": True,
         "vocab_size": _require(cfg, "vocab_size", where),
-        "tied_embeddings": _optional(cfg, "tie_word_embeddings", model_type in ("gemma", "gemma2")),
+        "tied_embeddings": _optional(cfg, "tie_word_embeddings", model_type in _GEMMA),
         "max_position_embeddings": _require(cfg, "max_position_embeddings", where),
-        "attention_bias": _optional(cfg, "attention_bias", False),
+        # GLM-4.5's attention_bias puts biases on q, k and v only.
+        "attention_bias": _optional(cfg, "attention_bias", False) and model_type != "glm4_moe",
         "mlp_bias": _optional(cfg, "mlp_bias", False),
-        "qkv_bias": model_type == "qwen2",  # Qwen2 hard-codes q/k/v biases
-        "qk_norm": model_type in ("qwen3", "qwen3_moe"),
+        # Qwen2 hard-codes q/k/v biases
+        "qkv_bias": model_type == "qwen2" or (model_type == "glm4_moe" and _optional(cfg, "attention_bias", False)),
+        "qk_norm": model_type in ("qwen3", "qwen3_moe", "gemma3", "gemma3_text")
+        or (model_type == "glm4_moe" and _optional(cfg, "use_qk_norm", False)),
         "norm": "rmsnorm",
-        **_gemma2_sliding(cfg, model_type),
+        **_gemma_sliding(cfg, model_type),
     }
 
 
-def _gemma2_sliding(cfg: dict[str, Any], model_type: str) -> dict[str, Any]:
-    """Gemma 2 alternates sliding-window (even) and global (odd) layers."""
-    window = _optional(cfg, "sliding_window", 0) if model_type == "gemma2" else 0
+def _gemma_sliding(cfg: dict[str, Any], model_type: str) -> dict[str, Any]:
+    """Gemma 2 alternates sliding-window (even) and global (odd) layers; Gemma 3 runs
+    five sliding layers to each global one (layer_types lists them in newer configs)."""
+    window = _optional(cfg, "sliding_window", 0) if model_type in _GEMMA - {"gemma"} else 0
     if not window:
         return {}
-    return {"sliding_window": window, "sliding_layers": (_optional(cfg, "num_hidden_layers", 0) + 1) // 2}
+    layers = _optional(cfg, "num_hidden_layers", 0)
+    types = _optional(cfg, "layer_types", [])
+    if types:
+        sliding = sum(t == "sliding_attention" for t in types)
+    elif model_type == "gemma2":
+        sliding = (layers + 1) // 2
+    else:
+        sliding = layers - layers // _optional(cfg, "sliding_window_pattern", 6)
+    return {"sliding_window": window, "sliding_layers": sliding}
 
 
 def _qwen3_vl_vision(vision: Any, text_hidden: Any) -> int:
@@ -1426,6 +1545,12 @@ def _qwen3_vl_vision(vision: Any, text_hidden: Any) -> int:
 
 
 def _moe_fields(cfg: dict[str, Any], where: str, model_type: str) -> dict[str, Any]:
+    if model_type == "glm4_moe":
+        return {"num_experts": _require(cfg, "n_routed_experts", where),
+                "experts_per_token": _require(cfg, "num_experts_per_tok", where),
+                "moe_ffn_size": _require(cfg, "moe_intermediate_size", where),
+                "num_shared_experts": _optional(cfg, "n_shared_experts", 0),
+                "first_dense_layers": _optional(cfg, "first_k_dense_replace", 0)}
     if model_type == "qwen3_moe":
         if _optional(cfg, "decoder_sparse_step", 1) != 1 or _optional(cfg, "mlp_only_layers", []):
             raise CatalogError(

@@ -1,6 +1,6 @@
 """Models users benchmark that the first catalog lacked: Llama 3, the OPT family, small
-Qwen2.5, Phi-3/4, Gemma 2, Mistral Large 2, Codestral, Yi, Llama 4 Scout, DeepSeek-V2-Lite,
-Qwen3-VL, and releases that reuse a catalog model's shapes. Shapes are checked against
+Qwen2.5, Phi-3/4, Gemma 2 and 3, Mistral Large 2, Codestral, Yi, Llama 4 Scout, GLM-4.5,
+DeepSeek-V2-Lite, Qwen3-VL, and releases that reuse a catalog model's shapes. Shapes are checked against
 published sizes in test_catalogs; here: lookups, the loader reproducing each new family,
 and that each family runs."""
 
@@ -47,6 +47,11 @@ BENCH = ROOT / "scenarios" / "benchmark-concurrency.yaml"
     ("Qwen/Qwen3-VL-8B-Instruct", "qwen3-vl-8b"),
     ("Qwen/Qwen3-VL-235B-A22B-Thinking", "qwen3-vl-235b-a22b"),
     ("Qwen/Qwen3-VL-30B-A3B-Instruct-FP8", "qwen3-vl-30b-a3b"),
+    ("zai-org/GLM-4.5-Air-FP8", "glm-4.5-air"),
+    ("zai-org/GLM-4.5", "glm-4.5"),
+    ("zai-org/GLM-4.6-FP8", "glm-4.6"),
+    ("google/gemma-3-27b-it", "gemma-3-27b"),
+    ("google/gemma-3-1b-it", "gemma-3-1b"),
     # same shapes and context as a catalog entry
     ("deepseek-ai/DeepSeek-R1-Distill-Llama-70B", "llama-3.1-70b"),
     ("deepseek-ai/DeepSeek-R1-Distill-Llama-8B", "llama-3.1-8b"),
@@ -86,9 +91,11 @@ def test_qwen3_vl_is_its_qwen3_text_model_plus_an_idle_vision_tower():
     assert kv_bytes_per_token_per_gpu(vl, "bf16", 1, 1) == kv_bytes_per_token_per_gpu(text, "bf16", 1, 1)
 
 
-def test_gemma2_and_llama4_keep_a_window_of_kv_on_their_local_layers():
+def test_gemma_and_llama4_keep_a_window_of_kv_on_their_local_layers():
     gemma = get_model("gemma-2-9b")
     assert (gemma.sliding_layers, gemma.sliding_window, gemma.kv_layers) == (21, 4096, 21)
+    gemma3 = get_model("gemma-3-27b")  # five local layers to each global one
+    assert (gemma3.sliding_layers, gemma3.sliding_window, gemma3.kv_layers) == (52, 1024, 10)
     scout = get_model("llama-4-scout")
     assert (scout.sliding_layers, scout.sliding_window, scout.kv_layers) == (36, 8192, 12)
     assert scout.num_shared_experts == 1 and scout.experts_per_token == 1
@@ -123,10 +130,23 @@ DEEPSEEK_V2_LITE = {"model_type": "deepseek_v2", "hidden_size": 2048, "num_hidde
                     "kv_lora_rank": 512, "q_lora_rank": None, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
                     "v_head_dim": 128, "vocab_size": 102400, "max_position_embeddings": 163840}
 
+GLM_45_AIR = {"model_type": "glm4_moe", "hidden_size": 4096, "num_hidden_layers": 46, "num_attention_heads": 96,
+              "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 10944, "moe_intermediate_size": 1408,
+              "n_routed_experts": 128, "n_shared_experts": 1, "num_experts_per_tok": 8, "first_k_dense_replace": 1,
+              "attention_bias": True, "use_qk_norm": False, "vocab_size": 151552,
+              "max_position_embeddings": 131072, "tie_word_embeddings": False}
+GEMMA3_27B = {"model_type": "gemma3", "vision_config": {"model_type": "siglip_vision_model"},
+              "text_config": {"model_type": "gemma3_text", "hidden_size": 5376, "num_hidden_layers": 62,
+                              "num_attention_heads": 32, "num_key_value_heads": 16, "head_dim": 128,
+                              "intermediate_size": 21504, "vocab_size": 262208,
+                              "max_position_embeddings": 131072, "sliding_window": 1024,
+                              "sliding_window_pattern": 6}}
+
 
 @pytest.mark.parametrize(("cfg", "catalog"), [
     (PHI3_MINI, "phi-3-mini"), (GEMMA2_9B, "gemma-2-9b"), (SCOUT, "llama-4-scout"),
-    (QWEN3_VL_8B, "qwen3-vl-8b"), (DEEPSEEK_V2_LITE, "deepseek-v2-lite"),
+    (QWEN3_VL_8B, "qwen3-vl-8b"), (DEEPSEEK_V2_LITE, "deepseek-v2-lite"), (GLM_45_AIR, "glm-4.5-air"),
+    (GEMMA3_27B, "gemma-3-27b"),
 ])
 def test_loader_reproduces_the_new_families(tmp_path, cfg, catalog):
     path = tmp_path / "config.json"
@@ -135,7 +155,7 @@ def test_loader_reproduces_the_new_families(tmp_path, cfg, catalog):
     fields = ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "head_dim", "ffn_size", "vocab_size",
               "tied_embeddings", "num_experts", "experts_per_token", "moe_ffn_size", "num_shared_experts",
               "first_dense_layers", "kv_lora_rank", "q_lora_rank", "sliding_window", "sliding_layers",
-              "encoder_params")
+              "encoder_params", "qkv_bias", "attention_bias", "qk_norm")
     assert {f: getattr(spec, f) for f in fields} == {f: getattr(want, f) for f in fields}
     assert spec.param_count == want.param_count
 
@@ -158,6 +178,8 @@ def test_loader_refuses_llama4_maverick_with_the_reason(tmp_path):
     ("llama-4-scout", "h100-sxm", 4, ["model.max_model_len=32768"]),
     ("qwen3-vl-8b", "h100-sxm", 1, []),
     ("deepseek-v2-lite", "h100-sxm", 1, []),
+    ("glm-4.5-air", "h200", 2, []),
+    ("gemma-3-27b", "h100-sxm", 1, []),
     ("phi-3-mini", "l4", 1, []),
 ])
 def test_new_families_run_closed_loop_with_tokens_conserved_and_kv_freed(model, gpu, tp, extra):
