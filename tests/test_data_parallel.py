@@ -186,7 +186,7 @@ def test_a_sweep_row_too_large_for_its_tp_runs_with_the_smallest_dp_that_holds_i
     assert result["skipped"] == []
     assert "parallelism.dp=2" in result["notes"][0]["note"]
     assert result["per_run"][0]["pred_tpot_ms"] > 0
-    assert "inferred layout" in (out / "validation.html").read_text()
+    assert "inferred settings" in (out / "validation.html").read_text()
     # A DP size the user sets is kept, not inferred.
     result, _ = run_validation([src], BENCH, ["parallelism.dp=4"], tmp_path / "out4", rounds=2)
     assert result["notes"] == [] and result["skipped"] == []

@@ -148,7 +148,7 @@ def write_validation_report(out_dir: Path, result: dict, runs: pd.DataFrame, pre
                   f"{c['missed']} missed, {c['false_alarms']} false alarms.</p>")
     if result.get("notes"):
         rows = [[n["run"], n["note"]] for n in result["notes"]]
-        extra += "<h2>Runs simulated with an inferred layout</h2>" + _table(["run", "how"], rows, numeric_from=2)
+        extra += "<h2>Runs simulated with inferred settings (layout, context limit)</h2>" + _table(["run", "how"], rows, numeric_from=2)
     if result.get("skipped"):
         rows = [[s["run"], s["error"]] for s in result["skipped"]]
         extra += "<h2>Skipped runs</h2>" + _table(["run", "why"], rows, numeric_from=2)
