@@ -126,6 +126,23 @@ _NVLINK5 = LinkSpec(
     bandwidth_gbps=900.0,  # NVIDIA HGX B200 datasheet: 1.8 TB/s per GPU bidirectional
     latency_us=2.0,  # estimate
 )
+_NVLINK4_8LINKS = LinkSpec(
+    name="NVLink4 (NVSwitch, 8 links: H800)",
+    # NVIDIA H800 product brief: NVLink 400 GB/s bidirectional (8 of H100's 18 links) -> 200
+    # per direction. DeepSeek-V3 technical report (arXiv 2412.19437) measures ~160 GB/s.
+    bandwidth_gbps=200.0,
+    latency_us=2.0,  # estimate, as NVLink4
+)
+_NVLINK3_8LINKS = LinkSpec(
+    name="NVLink3 (NVSwitch, 8 links: A800)",
+    bandwidth_gbps=200.0,  # NVIDIA A800 datasheet: NVLink 400 GB/s bidirectional -> 200 each way
+    latency_us=2.0,  # estimate, as NVLink3
+)
+_NVLINK_C2C = LinkSpec(
+    name="NVLink-C2C (Grace CPU to Hopper GPU)",
+    bandwidth_gbps=450.0,  # NVIDIA GH200 datasheet: NVLink-C2C 900 GB/s bidirectional
+    latency_us=2.0,  # estimate
+)
 _INFINITY_FABRIC = LinkSpec(
     name="AMD Infinity Fabric (MI300X OAM mesh)",
     # AMD Instinct MI300X datasheet: 7 links, 896 GB/s aggregate peak (bidirectional) ->
@@ -176,6 +193,9 @@ _ETH_AWS_100G = LinkSpec(
 )
 
 # Named links, for the scenario's `hardware.intra_node_link` / `inter_node_link` overrides.
+# The links above that only catalog entries use (H800/A800 8-link NVLink, NVLink2, C2C, PCIe
+# Gen3) are not named here: every name here is also a `kv_transfer.link` choice, which the
+# README's scenario reference lists.
 LINKS: dict[str, LinkSpec] = {
     "nvlink3": _NVLINK3,
     "nvlink4": _NVLINK4,
@@ -247,6 +267,36 @@ _GPUS: list[GPUSpec] = [
         aliases=("h100-pcie-80gb", "h100pcie"),
     ),
     GPUSpec(
+        name="h100-nvl",
+        display_name="NVIDIA H100 NVL 94GB",
+        vendor="nvidia",
+        memory_gb=94.0,  # NVIDIA H100 datasheet (H100 NVL): 94 GB HBM3
+        usable_memory_gib=95830 / 1024,  # nvidia-smi reports 95830 MiB on H100 NVL (public logs)
+        hbm_tbps=3.9,  # NVIDIA H100 datasheet (H100 NVL): 3.9 TB/s
+        # NVIDIA H100 datasheet (H100 NVL), sparse figures halved: BF16/FP16 1671* -> 835.5,
+        # FP8/INT8 3341* -> 1670.5, TF32 835* -> 417.5; FP32 (non-tensor) 60.
+        peak_tflops={
+            "fp32": 60.0,
+            "tf32": 417.5,
+            "bf16": 835.5,
+            "fp16": 835.5,
+            "fp8": 1670.5,
+            "int8": 1670.5,
+        },
+        num_sms=132,  # CUDA device query on H100 NVL: 132 SMs (the SXM5 configuration)
+        l2_cache_mb=50.0,  # NVIDIA Hopper whitepaper: 50 MB L2
+        # NVIDIA H100 datasheet (NVL): NVLink bridge 600 GB/s bidirectional, but it joins only
+        # pairs of cards, so (as for h100-pcie) a TP group of 4-8 talks over PCIe Gen5; a
+        # bridged TP=2 pair is faster than modelled here.
+        intra_node_link=_PCIE5,
+        inter_node_link=_ETH_200G,
+        pcie=_PCIE5,  # NVIDIA H100 datasheet (NVL): PCIe Gen5 128 GB/s
+        # estimate: between the H100 PCIe (2.49) and SXM (2.99) lists above; neocloud H100 NVL
+        # offers sit in that range, 2025
+        cost_per_gpu_hour=2.79,
+        aliases=("h100-nvl-94gb", "h100-94gb"),
+    ),
+    GPUSpec(
         name="h200",
         display_name="NVIDIA H200 SXM 141GB",
         vendor="nvidia",
@@ -269,6 +319,111 @@ _GPUS: list[GPUSpec] = [
         pcie=_PCIE5,  # NVIDIA H200 datasheet: PCIe Gen5 128 GB/s
         cost_per_gpu_hour=3.50,  # typical on-demand price, neocloud lists (e.g. Nebius), 2025
         aliases=("h200-sxm", "h200-141gb", "h200-sxm-141gb"),
+    ),
+    GPUSpec(
+        name="h800",
+        display_name="NVIDIA H800 SXM5 80GB",
+        vendor="nvidia",
+        memory_gb=80.0,  # NVIDIA H800 product brief (SXM): 80 GB HBM3, as H100 SXM
+        usable_memory_gib=81559 / 1024,  # nvidia-smi reports 81559 MiB on H800 (public logs), as H100
+        hbm_tbps=3.35,  # NVIDIA H800 product brief (SXM): 3.35 TB/s, as H100 SXM
+        # NVIDIA H800 (SXM) keeps H100 SXM's tensor throughput (only NVLink and FP64 are cut):
+        # the H100 SXM datasheet's sparse figures halved, as for h100-sxm.
+        peak_tflops={
+            "fp32": 67.0,
+            "tf32": 494.5,
+            "bf16": 989.0,
+            "fp16": 989.0,
+            "fp8": 1979.0,
+            "int8": 1979.0,
+        },
+        num_sms=132,  # same GH100 configuration as H100 SXM5: 132 SMs
+        l2_cache_mb=50.0,  # NVIDIA Hopper whitepaper: 50 MB L2
+        intra_node_link=_NVLINK4_8LINKS,  # NVLink 400 GB/s bidirectional (H800 product brief)
+        inter_node_link=_IB_NDR,  # DeepSeek-V3 report: 400 Gb/s InfiniBand per H800
+        pcie=_PCIE5,
+        cost_per_gpu_hour=2.99,  # estimate: not rented on public clouds outside China; H100 SXM's list
+        aliases=("h800-sxm", "h800-sxm5", "h800-80gb", "h800-sxm5-80gb"),
+        kernel_tables_from="h100-sxm",
+    ),
+    GPUSpec(
+        name="h20",
+        display_name="NVIDIA H20 96GB",
+        vendor="nvidia",
+        memory_gb=96.0,  # NVIDIA H20 datasheet: 96 GB HBM3
+        usable_memory_gib=97871 / 1024,  # nvidia-smi reports 97871 MiB on H20 (public logs)
+        hbm_tbps=4.0,  # NVIDIA H20 datasheet: 4.0 TB/s
+        # NVIDIA H20 datasheet, dense: BF16/FP16 148, FP8/INT8 296, TF32 74; FP32 44. Hopper
+        # with most tensor throughput fused off: ~15% of H100 SXM, so no H100 tables stand in.
+        peak_tflops={
+            "fp32": 44.0,
+            "tf32": 74.0,
+            "bf16": 148.0,
+            "fp16": 148.0,
+            "fp8": 296.0,
+            "int8": 296.0,
+        },
+        num_sms=78,  # CUDA device query on H20: 78 SMs (SGLang/DeepEP notes on H20)
+        l2_cache_mb=60.0,  # estimate: public H20 spec tables list 60 MB L2
+        intra_node_link=_NVLINK4,  # NVIDIA H20 datasheet: NVLink 900 GB/s
+        inter_node_link=_IB_NDR,  # estimate: HGX H20 servers ship a 400 Gb/s NIC per GPU
+        pcie=_PCIE5,  # NVIDIA H20 datasheet: PCIe Gen5 128 GB/s
+        # estimate: not rented on public clouds outside China; about half H100 SXM's list
+        # (more memory, ~15% of the compute)
+        cost_per_gpu_hour=1.50,
+        aliases=("h20-96gb", "h20-sxm", "h20-sxm-96gb"),
+    ),
+    GPUSpec(
+        name="gh200",
+        display_name="NVIDIA GH200 96GB HBM3 (Grace Hopper)",
+        vendor="nvidia",
+        memory_gb=96.0,  # NVIDIA GH200 Grace Hopper Superchip datasheet: 96 GB HBM3
+        usable_memory_gib=97871 / 1024,  # nvidia-smi reports 97871 MiB on "NVIDIA GH200 480GB"
+        hbm_tbps=4.0,  # NVIDIA GH200 datasheet: 4 TB/s (96 GB HBM3)
+        # NVIDIA GH200 datasheet: same H100 compute (sparse BF16 1979*, FP8 3958*); halved.
+        peak_tflops={
+            "fp32": 67.0,
+            "tf32": 494.5,
+            "bf16": 989.0,
+            "fp16": 989.0,
+            "fp8": 1979.0,
+            "int8": 1979.0,
+        },
+        num_sms=132,  # CUDA/OpenCL device query on GH200 480GB: 132 SMs
+        l2_cache_mb=50.0,  # estimate: the H100 SXM5 configuration (Hopper whitepaper: 50 MB L2)
+        # No kernel tables borrowed: H100 SXM's memory is 3.35 TB/s and H200's 4.8, both too
+        # far from 4.0 for memory-bound kernels.
+        intra_node_link=_NVLINK4,  # NVIDIA GH200 datasheet: NVLink 900 GB/s GPU to GPU (NVL2/NVL32)
+        inter_node_link=_IB_NDR,  # estimate: one ConnectX-7 400 Gb/s per superchip
+        pcie=_NVLINK_C2C,  # the GPU's host link is NVLink-C2C, not PCIe (GH200 datasheet)
+        cost_per_gpu_hour=1.49,  # typical on-demand price, Lambda Cloud 1x GH200 list, 2025
+        aliases=("gh200-96gb", "gh200-480gb", "gh200-120gb", "grace-hopper"),
+    ),
+    GPUSpec(
+        name="gh200-144gb",
+        display_name="NVIDIA GH200 144GB HBM3e (Grace Hopper)",
+        vendor="nvidia",
+        memory_gb=144.0,  # NVIDIA GH200 datasheet: 144 GB HBM3e
+        usable_memory_gib=146831 / 1024,  # nvidia-smi reports 146831 MiB on "NVIDIA GH200 144G HBM3e"
+        hbm_tbps=4.9,  # NVIDIA GH200 datasheet: 4.9 TB/s (144 GB HBM3e)
+        # NVIDIA GH200 datasheet: same H100 compute; sparse figures halved.
+        peak_tflops={
+            "fp32": 67.0,
+            "tf32": 494.5,
+            "bf16": 989.0,
+            "fp16": 989.0,
+            "fp8": 1979.0,
+            "int8": 1979.0,
+        },
+        num_sms=132,  # same GH100 configuration as H100 SXM5 / H200: 132 SMs
+        l2_cache_mb=50.0,  # estimate: the H100 SXM5 configuration (Hopper whitepaper: 50 MB L2)
+        intra_node_link=_NVLINK4,  # NVIDIA GH200 datasheet: NVLink 900 GB/s GPU to GPU
+        inter_node_link=_IB_NDR,  # estimate: one ConnectX-7 400 Gb/s per superchip
+        pcie=_NVLINK_C2C,  # the GPU's host link is NVLink-C2C, not PCIe (GH200 datasheet)
+        cost_per_gpu_hour=3.50,  # estimate: no on-demand list checked; H200's price (same GPU and memory)
+        aliases=("gh200-144g-hbm3e", "gh200-hbm3e", "gh200-144gb-hbm3e"),
+        # H200's die and HBM3e stacks (141 of 144 GB exposed there, 4.8 vs 4.9 TB/s).
+        kernel_tables_from="h200",
     ),
     GPUSpec(
         name="a100-80gb-sxm",
@@ -307,6 +462,25 @@ _GPUS: list[GPUSpec] = [
         aliases=("a100-40gb-sxm", "a100-sxm4-40gb", "a100-40gb-sxm4"),
     ),
     GPUSpec(
+        name="a800-80gb-sxm",
+        display_name="NVIDIA A800 SXM4 80GB",
+        vendor="nvidia",
+        memory_gb=80.0,  # NVIDIA A800 datasheet: 80 GB HBM2e
+        usable_memory_gib=81920 / 1024,  # nvidia-smi reports 81920 MiB on A800-SXM4-80GB (public logs)
+        hbm_tbps=2.039,  # NVIDIA A800 datasheet (80GB SXM): 2,039 GB/s, as A100
+        # NVIDIA A800 datasheet: A100's compute (BF16/FP16 312, TF32 156, INT8 624 dense,
+        # FP32 19.5); only NVLink is cut. No FP8.
+        peak_tflops={"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0, "int8": 624.0},
+        num_sms=108,  # the A100 GA100 configuration: 108 SMs
+        l2_cache_mb=40.0,  # NVIDIA Ampere whitepaper: 40 MB L2
+        intra_node_link=_NVLINK3_8LINKS,  # NVIDIA A800 datasheet: NVLink 400 GB/s bidirectional
+        inter_node_link=_IB_HDR,
+        pcie=_PCIE4,  # NVIDIA A800 datasheet: PCIe Gen4 64 GB/s
+        cost_per_gpu_hour=1.79,  # estimate: not rented on public clouds outside China; A100 80GB SXM's list
+        aliases=("a800", "a800-80gb", "a800-sxm", "a800-sxm4", "a800-sxm4-80gb", "a800-80gb-sxm4"),
+        kernel_tables_from="a100-80gb-sxm",
+    ),
+    GPUSpec(
         name="l40s",
         display_name="NVIDIA L40S 48GB",
         vendor="nvidia",
@@ -330,6 +504,32 @@ _GPUS: list[GPUSpec] = [
         pcie=_PCIE4,  # NVIDIA L40S datasheet: PCIe Gen4 x16
         cost_per_gpu_hour=1.86,  # typical on-demand price, AWS g6e.xlarge us-east-1 list, 2025
         aliases=("l40s-48gb",),
+    ),
+    GPUSpec(
+        name="l40",
+        display_name="NVIDIA L40 48GB",
+        vendor="nvidia",
+        memory_gb=48.0,  # NVIDIA L40 datasheet: 48 GB GDDR6 with ECC
+        usable_memory_gib=46068 / 1024,  # nvidia-smi reports 46068 MiB on L40 with ECC on (public logs)
+        hbm_tbps=0.864,  # NVIDIA L40 datasheet: 864 GB/s
+        # NVIDIA L40 datasheet, sparse figures halved: BF16/FP16 362.1* -> 181.05, FP8/INT8
+        # 724* -> 362, TF32 181* -> 90.5; FP32 90.5. Half L40S's tensor rates on the same
+        # AD102 (FP32-accumulate rate), FP8 included (Ada has FP8 tensor cores).
+        peak_tflops={
+            "fp32": 90.5,
+            "tf32": 90.5,
+            "bf16": 181.05,
+            "fp16": 181.05,
+            "fp8": 362.0,
+            "int8": 362.0,
+        },
+        num_sms=142,  # NVIDIA Ada (AD102) whitepaper / L40: 142 SMs, as L40S
+        l2_cache_mb=96.0,  # NVIDIA Ada whitepaper: AD102 96 MB L2
+        intra_node_link=_PCIE4,  # no NVLink on L40 (datasheet); peer traffic over PCIe Gen4
+        inter_node_link=_ETH_200G,
+        pcie=_PCIE4,  # NVIDIA L40 datasheet: PCIe Gen4 x16
+        cost_per_gpu_hour=0.99,  # estimate: neocloud L40 offers run ~$1/h, 2025 (no hyperscaler list)
+        aliases=("l40-48gb",),
     ),
     GPUSpec(
         name="l4",
@@ -374,6 +574,76 @@ _GPUS: list[GPUSpec] = [
         pcie=_PCIE4,
         cost_per_gpu_hour=1.006,  # typical on-demand price, AWS g5.xlarge us-east-1 list, 2025
         aliases=("a10g-24gb",),
+    ),
+    GPUSpec(
+        name="a10",
+        display_name="NVIDIA A10 24GB",
+        vendor="nvidia",
+        memory_gb=24.0,  # NVIDIA A10 datasheet: 24 GB GDDR6
+        usable_memory_gib=23028 / 1024,  # nvidia-smi reports 23028 MiB on A10 (public logs), as A10G
+        hbm_tbps=0.6,  # NVIDIA A10 datasheet: 600 GB/s
+        # NVIDIA A10 datasheet, dense: BF16/FP16 125, TF32 62.5, INT8 250; FP32 31.2. No FP8.
+        # 72 SMs at full-rate FP32 accumulate, where the a10g entry above (AWS's 80-SM part,
+        # no datasheet) is estimated at the GeForce half rate: 70 there vs 125 here.
+        peak_tflops={"fp32": 31.2, "tf32": 62.5, "bf16": 125.0, "fp16": 125.0, "int8": 250.0},
+        num_sms=72,  # NVIDIA A10 (GA102): 72 SMs (9,216 CUDA cores)
+        l2_cache_mb=6.0,  # NVIDIA Ampere GA102 whitepaper: 6 MB L2
+        intra_node_link=_PCIE4,  # no NVLink on A10 (datasheet)
+        inter_node_link=_ETH_200G,
+        pcie=_PCIE4,  # NVIDIA A10 datasheet: PCIe Gen4 x16
+        cost_per_gpu_hour=0.75,  # typical on-demand price, Lambda Cloud 1x A10 list, 2025
+        aliases=("a10-24gb", "a10-pcie"),
+    ),
+    GPUSpec(
+        name="rtx-a6000",
+        display_name="NVIDIA RTX A6000 48GB",
+        vendor="nvidia",
+        memory_gb=48.0,  # NVIDIA RTX A6000 datasheet: 48 GB GDDR6 with ECC
+        usable_memory_gib=49140 / 1024,  # nvidia-smi reports 49140 MiB on RTX A6000 (public logs)
+        hbm_tbps=0.768,  # NVIDIA RTX A6000 datasheet: 768 GB/s
+        # NVIDIA Ampere GA102 whitepaper (RTX A6000 column), dense: BF16/FP16 with FP32
+        # accumulate 154.8 (full rate on this professional card; datasheet 309.7* sparse),
+        # TF32 77.4, INT8 309.7; FP32 38.7. No FP8.
+        peak_tflops={"fp32": 38.7, "tf32": 77.4, "bf16": 154.8, "fp16": 154.8, "int8": 309.7},
+        num_sms=84,  # NVIDIA Ampere GA102 whitepaper: RTX A6000 has 84 SMs
+        l2_cache_mb=6.0,  # NVIDIA Ampere GA102 whitepaper: 6 MB L2
+        # NVIDIA RTX A6000 datasheet: NVLink bridge 112.5 GB/s bidirectional, pairs of cards
+        # only, so (as for h100-pcie) TP groups talk over PCIe Gen4.
+        intra_node_link=_PCIE4,
+        inter_node_link=_ETH_200G,
+        pcie=_PCIE4,  # NVIDIA RTX A6000 datasheet: PCIe Gen4 x16
+        cost_per_gpu_hour=0.80,  # typical on-demand price, Lambda Cloud 1x A6000 list, 2025
+        aliases=("a6000", "rtx-a6000-48gb"),
+    ),
+    GPUSpec(
+        name="rtx-4090",
+        display_name="NVIDIA GeForce RTX 4090 24GB",
+        vendor="nvidia",
+        memory_gb=24.0,  # NVIDIA Ada whitepaper (RTX 4090): 24 GB GDDR6X
+        usable_memory_gib=24564 / 1024,  # nvidia-smi reports 24564 MiB on RTX 4090 (public logs)
+        hbm_tbps=1.008,  # NVIDIA Ada whitepaper (RTX 4090): 1,008 GB/s
+        # NVIDIA Ada whitepaper appendix (RTX 4090), dense. GeForce runs FP16/BF16 with FP32
+        # accumulate at half the FP16-accumulate rate (165.2 vs 330.3), and FP8 likewise
+        # (330.3 vs 660.6); cuBLAS/PyTorch GEMMs accumulate in FP32, so those rates are used.
+        # TF32 82.6, INT8 660.6 (INT32 accumulate, full rate); FP32 82.6.
+        peak_tflops={
+            "fp32": 82.6,
+            "tf32": 82.6,
+            "bf16": 165.2,
+            "fp16": 165.2,
+            "fp8": 330.3,
+            "int8": 660.6,
+        },
+        num_sms=128,  # NVIDIA Ada whitepaper: RTX 4090 has 128 SMs
+        l2_cache_mb=72.0,  # NVIDIA Ada whitepaper: RTX 4090 72 MB L2
+        # No NVLink, and GeForce drivers disable PCIe P2P: NCCL stages through host memory,
+        # so real collectives reach less than PCIe Gen4 (calibrate).
+        intra_node_link=_PCIE4,
+        inter_node_link=_ETH_200G,  # estimate
+        pcie=_PCIE4,  # NVIDIA Ada whitepaper (RTX 4090): PCIe Gen4 x16
+        # estimate: RunPod lists RTX 4090 at ~$0.34 (community) to ~$0.69 (secure cloud), 2025
+        cost_per_gpu_hour=0.69,
+        aliases=("4090", "rtx4090-24gb", "geforce-rtx-4090"),
     ),
     GPUSpec(
         name="b200",
@@ -511,6 +781,31 @@ _GPUS: list[GPUSpec] = [
         pcie=_PCIE5,  # AMD MI300X datasheet: PCIe Gen5 x16
         cost_per_gpu_hour=2.50,  # typical on-demand price, neocloud lists (e.g. Vultr), 2025
         aliases=("mi300", "instinct-mi300x", "mi300x-192gb"),
+    ),
+    GPUSpec(
+        name="mi325x",
+        display_name="AMD Instinct MI325X 256GB",
+        vendor="amd",
+        memory_gb=256.0,  # AMD Instinct MI325X datasheet: 256 GB HBM3E
+        usable_memory_gib=255.98,  # estimate: as mi300x, HIP/torch total for 256 GiB of HBM3E
+        hbm_tbps=6.0,  # AMD Instinct MI325X datasheet: 6 TB/s
+        # AMD Instinct MI325X datasheet, dense: the MI300X's CDNA3 compute (FP16/BF16 1307.4,
+        # FP8/INT8 2614.9, TF32 653.7, FP32 matrix 163.4); only memory grows. No FP4.
+        peak_tflops={
+            "fp32": 163.4,
+            "tf32": 653.7,
+            "bf16": 1307.4,
+            "fp16": 1307.4,
+            "fp8": 2614.9,
+            "int8": 2614.9,
+        },
+        num_sms=304,  # AMD MI325X datasheet: 304 compute units, as MI300X
+        l2_cache_mb=256.0,  # AMD MI325X datasheet: 256 MB Infinity Cache (see mi300x)
+        intra_node_link=_INFINITY_FABRIC,  # AMD MI325X datasheet: 896 GB/s aggregate, as MI300X
+        inter_node_link=_IB_NDR,  # estimate: typical MI325X platforms ship a 400 Gb/s NIC per GPU
+        pcie=_PCIE5,  # AMD MI325X datasheet: PCIe Gen5 x16
+        cost_per_gpu_hour=2.75,  # estimate: no public on-demand list checked; MI300X's 2.50 plus 10%
+        aliases=("instinct-mi325x", "mi325x-256gb", "mi325"),
     ),
 ]
 
