@@ -106,6 +106,14 @@ class GPUSpec(StrictModel):
         return self.peak_tflops[key]
 
 
+# Dense tensor peaks shared by several parts: the GH100 die at SXM clocks (H100 SXM, H200,
+# H800, GH200; NVIDIA H100 SXM datasheet's sparse figures halved: BF16/FP16 1979* -> 989,
+# FP8/INT8 3958* -> 1979, TF32 989* -> 494.5; FP32 non-tensor 67) and CDNA3 (MI300X, MI325X;
+# AMD datasheets: BF16/FP16 1307.4, FP8/INT8 2614.9, TF32 653.7, FP32 163.4 dense).
+_GH100_SXM_PEAKS = {"fp32": 67.0, "tf32": 494.5, "bf16": 989.0, "fp16": 989.0, "fp8": 1979.0, "int8": 1979.0}
+_MI300_PEAKS = {"fp32": 163.4, "tf32": 653.7, "bf16": 1307.4, "fp16": 1307.4, "fp8": 2614.9, "int8": 2614.9}
+
+
 # ---------------------------------------------------------------------------------------
 # Links. Bandwidths are per GPU per direction; NVIDIA quotes NVLink bidirectional totals.
 # Latencies are alpha terms for the collective model: estimates, to be replaced by
@@ -223,14 +231,7 @@ _GPUS: list[GPUSpec] = [
         # NVIDIA H100 datasheet (SXM) quotes sparse figures; dense = half: BF16/FP16 1979* ->
         # 989, FP8/INT8 3958* -> 1979, TF32 989* -> 494.5; FP32 (non-tensor) 67.
         # DESIGN.md section 5 uses 989 / 1979.
-        peak_tflops={
-            "fp32": 67.0,
-            "tf32": 494.5,
-            "bf16": 989.0,
-            "fp16": 989.0,
-            "fp8": 1979.0,
-            "int8": 1979.0,
-        },
+        peak_tflops=_GH100_SXM_PEAKS,
         num_sms=132,  # NVIDIA Hopper architecture whitepaper: H100 SXM5 has 132 SMs
         l2_cache_mb=50.0,  # NVIDIA Hopper whitepaper: 50 MB L2
         intra_node_link=_NVLINK4,
@@ -304,14 +305,7 @@ _GPUS: list[GPUSpec] = [
         usable_memory_gib=143771 / 1024,  # nvidia-smi reports 143771 MiB on H200 SXM
         hbm_tbps=4.8,  # NVIDIA H200 datasheet (SXM): 4.8 TB/s
         # NVIDIA H200 datasheet (SXM): same GH100 compute as H100 SXM; sparse figures halved.
-        peak_tflops={
-            "fp32": 67.0,
-            "tf32": 494.5,
-            "bf16": 989.0,
-            "fp16": 989.0,
-            "fp8": 1979.0,
-            "int8": 1979.0,
-        },
+        peak_tflops=_GH100_SXM_PEAKS,
         num_sms=132,  # NVIDIA H200 (GH100, same die config as H100 SXM5): 132 SMs
         l2_cache_mb=50.0,  # NVIDIA Hopper whitepaper: 50 MB L2
         intra_node_link=_NVLINK4,  # NVIDIA H200 datasheet: NVLink 900 GB/s
@@ -329,14 +323,7 @@ _GPUS: list[GPUSpec] = [
         hbm_tbps=3.35,  # NVIDIA H800 product brief (SXM): 3.35 TB/s, as H100 SXM
         # NVIDIA H800 (SXM) keeps H100 SXM's tensor throughput (only NVLink and FP64 are cut):
         # the H100 SXM datasheet's sparse figures halved, as for h100-sxm.
-        peak_tflops={
-            "fp32": 67.0,
-            "tf32": 494.5,
-            "bf16": 989.0,
-            "fp16": 989.0,
-            "fp8": 1979.0,
-            "int8": 1979.0,
-        },
+        peak_tflops=_GH100_SXM_PEAKS,
         num_sms=132,  # same GH100 configuration as H100 SXM5: 132 SMs
         l2_cache_mb=50.0,  # NVIDIA Hopper whitepaper: 50 MB L2
         intra_node_link=_NVLINK4_8LINKS,  # NVLink 400 GB/s bidirectional (H800 product brief)
@@ -381,14 +368,7 @@ _GPUS: list[GPUSpec] = [
         usable_memory_gib=97871 / 1024,  # nvidia-smi reports 97871 MiB on "NVIDIA GH200 480GB"
         hbm_tbps=4.0,  # NVIDIA GH200 datasheet: 4 TB/s (96 GB HBM3)
         # NVIDIA GH200 datasheet: same H100 compute (sparse BF16 1979*, FP8 3958*); halved.
-        peak_tflops={
-            "fp32": 67.0,
-            "tf32": 494.5,
-            "bf16": 989.0,
-            "fp16": 989.0,
-            "fp8": 1979.0,
-            "int8": 1979.0,
-        },
+        peak_tflops=_GH100_SXM_PEAKS,
         num_sms=132,  # CUDA/OpenCL device query on GH200 480GB: 132 SMs
         l2_cache_mb=50.0,  # estimate: the H100 SXM5 configuration (Hopper whitepaper: 50 MB L2)
         # No kernel tables borrowed: H100 SXM's memory is 3.35 TB/s and H200's 4.8, both too
@@ -407,14 +387,7 @@ _GPUS: list[GPUSpec] = [
         usable_memory_gib=146831 / 1024,  # nvidia-smi reports 146831 MiB on "NVIDIA GH200 144G HBM3e"
         hbm_tbps=4.9,  # NVIDIA GH200 datasheet: 4.9 TB/s (144 GB HBM3e)
         # NVIDIA GH200 datasheet: same H100 compute; sparse figures halved.
-        peak_tflops={
-            "fp32": 67.0,
-            "tf32": 494.5,
-            "bf16": 989.0,
-            "fp16": 989.0,
-            "fp8": 1979.0,
-            "int8": 1979.0,
-        },
+        peak_tflops=_GH100_SXM_PEAKS,
         num_sms=132,  # same GH100 configuration as H100 SXM5 / H200: 132 SMs
         l2_cache_mb=50.0,  # estimate: the H100 SXM5 configuration (Hopper whitepaper: 50 MB L2)
         intra_node_link=_NVLINK4,  # NVIDIA GH200 datasheet: NVLink 900 GB/s GPU to GPU
@@ -764,14 +737,7 @@ _GPUS: list[GPUSpec] = [
         hbm_tbps=5.3,  # AMD Instinct MI300X datasheet: 5.3 TB/s
         # AMD Instinct MI300X datasheet, dense: FP16/BF16 1307.4, FP8/INT8 2614.9,
         # TF32 653.7, FP32 matrix 163.4. No FP4 on CDNA3.
-        peak_tflops={
-            "fp32": 163.4,
-            "tf32": 653.7,
-            "bf16": 1307.4,
-            "fp16": 1307.4,
-            "fp8": 2614.9,
-            "int8": 2614.9,
-        },
+        peak_tflops=_MI300_PEAKS,
         num_sms=304,  # AMD MI300X datasheet / rocminfo: 304 compute units
         # rocminfo: 256 MB Infinity Cache, the last-level cache shared by all CUs (the role
         # NVIDIA's L2 plays); the CDNA3 L2 proper is only 4 MB per XCD.
@@ -791,14 +757,7 @@ _GPUS: list[GPUSpec] = [
         hbm_tbps=6.0,  # AMD Instinct MI325X datasheet: 6 TB/s
         # AMD Instinct MI325X datasheet, dense: the MI300X's CDNA3 compute (FP16/BF16 1307.4,
         # FP8/INT8 2614.9, TF32 653.7, FP32 matrix 163.4); only memory grows. No FP4.
-        peak_tflops={
-            "fp32": 163.4,
-            "tf32": 653.7,
-            "bf16": 1307.4,
-            "fp16": 1307.4,
-            "fp8": 2614.9,
-            "int8": 2614.9,
-        },
+        peak_tflops=_MI300_PEAKS,
         num_sms=304,  # AMD MI325X datasheet: 304 compute units, as MI300X
         l2_cache_mb=256.0,  # AMD MI325X datasheet: 256 MB Infinity Cache (see mi300x)
         intra_node_link=_INFINITY_FABRIC,  # AMD MI325X datasheet: 896 GB/s aggregate, as MI300X

@@ -882,37 +882,6 @@ _MODELS: list[ModelSpec] = [
                  "kimi-k2.5", "kimi-k2-thinking", "moonshotai/Kimi-K2.6", "moonshotai/Kimi-K2.7-Code"),
     ),
     # --- earlier and widely benchmarked releases ---
-    # https://huggingface.co/meta-llama/Meta-Llama-3-8B/blob/main/config.json: Llama 3.1's
-    # shapes with an 8K context.
-    ModelSpec(
-        name="llama-3-8b",
-        hf_id="meta-llama/Meta-Llama-3-8B",
-        num_layers=32,
-        hidden_size=4096,
-        num_heads=32,
-        num_kv_heads=8,
-        head_dim=128,
-        ffn_size=14336,
-        gated_mlp=True,
-        vocab_size=128256,
-        max_position_embeddings=8192,
-        published_params_b=8.03,  # model card: 8B (HF count 8.03B)
-    ),
-    # https://huggingface.co/meta-llama/Meta-Llama-3-70B/blob/main/config.json
-    ModelSpec(
-        name="llama-3-70b",
-        hf_id="meta-llama/Meta-Llama-3-70B",
-        num_layers=80,
-        hidden_size=8192,
-        num_heads=64,
-        num_kv_heads=8,
-        head_dim=128,
-        ffn_size=28672,
-        gated_mlp=True,
-        vocab_size=128256,
-        max_position_embeddings=8192,
-        published_params_b=70.6,  # model card: 70B (HF count 70.6B)
-    ),
     # OPT (https://huggingface.co/facebook/opt-*/blob/main/config.json; Zhang et al. 2022,
     # Table 1). DistServe and vLLM's papers evaluate 13B, 66B and 175B. 175B was released
     # on request, not on the Hub; its shapes are the paper's.
@@ -990,23 +959,6 @@ _MODELS: list[ModelSpec] = [
         max_position_embeddings=4096,
         published_params_b=3.82,  # model card: 3.8B (HF count 3.82B)
         aliases=("phi-3-mini-4k",),
-    ),
-    # https://huggingface.co/microsoft/Phi-3.5-mini-instruct/blob/main/config.json: Phi-3-mini's
-    # shapes with a 128K context (as Phi-3-mini-128k-instruct).
-    ModelSpec(
-        name="phi-3.5-mini",
-        hf_id="microsoft/Phi-3.5-mini-instruct",
-        num_layers=32,
-        hidden_size=3072,
-        num_heads=32,
-        num_kv_heads=32,
-        head_dim=96,
-        ffn_size=8192,
-        gated_mlp=True,
-        vocab_size=32064,
-        max_position_embeddings=131072,
-        published_params_b=3.82,  # model card: 3.8B
-        aliases=("microsoft/Phi-3-mini-128k-instruct", "phi-3-mini-128k"),
     ),
     # https://huggingface.co/microsoft/Phi-3-medium-4k-instruct/blob/main/config.json
     ModelSpec(
@@ -1169,7 +1121,7 @@ _MODELS: list[ModelSpec] = [
     # https://huggingface.co/zai-org/GLM-4.5/blob/main/config.json (and GLM-4.5-Air): bias
     # on q, k, v; 96 query and 8 KV heads of 128; routed experts plus one shared, the first
     # layers dense; GLM-4.5 normalises q and k per head. The multi-token-prediction layer
-    # is not counted. GLM-4.6 keeps GLM-4.5's shapes with a 200K context.
+    # is not counted.
     ModelSpec(
         name="glm-4.5",
         hf_id="zai-org/GLM-4.5",
@@ -1182,28 +1134,6 @@ _MODELS: list[ModelSpec] = [
         gated_mlp=True,
         vocab_size=151552,
         max_position_embeddings=131072,
-        qkv_bias=True,
-        qk_norm=True,
-        num_experts=160,
-        experts_per_token=8,
-        moe_ffn_size=1536,
-        num_shared_experts=1,
-        first_dense_layers=3,
-        published_params_b=355.0,  # model card: 355B total, 32B active
-        published_active_params_b=32.0,
-    ),
-    ModelSpec(
-        name="glm-4.6",
-        hf_id="zai-org/GLM-4.6",
-        num_layers=92,
-        hidden_size=5120,
-        num_heads=96,
-        num_kv_heads=8,
-        head_dim=128,
-        ffn_size=12288,
-        gated_mlp=True,
-        vocab_size=151552,
-        max_position_embeddings=202752,
         qkv_bias=True,
         qk_norm=True,
         num_experts=160,
@@ -1305,6 +1235,20 @@ _QWEN3_VL = [
     _qwen3_vl("qwen3-235b-a22b", "235b-a22b", (27, 1152, 4304), 236.0),
 ]
 MODEL_CATALOG.update({m.name: m for m in _QWEN3_VL})
+
+# Releases with another entry's shapes and their own context length (config.json's
+# max_position_embeddings), which sets the default max_model_len.
+_CONTEXT_VARIANTS: list[tuple[str, str, str, int, tuple[str, ...]]] = [
+    # (shapes of, name, Hugging Face id, context, aliases)
+    ("llama-3.1-8b", "llama-3-8b", "meta-llama/Meta-Llama-3-8B", 8192, ()),
+    ("llama-3.1-70b", "llama-3-70b", "meta-llama/Meta-Llama-3-70B", 8192, ()),
+    ("phi-3-mini", "phi-3.5-mini", "microsoft/Phi-3.5-mini-instruct", 131072,
+     ("microsoft/Phi-3-mini-128k-instruct", "phi-3-mini-128k")),
+    ("glm-4.5", "glm-4.6", "zai-org/GLM-4.6", 202752, ()),
+]
+for _base, _name, _hf_id, _context, _aliases in _CONTEXT_VARIANTS:
+    MODEL_CATALOG[_name] = MODEL_CATALOG[_base].model_copy(update={
+        "name": _name, "hf_id": _hf_id, "max_position_embeddings": _context, "aliases": _aliases})
 
 # Releases with another entry's exact shapes and context length (their config.json differs
 # only in token ids or rope settings): distillations, community fine-tunes, re-releases.
