@@ -18,7 +18,7 @@ from simulator.validation.measured import (
     read_measured,
 )
 from simulator.validation.report import write_validation_report
-from simulator.validation.runner import RunPrediction, validate
+from simulator.validation.runner import RunPrediction, sets_field, validate
 from simulator.validation.scoring import prediction_table, runs_frame, score
 
 
@@ -29,7 +29,7 @@ def run_validation(paths: list[Path], scenario: Path, overrides: list[str], out_
     base = load_scenario(scenario, overrides)  # fail early on a bad base scenario
     length_ratio = parse_length_ratio(length_ratio)
     measured = read_measured(paths, rounds=rounds, length_ratio=length_ratio)
-    named = any(o.split("=", 1)[0].strip() in ("model", "model.name", "model.config_json") for o in overrides)
+    named = sets_field(overrides, "model", "model.name", "model.config_json")
     followed = {} if named else _follow_model_ids(measured, base.scenario.model.name, base.scenario.hardware.gpu)
     _servers_sized_to_clients(measured, base.scenario.scheduler)
     preds = validate(measured, scenario, overrides, progress=progress, workers=workers)

@@ -66,7 +66,7 @@ def _replay_workload(run: MeasuredRun, seed: int) -> OpenLoopWorkload | ClosedLo
 INFERRED_DP_SIZES = (2, 4, 8)
 
 
-def _sets(overrides: list[str], *keys: str) -> bool:
+def sets_field(overrides: list[str], *keys: str) -> bool:
     """Whether the user's --set assignments name any of `keys`."""
     return any(o.split("=", 1)[0].strip() in keys for o in overrides)
 
@@ -95,27 +95,29 @@ class _Builder:
         self.scenario_path = scenario_path
         self.assignments = [*run.overrides, *overrides]
         self.loaded = load_scenario(scenario_path, self.assignments)
-        self.workload = _replay_workload(run, self.loaded.scenario.workload.seed)
-        self.adjust = not _sets(overrides, "model", "model.max_model_len")
-        self.longest = _longest_request(run, self.loaded.scenario.workload)
-        self.notes: list[str] = []
         sc = self.loaded.scenario
-        limit = sc.model.max_model_len or resolve_model(sc, self.loaded.base_dir).max_position_embeddings
+        self.model = resolve_model(sc, self.loaded.base_dir)
+        self.workload = _replay_workload(run, sc.workload.seed)
+        self.adjust = not sets_field(overrides, "model", "model.max_model_len")
+        self.longest = _longest_request(run, sc.workload)
+        self.notes: list[str] = []
+        limit = sc.model.max_model_len or self.model.max_position_embeddings
         if self.adjust and self.longest and self.longest > limit:
             self.assignments.append(f"model.max_model_len={self.longest}")
             self.notes.append(f"model.max_model_len raised from {limit} to {self.longest}, the run's "
                               "longest request")
 
+    def _simulate(self, assignments: list[str]) -> Simulation:
+        return Simulation(load_scenario(self.scenario_path, assignments), workload=self.workload)
+
     def build(self, extra: list[str] | None = None) -> Simulation:
         assignments = [*self.assignments, *(extra or [])]
         try:
-            return Simulation(load_scenario(self.scenario_path, assignments), workload=self.workload)
+            return self._simulate(assignments)
         except KVBelowMaxModelLenError as exc:
             if not self.adjust or exc.capacity_tokens < (self.longest or 1):
                 raise
-            sim = Simulation(load_scenario(self.scenario_path, [*assignments,
-                                                                f"model.max_model_len={exc.capacity_tokens}"]),
-                             workload=self.workload)
+            sim = self._simulate([*assignments, f"model.max_model_len={exc.capacity_tokens}"])
             self.notes.append(f"simulated with model.max_model_len={exc.capacity_tokens}: the KV cache "
                               "cannot hold the default, and the measured server ran")
             return sim
@@ -125,7 +127,8 @@ class _Builder:
 
 
 def _simulation(run: MeasuredRun, scenario_path: Path, overrides: list[str]) -> tuple[Simulation, str | None]:
-    """The run's simulation, and a note when its layout had to be inferred.
+    """The run's simulation, and a note when a setting had to be inferred (the context
+    limit, see _Builder, or the layout).
 
     A sweep row states only tp_size. When a MoE model does not fit that many GPUs, the
     measurement itself shows the server held it: such rows (aiconfigurator's silicon
@@ -136,17 +139,18 @@ def _simulation(run: MeasuredRun, scenario_path: Path, overrides: list[str]) -> 
     try:
         return builder.build(), builder.note()
     except DoesNotFitError:
-        sc = builder.loaded.scenario
-        if run.infer_dp and not _sets(overrides, "parallelism", "parallelism.dp") and sc.parallelism.dp == 1 \
-                and sc.parallelism.pp == 1 and resolve_model(sc, builder.loaded.base_dir).is_moe:
-            inferred = _with_smallest_fitting_dp(sc, builder)
+        par = builder.loaded.scenario.parallelism
+        if run.infer_dp and not sets_field(overrides, "parallelism", "parallelism.dp") and par.dp == 1 \
+                and par.pp == 1 and builder.model.is_moe:
+            inferred = _with_smallest_fitting_dp(builder)
             if inferred is not None:
                 return inferred
         raise
 
 
-def _with_smallest_fitting_dp(sc, builder: _Builder) -> tuple[Simulation, str] | None:
+def _with_smallest_fitting_dp(builder: _Builder) -> tuple[Simulation, str] | None:
     """The simulation with the first of INFERRED_DP_SIZES (within one node) that holds the model."""
+    sc = builder.loaded.scenario
     tp = sc.parallelism.tp
     for dp in INFERRED_DP_SIZES:
         if tp * dp > sc.hardware.gpus_per_node:
