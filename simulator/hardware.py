@@ -111,6 +111,9 @@ class GPUSpec(StrictModel):
 # FP8/INT8 3958* -> 1979, TF32 989* -> 494.5; FP32 non-tensor 67) and CDNA3 (MI300X, MI325X;
 # AMD datasheets: BF16/FP16 1307.4, FP8/INT8 2614.9, TF32 653.7, FP32 163.4 dense).
 _GH100_SXM_PEAKS = {"fp32": 67.0, "tf32": 494.5, "bf16": 989.0, "fp16": 989.0, "fp8": 1979.0, "int8": 1979.0}
+# GA100 (A100 40/80 GB, A800; NVIDIA A100 datasheet, dense: BF16/FP16 312, INT8 624,
+# TF32 156, FP32 19.5; no FP8).
+_GA100_PEAKS = {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0, "int8": 624.0}
 _MI300_PEAKS = {"fp32": 163.4, "tf32": 653.7, "bf16": 1307.4, "fp16": 1307.4, "fp8": 2614.9, "int8": 2614.9}
 
 
@@ -201,8 +204,8 @@ _ETH_AWS_100G = LinkSpec(
 )
 
 # Named links, for the scenario's `hardware.intra_node_link` / `inter_node_link` overrides.
-# The links above that only catalog entries use (H800/A800 8-link NVLink, NVLink2, C2C, PCIe
-# Gen3) are not named here: every name here is also a `kv_transfer.link` choice, which the
+# The links above that only catalog entries use (H800/A800 8-link NVLink, NVLink-C2C) are
+# not named here: every name here is also a `kv_transfer.link` choice, which the
 # README's scenario reference lists.
 LINKS: dict[str, LinkSpec] = {
     "nvlink3": _NVLINK3,
@@ -408,7 +411,7 @@ _GPUS: list[GPUSpec] = [
         usable_memory_gib=81920 / 1024,
         hbm_tbps=2.039,  # NVIDIA A100 datasheet (80GB SXM): 2,039 GB/s
         # NVIDIA A100 datasheet: BF16/FP16 312, TF32 156, INT8 624 (dense), FP32 19.5. No FP8.
-        peak_tflops={"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0, "int8": 624.0},
+        peak_tflops=_GA100_PEAKS,
         num_sms=108,  # NVIDIA Ampere GA100 whitepaper: A100 has 108 SMs
         l2_cache_mb=40.0,  # NVIDIA Ampere whitepaper: 40 MB L2
         intra_node_link=_NVLINK3,
@@ -425,7 +428,7 @@ _GPUS: list[GPUSpec] = [
         usable_memory_gib=40960 / 1024,  # nvidia-smi 40960 MiB (modal-client PR #2797)
         hbm_tbps=1.555,  # NVIDIA A100 datasheet (40GB): 1,555 GB/s
         # NVIDIA A100 datasheet (same compute as the 80 GB part).
-        peak_tflops={"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0, "int8": 624.0},
+        peak_tflops=_GA100_PEAKS,
         num_sms=108,  # NVIDIA Ampere whitepaper
         l2_cache_mb=40.0,  # NVIDIA Ampere whitepaper
         intra_node_link=_NVLINK3,
@@ -443,7 +446,7 @@ _GPUS: list[GPUSpec] = [
         hbm_tbps=2.039,  # NVIDIA A800 datasheet (80GB SXM): 2,039 GB/s, as A100
         # NVIDIA A800 datasheet: A100's compute (BF16/FP16 312, TF32 156, INT8 624 dense,
         # FP32 19.5); only NVLink is cut. No FP8.
-        peak_tflops={"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0, "int8": 624.0},
+        peak_tflops=_GA100_PEAKS,
         num_sms=108,  # the A100 GA100 configuration: 108 SMs
         l2_cache_mb=40.0,  # NVIDIA Ampere whitepaper: 40 MB L2
         intra_node_link=_NVLINK3_8LINKS,  # NVIDIA A800 datasheet: NVLink 400 GB/s bidirectional
