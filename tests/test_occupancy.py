@@ -81,3 +81,17 @@ def test_an_unsaturated_run_implies_nothing(measured_on_a_small_cache, tmp_path)
     assert not kv["runs"][0]["sim_cache_full"]
     assert kv["implied_capacity_blocks"] is None and occupancy_hint(kv) is None
     assert "KV-cache occupancy" in (out / "validation.html").read_text()
+
+
+def test_the_hint_as_a_reserve_reproduces_the_measured_capacity(measured_on_a_small_cache, tmp_path):
+    """The capacity difference, entered as memory kept outside the cache, gives back the
+    measured server's cache when the memory plan runs (no forced token count)."""
+    on_l4 = ["scheduler.policy=vllm-v0", "hardware.gpu=l4"]  # a ~1,350-block plan the trace fills
+    result, _ = run_validation([measured_on_a_small_cache], CHATBOT, on_l4, tmp_path / "plan")
+    kv = result["kv_occupancy"]
+    assert kv["runs"][0]["sim_cache_full"]
+    extra = kv["implied_extra_reserve_gib"]
+    assert extra > 0 and "raise memory.runtime_reserve_gib" in occupancy_hint(kv)
+    fixed = [*on_l4, f"memory.runtime_reserve_gib={1.0 + extra}"]
+    again, _ = run_validation([measured_on_a_small_cache], CHATBOT, fixed, tmp_path / "fixed")
+    assert again["kv_occupancy"]["sim_capacity_blocks"] == pytest.approx(kv["implied_capacity_blocks"], rel=0.02)

@@ -68,6 +68,11 @@ def occupancy_check(preds: list) -> dict | None:
             continue
         block = int(kv["block_size"])
         capacity = int(kv["total_capacity_tokens"]) // block
+        memory = summary.get("memory_gib") or {}
+        # GiB of one GPU's memory per block of the run's total capacity, for the reserve hint.
+        gib_per_block = (memory["kv_cache"] / capacity
+                         * int(kv["total_capacity_tokens"]) / int(kv["capacity_tokens"])
+                         if memory.get("kv_cache") and capacity else None)
         measured = peak_blocks_in_use(req, block)
         simulated = peak_blocks_in_use(p.requests, block)
         if not (np.isfinite(measured) and np.isfinite(simulated)) or simulated <= 0:
@@ -75,7 +80,7 @@ def occupancy_check(preds: list) -> dict | None:
         full = simulated >= SATURATED * capacity
         rows.append({"run": p.run.label, "block_size": block, "sim_capacity_blocks": capacity,
                      "measured_peak_blocks": measured, "pred_peak_blocks": simulated,
-                     "sim_cache_full": bool(full),
+                     "sim_cache_full": bool(full), "gib_per_block_per_gpu": gib_per_block,
                      "implied_capacity_blocks": capacity * measured / simulated if full else None})
     if not rows:
         if disaggregated:
@@ -89,8 +94,11 @@ def occupancy_check(preds: list) -> dict | None:
         return {"runs": rows, "sim_capacity_blocks": cap, "implied_capacity_blocks": None, "diff_pct": None,
                 "note": "no run filled the simulated KV cache, so its capacity cannot be checked"}
     value = float(np.median(implied))
+    per_block = rows[0]["gib_per_block_per_gpu"]
     return {"runs": rows, "sim_capacity_blocks": cap, "implied_capacity_blocks": value,
             "implied_capacity_tokens": round(value) * block, "diff_pct": (value - cap) / cap * 100.0,
+            # The same difference as memory kept outside the cache on each GPU.
+            "implied_extra_reserve_gib": (cap - value) * per_block if per_block else None,
             "note": f"{len(implied)} run(s) filled the simulated cache; the measured occupancy "
                     f"implies {value:,.0f} blocks against the simulated {cap:,}"}
 
@@ -104,4 +112,15 @@ def occupancy_hint(check: dict | None) -> str | None:
             f"blocks, {abs(check['diff_pct']):.0f}% {word} than the simulated {check['sim_capacity_blocks']:,}. "
             "Check memory.gpu_memory_utilization and the scheduler limits against the server's launch "
             "flags, or set memory.kv_cache_tokens to the server's logged KV size "
-            f"(≈ {check['implied_capacity_tokens']:,} tokens).")
+            f"(≈ {check['implied_capacity_tokens']:,} tokens)" + _reserve_hint(check) + ".")
+
+
+def _reserve_hint(check: dict) -> str:
+    """The capacity difference as a change of memory.runtime_reserve_gib: unlike a token count,
+    memory kept outside the cache still holds when the model or the parallelism changes."""
+    extra = check.get("implied_extra_reserve_gib")
+    if extra is None:
+        return ""
+    verb = "raise" if extra > 0 else "lower"
+    return (f", or {verb} memory.runtime_reserve_gib by {abs(extra):.1f} GiB per GPU, which also "
+            "holds when the model or parallelism is changed")
