@@ -478,6 +478,33 @@ def test_decode_stretch_under_tables_matches_step_by_step():
         assert np.max(np.abs(fast / exact - 1)) < 1e-3
 
 
+_H200_70B_TP2 = None
+
+
+def _h200_70b_tp2_cost():
+    """One cost model for the property below (building the timer takes ~1 s)."""
+    global _H200_70B_TP2
+    if _H200_70B_TP2 is None:
+        from simulator.cost import IterationCostModel
+
+        timer = COST_BACKENDS["auto"](get_gpu("h200"), CostModelConfig(), None)
+        sm = ShardedModel.build(get_model("llama-3.1-70b"), 2, 1, "fp8", "fp8", "fp8", 16)
+        _H200_70B_TP2 = IterationCostModel(sm, timer, CostModelConfig())
+    return _H200_70B_TP2
+
+
+@settings(max_examples=60, deadline=None)
+@given(seqs=st.integers(1, 512), per_seq=st.integers(1, 32_000))
+def test_decode_attention_context_knots_match_the_exact_table_time(seqs, per_seq):
+    """Table-driven decode attention is read at context knots and interpolated between:
+    within 0.1% of evaluating the tables at the exact context."""
+    cost = _h200_70b_tp2_cost()
+    assert cost._knotted
+    ctx = seqs * per_seq + per_seq // 3
+    assert cost.decode_attention_time(seqs, ctx) == pytest.approx(cost._decode_attention_exact(seqs, ctx),
+                                                                  rel=1e-3)
+
+
 def test_gemm_table_noise_never_makes_fewer_rows_slower():
     from simulator.cost.calibrated import monotone_gemm_rows
 

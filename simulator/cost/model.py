@@ -26,6 +26,11 @@ from simulator.cost.ops import (
 
 # Decode stretches under table-driven timers are evaluated exactly every this many steps.
 KNOT_STEPS = 16
+# Table-driven decode attention is evaluated exactly at 2**CONTEXT_KNOT_BITS context knots
+# per octave of the batch's total context and linearly in between (the tables are piecewise
+# linear or log-linear between grid points that lie much further apart, so the error is
+# < 0.01%); the knots recur across iterations where exact context sums rarely do.
+CONTEXT_KNOT_BITS = 6
 
 
 class OpTimer(Protocol):
@@ -49,6 +54,8 @@ class IterationCostModel:
         self._emit_cache: dict[int, float] = {}
         # Exact memo: batches recur with the same (size, total context), e.g. in closed loops.
         self._attn_cache: dict[tuple[int, int], float] = {}
+        # Formula timers evaluate decode attention directly (and vectorised over stretches).
+        self._knotted = getattr(timer, "attn_decode_times", None) is None
 
     def _sum(self, ops: list[Op]) -> float:
         t = self.timer.op_time
@@ -72,6 +79,16 @@ class IterationCostModel:
         return v
 
     def decode_attention_time(self, num_seqs: int, context_sum: int) -> float:
+        if self._knotted:
+            step = 1 << max(0, context_sum.bit_length() - 1 - CONTEXT_KNOT_BITS)
+            lo = context_sum - context_sum % step
+            if lo != context_sum:
+                w = (context_sum - lo) / step
+                return ((1.0 - w) * self._decode_attention_exact(num_seqs, lo)
+                        + w * self._decode_attention_exact(num_seqs, lo + step))
+        return self._decode_attention_exact(num_seqs, context_sum)
+
+    def _decode_attention_exact(self, num_seqs: int, context_sum: int) -> float:
         key = (num_seqs, context_sum)
         v = self._attn_cache.get(key)
         if v is None:
