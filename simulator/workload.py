@@ -195,8 +195,9 @@ class ClosedLoopArrival(StrictModel):
         default="fixed",
         description=(
             "fixed: every wait is think_time_s (first requests at t = 0). exponential: each "
-            "wait, the first included, is drawn with mean think_time_s: the jitter of real "
-            "clients and networks, which keeps clients from staying in lockstep."
+            "wait, the first included, is drawn with mean think_time_s: people reading and "
+            "typing, which spreads clients apart (benchmark clients with fixed lengths stay in "
+            "lockstep instead; see docs/fidelity.md)."
         ),
     )
     rate: float | None = Field(

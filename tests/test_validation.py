@@ -544,6 +544,21 @@ def test_sweep_lengths_follow_the_harness_length_ratio(tmp_path):
     assert "workload.prompt_tokens={type: fixed, value: 8192}" in fixed.overrides
 
 
+def test_fixed_length_sweep_rows_keep_their_clients_in_lockstep(tmp_path):
+    """With exactly fixed lengths, clients that are prefilled together finish together and
+    send together: 8 clients x 1,000 tokens fit one 8,192-token iteration, so every round's
+    eight first tokens come out of one iteration (docs/fidelity.md, item 7)."""
+    from simulator import api
+
+    src = _write(tmp_path / "s.csv", "system,model,precision,tp_size,isl,osl,concurrency,ttft_ms,tpot_ms\n"
+                 "h100_sxm,meta-llama/Llama-3.1-8B,bf16,1,1000,100,8,50.0,8.0\n")
+    run = read_measured([src]).runs[0]
+    requests = api.run(api.load(BENCH_SCENARIO, run.overrides)).requests
+    assert len(requests) == 80 and (requests["status"] == "completed").all()
+    first_token = requests["first_token_s"].round(9)
+    assert first_token.value_counts().tolist() == [8] * 10  # ten rounds of eight
+
+
 def test_cli_validate_rejects_a_length_ratio_outside_0_1(tmp_path, capsys):
     src = _write(tmp_path / "s.csv", "system,model,precision,tp_size,isl,osl,concurrency,ttft_ms,tpot_ms\n"
                  "h200_sxm,meta-llama/Llama-3.1-70B,fp8,8,1000,500,4,50.0,8.0\n")

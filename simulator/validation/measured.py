@@ -124,11 +124,6 @@ def parse_length_ratio(text: str | float | None) -> float | None:
                                    "or 1 for fixed lengths")
     return value
 
-# With exactly equal lengths every client of a simulated closed loop would finish in the
-# same iteration forever and prefill in bursts; real clients drift apart. Fixed-length
-# runs (length ratio 1) therefore draw outputs within ±LOCKSTEP_JITTER of osl (mean unchanged).
-LOCKSTEP_JITTER = 0.02
-
 PRECISIONS = {
     # precision column -> (weight, activation, kv) dtypes. FP8 serving on Hopper (vLLM
     # --quantization fp8 --kv-cache-dtype fp8) quantises the KV cache too; see docs/fidelity.md.
@@ -211,10 +206,10 @@ def precision_overrides(prec: str, model_name: str, gpu_name: str) -> list[str]:
 def length_overrides(isl: int, osl: int, ratio: float) -> list[str]:
     """Prompt and output length distributions of one sweep row (see HARNESS_LENGTH_RATIO)."""
     if ratio >= 1.0:
-        spread = round(osl * LOCKSTEP_JITTER)
-        output = (f"{{type: uniform, min: {max(1, osl - spread)}, max: {osl + spread}}}" if spread
-                  else f"{{type: fixed, value: {osl}}}")
-        return [f"workload.prompt_tokens={{type: fixed, value: {isl}}}", f"workload.output_tokens={output}"]
+        # Exactly fixed: clients that start together finish together and send together, so a
+        # closed loop keeps its groups (lockstep), as measured fixed-length sweeps show.
+        return [f"workload.prompt_tokens={{type: fixed, value: {isl}}}",
+                f"workload.output_tokens={{type: fixed, value: {osl}}}"]
     return [f"workload.{field}={{type: uniform, min: {max(1, int(n * ratio))}, max: {n}}}"
             for field, n in (("prompt_tokens", isl), ("output_tokens", osl))]
 
