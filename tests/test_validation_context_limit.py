@@ -33,7 +33,7 @@ def test_a_row_longer_than_the_base_limit_raises_it_and_says_so(tmp_path):
     assert result["skipped"] == []
     (run,) = result["per_run"]
     assert math.isfinite(run["pred_ttft_ms"]) and math.isfinite(run["pred_tpot_ms"])
-    assert "max_model_len raised from 16384 to 20065" in run["note"]
+    assert "max_model_len raised from 16384 to 20064" in run["note"]
 
 
 def test_a_user_set_limit_is_kept(tmp_path):
