@@ -95,3 +95,15 @@ def test_the_hint_as_a_reserve_reproduces_the_measured_capacity(measured_on_a_sm
     fixed = [*on_l4, f"memory.runtime_reserve_gib={1.0 + extra}"]
     again, _ = run_validation([measured_on_a_small_cache], CHATBOT, fixed, tmp_path / "fixed")
     assert again["kv_occupancy"]["sim_capacity_blocks"] == pytest.approx(kv["implied_capacity_blocks"], rel=0.02)
+
+
+def test_the_reserve_hint_holds_with_several_replicas(measured_on_a_small_cache, tmp_path):
+    """Two L4 replicas: the capacity difference is shared by both replicas' GPUs."""
+    two = ["scheduler.policy=vllm-v0", "hardware.gpu=l4", "parallelism.replicas=2",
+           "memory.kv_cache_tokens=null"]
+    result, _ = run_validation([measured_on_a_small_cache], CHATBOT, two, tmp_path / "plan")
+    kv = result["kv_occupancy"]
+    assert kv["implied_capacity_blocks"] is not None  # both replicas' caches fill on this trace
+    fixed = [*two, f"memory.runtime_reserve_gib={1.0 + kv['implied_extra_reserve_gib']}"]
+    again, _ = run_validation([measured_on_a_small_cache], CHATBOT, fixed, tmp_path / "fixed")
+    assert again["kv_occupancy"]["sim_capacity_blocks"] == pytest.approx(kv["implied_capacity_blocks"], rel=0.03)

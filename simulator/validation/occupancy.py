@@ -69,10 +69,9 @@ def occupancy_check(preds: list) -> dict | None:
         block = int(kv["block_size"])
         capacity = int(kv["total_capacity_tokens"]) // block
         memory = summary.get("memory_gib") or {}
-        # GiB of one GPU's memory per block of the run's total capacity, for the reserve hint.
-        gib_per_block = (memory["kv_cache"] / capacity
-                         * int(kv["total_capacity_tokens"]) / int(kv["capacity_tokens"])
-                         if memory.get("kv_cache") and capacity else None)
+        # GiB of each GPU's memory per block of the run's total capacity, for the reserve hint:
+        # a change of n blocks over all replicas is n / replicas blocks on each one's GPUs.
+        gib_per_block = memory["kv_cache"] / capacity if memory.get("kv_cache") and capacity else None
         measured = peak_blocks_in_use(req, block)
         simulated = peak_blocks_in_use(p.requests, block)
         if not (np.isfinite(measured) and np.isfinite(simulated)) or simulated <= 0:
