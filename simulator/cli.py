@@ -190,9 +190,8 @@ def validate_cmd(
         err_console.print(f"skipped {skipped['run']}: {skipped['error'].splitlines()[0]}", highlight=False)
     for m, d in result.get("per_request", {}).items():
         console.print(f"per request {m}: median |err| {d['median_abs_pct']:.1f}%, p90 {d['p90_abs_pct']:.1f}%")
-    sources = sorted({r["kernel_times"] for r in result.get("per_run", []) if r.get("kernel_times")})
-    if sources:
-        console.print(f"kernels    {'; '.join(sources)}", highlight=False)
+    if result.get("kernel_times"):
+        console.print(f"kernels    {'; '.join(result['kernel_times'])}", highlight=False)
     for run, model in result.get("model_from_file", {}).items():
         console.print(f"{run}: simulated as {model}, the model its file names "
                       "(--set model.name=... to choose another)", highlight=False)

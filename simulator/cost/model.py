@@ -29,7 +29,7 @@ KNOT_STEPS = 16
 # Table-driven decode attention is evaluated exactly at 2**CONTEXT_KNOT_BITS context knots
 # per octave of the batch's total context and linearly in between (the tables are piecewise
 # linear or log-linear between grid points that lie much further apart, so the error is
-# < 0.01%); the knots recur across iterations where exact context sums rarely do.
+# < 0.03%); the knots recur across iterations where exact context sums rarely do.
 CONTEXT_KNOT_BITS = 6
 
 
@@ -54,8 +54,10 @@ class IterationCostModel:
         self._emit_cache: dict[int, float] = {}
         # Exact memo: batches recur with the same (size, total context), e.g. in closed loops.
         self._attn_cache: dict[tuple[int, int], float] = {}
-        # Formula timers evaluate decode attention directly (and vectorised over stretches).
-        self._knotted = getattr(timer, "attn_decode_times", None) is None
+        # Formula timers evaluate decode attention directly, vectorised over stretches;
+        # table-driven ones (no vector form) are read at context knots.
+        self._attn_vector = getattr(timer, "attn_decode_times", None)
+        self._knotted = self._attn_vector is None
 
     def _sum(self, ops: list[Op]) -> float:
         t = self.timer.op_time
@@ -117,7 +119,7 @@ class IterationCostModel:
         """
         base = (self.token_time(num_seqs, moe_others) + self.emit_time(num_seqs) + self.overhead
                 + self.per_seq * num_seqs)
-        vector = getattr(self.timer, "attn_decode_times", None)
+        vector = self._attn_vector
         attn = self.decode_attention_time
         if vector is None and steps > 2 * KNOT_STEPS:
             # Table-driven timers are piecewise linear in context: evaluate every

@@ -139,7 +139,7 @@ def write_validation_report(out_dir: Path, result: dict, runs: pd.DataFrame, pre
                          "yes" if r.get("measured_cliff") else "", "yes" if r.get("pred_cliff") else ""])
     runs_html = _table(["run", "TTFT meas", "TTFT pred", "err %", "TPOT meas", "TPOT pred", "err %",
                         "cliff (meas)", "cliff (pred)"], run_rows)
-    sources = sorted({r["kernel_times"] for r in result["per_run"] if r.get("kernel_times")})
+    sources = result.get("kernel_times")
     extra = f"<p>Kernel times from: {_esc('; '.join(sources))}.</p>" if sources else ""
     if "cliffs" in result:
         c = result["cliffs"]

@@ -106,6 +106,8 @@ def score(measured: MeasuredSet, preds: list[RunPrediction], slo: dict[str, floa
     result["per_request"] = per_request_errors(preds)
     result["skipped"] = [{"run": p.run.label, "error": p.error} for p in preds if p.error]
     result["notes"] = [{"run": p.run.label, "note": p.note} for p in preds if p.note]
+    # Where the runs' kernel times came from (one entry per source), for the CLI and report.
+    result["kernel_times"] = sorted({k for k in runs["kernel_times"] if isinstance(k, str) and k})
     if any(v is not None for v in slo.values()):
         slo_rows = []
         for p in preds:
