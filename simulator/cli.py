@@ -181,6 +181,8 @@ def validate_cmd(
         c = result["cliffs"]
         console.print(f"KV cliffs: {c['measured']} measured, {c['predicted']} predicted, {c['both']} both, "
                       f"{c['missed']} missed, {c['false_alarms']} false alarms")
+    if result.get("by_family"):
+        console.print(_family_table(result["by_family"]))
     if result.get("slo") and result["slo"]["runs"]:
         worst = result["slo"]["max_abs_diff_points"]
         console.print(f"SLO attainment: worst difference {worst:.1f} points over {len(result['slo']['runs'])} run(s)")
@@ -199,6 +201,23 @@ def validate_cmd(
     if hint:
         console.print(hint, highlight=False)
     console.print(f"output     {out}/  (validation.html, validation.json, validation.csv)")
+
+
+def _family_table(families: list[dict]) -> Table:
+    """Sweep errors per system, model and precision (the CLI's view of `by_family`)."""
+    table = Table(title="by system, model and precision: MAPE and bias (mean signed error) in %, "
+                        "TTFT below the measured KV cliffs; cliffs measured/predicted", title_justify="left")
+    table.add_column("system model precision", overflow="fold")
+    for col in ("n", "TTFT", "bias", "TPOT", "bias", "cliffs"):
+        table.add_column(col, justify="right", no_wrap=True, min_width=len(col))
+    for f in families:
+        ttft, tpot = f["ttft_ms_below_cliff"], f["tpot_ms"]
+        # The org prefix of a Hugging Face id (`meta-llama/`) only costs width here.
+        name = " ".join(w.rsplit("/", 1)[-1] for w in f["family"].split(" "))
+        table.add_row(name, str(f["runs"]), _fmt(ttft["mape"]), _fmt(ttft["mean_signed_pct"]),
+                      _fmt(tpot["mape"]), _fmt(tpot["mean_signed_pct"]),
+                      f"{f['cliffs_measured']}/{f['cliffs_predicted']}")
+    return table
 
 
 @app.command("explain")

@@ -511,6 +511,35 @@ def test_cli_validate_prints_skips_and_kernel_tables(tmp_path, capsys):
     assert "kernels    aiconfigurator:h200_sxm/vllm/" in captured.out
 
 
+def test_sweep_errors_are_broken_down_by_system_model_and_precision(tmp_path, capsys):
+    """A sweep over two GPUs reports each one's errors (the overall MAPE can hide one that is
+    far off), draws one curve figure per family, and a one-family sweep adds nothing."""
+    rows = ("h200_sxm,meta-llama/Llama-3.1-8B,fp8,1,256,16,{c},{t},8.0\n"
+            "h100_sxm,meta-llama/Llama-3.1-8B,fp8,1,256,16,{c},{t},8.0\n")
+    src = _write(tmp_path / "two.csv", "system,model,precision,tp_size,isl,osl,concurrency,ttft_ms,tpot_ms\n"
+                 + rows.format(c=1, t=30.0) + rows.format(c=4, t=60.0))
+    main(["validate", str(src), "--scenario", str(BENCH_SCENARIO), "-o", str(tmp_path / "out"), "-j", "1"])
+    printed = capsys.readouterr().out
+    result = json.loads((tmp_path / "out" / "validation.json").read_text())
+    families = {f["family"]: f for f in result["by_family"]}
+    assert sorted(families) == ["h100_sxm meta-llama/Llama-3.1-8B fp8", "h200_sxm meta-llama/Llama-3.1-8B fp8"]
+    for family, f in families.items():
+        mine = [r for r in result["per_run"] if r["run"].startswith(family)]
+        assert f["runs"] == len(mine) == 2
+        assert f["tpot_ms"]["mape"] == pytest.approx(np.mean([abs(r["err_pct_tpot_ms"]) for r in mine]))
+        assert f["ttft_ms_below_cliff"]["mean_signed_pct"] == pytest.approx(
+            np.mean([r["err_pct_ttft_ms"] for r in mine if not r["measured_cliff"]]))
+    assert "h100_sxm Llama-3.1-8B fp8" in printed and "by system, model and precision" in printed
+    for k in (1, 2):
+        assert (tmp_path / "out" / f"curves_ttft_ms_{k}.png").is_file()
+    assert "By system, model and precision" in (tmp_path / "out" / "validation.html").read_text()
+
+    one = _write(tmp_path / "one.csv", "system,model,precision,tp_size,isl,osl,concurrency,ttft_ms,tpot_ms\n"
+                 "h200_sxm,meta-llama/Llama-3.1-8B,fp8,1,256,16,1,30,8\n")
+    result, out = run_validation([one], BENCH_SCENARIO, [], tmp_path / "out1", workers=1)
+    assert "by_family" not in result and (out / "curves_ttft_ms.png").is_file()
+
+
 def test_sweep_base_scenario_times_kernels_from_the_gpus_tables():
     """The silicon base runs on the shipped H200 tables; a GPU without tables falls back."""
     from simulator.api import load

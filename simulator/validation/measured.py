@@ -54,6 +54,7 @@ class MeasuredRun:
     isl: int | None = None
     osl: int | None = None
     group: str = ""  # runs that differ only in load (for cliff detection and curves)
+    family: str = ""  # sweep rows: system, model and precision (errors are also broken down by it)
     model_id: str | None = None  # the model the result file names (vLLM JSON), if any
     error: str | None = None  # why this run cannot be simulated, known before simulating
     # The row proves its server held the model: if tp alone cannot, it ran attention-DP.
@@ -229,7 +230,8 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None) -
         if min(conc, isl, osl, tp) < 1:
             raise MeasurementError("concurrency, isl, osl and tp_size must be >= 1", where=where,
                                    fix="fix or drop that row")
-        group = f"{row.system} {row.model} {prec or row.precision} tp{tp} isl{isl} osl{osl}"
+        family = f"{row.system} {row.model} {prec or row.precision}"
+        group = f"{family} tp{tp} isl{isl} osl{osl}"
         overrides, error = [], None
         if prec is None:  # one row we cannot map is reported and skipped, like an unknown model
             error = MeasurementError(f"unknown precision {row.precision!r}", where=where,
@@ -247,7 +249,7 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None) -
         runs.append(MeasuredRun(label=f"{group} c{conc}", source=path.name, kind="closed_loop",
                                 measured={"ttft_ms": float(row.ttft_ms), "tpot_ms": float(row.tpot_ms)},
                                 overrides=overrides, concurrency=conc, isl=isl, osl=osl, group=group,
-                                error=error, infer_dp=True))
+                                family=family, error=error, infer_dp=True))
     return MeasuredSet("sweep", runs, df, np.arange(len(df)))
 
 

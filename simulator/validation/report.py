@@ -24,9 +24,14 @@ def _scatter(runs: pd.DataFrame, metric: str, label: str, path: Path) -> Path:
         p = runs[f"pred_{metric}"].to_numpy(dtype=float)
         ok = np.isfinite(m) & np.isfinite(p) & (m > 0) & (p > 0)
         groups = runs["group"].where(runs["group"].astype(bool), runs["source"])
-        for g in sorted(set(groups[ok])):
+        if len(set(groups[ok])) > 12 and "family" in runs and 1 < runs["family"][ok].nunique() <= 20:
+            groups = runs["family"]  # too many configurations to tell apart: colour by model and GPU
+        names = sorted(set(groups[ok]))
+        legend = len(names) <= 20
+        palette = plt.get_cmap("tab20").colors if len(names) > 10 else plt.get_cmap("tab10").colors
+        for i, g in enumerate(names):
             sel = ok & (groups == g).to_numpy()
-            ax.scatter(m[sel], p[sel], s=22, label=g if len(set(groups[ok])) <= 12 else None)
+            ax.scatter(m[sel], p[sel], s=22, color=palette[i % len(palette)], label=g if legend else None)
         if ok.any():
             lo, hi = min(m[ok].min(), p[ok].min()) * 0.8, max(m[ok].max(), p[ok].max()) * 1.25
             xs = np.array([lo, hi])
@@ -40,8 +45,8 @@ def _scatter(runs: pd.DataFrame, metric: str, label: str, path: Path) -> Path:
         ax.set_xlabel(f"measured {label}")
         ax.set_ylabel(f"predicted {label}")
         ax.set_title(f"{label}: predicted vs measured")
-        if len(set(groups[ok])) <= 12:
-            ax.legend(fontsize=6, loc="upper left")
+        if legend:
+            ax.legend(fontsize=6 if len(names) <= 12 else 5, loc="upper left")
         fig.tight_layout()
         fig.savefig(path, dpi=DPI)
     finally:
@@ -68,7 +73,8 @@ def _finish_small_multiples(fig, axes, used: int, path: Path, xlabel: str, ylabe
     fig.savefig(path, dpi=DPI)
 
 
-def _curves(runs: pd.DataFrame, metric: str, label: str, path: Path) -> Path | None:
+def _curves(runs: pd.DataFrame, metric: str, label: str, path: Path, family: str = "") -> Path | None:
+    """One panel per configuration; within one family, panel titles drop its common prefix."""
     groups = [g for g in dict.fromkeys(runs["group"]) if g]
     if not groups:
         return None
@@ -81,7 +87,7 @@ def _curves(runs: pd.DataFrame, metric: str, label: str, path: Path) -> Path | N
             ax.set_xscale("log", base=2)
             if metric == "ttft_ms":
                 ax.set_yscale("log")
-            ax.set_title(g, fontsize=7)
+            ax.set_title(g[len(family):].strip() if family and g.startswith(family) else g, fontsize=7)
             ax.tick_params(labelsize=7)
         _finish_small_multiples(fig, axes, len(groups), path, "concurrency", label)
     finally:
@@ -120,10 +126,19 @@ def write_validation_report(out_dir: Path, result: dict, runs: pd.DataFrame, pre
     for metric, label in (("ttft_ms", "TTFT (ms)"), ("tpot_ms", "TPOT (ms)"), ("e2e_ms", "E2E (ms)")):
         if runs[f"measured_{metric}"].notna().any():
             figs.append((f"{label}: predicted vs measured", _scatter(runs, metric, label, out_dir / f"scatter_{metric}.png")))
+    families = [f for f in dict.fromkeys(runs.get("family", pd.Series(dtype=str))) if f]
+    if len(families) > 1:  # one figure per system/model/precision, not one of hundreds of panels
+        for k, family in enumerate(families, start=1):
+            for metric, label in (("ttft_ms", "TTFT (ms)"), ("tpot_ms", "TPOT (ms)")):
+                p = _curves(runs[runs["family"] == family], metric, label,
+                            out_dir / f"curves_{metric}_{k}.png", family=family)
+                if p is not None:
+                    figs.append((f"{label} vs concurrency: {family}", p))
     for metric, label in (("ttft_ms", "TTFT (ms)"), ("tpot_ms", "TPOT (ms)")):
-        p = _curves(runs, metric, label, out_dir / f"curves_{metric}.png")
-        if p is not None:
-            figs.append((f"{label} vs concurrency per configuration", p))
+        if len(families) <= 1:
+            p = _curves(runs, metric, label, out_dir / f"curves_{metric}.png")
+            if p is not None:
+                figs.append((f"{label} vs concurrency per configuration", p))
         c = _cdfs(preds, metric, label, out_dir / f"cdf_{metric}.png")
         if c is not None:
             figs.append((f"{label} per-request distribution per run", c))
@@ -146,6 +161,14 @@ def write_validation_report(out_dir: Path, result: dict, runs: pd.DataFrame, pre
         extra += (f"<p>KV-capacity cliffs (TTFT ≥ 5× the configuration's lowest-concurrency TTFT): "
                   f"{c['measured']} measured, {c['predicted']} predicted, {c['both']} both, "
                   f"{c['missed']} missed, {c['false_alarms']} false alarms.</p>")
+    if result.get("by_family"):
+        rows = [[f["family"], str(f["runs"]), _fmt(f["ttft_ms_below_cliff"]["mape"]),
+                 _fmt(f["ttft_ms_below_cliff"]["mean_signed_pct"]), _fmt(f["tpot_ms"]["mape"]),
+                 _fmt(f["tpot_ms"]["mean_signed_pct"]), f"{f['cliffs_measured']}/{f['cliffs_predicted']}"]
+                for f in result["by_family"]]
+        extra += ("<h2>By system, model and precision</h2><p>TTFT over the rows below the measured "
+                  "KV cliffs.</p>" + _table(["system model precision", "runs", "TTFT MAPE %", "TTFT signed %",
+                                             "TPOT MAPE %", "TPOT signed %", "cliffs meas/pred"], rows))
     if result.get("notes"):
         rows = [[n["run"], n["note"]] for n in result["notes"]]
         extra += "<h2>Runs simulated with inferred settings (layout, context limit)</h2>" + _table(["run", "how"], rows, numeric_from=2)

@@ -25,7 +25,7 @@ def pct(pred: float, meas: float) -> float:
 def runs_frame(preds: list[RunPrediction]) -> pd.DataFrame:
     rows = []
     for p in preds:
-        row = {"run": p.run.label, "source": p.run.source, "group": p.run.group,
+        row = {"run": p.run.label, "source": p.run.source, "group": p.run.group, "family": p.run.family,
                "concurrency": p.run.concurrency, "error": p.error, "note": p.note,
                "kernel_times": (p.summary.get("config") or {}).get("kernel_times")}
         for m in METRICS:
@@ -52,6 +52,23 @@ def _err_block(errs: np.ndarray) -> dict:
         return {"n": 0, "mape": None, "mean_signed_pct": None, "max_abs_pct": None}
     return {"n": int(errs.size), "mape": float(np.abs(errs).mean()),
             "mean_signed_pct": float(errs.mean()), "max_abs_pct": float(np.abs(errs).max())}
+
+
+def by_family(runs: pd.DataFrame) -> list[dict]:
+    """Errors per system, model and precision of a sweep that spans more than one: a
+    sweep's overall MAPE can hide one model or GPU that is far off."""
+    ok = runs[runs["error"].isna() & runs["family"].astype(bool)]
+    if ok["family"].nunique() < 2:
+        return []
+    out = []
+    for family, g in ok.groupby("family", sort=True):
+        below = g[~g["measured_cliff"]]
+        out.append({"family": family, "runs": len(g),
+                    "ttft_ms_below_cliff": _err_block(below["err_pct_ttft_ms"].to_numpy(dtype=float)),
+                    "tpot_ms": _err_block(g["err_pct_tpot_ms"].to_numpy(dtype=float)),
+                    "cliffs_measured": int(g["measured_cliff"].sum()),
+                    "cliffs_predicted": int(g["pred_cliff"].sum())})
+    return out
 
 
 def per_request_errors(preds: list[RunPrediction]) -> dict:
@@ -103,6 +120,9 @@ def score(measured: MeasuredSet, preds: list[RunPrediction], slo: dict[str, floa
         result["cliffs"] = {"measured": int(mc.sum()), "predicted": int(pc.sum()),
                             "both": int((mc & pc).sum()), "missed": int((mc & ~pc).sum()),
                             "false_alarms": int((~mc & pc).sum())}
+        families = by_family(runs)
+        if families:
+            result["by_family"] = families
     result["per_request"] = per_request_errors(preds)
     result["skipped"] = [{"run": p.run.label, "error": p.error} for p in preds if p.error]
     result["notes"] = [{"run": p.run.label, "note": p.note} for p in preds if p.note]
