@@ -113,7 +113,6 @@ def _curves(runs: pd.DataFrame, metric: str, label: str, path: Path, family: str
                 ax.set_yscale("log")
             _plain_ticks(ax)
             ax.set_title(g[len(family):].strip() if family and g.startswith(family) else g, fontsize=7)
-            ax.tick_params(labelsize=7)
         _finish_small_multiples(fig, axes, len(groups), path, "concurrency", label)
     finally:
         plt.close(fig)
