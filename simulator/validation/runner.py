@@ -95,6 +95,7 @@ class _Builder:
         self.scenario_path = scenario_path
         self.assignments = [*run.overrides, *overrides]
         self.loaded = load_scenario(scenario_path, self.assignments)
+        self._loaded_for = list(self.assignments)  # what self.loaded was parsed from
         sc = self.loaded.scenario
         self.model = resolve_model(sc, self.loaded.base_dir)
         self.workload = _replay_workload(run, sc.workload.seed)
@@ -108,7 +109,9 @@ class _Builder:
                               "longest request")
 
     def _simulate(self, assignments: list[str]) -> Simulation:
-        return Simulation(load_scenario(self.scenario_path, assignments), workload=self.workload)
+        # Most runs need no adjustment: reuse the scenario already parsed (a sweep has hundreds).
+        loaded = self.loaded if assignments == self._loaded_for else load_scenario(self.scenario_path, assignments)
+        return Simulation(loaded, workload=self.workload)
 
     def build(self, extra: list[str] | None = None) -> Simulation:
         assignments = [*self.assignments, *(extra or [])]
