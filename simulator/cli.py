@@ -97,7 +97,9 @@ def print_summary(summary: dict, out_dir: Path | None) -> None:
         f"{_fmt(thr['output_tokens_per_s'])} output tok/s",
         f"KV cache   {kv['capacity_tokens']:,} tokens per "
         f"{'decode replica' if dis else 'DP rank' if summary['config'].get('dp', 1) > 1 else 'replica'}, "
-        f"peak {kv['peak_utilization']:.0%} used",
+        f"peak {kv['peak_utilization']:.0%} used"
+        + (f", {kv['prefix_cache_hit_rate']:.0%} of prompt tokens from the prefix cache"
+           if kv.get("prefix_cache_hit_rate") else ""),
     ]
     if dis:
         lines.append(f"KV moves   {_fmt(dis['kv_transfer']['ms']['mean'])} ms mean, "

@@ -3,6 +3,10 @@
 Only counts are tracked (which block holds which token does not affect timing), so
 allocation is O(1). The invariants the tests pin: used never exceeds total, never goes
 negative, and returns to zero when every request has finished.
+
+With prefix caching (`simulator.prefix_cache`), `cached` blocks hold KV no request
+references: free for admission, but evicted (forgotten by the cache) only when an
+allocation finds no empty block. used + cached never exceeds total.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 class BlockManager:
     """Counts free and used KV blocks of one engine, with a peak-usage watermark."""
 
-    __slots__ = ("block_size", "peak_used", "total", "used", "watermark_blocks")
+    __slots__ = ("block_size", "cached", "peak_used", "prefix_cache", "total", "used", "watermark_blocks")
 
     def __init__(self, total_blocks: int, block_size: int, watermark: float = 0.0):
         if total_blocks <= 0:
@@ -21,6 +25,8 @@ class BlockManager:
         self.used = 0
         self.peak_used = 0
         self.watermark_blocks = int(watermark * total_blocks)
+        self.cached = 0
+        self.prefix_cache = None  # a PrefixCache registers itself here
 
     @property
     def free(self) -> int:
@@ -34,8 +40,10 @@ class BlockManager:
         return self.free - blocks >= reserve
 
     def allocate(self, blocks: int) -> None:
-        if blocks > self.free:
-            raise RuntimeError(f"KV over-allocation: {blocks} requested, {self.free} free")
+        if blocks > self.total - self.used - self.cached:
+            if blocks > self.free:
+                raise RuntimeError(f"KV over-allocation: {blocks} requested, {self.free} free")
+            self.prefix_cache.evict(blocks - (self.total - self.used - self.cached))
         self.used += blocks
         if self.used > self.peak_used:
             self.peak_used = self.used

@@ -102,6 +102,7 @@ def requests_frame(requests: list[Request], *, disaggregated: bool = False) -> p
         "replica": np.array([r.replica for r in requests], dtype=np.int64),
         "arrival_s": arrival,
         "prompt_tokens": np.array([r.prompt_tokens for r in requests], dtype=np.int64),
+        "cached_tokens": np.array([r.cached_tokens for r in requests], dtype=np.int64),
         "output_tokens": out,
         "first_token_s": first,
         "finish_s": finish,

@@ -13,6 +13,7 @@ class Request:
     __slots__ = (
         "arrival",
         "block_count",
+        "cached_tokens",
         "client",
         "finish_time",
         "first_token_time",
@@ -24,11 +25,16 @@ class Request:
         "output_tokens",
         "preemptions",
         "prefill_replica",
+        "prefix",
         "prefix_id",
+        "prefix_layout",
+        "prefix_published",
+        "prefix_refs",
         "prompt_tokens",
         "reject_reason",
         "replica",
         "session_id",
+        "shared_blocks",
         "status",
     )
 
@@ -41,6 +47,7 @@ class Request:
         session_id: int = -1,
         prefix_id: int = -1,
         client: int = -1,
+        prefix: tuple[tuple[int, int], ...] | None = None,
     ):
         self.id = id
         self.arrival = arrival
@@ -49,6 +56,13 @@ class Request:
         self.session_id = session_id
         self.prefix_id = prefix_id
         self.client = client
+        # Known prompt content for prefix caching: (segment id, end token) pairs, or None.
+        self.prefix = prefix
+        self.prefix_layout = None  # the cache's per-request key/block layout (see PrefixCache)
+        self.prefix_refs: list[int] | None = None  # cached segments this request references
+        self.prefix_published = 0  # segments looked up or offered to the cache so far
+        self.shared_blocks = 0  # of block_count, the blocks owned by cached segments
+        self.cached_tokens = 0  # prompt tokens found in the prefix cache at first admission
         self.replica = -1
         # Disaggregated serving only: the prefill instance, and the KV transfer's duration.
         self.prefill_replica = -1

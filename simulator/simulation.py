@@ -307,7 +307,8 @@ class Simulation:
     def _send_closed_loop(self, client: int, i: int) -> None:
         wl = self.workload
         self._dispatch(Request(i, self.env.now, int(wl.prompt_tokens[i]), int(wl.output_tokens[i]),
-                               client=client))
+                               client=client,
+                               prefix=wl.prefixes.chain(i) if wl.prefixes is not None else None))
 
     def _open_loop(self, wl: OpenLoopWorkload):
         env = self.env
@@ -316,12 +317,14 @@ class Simulation:
         outputs = wl.output_tokens.tolist()
         sessions = wl.session_id.tolist() if wl.session_id is not None else None
         prefixes = wl.prefix_id.tolist() if wl.prefix_id is not None else None
+        content = wl.prefixes
         for i, t in enumerate(arrivals):
             if t > env.now:
                 yield env.timeout(t - env.now)
             self._pending_sources = len(arrivals) - i - 1
             req = Request(i, t, prompts[i], outputs[i],
-                          sessions[i] if sessions else -1, prefixes[i] if prefixes else -1)
+                          sessions[i] if sessions else -1, prefixes[i] if prefixes else -1,
+                          prefix=content.chain(i) if content is not None else None)
             self._dispatch(req)
         self._wake_all()
 
@@ -416,6 +419,7 @@ class Simulation:
             "blocks_per_replica": self.memory.num_blocks,
             "peak_utilization": peak,
             "mean_utilization": mean_util,
+            "prefix_cache_hit_rate": _prefix_hit_rate(req_df),
         }
         summary["memory_gib"] = {
             "gpu": self.memory.gpu_memory_gib,
@@ -473,6 +477,12 @@ class Simulation:
             "ms": describe(done["kv_transfer_ms"].to_numpy()),
         }
         return out
+
+
+def _prefix_hit_rate(requests: pd.DataFrame) -> float:
+    """Prompt tokens served from the prefix cache at admission, over all prompt tokens."""
+    prompts = int(requests["prompt_tokens"].sum())
+    return int(requests["cached_tokens"].sum()) / prompts if prompts else 0.0
 
 
 def _kv_use(instances: list[Replica], iterations: pd.DataFrame) -> tuple[float, float]:

@@ -240,7 +240,7 @@ class TraceArrival(StrictModel):
     format: Literal["auto", "csv", "azure", "burstgpt", "mooncake"] = Field(
         default="auto",
         description=(
-            "File format. csv: arrival_s,prompt_tokens,output_tokens[,session_id,prefix_id]; "
+            "File format. csv: arrival_s,prompt_tokens,output_tokens[,session_id,prefix_id,prefix_tokens]; "
             "azure: TIMESTAMP,ContextTokens,GeneratedTokens; burstgpt: Timestamp,Model,"
             "Request tokens,Response tokens,...; mooncake: JSON lines with timestamp (ms), "
             "input_length, output_length[, hash_ids]. auto: .jsonl means mooncake, else "
@@ -272,6 +272,14 @@ class TraceArrival(StrictModel):
         default=None,
         ge=1,
         description="Take at most this many requests from start_s on (default: all).",
+    )
+    hash_block_tokens: int = Field(
+        default=512,
+        ge=1,
+        description=(
+            "Tokens per entry of a Mooncake trace's hash_ids (512 in the published traces); "
+            "equal hashes mark equal prompt content for prefix caching. Scaled by length_scale."
+        ),
     )
 
 
@@ -478,6 +486,26 @@ _LENGTH_EXAMPLE = {
 }
 
 
+class SharedPrefixConfig(StrictModel):
+    """Prompts that start with one of a few shared texts (a system prompt, few-shot examples)."""
+
+    tokens: int = Field(
+        ge=1,
+        description=(
+            "Length of the shared prefix: the first `tokens` tokens of every prompt (all of a "
+            "shorter prompt). Prompt lengths still come from prompt_tokens."
+        ),
+    )
+    groups: int = Field(
+        default=1,
+        ge=1,
+        description=(
+            "Distinct prefixes; each request draws one uniformly at random (seeded), as "
+            "vLLM's prefix_repetition benchmark data set does."
+        ),
+    )
+
+
 class WorkloadConfig(StrictModel):
     """The scenario's ``workload`` section: an arrival process plus request lengths."""
 
@@ -519,6 +547,14 @@ class WorkloadConfig(StrictModel):
             f"{CLOSED_LOOP_REQUESTS_PER_CLIENT} requests per client."
         ),
     )
+    shared_prefix: SharedPrefixConfig | None = Field(
+        default=None,
+        description=(
+            "Mark the start of every prompt as shared text, which vllm-v1's prefix cache can "
+            "reuse (e.g. `{tokens: 1000, groups: 4}`). A trace marks shared content itself "
+            "(csv prefix_id/prefix_tokens columns, Mooncake hash_ids)."
+        ),
+    )
     seed: int = Field(
         default=0,
         ge=0,
@@ -531,6 +567,16 @@ class WorkloadConfig(StrictModel):
     @model_validator(mode="after")
     def _lengths_match_arrival(self) -> WorkloadConfig:
         if isinstance(self.arrival, TraceArrival):
+            if self.shared_prefix is not None:
+                raise ConfigError(
+                    "`shared_prefix` cannot be set with a trace arrival: the trace marks shared "
+                    "content itself",
+                    where="workload.shared_prefix",
+                    fix=(
+                        "remove it; in a csv trace give prefix_id and prefix_tokens columns, in a "
+                        "Mooncake trace hash_ids"
+                    ),
+                )
             for name in ("prompt_tokens", "output_tokens"):
                 if getattr(self, name) is not None:
                     raise ConfigError(
@@ -570,6 +616,51 @@ def _frozen(a: np.ndarray | None, dtype: type) -> np.ndarray | None:
 
 
 @dataclass(frozen=True, eq=False)
+class SharedPrefixes:
+    """Request i's first ``tokens[i]`` prompt tokens are shared text number ``ids[i]``
+    (-1: nothing shared). From `shared_prefix` or a csv trace's prefix columns."""
+
+    ids: np.ndarray
+    tokens: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.ids.size)
+
+    def window(self, lo: int, hi: int, scale: float = 1.0) -> SharedPrefixes:
+        tokens = self.tokens[lo:hi]
+        if scale != 1.0:
+            tokens = np.maximum(np.rint(tokens * scale), 1).astype(np.int64)
+        return SharedPrefixes(self.ids[lo:hi], tokens)
+
+    def chain(self, i: int) -> tuple[tuple[int, int], ...] | None:
+        pid = int(self.ids[i])
+        return None if pid < 0 else ((pid, int(self.tokens[i])),)
+
+
+@dataclass(frozen=True, eq=False)
+class HashedBlocks:
+    """Mooncake-style content hashes: entry j of ``hash_ids[i]`` identifies prompt tokens
+    [j·block_tokens, (j+1)·block_tokens) of request i, given everything before them."""
+
+    hash_ids: tuple[tuple[int, ...], ...]
+    block_tokens: int
+
+    def __len__(self) -> int:
+        return len(self.hash_ids)
+
+    def window(self, lo: int, hi: int, scale: float = 1.0) -> HashedBlocks:
+        return HashedBlocks(self.hash_ids[lo:hi], max(round(self.block_tokens * scale), 1))
+
+    def chain(self, i: int) -> tuple[tuple[int, int], ...] | None:
+        b = self.block_tokens
+        hashes = self.hash_ids[i]
+        return tuple((h, (j + 1) * b) for j, h in enumerate(hashes)) if hashes else None
+
+
+PromptPrefixes = SharedPrefixes | HashedBlocks
+
+
+@dataclass(frozen=True, eq=False)
 class OpenLoopWorkload:
     """Requests whose arrival times do not depend on the server (rate or trace driven).
 
@@ -587,6 +678,7 @@ class OpenLoopWorkload:
     prefix_id: np.ndarray | None = None
     hash_ids: tuple[tuple[int, ...], ...] | None = None
     skipped_rows: int = 0
+    prefixes: PromptPrefixes | None = None  # shared prompt content, for prefix caching
 
     def __post_init__(self) -> None:
         for name, dtype in (
@@ -598,7 +690,7 @@ class OpenLoopWorkload:
         ):
             object.__setattr__(self, name, _frozen(getattr(self, name), dtype))
         n = self.arrival_s.size
-        for name in ("prompt_tokens", "output_tokens", "session_id", "prefix_id", "hash_ids"):
+        for name in ("prompt_tokens", "output_tokens", "session_id", "prefix_id", "hash_ids", "prefixes"):
             value = getattr(self, name)
             if value is not None and len(value) != n:
                 raise ValueError(f"{name} has {len(value)} entries, arrival_s has {n}")
@@ -624,6 +716,7 @@ class OpenLoopWorkload:
                 o,
                 session_id=sid[i] if sid is not None else -1,
                 prefix_id=pid[i] if pid is not None else -1,
+                prefix=self.prefixes.chain(i) if self.prefixes is not None else None,
             )
 
 
@@ -643,6 +736,7 @@ class ClosedLoopWorkload:
     duration_s: float | None
     think_times: np.ndarray | None = None  # per request, seconds before it is sent (jittered clients)
     release_s: np.ndarray | None = None  # per request, earliest send time (issued at a rate)
+    prefixes: PromptPrefixes | None = None  # shared prompt content, for prefix caching
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "prompt_tokens", _frozen(self.prompt_tokens, np.int64))
@@ -657,8 +751,17 @@ class ClosedLoopWorkload:
 
 
 def _streams(seed: int) -> tuple[np.random.Generator, ...]:
-    """Independent generators for arrivals, prompt lengths and output lengths."""
-    return tuple(np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(4))
+    """Independent generators: arrivals, prompt lengths, output lengths, think times and
+    prefix groups (spawned children do not depend on how many are spawned)."""
+    return tuple(np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(5))
+
+
+def _shared_prefixes(cfg: WorkloadConfig, n: int, rng: np.random.Generator) -> SharedPrefixes | None:
+    sp = cfg.shared_prefix
+    if sp is None:
+        return None
+    ids = rng.integers(0, sp.groups, n) if sp.groups > 1 else np.zeros(n, dtype=np.int64)
+    return SharedPrefixes(ids.astype(np.int64), np.full(n, sp.tokens, dtype=np.int64))
 
 
 def build_workload(
@@ -671,7 +774,7 @@ def build_workload(
     if isinstance(arrival, TraceArrival):
         return _build_trace_workload(cfg, arrival, base)
 
-    rng_arrival, rng_prompt, rng_output, rng_think = _streams(cfg.seed)
+    rng_arrival, rng_prompt, rng_output, rng_think, rng_prefix = _streams(cfg.seed)
     assert cfg.prompt_tokens is not None and cfg.output_tokens is not None
 
     if isinstance(arrival, ClosedLoopArrival):
@@ -702,6 +805,7 @@ def build_workload(
                 if arrival.rate is not None
                 else None
             ),
+            prefixes=_shared_prefixes(cfg, n, rng_prefix),
         )
 
     n_req = cfg.num_requests
@@ -716,6 +820,7 @@ def build_workload(
         output_tokens=sample_lengths(
             cfg.output_tokens, t.size, rng_output, base, field="workload.output_tokens"
         ),
+        prefixes=_shared_prefixes(cfg, t.size, rng_prefix),
     )
 
 
@@ -745,6 +850,8 @@ def _build_trace_workload(
     def window(a: np.ndarray | None) -> np.ndarray | None:
         return None if a is None else a[lo:hi]
 
+    prefixes = _trace_prefixes(trace, arrival)
+
     def scaled(a: np.ndarray) -> np.ndarray:
         a = a[lo:hi]
         if arrival.length_scale == 1.0:
@@ -759,7 +866,16 @@ def _build_trace_workload(
         prefix_id=window(trace.prefix_id),
         hash_ids=trace.hash_ids[lo:hi] if trace.hash_ids is not None else None,
         skipped_rows=trace.skipped_rows,
+        prefixes=prefixes.window(lo, hi, arrival.length_scale) if prefixes is not None else None,
     )
+
+
+def _trace_prefixes(trace: Trace, arrival: TraceArrival) -> PromptPrefixes | None:
+    if trace.hash_ids is not None:
+        return HashedBlocks(trace.hash_ids, arrival.hash_block_tokens)
+    if trace.prefix_id is not None and trace.prefix_tokens is not None:
+        return SharedPrefixes(trace.prefix_id, trace.prefix_tokens)
+    return None
 
 
 # ---------------------------------------------------------------------------------------
@@ -780,6 +896,7 @@ class Trace:
     prefix_id: np.ndarray | None = None
     hash_ids: tuple[tuple[int, ...], ...] | None = None
     skipped_rows: int = 0
+    prefix_tokens: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.arrival_s.size)
@@ -796,6 +913,7 @@ class _Rows:
     prefix: list[int] | None = None
     hashes: list[tuple[int, ...]] | None = None
     skipped: int = 0
+    prefix_tokens: list[int] | None = None
 
 
 TraceParse = Callable[[Path, str], _Rows]
@@ -934,14 +1052,23 @@ def _parse_plain_csv(path: Path, label: str) -> _Rows:
         cols = _csv_header(reader, label, "csv", required)
         ia, ip, io = (cols[c] for c in required)
         isess, ipre = cols.get("session_id"), cols.get("prefix_id")
+        iptok = cols.get("prefix_tokens")
+        if iptok is not None and ipre is None:
+            raise TraceError(
+                "column 'prefix_tokens' needs a 'prefix_id' column: it says how long the shared "
+                "prefix named by prefix_id is",
+                where=_where((label, reader.line_num)),
+                fix="add a prefix_id column (equal ids mean equal prefix text), or drop prefix_tokens",
+            )
         out = _Rows(
             [],
             [],
             [],
             session=[] if isess is not None else None,
             prefix=[] if ipre is not None else None,
+            prefix_tokens=[] if iptok is not None else None,
         )
-        used = [i for i in (ia, ip, io, isess, ipre) if i is not None]
+        used = [i for i in (ia, ip, io, isess, ipre, iptok) if i is not None]
         for loc, row in _csv_rows(reader, label, max(used) + 1):
             out.arrival.append(_number(row[ia], "arrival_s", loc))
             out.prompt.append(_tokens(row[ip], "prompt_tokens", loc))
@@ -950,6 +1077,9 @@ def _parse_plain_csv(path: Path, label: str) -> _Rows:
                 out.session.append(_optional_id(row[isess], "session_id", loc))
             if out.prefix is not None:
                 out.prefix.append(_optional_id(row[ipre], "prefix_id", loc))
+            if out.prefix_tokens is not None:
+                text = row[iptok].strip()
+                out.prefix_tokens.append(_tokens(text, "prefix_tokens", loc) if text else 0)
     return out
 
 
@@ -1200,6 +1330,7 @@ def read_trace(path: Path | str, fmt: str = "auto", *, label: str | None = None)
         prefix_id=column(rows.prefix),
         hash_ids=hashes,
         skipped_rows=rows.skipped,
+        prefix_tokens=column(rows.prefix_tokens),
     )
 
 

@@ -25,7 +25,7 @@ TITLE = 'Run <A&B> "quoted"'
 EXTERNAL = re.compile(r"""(?:src|href)\s*=\s*["']?\s*https?://""", re.IGNORECASE)
 
 REQUEST_COLUMNS = [
-    "request_id", "replica", "arrival_s", "prompt_tokens", "output_tokens", "first_token_s",
+    "request_id", "replica", "arrival_s", "prompt_tokens", "cached_tokens", "output_tokens", "first_token_s",
     "finish_s", "ttft_ms", "tpot_ms", "e2e_ms", "preemptions", "status", "reject_reason",
 ]  # fmt: skip
 ITERATION_COLUMNS = [

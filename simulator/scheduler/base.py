@@ -137,8 +137,7 @@ class Scheduler:
     # -- shared helpers ------------------------------------------------------------
     def _preempt(self, req: Request) -> None:
         """Recompute preemption: drop the KV, requeue at the front of the waiting queue."""
-        self.kv.release(req.block_count)
-        req.block_count = 0
+        self._release(req)
         req.num_computed = 0
         req.preemptions += 1
         req.status = "waiting"
@@ -161,7 +160,12 @@ class Scheduler:
         return preempted
 
     def _release(self, req: Request) -> None:
-        self.kv.release(req.block_count)
+        """Free the request's blocks; those of cached prefix segments stay cached."""
+        own = req.block_count
+        if req.prefix_refs is not None:
+            own = self.kv.prefix_cache.release(req)
+        req.prefix_published = 0
+        self.kv.release(own)
         req.block_count = 0
 
     @staticmethod

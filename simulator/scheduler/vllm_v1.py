@@ -4,6 +4,10 @@ Running requests go first (decodes at one token, unfinished prefills continue th
 chunk), then waiting requests are admitted FCFS while the budget, max_num_seqs and KV
 blocks allow. When a running request cannot get a block, the lowest-priority running
 request (the last admitted) is preempted by recompute.
+
+With prefix caching (vLLM v1's default), a request admitted with no KV first takes the
+longest cached prefix of its known prompt content (`simulator.prefix_cache`), and its
+prefill starts after it.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from typing import Literal
 from pydantic import Field
 
 from simulator.cost.ops import IterationShape
+from simulator.prefix_cache import PrefixCache
 from simulator.scheduler.base import (
     Scheduler,
     SchedulerConfigBase,
@@ -36,6 +41,10 @@ class VllmV1Config(SchedulerConfigBase):
         False, description="vLLM --async-scheduling: the next iteration is "
         "scheduled while this one runs, so a request that arrives mid-iteration joins the one after next "
         "(an opt-in flag up to vLLM ~0.13, on by default in later releases: vllm-project/vllm#27614)")
+    enable_prefix_caching: bool = Field(
+        True, description="vLLM v1's automatic prefix caching (on by default there): whole KV blocks of "
+        "prompt content the workload marks as shared (workload.shared_prefix, a trace's prefix or "
+        "hash columns) stay cached after their request and are reused, so only the rest is prefilled")
 
     def resolve_limits(self, gpu_name, gpu_memory_gib, max_model_len):
         budget, seqs = vllm_default_limits(gpu_name, gpu_memory_gib)
@@ -59,6 +68,7 @@ class VllmV1Scheduler(Scheduler):
     def __init__(self, config: VllmV1Config, kv, max_model_len, itl, **limits):
         super().__init__(config, kv, max_model_len, itl, **limits)
         self.chunked = config.enable_chunked_prefill
+        self.prefix_cache = PrefixCache(kv) if config.enable_prefix_caching else None
 
     def admission_error(self, req):
         err = None if self.chunked else self.budget_error(req, " with chunked prefill off")
@@ -67,6 +77,7 @@ class VllmV1Scheduler(Scheduler):
     def schedule(self, now: float) -> Step | None:
         kv = self.kv
         bs = kv.block_size
+        cache = self.prefix_cache
         budget = self.token_budget
         running = self.running
         entries = []
@@ -103,20 +114,33 @@ class VllmV1Scheduler(Scheduler):
                     i += 1
                     continue
             chunks.append((q, c))
+            if req.prefix is not None and cache is not None:
+                cache.publish(req, c + q)
             i += 1
         if not preempted:
             waiting = self.waiting
             while waiting and budget > 0 and len(running) < self.max_num_seqs:
                 req = waiting[0]
                 c = req.num_computed
+                hit = None
+                revived = 0
+                if req.prefix is not None and cache is not None and c == 0:
+                    hit = cache.match(req)
+                    c = hit[1] * bs
+                    revived = hit[2]
                 todo = req.prompt_tokens + req.num_generated - c
                 if not self.chunked and todo > budget:
                     break
                 q = min(todo, budget)
-                need = -(-(c + q) // bs) - req.block_count
-                if need > kv.total - kv.used:
+                need = -(-(c + q) // bs) - req.block_count - (hit[1] if hit else 0)
+                if need + revived > kv.total - kv.used:
                     break
                 waiting.popleft()
+                if hit is not None:
+                    cache.acquire(req, hit[0], hit[1], hit[3])
+                    if req.preemptions == 0:
+                        req.cached_tokens = c
+                    cache.publish(req, c + q)
                 kv.allocate(need)
                 req.block_count += need
                 req.status = "running"
