@@ -32,14 +32,13 @@ class _Segment:
 class PrefixCache:
     """The cached segments of one engine's KV pool."""
 
-    __slots__ = ("hit_tokens", "idle", "kv", "queried_tokens", "segments")
+    __slots__ = ("hit_tokens", "idle", "kv", "segments")
 
     def __init__(self, kv: BlockManager):
         self.kv = kv
         self.segments: dict[int, _Segment] = {}
         self.idle: OrderedDict[int, None] = OrderedDict()  # unreferenced keys, oldest first
-        self.queried_tokens = 0
-        self.hit_tokens = 0
+        self.hit_tokens = 0  # tokens read from the cache, over every admission (resumptions too)
         kv.prefix_cache = self
 
     # -- per request ----------------------------------------------------------------
@@ -107,7 +106,6 @@ class PrefixCache:
         req.block_count = hit_blocks
         req.num_computed = hit_blocks * kv.block_size
         req.prefix_published = matched
-        self.queried_tokens += req.prompt_tokens + req.num_generated
         self.hit_tokens += req.num_computed
 
     def publish(self, req: Request, computed: int) -> None:
@@ -158,8 +156,3 @@ class PrefixCache:
             n = segments.pop(key).blocks
             kv.cached -= n
             blocks -= n
-
-    @property
-    def hit_rate(self) -> float:
-        """Share of looked-up tokens served from the cache (vLLM's prefix cache hit rate)."""
-        return self.hit_tokens / self.queried_tokens if self.queried_tokens else 0.0

@@ -52,12 +52,15 @@ def scenarios(draw) -> dict:
         sched["max_wait_ms"] = draw(st.sampled_from([0.0, 5.0, 100.0]))
     if policy in ("continuous", "vllm-v0", "vllm-v1"):
         sched["max_num_seqs"] = draw(st.sampled_from([2, 16, 256]))
+    shared = None
     if policy == "vllm-v1":
         sched["max_num_batched_tokens"] = draw(st.sampled_from([48, 512, 2048]))
         sched["async_scheduling"] = draw(st.booleans())
+        if draw(st.booleans()):  # prompts opening with shared text: prefix-cache hits and evictions
+            shared = {"tokens": draw(st.sampled_from([5, 40, 700])), "groups": draw(st.integers(1, 4))}
     pp = draw(st.sampled_from([1, 2]))
     kv_choices = [None, 2048, 4096]
-    return scenario(
+    d = scenario(
         policy,
         arrival=arrival,
         prompt=uniform(p_lo, p_hi),
@@ -73,6 +76,9 @@ def scenarios(draw) -> dict:
         block_size=draw(st.sampled_from([1, 16, 32])),
         max_model_len=MAX_MODEL_LEN,
     )
+    if shared:
+        d["workload"]["shared_prefix"] = shared
+    return d
 
 
 def check_requests(d: dict, req) -> None:
@@ -94,13 +100,18 @@ def check_requests(d: dict, req) -> None:
     assert done["replica"].between(0, replicas - 1).all()
 
 
-def check_tokens(d: dict, req, it) -> None:
-    """Computed tokens cover every completed request's prompt + output − 1 (the last token's
-    KV is never computed); exactly, when nothing was recomputed or padded."""
+def check_tokens(d: dict, req, it, sim=None) -> None:
+    """Computed tokens, plus those read from the prefix cache, cover every completed
+    request's prompt + output − 1 (the last token's KV is never computed); exactly, when
+    nothing was recomputed or padded."""
     done = req[req["status"] == "completed"]
     computed = int(it["prefill_tokens"].sum() + it["decode_tokens"].sum())
+    if sim is not None:
+        computed += sum(e.scheduler.kv.prefix_cache.hit_tokens for e in engines(sim)
+                        if e.scheduler.kv.prefix_cache is not None)
     needed = int((done["prompt_tokens"] + done["output_tokens"] - 1).sum())
     assert computed >= needed
+    assert (done["cached_tokens"] < done["prompt_tokens"]).all()
     no_recompute = req["preemptions"].sum() == 0
     stuck = req["reject_reason"].str.contains("deadlock").any()  # may have run partly
     if d["scheduler"]["policy"] != "static" and no_recompute and not stuck:
@@ -114,6 +125,11 @@ def check_kv(sim, it) -> None:
         kv = e.scheduler.kv
         assert kv.used == 0, "KV blocks leaked after every request settled"
         assert 0 <= kv.peak_used <= kv.total
+        assert 0 <= kv.cached <= kv.total  # prefix-cached blocks nobody references
+        if kv.prefix_cache is not None:
+            segments = kv.prefix_cache.segments
+            assert all(s.refs == 0 for s in segments.values())
+            assert kv.cached == sum(s.blocks for s in segments.values())
         assert not e.scheduler.running and not e.scheduler.waiting
 
 
@@ -173,7 +189,7 @@ def test_invariants_and_fast_forward_exactness(d):
         sim, res = simulate(d, fast_forward=True)
     req, it = res.requests, res.iterations
     check_requests(d, req)
-    check_tokens(d, req, it)
+    check_tokens(d, req, it, sim)
     check_kv(sim, it)
     check_timeline(d, it)
     assert res.summary["requests"]["completed"] + res.summary["requests"]["rejected"] == len(req)

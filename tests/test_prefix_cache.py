@@ -1,0 +1,152 @@
+"""Prefix caching under vllm-v1: what is reused, what it saves, what it evicts."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from conftest import constant, cost_model_of, fixed, poisson, prefill_shape, scenario, simulate
+
+from simulator import api
+from simulator.errors import ConfigError, TraceError
+from simulator.kv_cache import BlockManager
+from simulator.prefix_cache import PrefixCache
+from simulator.request import Request
+from simulator.workload import read_trace
+
+REL = 1e-9
+
+
+def spaced(prompt: int, prefix: int, n: int = 2, groups: int = 1, **kw) -> dict:
+    """n requests far apart (each runs alone) whose prompts open with `prefix` shared tokens."""
+    d = scenario("vllm-v1", arrival=constant(0.2), prompt=fixed(prompt), output=fixed(8),
+                 num_requests=n, **kw)
+    d["workload"]["shared_prefix"] = {"tokens": prefix, "groups": groups}
+    return d
+
+
+@pytest.mark.parametrize("fast_forward", [True, False])
+def test_a_cached_prefix_is_not_prefilled_again(fast_forward):
+    """The second request reads 800 tokens from the cache: its TTFT is one prefill of the
+    other 200 after 800 tokens of context, as the cost model times it."""
+    d = spaced(1000, 800)
+    cost = cost_model_of(d)
+    sim, res = simulate(d, fast_forward=fast_forward)
+    r = res.requests
+    assert list(r["cached_tokens"]) == [0, 800]
+    assert r["ttft_ms"][0] == pytest.approx(cost.iteration_time(prefill_shape(1000)) * 1e3, rel=REL)
+    assert r["ttft_ms"][1] == pytest.approx(cost.iteration_time(prefill_shape(200, 800)) * 1e3, rel=REL)
+    assert list(res.iterations["prefill_tokens"][res.iterations["prefill_tokens"] > 0]) == [1000, 200]
+    assert res.summary["kv_cache"]["prefix_cache_hit_rate"] == pytest.approx(800 / 2000)
+    kv = sim.replicas[0].engines[0].scheduler.kv
+    assert kv.used == 0 and kv.cached == 800 // 16  # the prefix outlives both requests
+
+
+def test_only_whole_blocks_before_the_last_token_are_reused():
+    """A 100-token prefix fills 6 blocks of 16 (96 tokens); a prompt that is all prefix
+    still computes its last token, so a 96-token prompt reuses only 80."""
+    assert list(simulate(spaced(300, 100, 3))[1].requests["cached_tokens"]) == [0, 96, 96]
+    assert list(simulate(spaced(96, 96))[1].requests["cached_tokens"]) == [0, 80]
+
+
+def test_switched_off_it_is_as_if_nothing_were_shared():
+    d = spaced(1000, 800, 5, groups=2)
+    d["workload"]["arrival"] = poisson(30.0)
+    d["scheduler"]["enable_prefix_caching"] = False
+    plain = scenario("vllm-v1", arrival=poisson(30.0), prompt=fixed(1000), output=fixed(8), num_requests=5)
+    _, off = simulate(d)
+    _, ref = simulate(plain)
+    assert (off.requests["cached_tokens"] == 0).all()
+    np.testing.assert_array_equal(off.requests["ttft_ms"], ref.requests["ttft_ms"])
+    np.testing.assert_array_equal(off.requests["e2e_ms"], ref.requests["e2e_ms"])
+
+
+def test_each_group_pays_its_prefix_once():
+    """Requests in sequence with 3 prefixes: each prefix's first request misses, all others
+    hit its 512 tokens; the groups are drawn from the seed."""
+    d = spaced(600, 512, 30, groups=3)
+    sim, res = simulate(d)
+    groups = sim.workload.prefixes.ids
+    assert sorted(set(groups.tolist())) == [0, 1, 2]
+    first = {int(g): i for i, g in reversed(list(enumerate(groups)))}
+    expected = [0 if first[int(g)] == i else 512 for i, g in enumerate(groups)]
+    assert list(res.requests["cached_tokens"]) == expected
+    again, _ = simulate(d)
+    np.testing.assert_array_equal(again.workload.prefixes.ids, groups)
+
+
+def test_concurrent_requests_share_the_prefix_blocks():
+    """Ten requests in one burst: the first admitted computes the prefix, the others (admitted
+    in the same step, as vLLM registers a block's hash when it allocates it) reference it, so
+    the cache holds the prefix once."""
+    d = scenario("vllm-v1", arrival=constant(1e6), prompt=fixed(1000), output=fixed(50), num_requests=10)
+    d["workload"]["shared_prefix"] = {"tokens": 960}
+    sim, res = simulate(d)
+    assert list(res.requests["cached_tokens"]) == [0] + [960] * 9
+    peak = sim.replicas[0].engines[0].scheduler.kv.peak_used
+    assert peak == 60 + 10 * -(-(40 + 49) // 16)  # one shared prefix + each request's own blocks
+
+
+def test_unreferenced_prefixes_are_evicted_oldest_first():
+    kv = BlockManager(10, 16)
+    cache = PrefixCache(kv)
+
+    def run(rid: int, seg: int) -> Request:
+        req = Request(rid, 0.0, 64, 1, prefix=((seg, 64),))
+        keys, hit, _, matched = cache.match(req)
+        cache.acquire(req, keys, hit, matched)
+        kv.allocate(4 - hit)
+        req.block_count += 4 - hit
+        cache.publish(req, 64)
+        return req
+
+    a, b = run(0, 1), run(1, 2)
+    assert kv.used == 8 and a.shared_blocks == 4
+    for req in (a, b):
+        kv.release(cache.release(req))
+    assert (kv.used, kv.cached) == (0, 8)
+    kv.allocate(4)  # two blocks are empty: two more come from evicting segment 1, the oldest
+    assert (kv.used, kv.cached) == (4, 4)
+    assert list(cache.match(Request(2, 0.0, 64, 1, prefix=((2, 64),)))[:2]) == [[hash((0, 2))], 3]
+    assert cache.match(Request(3, 0.0, 64, 1, prefix=((1, 64),)))[1] == 0
+
+
+def test_mooncake_hash_ids_mark_shared_blocks(tmp_path):
+    """Equal leading hashes are equal 512-token blocks: the second request reuses two of
+    them, and stops at the first hash that differs."""
+    rows = [{"timestamp": 0, "input_length": 1600, "output_length": 4, "hash_ids": [7, 8, 9, 10]},
+            {"timestamp": 5000, "input_length": 1700, "output_length": 4, "hash_ids": [7, 8, 11, 12]}]
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    d = scenario("vllm-v1")
+    d["workload"] = {"arrival": {"type": "trace", "path": str(path)}}
+    _, res = simulate(d)
+    assert list(res.requests["cached_tokens"]) == [0, 1024]
+    d["workload"]["arrival"]["hash_block_tokens"] = 256
+    assert list(simulate(d)[1].requests["cached_tokens"]) == [0, 512]
+
+
+def test_csv_prefix_columns(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("arrival_s,prompt_tokens,output_tokens,prefix_id,prefix_tokens\n"
+                    "0,500,4,3,320\n10,700,4,3,320\n20,700,4,-1,\n30,400,4,4,320\n")
+    t = read_trace(path)
+    assert t.prefix_tokens.tolist() == [320, 320, 0, 320]
+    d = scenario("vllm-v1")
+    d["workload"] = {"arrival": {"type": "trace", "path": str(path)}}
+    assert list(simulate(d)[1].requests["cached_tokens"]) == [0, 320, 0, 0]
+    bad = tmp_path / "bad.csv"
+    bad.write_text("arrival_s,prompt_tokens,output_tokens,prefix_tokens\n0,5,1,3\n")
+    with pytest.raises(TraceError, match="prefix_id"):
+        read_trace(bad)
+
+
+def test_shared_prefix_with_a_trace_is_a_clear_error(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("arrival_s,prompt_tokens,output_tokens\n0,5,1\n")
+    d = scenario("vllm-v1")
+    d["workload"] = {"arrival": {"type": "trace", "path": str(path)}, "shared_prefix": {"tokens": 4}}
+    with pytest.raises(ConfigError) as e:
+        api.load(data=d)
+    assert "workload.shared_prefix" in str(e.value) and "prefix_tokens" in str(e.value)
