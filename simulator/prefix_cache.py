@@ -8,14 +8,20 @@ that straddles two segments belongs to the later one.
 
 Blocks of a cached segment are shared: counted once in the block manager's ``used`` while
 any running request references them. When the last reference goes, they stay cached but
-count as free (``BlockManager.cached``) and are evicted least-recently-released first
-(the deepest segment of a request first, as vLLM frees a request's blocks tail first)
-when an allocation needs them. Counts stay O(segments) per request, never per token.
+count as free (``BlockManager.cached``) and are evicted least-recently-released first,
+tail blocks first (vLLM frees a request's blocks in reverse order), when an allocation
+finds no empty block. A partly evicted segment still serves its leading blocks.
+
+vLLM caches every full block, not only shared text, so a request preempted by recompute
+finds its own blocks again when it is readmitted, unless they were evicted meanwhile. Its
+computed blocks after the shared prefix become one private segment for that purpose.
+Counts stay O(segments) per request, never per token.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import NamedTuple
 
 from simulator.kv_cache import BlockManager
 from simulator.request import Request
@@ -24,9 +30,23 @@ from simulator.request import Request
 class _Segment:
     __slots__ = ("blocks", "refs")
 
-    def __init__(self, blocks: int):
-        self.blocks = blocks
-        self.refs = 1
+    def __init__(self, blocks: int, refs: int = 1):
+        self.blocks = blocks  # still cached: fewer than the segment's blocks once its tail was evicted
+        self.refs = refs
+
+
+class Match(NamedTuple):
+    """What a waiting request would find in the cache."""
+
+    keys: list[int]  # shared segments to reference
+    shared_blocks: int  # blocks they provide (up to the hit limit)
+    own_blocks: int  # blocks of its own private segment (a preempted request's KV)
+    revived: int  # idle blocks that admission takes out of the free pool
+    matched: int  # segments looked up: the next one the request may publish
+
+    @property
+    def blocks(self) -> int:
+        return self.shared_blocks + self.own_blocks
 
 
 class PrefixCache:
@@ -42,14 +62,15 @@ class PrefixCache:
         kv.prefix_cache = self
 
     # -- per request ----------------------------------------------------------------
-    def _layout(self, req: Request) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
-        """(chained keys, end tokens, whole blocks) per segment, computed once per request."""
+    def _layout(self, req: Request) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], int]:
+        """(chained keys, end tokens and whole blocks per segment; the key of the request's
+        private segment), computed once per request."""
         if req.prefix_layout is None:
             bs = self.kv.block_size
             keys, ends, blocks = [], [], []
             key = 0
             prev_blocks = 0
-            for seg, end in req.prefix:
+            for seg, end in req.prefix or ():
                 end = min(end, req.prompt_tokens)
                 key = hash((key, seg))
                 full = end // bs
@@ -57,55 +78,65 @@ class PrefixCache:
                 ends.append(end)
                 blocks.append(max(full - prev_blocks, 0))
                 prev_blocks = max(prev_blocks, full)
-            req.prefix_layout = (tuple(keys), tuple(ends), tuple(blocks))
+            req.prefix_layout = (tuple(keys), tuple(ends), tuple(blocks), hash((key, -1, req.id)))
         return req.prefix_layout
 
-    def match(self, req: Request) -> tuple[list[int], int, int, int]:
+    def match(self, req: Request) -> Match:
         """The longest cached prefix of a request about to be admitted with no KV.
 
-        Returns (keys to reference, hit blocks, idle blocks that referencing them takes out
-        of the free pool, segments matched). At least one token is always left to compute
-        (vLLM needs the last position's logits), so the hit stops before the sequence's
-        last token.
+        At least one token is always left to compute (vLLM needs the last position's
+        logits), so the hit stops before the sequence's last token.
         """
-        keys, _, blocks = self._layout(req)
+        keys, _, blocks, own_key = self._layout(req)
         limit = (req.prompt_tokens + req.num_generated - 1) // self.kv.block_size
         segments = self.segments
-        hit = revived = i = 0
+        hit = revived = 0
+        i, n = 0, len(keys)
         out: list[int] = []
-        for i, (key, nb) in enumerate(zip(keys, blocks, strict=True)):  # noqa: B007
-            if hit >= limit:
-                break
-            if nb == 0:
-                continue
-            seg = segments.get(key)
-            if seg is None:
-                break
-            out.append(key)
-            hit += nb
-            if seg.refs == 0:
-                revived += seg.blocks
-        else:
-            i = len(keys)
-        return out, min(hit, limit), revived, i
+        while i < n and hit < limit:
+            nb = blocks[i]
+            if nb:
+                seg = segments.get(keys[i])
+                if seg is None:
+                    break
+                out.append(keys[i])
+                hit += seg.blocks
+                if seg.refs == 0:
+                    revived += seg.blocks
+                if seg.blocks < nb:  # its tail was evicted: the chain stops here (and is repaired)
+                    break
+            i += 1
+        whole = i == n
+        hit = min(hit, limit)
+        own = 0
+        if whole and req.preemptions:
+            seg = segments.get(own_key)
+            if seg is not None:
+                own = min(seg.blocks, limit - hit)
+                revived += own
+        return Match(out, hit, own, revived, i)
 
-    def acquire(self, req: Request, keys: list[int], hit_blocks: int, matched: int) -> None:
-        """Reference the matched segments: `req` starts with `hit_blocks` blocks computed
-        and `matched` segments looked up (the next to publish)."""
+    def acquire(self, req: Request, m: Match) -> None:
+        """Admit `req` with what `m` found: its KV starts with those blocks computed."""
         kv = self.kv
         segments, idle = self.segments, self.idle
-        for key in keys:
+        for key in m.keys:
             seg = segments[key]
             if seg.refs == 0:
                 del idle[key]
                 kv.cached -= seg.blocks
                 kv.allocate(seg.blocks)
             seg.refs += 1
-        req.prefix_refs = keys if keys else None
-        req.shared_blocks = hit_blocks
-        req.block_count = hit_blocks
-        req.num_computed = hit_blocks * kv.block_size
-        req.prefix_published = matched
+        if m.own_blocks:
+            own_key = req.prefix_layout[3]
+            del idle[own_key]
+            kv.cached -= segments.pop(own_key).blocks  # blocks beyond the hit limit are freed
+            kv.allocate(m.own_blocks)
+        req.prefix_refs = m.keys if m.keys else None
+        req.shared_blocks = m.shared_blocks
+        req.block_count = m.blocks
+        req.num_computed = m.blocks * kv.block_size
+        req.prefix_published = m.matched
         self.hit_tokens += req.num_computed
 
     def publish(self, req: Request, computed: int) -> None:
@@ -114,21 +145,47 @@ class PrefixCache:
         Called when the chunk is scheduled, as vLLM registers a block's hash when it
         allocates the block: a request admitted later in the same iteration can hit it
         (each layer writes the batch's KV before its attention reads it). A segment
-        someone else already cached stays this request's own (a duplicate block).
+        someone else already cached stays this request's own (a duplicate block); one whose
+        evicted tail this request recomputed gets it back.
         """
-        keys, ends, blocks = self._layout(req)
+        keys, ends, blocks, _ = self._layout(req)
         i = req.prefix_published
         segments = self.segments
+        refs = req.prefix_refs
         while i < len(keys) and ends[i] <= computed:
             nb = blocks[i]
-            if nb and keys[i] not in segments:
+            seg = segments.get(keys[i]) if nb else None
+            if nb and seg is None:
                 segments[keys[i]] = _Segment(nb)
-                if req.prefix_refs is None:
-                    req.prefix_refs = []
-                req.prefix_refs.append(keys[i])
+                if refs is None:
+                    refs = req.prefix_refs = []
+                refs.append(keys[i])
                 req.shared_blocks += nb
+            elif seg is not None and seg.blocks < nb and refs and refs[-1] == keys[i]:
+                req.shared_blocks += nb - seg.blocks
+                seg.blocks = nb
             i += 1
         req.prefix_published = i
+
+    def keep_own(self, req: Request) -> None:
+        """Before a recompute preemption: keep the request's computed blocks after its
+        shared prefix cached, as one private segment, for when it is readmitted."""
+        keys, ends, blocks, own_key = self._layout(req)
+        if keys and req.num_computed < ends[-1]:
+            return  # preempted inside its shared prefix
+        n = req.num_computed // self.kv.block_size - sum(blocks)
+        if n <= 0:
+            return
+        kv = self.kv
+        stale = self.segments.pop(own_key, None)
+        if stale is not None:
+            del self.idle[own_key]
+            kv.cached -= stale.blocks
+        self.segments[own_key] = _Segment(n, refs=0)
+        self.idle[own_key] = None
+        kv.release(n)
+        kv.cached += n
+        req.block_count -= n
 
     def release(self, req: Request) -> int:
         """Drop `req`'s references; returns how many of its blocks were its own."""
@@ -148,11 +205,18 @@ class PrefixCache:
         return own
 
     def evict(self, blocks: int) -> None:
-        """Free at least `blocks` cached blocks, least recently released first."""
+        """Free at least `blocks` cached blocks: least recently released first, and of a
+        segment its tail first."""
         kv = self.kv
         segments, idle = self.segments, self.idle
         while blocks > 0 and idle:
-            key, _ = idle.popitem(last=False)
-            n = segments.pop(key).blocks
-            kv.cached -= n
-            blocks -= n
+            key = next(iter(idle))
+            seg = segments[key]
+            if seg.blocks > blocks:
+                seg.blocks -= blocks
+                kv.cached -= blocks
+                return
+            del idle[key]
+            del segments[key]
+            kv.cached -= seg.blocks
+            blocks -= seg.blocks

@@ -88,28 +88,50 @@ def test_concurrent_requests_share_the_prefix_blocks():
     assert peak == 60 + 10 * -(-(40 + 49) // 16)  # one shared prefix + each request's own blocks
 
 
-def test_unreferenced_prefixes_are_evicted_oldest_first():
+def test_unreferenced_prefixes_are_evicted_oldest_first_tail_first():
     kv = BlockManager(10, 16)
     cache = PrefixCache(kv)
 
-    def run(rid: int, seg: int) -> Request:
-        req = Request(rid, 0.0, 64, 1, prefix=((seg, 64),))
-        keys, hit, _, matched = cache.match(req)
-        cache.acquire(req, keys, hit, matched)
-        kv.allocate(4 - hit)
-        req.block_count += 4 - hit
-        cache.publish(req, 64)
+    def admit(rid: int, seg: int, prompt: int = 64) -> Request:
+        req = Request(rid, 0.0, prompt, 1, prefix=((seg, 64),))
+        m = cache.match(req)
+        cache.acquire(req, m)
+        need = -(-prompt // 16) - req.block_count
+        kv.allocate(need)
+        req.block_count += need
+        cache.publish(req, prompt)
         return req
 
-    a, b = run(0, 1), run(1, 2)
+    a, b = admit(0, 1), admit(1, 2)
     assert kv.used == 8 and a.shared_blocks == 4
     for req in (a, b):
         kv.release(cache.release(req))
     assert (kv.used, kv.cached) == (0, 8)
-    kv.allocate(4)  # two blocks are empty: two more come from evicting segment 1, the oldest
-    assert (kv.used, kv.cached) == (4, 4)
-    assert list(cache.match(Request(2, 0.0, 64, 1, prefix=((2, 64),)))[:2]) == [[hash((0, 2))], 3]
-    assert cache.match(Request(3, 0.0, 64, 1, prefix=((1, 64),)))[1] == 0
+    kv.allocate(4)  # two blocks are empty; two more come from the tail of segment 1, the oldest
+    assert (kv.used, kv.cached) == (4, 6)
+    assert cache.match(Request(2, 0.0, 80, 1, prefix=((2, 64),))).shared_blocks == 4
+    assert cache.match(Request(3, 0.0, 80, 1, prefix=((1, 64),))).shared_blocks == 2
+    kv.release(4)
+    c = admit(4, 1, prompt=80)  # recomputes segment 1's evicted tail, and caches it again
+    assert (c.num_computed, c.shared_blocks) == (32, 4)
+    kv.release(cache.release(c))
+    assert (kv.used, kv.cached) == (0, 8)
+    assert cache.match(Request(5, 0.0, 80, 1, prefix=((1, 64),))).shared_blocks == 4
+
+
+def test_a_preempted_request_finds_its_own_blocks_again():
+    """Recompute preemption under prefix caching: the victim's computed blocks stay cached
+    (vLLM caches every full block), so readmitted it recomputes only what was evicted."""
+    d = scenario("vllm-v1", arrival=poisson(40.0), prompt=fixed(600), output=fixed(300),
+                 num_requests=60, kv_tokens=4096, seed=3)
+    sim, on = simulate(d)
+    d["scheduler"]["enable_prefix_caching"] = False
+    _, off = simulate(d)
+    assert on.requests["preemptions"].sum() > 0
+    hits = sum(e.scheduler.kv.prefix_cache.hit_tokens for rep in sim.replicas for e in rep.engines)
+    assert hits > 0 and (on.requests["cached_tokens"] == 0).all()  # readmissions, not first admissions
+    computed = lambda r: int(r.iterations["prefill_tokens"].sum() + r.iterations["decode_tokens"].sum())  # noqa: E731
+    assert computed(on) < computed(off)
 
 
 def test_mooncake_hash_ids_mark_shared_blocks(tmp_path):

@@ -70,6 +70,11 @@ class VllmV1Scheduler(Scheduler):
         self.chunked = config.enable_chunked_prefill
         self.prefix_cache = PrefixCache(kv) if config.enable_prefix_caching else None
 
+    def _preempt(self, req):
+        if self.prefix_cache is not None:
+            self.prefix_cache.keep_own(req)
+        super()._preempt(req)
+
     def admission_error(self, req):
         err = None if self.chunked else self.budget_error(req, " with chunked prefill off")
         return err or super().admission_error(req)
@@ -123,24 +128,27 @@ class VllmV1Scheduler(Scheduler):
                 req = waiting[0]
                 c = req.num_computed
                 hit = None
-                revived = 0
-                if req.prefix is not None and cache is not None and c == 0:
+                if cache is not None and c == 0 and (req.prefix is not None or req.preemptions):
                     hit = cache.match(req)
-                    c = hit[1] * bs
-                    revived = hit[2]
+                    c = hit.blocks * bs
                 todo = req.prompt_tokens + req.num_generated - c
                 if not self.chunked and todo > budget:
                     break
                 q = min(todo, budget)
-                need = -(-(c + q) // bs) - req.block_count - (hit[1] if hit else 0)
-                if need + revived > kv.total - kv.used:
+                need = -(-(c + q) // bs) - req.block_count
+                if hit is not None:
+                    need -= hit.blocks
+                    if need + hit.revived > kv.total - kv.used:
+                        break
+                elif need > kv.total - kv.used:
                     break
                 waiting.popleft()
                 if hit is not None:
-                    cache.acquire(req, hit[0], hit[1], hit[3])
+                    cache.acquire(req, hit)
                     if req.preemptions == 0:
                         req.cached_tokens = c
-                    cache.publish(req, c + q)
+                    if req.prefix is not None:
+                        cache.publish(req, c + q)
                 kv.allocate(need)
                 req.block_count += need
                 req.status = "running"
