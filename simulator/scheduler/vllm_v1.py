@@ -44,7 +44,8 @@ class VllmV1Config(SchedulerConfigBase):
     enable_prefix_caching: bool = Field(
         True, description="vLLM v1's automatic prefix caching (on by default there): whole KV blocks of "
         "prompt content the workload marks as shared (workload.shared_prefix, a trace's prefix or "
-        "hash columns) stay cached after their request and are reused, so only the rest is prefilled")
+        "hash columns) stay cached after their request and are reused, so only the rest is prefilled; a "
+        "request preempted by recompute finds its own computed blocks again unless they were evicted")
 
     def resolve_limits(self, gpu_name, gpu_memory_gib, max_model_len):
         budget, seqs = vllm_default_limits(gpu_name, gpu_memory_gib)
