@@ -183,6 +183,9 @@ def disagg_scenarios(draw) -> dict:
         block_size=draw(st.sampled_from([1, 16, 32])),
         max_model_len=2048,
     )
+    if policy == "vllm-v1" and draw(st.booleans()):  # prefix caching on both pools
+        d["workload"]["shared_prefix"] = {"tokens": draw(st.sampled_from([40, 700])),
+                                          "groups": draw(st.integers(1, 3))}
     replicas = st.integers(1, 2)
     return disagg(d, prefill=(1, 1, draw(replicas)), decode=(1, 1, draw(replicas)),
                   latency_ms=draw(st.sampled_from([0.0, 1.0, 50.0])))
@@ -208,7 +211,7 @@ def check_disaggregated(d: dict, sim, res) -> None:
         if r.status == "finished":
             assert r.num_generated == r.output_tokens
     # Token conservation across the two pools, and prefill instances never decode.
-    check_tokens(d, req, it)
+    check_tokens(d, req, it, sim)
     assert (it.loc[it["pool"] == "prefill", "decode_tokens"] == 0).all()
     assert list(it["pool"]) == ["prefill" if r < n_prefill else "decode" for r in it["replica"]]
     # KV: within capacity in both pools, and every block freed at the end.
