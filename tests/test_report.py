@@ -136,6 +136,14 @@ def test_full_report(tmp_path: Path) -> None:
     assert "<pre>name: chat" in page and "&lt;requests/s&gt; &amp; more" in page
     assert "94.0%" in page  # SLO attainment
     assert "llama-8b" in page and "Per replica" in page
+    assert "prefix cache" not in page  # nothing was shared
+
+
+def test_prefix_cache_hit_rate_is_shown_when_prompts_shared(tmp_path: Path) -> None:
+    summary = make_summary()
+    summary["kv_cache"]["prefix_cache_hit_rate"] = 0.42
+    page = check_report(write_report(tmp_path, summary, make_requests(), make_iterations(50), TITLE), tmp_path)
+    assert re.search(r"Prompt tokens from the prefix cache</td><td[^>]*>42\.0%", page)
 
 
 def test_all_rejected_and_no_iterations(tmp_path: Path) -> None:

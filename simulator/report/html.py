@@ -165,6 +165,9 @@ def _overview_table(summary: Mapping) -> str:
         ("KV mean utilization", fmt_pct(get(summary, "kv_cache", "mean_utilization"))),
         ("Simulator wall time", fmt_num(get(summary, "sim_wall_s"), "s")),
     ]
+    if get(summary, "kv_cache", "prefix_cache_hit_rate"):
+        rows.insert(-1, ("Prompt tokens from the prefix cache",
+                         fmt_pct(get(summary, "kv_cache", "prefix_cache_hit_rate"))))
     return _table(("Metric", "Value"), rows)
 
 
