@@ -52,7 +52,9 @@ class DisaggregatedCluster:
         self.decode = decode
         self.transfer = transfer
         self.prefill_router = make_router(router)
-        self.decode_router = make_router(router)
+        # Decode instances receive the KV with the request: no cache to be near, so load decides.
+        self.decode_router = make_router(router if router.policy != "prefix_affinity"
+                                         else RouterConfig(policy="least_outstanding"))
         self.on_finish = on_finish
         self.on_reject = on_reject
         for rep in prefill:
@@ -69,7 +71,7 @@ class DisaggregatedCluster:
         if reason is not None:
             self.on_reject(req, f"decode pool: {reason}")
             return
-        self.prefill[self.prefill_router.choose(self.prefill)].submit(req)
+        self.prefill[self.prefill_router.choose(self.prefill, req)].submit(req)
 
     def _prefill_done_at(self, engine: Engine) -> Callable[[Request], None]:
         def done(req: Request) -> None:
@@ -81,7 +83,7 @@ class DisaggregatedCluster:
 
     def _move(self, req: Request, source: Engine):
         """Hold the prefill KV for the transfer, then free it and queue at a decode instance."""
-        d = self.decode_router.choose(self.decode)
+        d = self.decode_router.choose(self.decode, req)
         target = self.decode[d]
         req.prefill_replica = req.replica
         seconds = self.transfer.seconds(req.prompt_tokens, req.replica, d)

@@ -247,7 +247,7 @@ class Simulation:
         self._route(req)
 
     def _route(self, req: Request) -> None:
-        self.replicas[self.router.choose(self.replicas)].submit(req)
+        self.replicas[self.router.choose(self.replicas, req)].submit(req)
 
     def _on_reject(self, req: Request, reason: str) -> None:
         req.status = "rejected"

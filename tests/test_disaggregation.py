@@ -178,7 +178,7 @@ def disagg_scenarios(draw) -> dict:
         num_requests=draw(st.integers(1, 100)),
         seed=draw(st.integers(0, 2**16)),
         sched=sched,
-        router=draw(st.sampled_from(["round_robin", "least_outstanding"])),
+        router=draw(st.sampled_from(["round_robin", "least_outstanding", "prefix_affinity"])),
         kv_tokens=draw(st.sampled_from([None, 2048, 4096])),
         block_size=draw(st.sampled_from([1, 16, 32])),
         max_model_len=2048,

@@ -70,7 +70,7 @@ def scenarios(draw) -> dict:
         sched=sched,
         pp=pp,
         replicas=draw(st.integers(1, 3)),
-        router=draw(st.sampled_from(["round_robin", "least_outstanding"])),
+        router=draw(st.sampled_from(["round_robin", "least_outstanding", "prefix_affinity"])),
         # None: the memory plan's (ample) cache; the others force preemption and rejections.
         kv_tokens=draw(st.sampled_from(kv_choices)),
         block_size=draw(st.sampled_from([1, 16, 32])),

@@ -172,3 +172,40 @@ def test_shared_prefix_with_a_trace_is_a_clear_error(tmp_path):
     with pytest.raises(ConfigError) as e:
         api.load(data=d)
     assert "workload.shared_prefix" in str(e.value) and "prefix_tokens" in str(e.value)
+
+
+def affinity(groups: int, rate: float, max_imbalance: int | None = None, n: int = 120) -> dict:
+    d = scenario("vllm-v1", arrival=poisson(rate), prompt=fixed(1200), output=fixed(40),
+                 num_requests=n, replicas=3, router="prefix_affinity")
+    d["workload"]["shared_prefix"] = {"tokens": 1000, "groups": groups}
+    if max_imbalance is not None:
+        d["router"]["max_imbalance"] = max_imbalance
+    return d
+
+
+def test_prefix_affinity_keeps_each_prefix_on_one_replica():
+    """At light load every request of a prefix goes where that prefix was first served, so
+    each prefix is prefilled once in the whole deployment, where round robin prefills it
+    on every replica."""
+    sim, res = simulate(affinity(3, 5.0))
+    req = res.requests.assign(group=sim.workload.prefixes.ids)
+    assert (req.groupby("group")["replica"].nunique() == 1).all()
+    assert (req["cached_tokens"] == 0).sum() == 3
+    d = affinity(3, 5.0)
+    d["router"]["policy"] = "round_robin"
+    spread = simulate(d)[1].requests
+    assert (spread["cached_tokens"] == 0).sum() > 3
+
+
+def test_prefix_affinity_gives_way_to_load():
+    """One prefix and a burst: with max_imbalance 0 the requests spread as least-outstanding
+    would spread them; with a loose bound they all stay on the prefix's replica."""
+    tight = simulate(affinity(1, 500.0, max_imbalance=0))[1].requests
+    loose = simulate(affinity(1, 500.0, max_imbalance=1000))[1].requests
+    assert tight["replica"].nunique() == 3
+    assert loose["replica"].nunique() == 1
+    plain = scenario("vllm-v1", arrival=poisson(500.0), prompt=fixed(1200), output=fixed(40),
+                     num_requests=120, replicas=3, router="prefix_affinity")
+    balanced = dict(plain, router={"policy": "least_outstanding"})
+    np.testing.assert_array_equal(simulate(plain)[1].requests["replica"],
+                                  simulate(balanced)[1].requests["replica"])
