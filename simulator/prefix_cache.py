@@ -13,8 +13,9 @@ tail blocks first (vLLM frees a request's blocks in reverse order), when an allo
 finds no empty block. A partly evicted segment still serves its leading blocks.
 
 vLLM caches every full block, not only shared text, so a request preempted by recompute
-finds its own blocks again when it is readmitted, unless they were evicted meanwhile. Its
-computed blocks after the shared prefix become one private segment for that purpose.
+finds its own blocks again when it is readmitted, and a conversation's next turn finds the
+previous turn's prompt and answer, unless they were evicted meanwhile. A request's computed
+blocks after its shared prefix become one more segment for that purpose.
 Counts stay O(segments) per request, never per token.
 """
 
@@ -78,7 +79,8 @@ class PrefixCache:
                 ends.append(end)
                 blocks.append(max(full - prev_blocks, 0))
                 prev_blocks = max(prev_blocks, full)
-            req.prefix_layout = (tuple(keys), tuple(ends), tuple(blocks), hash((key, -1, req.id)))
+            own = hash((key, req.prefix_tail)) if req.prefix_tail is not None else hash((key, -1, req.id))
+            req.prefix_layout = (tuple(keys), tuple(ends), tuple(blocks), own)
         return req.prefix_layout
 
     def match(self, req: Request) -> Match:
@@ -168,8 +170,9 @@ class PrefixCache:
         req.prefix_published = i
 
     def keep_own(self, req: Request) -> None:
-        """Before a recompute preemption: keep the request's computed blocks after its
-        shared prefix cached, as one private segment, for when it is readmitted."""
+        """Before a recompute preemption, or when a conversation turn finishes: keep the
+        request's computed blocks after its shared prefix cached, as one segment, for when
+        it is readmitted or the session's next turn extends it."""
         keys, ends, blocks, own_key = self._layout(req)
         if keys and req.num_computed < ends[-1]:
             return  # preempted inside its shared prefix
@@ -177,10 +180,15 @@ class PrefixCache:
         if n <= 0:
             return
         kv = self.kv
-        stale = self.segments.pop(own_key, None)
-        if stale is not None:
+        cached = self.segments.get(own_key)
+        if cached is not None:
+            # The same content is cached already (a later turn computed it too, or what is
+            # left of an earlier preemption): keep the larger copy.
+            if cached.refs or cached.blocks >= n:
+                return
+            del self.segments[own_key]
             del self.idle[own_key]
-            kv.cached -= stale.blocks
+            kv.cached -= cached.blocks
         self.segments[own_key] = _Segment(n, refs=0)
         self.idle[own_key] = None
         kv.release(n)

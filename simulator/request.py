@@ -30,6 +30,7 @@ class Request:
         "prefix_layout",
         "prefix_published",
         "prefix_refs",
+        "prefix_tail",
         "prompt_tokens",
         "reject_reason",
         "replica",
@@ -48,6 +49,7 @@ class Request:
         prefix_id: int = -1,
         client: int = -1,
         prefix: tuple[tuple[int, int], ...] | None = None,
+        prefix_tail: int | None = None,
     ):
         self.id = id
         self.arrival = arrival
@@ -58,6 +60,9 @@ class Request:
         self.client = client
         # Known prompt content for prefix caching: (segment id, end token) pairs, or None.
         self.prefix = prefix
+        # A conversation turn: the segment id under which its whole context (prompt and
+        # answer) is cached when it finishes, for the session's next turn to reuse.
+        self.prefix_tail = prefix_tail
         self.prefix_layout = None  # the cache's per-request key/block layout (see PrefixCache)
         self.prefix_refs: list[int] | None = None  # cached segments this request references
         self.prefix_published = 0  # segments looked up or offered to the cache so far

@@ -324,7 +324,8 @@ class Simulation:
             self._pending_sources = len(arrivals) - i - 1
             req = Request(i, t, prompts[i], outputs[i],
                           sessions[i] if sessions else -1, prefixes[i] if prefixes else -1,
-                          prefix=content.chain(i) if content is not None else None)
+                          prefix=content.chain(i) if content is not None else None,
+                          prefix_tail=content.tail(i) if content is not None else None)
             self._dispatch(req)
         self._wake_all()
 

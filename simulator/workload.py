@@ -636,6 +636,9 @@ class SharedPrefixes:
         pid = int(self.ids[i])
         return None if pid < 0 else ((pid, int(self.tokens[i])),)
 
+    def tail(self, i: int) -> int | None:
+        return None
+
 
 @dataclass(frozen=True, eq=False)
 class HashedBlocks:
@@ -656,8 +659,54 @@ class HashedBlocks:
         hashes = self.hash_ids[i]
         return tuple((h, (j + 1) * b) for j, h in enumerate(hashes)) if hashes else None
 
+    def tail(self, i: int) -> int | None:
+        return None
 
-PromptPrefixes = SharedPrefixes | HashedBlocks
+
+@dataclass(frozen=True, eq=False)
+class SessionTurns:
+    """Conversations: a turn whose prompt is at least the previous turn's prompt plus answer
+    is taken to extend it (a chat client resends the history), so its prompt opens with
+    that whole context, which the previous turn leaves cached. Other turns start afresh
+    (with ``base``'s shared content, if any)."""
+
+    chains: tuple[tuple[tuple[int, int], ...] | None, ...]
+    tails: tuple[int | None, ...]
+
+    @classmethod
+    def build(cls, session_id: np.ndarray, prompts: np.ndarray, outputs: np.ndarray,
+              base: PromptPrefixes | None) -> SessionTurns:
+        last: dict[int, tuple[tuple[tuple[int, int], ...], int, int]] = {}  # chain, context, turn
+        chains: list[tuple[tuple[int, int], ...] | None] = []
+        tails: list[int | None] = []
+        for i, (sid, p, o) in enumerate(zip(session_id.tolist(), prompts.tolist(), outputs.tolist(), strict=True)):
+            own = base.chain(i) if base is not None else None
+            if sid < 0:
+                chains.append(own)
+                tails.append(None)
+                continue
+            prev = last.get(sid)
+            turn = prev[2] + 1 if prev else 0
+            if prev is not None and p >= prev[1]:
+                chain = (*prev[0], (hash((-7, sid, prev[2])), prev[1]))
+            else:
+                chain = own or ()
+            chains.append(chain or None)
+            tails.append(hash((-7, sid, turn)))
+            last[sid] = (chain, p + o, turn)
+        return cls(tuple(chains), tuple(tails))
+
+    def __len__(self) -> int:
+        return len(self.chains)
+
+    def chain(self, i: int) -> tuple[tuple[int, int], ...] | None:
+        return self.chains[i]
+
+    def tail(self, i: int) -> int | None:
+        return self.tails[i]
+
+
+PromptPrefixes = SharedPrefixes | HashedBlocks | SessionTurns
 
 
 @dataclass(frozen=True, eq=False)
@@ -717,6 +766,7 @@ class OpenLoopWorkload:
                 session_id=sid[i] if sid is not None else -1,
                 prefix_id=pid[i] if pid is not None else -1,
                 prefix=self.prefixes.chain(i) if self.prefixes is not None else None,
+                prefix_tail=self.prefixes.tail(i) if self.prefixes is not None else None,
             )
 
 
@@ -850,27 +900,32 @@ def _build_trace_workload(
     def window(a: np.ndarray | None) -> np.ndarray | None:
         return None if a is None else a[lo:hi]
 
-    prefixes = _trace_prefixes(trace, arrival)
-
     def scaled(a: np.ndarray) -> np.ndarray:
         a = a[lo:hi]
         if arrival.length_scale == 1.0:
             return a
         return np.maximum(np.rint(a * arrival.length_scale), 1).astype(np.int64)
 
+    prompts, outputs, sessions = scaled(trace.prompt_tokens), scaled(trace.output_tokens), window(trace.session_id)
+    prefixes = _trace_prefixes(trace, arrival)
+    if prefixes is not None:
+        prefixes = prefixes.window(lo, hi, arrival.length_scale)
+    if sessions is not None:
+        prefixes = SessionTurns.build(sessions, prompts, outputs, prefixes)
     return OpenLoopWorkload(
         arrival_s=t,
-        prompt_tokens=scaled(trace.prompt_tokens),
-        output_tokens=scaled(trace.output_tokens),
-        session_id=window(trace.session_id),
+        prompt_tokens=prompts,
+        output_tokens=outputs,
+        session_id=sessions,
         prefix_id=window(trace.prefix_id),
         hash_ids=trace.hash_ids[lo:hi] if trace.hash_ids is not None else None,
         skipped_rows=trace.skipped_rows,
-        prefixes=prefixes.window(lo, hi, arrival.length_scale) if prefixes is not None else None,
+        prefixes=prefixes,
     )
 
 
-def _trace_prefixes(trace: Trace, arrival: TraceArrival) -> PromptPrefixes | None:
+def _trace_prefixes(trace: Trace, arrival: TraceArrival) -> SharedPrefixes | HashedBlocks | None:
+    """The shared content a trace marks per request (before any session chaining)."""
     if trace.hash_ids is not None:
         return HashedBlocks(trace.hash_ids, arrival.hash_block_tokens)
     if trace.prefix_id is not None and trace.prefix_tokens is not None:

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import constant, cost_model_of, fixed, poisson, prefill_shape, scenario, simulate
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_invariants import check_fast_forward_equivalent, check_kv, check_tokens
 
 from simulator import api
 from simulator.errors import ConfigError, TraceError
@@ -209,3 +214,57 @@ def test_prefix_affinity_gives_way_to_load():
     balanced = dict(plain, router={"policy": "least_outstanding"})
     np.testing.assert_array_equal(simulate(plain)[1].requests["replica"],
                                   simulate(balanced)[1].requests["replica"])
+
+
+SESSIONS = """arrival_s,prompt_tokens,output_tokens,session_id
+0,500,100,1
+10,800,50,1
+20,300,20,1
+30,400,10,2
+30.01,900,10,2
+40,1000,30,1
+"""
+
+
+def test_a_conversation_turn_reuses_the_previous_turn_context(tmp_path):
+    """Session 1: turn 2 extends turn 1's 600 tokens (592 in whole blocks; the answer's
+    last token never had its KV computed); turn 3 is shorter than that context, so it
+    starts afresh, and turn 4 extends turn 3. Session 2's second turn arrives before the
+    first has finished: nothing to reuse yet."""
+    path = tmp_path / "s.csv"
+    path.write_text(SESSIONS)
+    d = scenario("vllm-v1")
+    d["workload"] = {"arrival": {"type": "trace", "path": str(path)}}
+    sim, res = simulate(d)
+    assert list(res.requests["cached_tokens"]) == [0, 592, 0, 0, 0, 304]
+    kv = sim.replicas[0].engines[0].scheduler.kv
+    assert kv.used == 0 and kv.cached == sum(s.blocks for s in kv.prefix_cache.segments.values())
+    d["workload"]["arrival"]["length_scale"] = 2.0
+    assert list(simulate(d)[1].requests["cached_tokens"]) == [0, 1184, 0, 0, 0, 624]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.integers(0, 4), st.integers(1, 900), st.integers(1, 200),
+                          st.floats(0.0, 0.5)), min_size=1, max_size=60),
+       st.sampled_from([None, 2048, 4096]), st.sampled_from([16, 512, 2048]))
+def test_conversations_keep_the_kv_invariants(rows, kv_tokens, budget):
+    """Random multi-turn traces (prompts sometimes extending the previous turn, sometimes
+    not; turns overlapping; small caches that evict and preempt): every request settles,
+    blocks balance, and fast-forwarding changes nothing."""
+    t = 0.0
+    lines = ["arrival_s,prompt_tokens,output_tokens,session_id"]
+    for sid, p, o, gap in rows:
+        t += gap
+        lines.append(f"{t},{p},{o},{sid}")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "s.csv"
+        path.write_text("\n".join(lines) + "\n")
+        d = scenario("vllm-v1", kv_tokens=kv_tokens, max_model_len=2048,
+                     sched={"max_num_batched_tokens": budget})
+        d["workload"] = {"arrival": {"type": "trace", "path": str(path)}}
+        sim, res = simulate(d)
+        _, stepped = simulate(d, fast_forward=False)
+    assert set(res.requests["status"]) <= {"completed", "rejected"}
+    check_tokens(d | {"workload": {"num_requests": len(rows)}}, res.requests, res.iterations, sim)
+    check_kv(sim, res.iterations)
+    check_fast_forward_equivalent(d, res, stepped)

@@ -44,8 +44,9 @@ class VllmV1Config(SchedulerConfigBase):
     enable_prefix_caching: bool = Field(
         True, description="vLLM v1's automatic prefix caching (on by default there): whole KV blocks of "
         "prompt content the workload marks as shared (workload.shared_prefix, a trace's prefix or "
-        "hash columns) stay cached after their request and are reused, so only the rest is prefilled; a "
-        "request preempted by recompute finds its own computed blocks again unless they were evicted")
+        "hash columns, a conversation's earlier turns) stay cached after their request and are reused, so "
+        "only the rest is prefilled; a request preempted by recompute finds its own computed blocks again "
+        "unless they were evicted")
 
     def resolve_limits(self, gpu_name, gpu_memory_gib, max_model_len):
         budget, seqs = vllm_default_limits(gpu_name, gpu_memory_gib)
@@ -75,6 +76,14 @@ class VllmV1Scheduler(Scheduler):
         if self.prefix_cache is not None:
             self.prefix_cache.keep_own(req)
         super()._preempt(req)
+
+    def _retire(self, finished, end):
+        cache = self.prefix_cache
+        if cache is not None:
+            for req in finished:
+                if req.prefix_tail is not None:  # a conversation turn: its context stays cached
+                    cache.keep_own(req)
+        super()._retire(finished, end)
 
     def admission_error(self, req):
         err = None if self.chunked else self.budget_error(req, " with chunked prefill off")
