@@ -40,10 +40,11 @@ class BlockManager:
         return self.free - blocks >= reserve
 
     def allocate(self, blocks: int) -> None:
-        if blocks > self.total - self.used - self.cached:
+        empty = self.total - self.used - self.cached
+        if blocks > empty:
             if blocks > self.free:
                 raise RuntimeError(f"KV over-allocation: {blocks} requested, {self.free} free")
-            self.prefix_cache.evict(blocks - (self.total - self.used - self.cached))
+            self.prefix_cache.evict(blocks - empty)
         self.used += blocks
         if self.used > self.peak_used:
             self.peak_used = self.used

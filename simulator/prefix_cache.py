@@ -209,7 +209,6 @@ class PrefixCache:
         own = req.block_count - req.shared_blocks
         req.prefix_refs = None
         req.shared_blocks = 0
-        req.prefix_published = 0
         return own
 
     def evict(self, blocks: int) -> None:

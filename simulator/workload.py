@@ -615,6 +615,13 @@ def _frozen(a: np.ndarray | None, dtype: type) -> np.ndarray | None:
     return view
 
 
+def scale_lengths(tokens: np.ndarray, scale: float) -> np.ndarray:
+    """Token counts times `scale`, rounded, at least 1 (a trace's `length_scale`)."""
+    if scale == 1.0:
+        return tokens
+    return np.maximum(np.rint(tokens * scale), 1).astype(np.int64)
+
+
 @dataclass(frozen=True, eq=False)
 class SharedPrefixes:
     """Request i's first ``tokens[i]`` prompt tokens are shared text number ``ids[i]``
@@ -627,10 +634,7 @@ class SharedPrefixes:
         return int(self.ids.size)
 
     def window(self, lo: int, hi: int, scale: float = 1.0) -> SharedPrefixes:
-        tokens = self.tokens[lo:hi]
-        if scale != 1.0:
-            tokens = np.maximum(np.rint(tokens * scale), 1).astype(np.int64)
-        return SharedPrefixes(self.ids[lo:hi], tokens)
+        return SharedPrefixes(self.ids[lo:hi], scale_lengths(self.tokens[lo:hi], scale))
 
     def chain(self, i: int) -> tuple[tuple[int, int], ...] | None:
         pid = int(self.ids[i])
@@ -901,10 +905,7 @@ def _build_trace_workload(
         return None if a is None else a[lo:hi]
 
     def scaled(a: np.ndarray) -> np.ndarray:
-        a = a[lo:hi]
-        if arrival.length_scale == 1.0:
-            return a
-        return np.maximum(np.rint(a * arrival.length_scale), 1).astype(np.int64)
+        return scale_lengths(a[lo:hi], arrival.length_scale)
 
     prompts, outputs, sessions = scaled(trace.prompt_tokens), scaled(trace.output_tokens), window(trace.session_id)
     prefixes = _trace_prefixes(trace, arrival)

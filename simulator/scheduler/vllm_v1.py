@@ -138,19 +138,17 @@ class VllmV1Scheduler(Scheduler):
                 req = waiting[0]
                 c = req.num_computed
                 hit = None
+                revived = 0  # cached blocks the hit takes back out of the free pool
                 if cache is not None and c == 0 and (req.prefix is not None or req.preemptions):
                     hit = cache.match(req)
-                    c = hit.blocks * bs
+                    c, revived = hit.blocks * bs, hit.revived
                 todo = req.prompt_tokens + req.num_generated - c
                 if not self.chunked and todo > budget:
                     break
                 q = min(todo, budget)
-                need = -(-(c + q) // bs) - req.block_count
-                if hit is not None:
-                    need -= hit.blocks
-                    if need + hit.revived > kv.total - kv.used:
-                        break
-                elif need > kv.total - kv.used:
+                # Blocks beyond those it holds, or will hold once the hit is referenced.
+                need = -(-(c + q) // bs) - max(req.block_count, c // bs)
+                if need + revived > kv.total - kv.used:
                     break
                 waiting.popleft()
                 if hit is not None:
