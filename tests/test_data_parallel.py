@@ -200,3 +200,44 @@ def test_a_dense_model_too_large_for_its_tp_is_still_skipped_with_the_reason(tmp
     result, _ = run_validation([src], BENCH, [], tmp_path / "out", rounds=2)
     assert len(result["skipped"]) == 1 and "does not fit" in result["skipped"][0]["error"]
     assert result["notes"] == []
+
+
+def test_sweep_layout_columns_set_dp_and_pp_and_say_that_ep_is_approximated(tmp_path):
+    """Optional `attention_dp_size`/`dp_size`, `pp_size` and `moe_ep_size` columns
+    (aiconfigurator's names) describe layouts tp_size alone cannot; blank cells keep the
+    default. Measured values are placeholders: the test checks what is simulated."""
+    from simulator.validation import run_validation
+
+    src = tmp_path / "layouts.csv"
+    src.write_text(
+        "system,model,precision,tp_size,pp_size,attention_dp_size,moe_ep_size,isl,osl,concurrency,ttft_ms,tpot_ms\n"
+        "h200_sxm,Qwen/Qwen3-30B-A3B,bf16,1,1,2,2,1000,64,8,100.0,10.0\n"
+        "h200_sxm,Qwen/Qwen3-30B-A3B,bf16,1,,,,1000,64,8,100.0,10.0\n"
+        "h200_sxm,Qwen/Qwen3-32B,bf16,1,2,,,1000,64,8,100.0,10.0\n")
+    result, out = run_validation([src], BENCH, [], tmp_path / "out", rounds=2)
+    assert result["skipped"] == []
+    labels = [r["run"] for r in result["per_run"]]
+    assert "tp1 dp2 isl1000" in labels[0] and "tp1 isl1000" in labels[1] and "tp1 pp2 isl1000" in labels[2]
+    notes = {n["run"]: n["note"] for n in result["notes"]}
+    assert list(notes) == [labels[0]] and "EP2" in notes[labels[0]]
+    # Two DP ranks share the 8 clients: each rank decodes 4, so a step is shorter than one
+    # engine decoding all 8, and the row is not the plain TP1 row.
+    dp_row, plain_row = result["per_run"][0], result["per_run"][1]
+    assert dp_row["pred_tpot_ms"] < plain_row["pred_tpot_ms"]
+    # The input rows come back unchanged, blank cells included, with the predictions.
+    written = (out / "validation.csv").read_text().splitlines()
+    assert written[1].startswith("h200_sxm,Qwen/Qwen3-30B-A3B,bf16,1,1,2,2,1000,")
+    assert written[2].startswith("h200_sxm,Qwen/Qwen3-30B-A3B,bf16,1,,,,1000,")
+
+
+def test_a_sweep_layout_cell_that_is_not_a_whole_number_names_the_row(tmp_path):
+    from simulator.validation import run_validation
+    from simulator.validation.measured import MeasurementError
+
+    src = tmp_path / "bad.csv"
+    src.write_text("system,model,precision,tp_size,pp_size,isl,osl,concurrency,ttft_ms,tpot_ms\n"
+                   "h200_sxm,Qwen/Qwen3-32B,bf16,2,1.5,1000,64,8,100.0,10.0\n")
+    with pytest.raises(MeasurementError) as exc:
+        run_validation([src], BENCH, [], tmp_path / "out", rounds=2)
+    assert "bad.csv:2" in str(exc.value) and "pp_size" in str(exc.value)
+    assert not (tmp_path / "out").exists()

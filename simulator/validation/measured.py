@@ -26,6 +26,12 @@ from simulator.models import get_model
 PER_REQUEST_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens", "ttft_ms", "tpot_ms")
 SWEEP_COLUMNS = ("system", "model", "precision", "tp_size", "isl", "osl", "concurrency",
                  "ttft_ms", "tpot_ms")
+# Optional sweep columns for layouts beyond tp_size (aiconfigurator's names and short ones):
+# column -> (scenario field, group label prefix). `concurrency` stays the total client count.
+SWEEP_LAYOUT_COLUMNS = {"pp_size": ("parallelism.pp", "pp"), "dp_size": ("parallelism.dp", "dp"),
+                        "attention_dp_size": ("parallelism.dp", "dp")}
+# Expert parallelism is not modelled: such rows run with the experts split by width (TP-style).
+SWEEP_EP_COLUMNS = ("moe_ep_size", "ep_size")
 
 
 class MeasurementError(ServesimError):
@@ -59,6 +65,7 @@ class MeasuredRun:
     error: str | None = None  # why this run cannot be simulated, known before simulating
     # The row proves its server held the model: if tp alone cannot, it ran attention-DP.
     infer_dp: bool = False
+    note: str | None = None  # how the row's own settings were approximated, said with its result
 
 
 @dataclass
@@ -80,6 +87,12 @@ def _means(df: pd.DataFrame) -> dict[str, float]:
     return out
 
 
+def _as_written(path: Path) -> pd.DataFrame:
+    """A CSV's cells as text, so validation.csv gives the input rows back unchanged (pandas
+    would write 1 as 1.0 in a column with a blank cell)."""
+    return pd.read_csv(path, dtype=str, keep_default_na=False)
+
+
 def read_per_request_csv(path: Path) -> MeasuredSet:
     df = pd.read_csv(path)
     missing = [c for c in PER_REQUEST_COLUMNS if c not in df.columns]
@@ -91,7 +104,7 @@ def read_per_request_csv(path: Path) -> MeasuredSet:
     req.loc[req["output_tokens"] <= 1, "tpot_ms"] = np.nan
     run = MeasuredRun(label=path.stem, source=path.name, kind="trace", measured=_means(req),
                       requests=req)
-    return MeasuredSet("per_request", [run], df, np.zeros(len(df), dtype=int))
+    return MeasuredSet("per_request", [run], _as_written(path), np.zeros(len(df), dtype=int))
 
 
 # The harness behind the published closed-loop sweeps (InferenceMAX/InferenceX, whose
@@ -231,7 +244,12 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None) -
             raise MeasurementError("concurrency, isl, osl and tp_size must be >= 1", where=where,
                                    fix="fix or drop that row")
         family = f"{row.system} {row.model} {prec or row.precision}"
-        group = f"{family} tp{tp} isl{isl} osl{osl}"
+        layout = _row_layout(row, df.columns, where)
+        group = f"{family} tp{tp}{''.join(f' {label}' for _, label in layout)} isl{isl} osl{osl}"
+        ep = max((_layout_size(getattr(row, c), c, where) or 1 for c in SWEEP_EP_COLUMNS if c in df.columns),
+                 default=1)
+        note = (f"expert parallelism (EP{ep}) simulated as experts split by width over the same GPUs: "
+                "servesim does not model EP" if ep > 1 else None)
         overrides, error = [], None
         if prec is None:  # one row we cannot map is reported and skipped, like an unknown model
             error = MeasurementError(f"unknown precision {row.precision!r}", where=where,
@@ -242,6 +260,7 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None) -
                 f"model.name={row.model}", "model.config_json=null",
                 *precision_overrides(prec, str(row.model), str(row.system)),
                 f"hardware.gpu={row.system}", f"parallelism.tp={tp}",
+                *(assignment for assignment, _ in layout),
                 f"workload.arrival={{type: closed_loop, concurrency: {conc}}}",
                 *length_overrides(isl, osl, harness_length_ratio(isl, osl) if length_ratio is None else length_ratio),
                 f"workload.num_requests={conc * rounds}", "workload.duration_s=null",
@@ -249,8 +268,40 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None) -
         runs.append(MeasuredRun(label=f"{group} c{conc}", source=path.name, kind="closed_loop",
                                 measured={"ttft_ms": float(row.ttft_ms), "tpot_ms": float(row.tpot_ms)},
                                 overrides=overrides, concurrency=conc, isl=isl, osl=osl, group=group,
-                                family=family, error=error, infer_dp=True))
-    return MeasuredSet("sweep", runs, df, np.arange(len(df)))
+                                family=family, error=error, infer_dp=not _states_dp(row, df.columns), note=note))
+    return MeasuredSet("sweep", runs, _as_written(path), np.arange(len(df)))
+
+
+def _layout_size(cell: object, column: str, where: str) -> int | None:
+    """An optional layout cell: a whole number >= 1, or None when blank."""
+    if cell is None or (isinstance(cell, float) and math.isnan(cell)):
+        return None
+    try:
+        value = float(cell)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not (value >= 1 and value == int(value)):
+        raise MeasurementError(f"{column} is {cell!r}, not a whole number >= 1", where=where,
+                               fix=f"give {column} as 1, 2, 4, ... or leave the cell blank")
+    return int(value)
+
+
+def _states_dp(row: tuple, columns: pd.Index) -> bool:
+    """Whether the row names its DP size (then none is inferred for it, see runner)."""
+    return any(c in columns and not pd.isna(getattr(row, c)) for c in SWEEP_LAYOUT_COLUMNS
+               if SWEEP_LAYOUT_COLUMNS[c][0] == "parallelism.dp")
+
+
+def _row_layout(row: tuple, columns: pd.Index, where: str) -> list[tuple[str, str]]:
+    """(assignment, group label) for each optional layout column the row sets above 1."""
+    out: dict[str, tuple[str, str]] = {}
+    for column, (target, prefix) in SWEEP_LAYOUT_COLUMNS.items():
+        if column not in columns:
+            continue
+        size = _layout_size(getattr(row, column), column, where)
+        if size is not None and size > 1:
+            out[target] = (f"{target}={size}", f"{prefix}{size}")
+    return list(out.values())
 
 
 def vllm_json_documents(path: Path) -> list[dict]:

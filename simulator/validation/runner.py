@@ -186,6 +186,7 @@ def simulate_run(run: MeasuredRun, scenario_path: Path, overrides: list[str]) ->
             f"{sim['reject_reason'].iloc[0]})\n  fix: check the base scenario against the "
             "measured server's settings (model.max_model_len, memory), or leave them to validate"))
     predicted = {m: float(done[m].mean()) for m in METRICS if done[m].notna().any()}
+    note = "; ".join(n for n in (run.note, note) if n) or None
     return RunPrediction(run, predicted, sim, result.summary, note=note)
 
 
