@@ -43,6 +43,7 @@ class Engine:
         self._inbox: list[list] = []
         self._busy = False
         self._steps = 0  # iterations started so far; the running one's number while busy
+        self._from_idle = True  # the next iteration starts an idle engine (no CPU overlap)
         self._tag_pending = False
         self.fast_forward = fast_forward
         # Steps a decode stretch may fast-forward: unbounded, unless the cost model reads
@@ -119,6 +120,7 @@ class Engine:
                 else:
                     yield self._idle | env.timeout(max(wake_at - now, 0.0))
                 self._idle = None
+                self._from_idle = True
                 continue
             shape = step.shape
             k = sched.stretch_limit(step) if step.decode_only and self.fast_forward and not self._inbox else 1
@@ -126,8 +128,9 @@ class Engine:
             self._steps += 1
             self._busy = True
             self.in_flight_tokens = shape.num_tokens
+            from_idle, self._from_idle = self._from_idle, False
             if k == 1:
-                dt = cost.iteration_time(shape)
+                dt = cost.iteration_time(shape, from_idle=from_idle)
                 used, queued = kv.used, sched.queued
                 yield env.timeout(dt)
                 self._busy = False

@@ -56,10 +56,11 @@ def explain(loaded: LoadedScenario, *, batch: int, context: int, prefill: int) -
     prefill_pool = sim.pools.get("serve") or sim.pools["prefill"]
     decode_shape = IterationShape(batch, batch, batch, batch * context)
     prefill_shape = IterationShape(prefill, 1, 0, 0, ((prefill, 0),))
-    decode = decode_pool.cost.breakdown(decode_shape)
-    lone = prefill_pool.cost.breakdown(prefill_shape)
+    decode = decode_pool.cost.breakdown(decode_shape)  # one step of many: follows another
+    lone = prefill_pool.cost.breakdown(prefill_shape, from_idle=True)
+    overlap = " (async: overlapped)" if decode_pool.cost.overlap_cpu else ""
     sources = {**_sources(prefill_pool.cost, prefill_shape), **_sources(decode_pool.cost, decode_shape),
-               "framework_overhead": "engine preset"}
+               "framework_overhead": "engine preset" + overlap}
     sc = loaded.scenario
     if sc.disaggregation is None:
         par = sc.parallelism

@@ -189,7 +189,8 @@ class Simulation:
                                      sc.model.activation_dtype, sc.model.kv_dtype,
                                      sc.hardware.gpus_per_node, sc.model.expert_weight_dtype, dp)
         return InstancePlan(tp, pp, replicas, memory, sharded,
-                            IterationCostModel(sharded, timer, sc.cost_model), dp)
+                            IterationCostModel(sharded, timer, sc.cost_model,
+                                               overlap_cpu=getattr(sc.scheduler, "async_scheduling", False)), dp)
 
     # -- wiring ------------------------------------------------------------------------
     def _build_engines(self, env, itl, log, plan: InstancePlan, first: int = 0,

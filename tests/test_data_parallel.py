@@ -220,10 +220,14 @@ def test_sweep_layout_columns_set_dp_and_pp_and_say_that_ep_is_approximated(tmp_
     assert "tp1 dp2 isl1000" in labels[0] and "tp1 isl1000" in labels[1] and "tp1 pp2 isl1000" in labels[2]
     notes = {n["run"]: n["note"] for n in result["notes"]}
     assert list(notes) == [labels[0]] and "EP2" in notes[labels[0]]
-    # Two DP ranks share the 8 clients: each rank decodes 4, so a step is shorter than one
-    # engine decoding all 8, and the row is not the plain TP1 row.
+    # The layout columns act as the same `--set`s would on the plain row.
     dp_row, plain_row = result["per_run"][0], result["per_run"][1]
-    assert dp_row["pred_tpot_ms"] < plain_row["pred_tpot_ms"]
+    assert dp_row["pred_tpot_ms"] != plain_row["pred_tpot_ms"]
+    plain = tmp_path / "plain.csv"
+    plain.write_text(src.read_text().splitlines()[0] + "\n" + src.read_text().splitlines()[2] + "\n")
+    as_set, _ = run_validation([plain], BENCH, ["parallelism.dp=2"], tmp_path / "out2", rounds=2)
+    assert as_set["per_run"][0]["pred_tpot_ms"] == dp_row["pred_tpot_ms"]
+    assert as_set["per_run"][0]["pred_ttft_ms"] == dp_row["pred_ttft_ms"]
     # The input rows come back unchanged, blank cells included, with the predictions.
     written = (out / "validation.csv").read_text().splitlines()
     assert written[1].startswith("h200_sxm,Qwen/Qwen3-30B-A3B,bf16,1,1,2,2,1000,")

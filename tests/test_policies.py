@@ -332,9 +332,12 @@ def test_closed_loop_think_times_delay_each_send():
 
 
 def _mid_decode_arrival(async_scheduling: bool, fast_forward: bool = True):
-    """Request 0 decodes 300 tokens alone; request 1 arrives 0.5 s later, mid-iteration."""
+    """Request 0 decodes 300 tokens alone; request 1 arrives 0.5 s later, mid-iteration.
+    No CPU overheads, so that both modes time the same iterations (async scheduling also
+    hides them, tested below) and only the scheduling delay differs."""
     d = scenario("vllm-v1", arrival=constant(2.0), prompt=fixed(128), output=fixed(300),
                  num_requests=2, sched={"async_scheduling": async_scheduling})
+    d["cost_model"] = {"framework_overhead_ms": 0.0, "per_sequence_overhead_us": 0.0}
     _, res = simulate(d, fast_forward=fast_forward)
     it = res.iterations.sort_values("start_s").reset_index(drop=True)
     arrival = float(res.requests.iloc[1]["arrival_s"])
@@ -355,6 +358,26 @@ def test_async_scheduling_admits_a_mid_iteration_arrival_one_iteration_later(fas
     # request 0's context that the later prefill iteration carries).
     extra = it.loc[running + 1, "duration_ms"]
     assert res.requests.iloc[1]["ttft_ms"] - sync.requests.iloc[1]["ttft_ms"] == pytest.approx(extra, rel=1e-4)
+
+
+def test_async_scheduling_hides_the_cpu_work_of_back_to_back_iterations():
+    """An iteration that follows another lasts max(GPU, CPU) under async scheduling, and
+    GPU + CPU without it; the first iteration after idle pays both either way."""
+    def run(async_scheduling: bool, framework_ms: float):
+        d = scenario("vllm-v1", arrival=constant(2.0), prompt=fixed(128), output=fixed(50),
+                     num_requests=1, sched={"async_scheduling": async_scheduling})
+        d["cost_model"] = {"framework_overhead_ms": framework_ms, "per_sequence_overhead_us": 0.0}
+        _, res = simulate(d)
+        return res.iterations.sort_values("start_s")["duration_ms"].to_numpy()
+
+    gpu = run(False, 0.0)
+    np.testing.assert_allclose(run(False, 2.0), gpu + 2.0, rtol=1e-12)
+    hidden = run(True, 2.0)
+    assert hidden[0] == pytest.approx(gpu[0] + 2.0, rel=1e-12)  # the prefill starts an idle engine
+    np.testing.assert_allclose(hidden[1:], np.maximum(gpu[1:], 2.0), rtol=1e-12)
+    # CPU work longer than a decode step's GPU time sets the pace.
+    cpu_ms = float(gpu[1:].max()) + 1.0
+    np.testing.assert_allclose(run(True, cpu_ms)[1:], cpu_ms, rtol=1e-12)
 
 
 def test_async_scheduling_does_not_delay_a_request_to_an_idle_engine():

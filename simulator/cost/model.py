@@ -44,12 +44,18 @@ class OpTimer(Protocol):
 class IterationCostModel:
     """Predicts the duration of one scheduler iteration of one (virtual) engine."""
 
-    def __init__(self, sharded: ShardedModel, timer: OpTimer, config: CostModelConfig):
+    def __init__(self, sharded: ShardedModel, timer: OpTimer, config: CostModelConfig,
+                 overlap_cpu: bool = False):
         self.sharded = sharded
         self.timer = timer
         engine = config.overheads()
         self.overhead = engine.framework_overhead_ms * 1e-3
         self.per_seq = engine.per_sequence_overhead_us * 1e-6
+        # Async scheduling (vLLM --async-scheduling, with its model runner overlapped since
+        # vllm-project/vllm#23569): the CPU work of the next iteration (scheduling, input
+        # preparation, output processing) runs while this one's kernels do, so back-to-back
+        # iterations last max(GPU, CPU). An iteration that starts an idle engine pays both.
+        self.overlap_cpu = overlap_cpu
         self._token_cache: dict = {}
         self._emit_cache: dict[int, float] = {}
         # Exact memo: batches recur with the same (size, total context), e.g. in closed loops.
@@ -100,14 +106,22 @@ class IterationCostModel:
             v = self._attn_cache[key] = self.timer.op_time(op) * op.count
         return v
 
-    def iteration_time(self, shape: IterationShape, moe_others: int = 0) -> float:
+    def cpu_time(self, num_seqs: int) -> float:
+        """The engine's per-iteration CPU work for `num_seqs` scheduled sequences."""
+        return self.overhead + self.per_seq * num_seqs
+
+    def iteration_time(self, shape: IterationShape, moe_others: int = 0, from_idle: bool = False) -> float:
+        """from_idle: the engine was idle, so no earlier iteration hides this one's CPU work."""
         t = self.token_time(shape.num_tokens, moe_others) + self.emit_time(shape.num_emit)
         if shape.prefill_chunks:
             op = attn_prefill_op(shape.prefill_chunks, self.sharded)
             t += self.timer.op_time(op) * op.count
         if shape.num_decode:
             t += self.decode_attention_time(shape.num_decode, shape.decode_context)
-        return t + self.overhead + self.per_seq * shape.num_seqs
+        cpu = self.overhead + self.per_seq * shape.num_seqs
+        if self.overlap_cpu and not from_idle:
+            return t if t > cpu else cpu
+        return t + cpu
 
     def decode_step_times(self, num_seqs: int, context_sum: int, steps: int,
                           moe_others: int = 0) -> list[float]:
@@ -117,8 +131,13 @@ class IterationCostModel:
         is what makes fast-forwarding a decode stretch exact (to < 0.1% of the attention
         term under table-driven timers, which are sampled every KNOT_STEPS steps).
         """
-        base = (self.token_time(num_seqs, moe_others) + self.emit_time(num_seqs) + self.overhead
-                + self.per_seq * num_seqs)
+        base = self.token_time(num_seqs, moe_others) + self.emit_time(num_seqs)
+        cpu = self.overhead + self.per_seq * num_seqs
+        # A decode step always follows another iteration, so under async scheduling its CPU
+        # work is hidden behind the GPU's up to the GPU time (iteration_time).
+        floor = cpu if self.overlap_cpu else 0.0
+        if not self.overlap_cpu:
+            base += cpu
         vector = self._attn_vector
         attn = self.decode_attention_time
         if vector is None and steps > 2 * KNOT_STEPS:
@@ -127,20 +146,25 @@ class IterationCostModel:
             # attention term, only where a table grid point falls between two knots).
             knots = np.unique(np.r_[np.arange(0, steps, KNOT_STEPS), steps - 1])
             at = np.array([attn(num_seqs, context_sum + int(j) * num_seqs) for j in knots])
-            return (base + np.interp(np.arange(steps), knots, at)).tolist()
+            return np.maximum(base + np.interp(np.arange(steps), knots, at), floor).tolist()
         if vector is None or steps < 4:
-            return [base + attn(num_seqs, context_sum + j * num_seqs) for j in range(steps)]
+            return [max(base + attn(num_seqs, context_sum + j * num_seqs), floor) for j in range(steps)]
         # Evaluate the decode-attention roofline of all steps at once.
         kv_len = context_sum + num_seqs * (1.0 + np.arange(steps, dtype=np.float64))
         flops, nbytes = attn_decode_cost(num_seqs, kv_len, self.sharded)
-        return (base + vector(flops, nbytes) * self.sharded.total_layer_passes).tolist()
+        return np.maximum(base + vector(flops, nbytes) * self.sharded.total_layer_passes, floor).tolist()
 
-    def breakdown(self, shape: IterationShape, moe_others: int = 0) -> dict[str, float]:
-        """Seconds per op name for one iteration, plus the framework overhead."""
+    def breakdown(self, shape: IterationShape, moe_others: int = 0, from_idle: bool = False) -> dict[str, float]:
+        """Seconds per op name for one iteration, plus the framework overhead: under async
+        scheduling only the part of it the GPU work does not hide, so the parts add up to
+        iteration_time."""
         out: dict[str, float] = {}
         for op in iteration_ops(shape, self.sharded, shape.num_tokens + moe_others):
             out[op.name] = out.get(op.name, 0.0) + self.timer.op_time(op) * op.count
-        out["framework_overhead"] = self.overhead + self.per_seq * shape.num_seqs
+        cpu = self.overhead + self.per_seq * shape.num_seqs
+        if self.overlap_cpu and not from_idle:
+            cpu = max(0.0, cpu - sum(out.values()))
+        out["framework_overhead"] = cpu
         return out
 
 
@@ -173,8 +197,8 @@ class DataParallelRankCost:
     def _others(self) -> int:
         return quantised_tokens(sum(p.in_flight_tokens for p in self.peers))
 
-    def iteration_time(self, shape: IterationShape) -> float:
-        return self.cost.iteration_time(shape, self._others())
+    def iteration_time(self, shape: IterationShape, from_idle: bool = False) -> float:
+        return self.cost.iteration_time(shape, self._others(), from_idle)
 
     def decode_step_times(self, num_seqs: int, context_sum: int, steps: int) -> list[float]:
         return self.cost.decode_step_times(num_seqs, context_sum, steps, self._others())

@@ -39,7 +39,8 @@ class VllmV1Config(SchedulerConfigBase):
         True, description="split long prompts across iterations; off: a prompt must fit the budget whole")
     async_scheduling: bool = Field(
         False, description="vLLM --async-scheduling: the next iteration is "
-        "scheduled while this one runs, so a request that arrives mid-iteration joins the one after next "
+        "scheduled while this one runs, so a request that arrives mid-iteration joins the one after next, "
+        "and an iteration that follows another lasts max(GPU time, CPU overheads) instead of their sum "
         "(an opt-in flag up to vLLM ~0.13, on by default in later releases: vllm-project/vllm#27614)")
     enable_prefix_caching: bool = Field(
         True, description="vLLM v1's automatic prefix caching (on by default there): whole KV blocks of "
