@@ -140,7 +140,7 @@ class Engine:
                         shape.num_seqs, used, kv.total, queued)
             else:
                 queued = sched.queued
-                durations = cost.decode_step_times(shape.num_decode, shape.decode_context, k)
+                durations = cost.decode_step_times(shape.num_decode, shape.decode_context, k, from_idle=from_idle)
                 ends = [now + t for t in accumulate(durations)]
                 self._in_stretch = True
                 self._tag_pending = True

@@ -124,20 +124,27 @@ class IterationCostModel:
         return t + cpu
 
     def decode_step_times(self, num_seqs: int, context_sum: int, steps: int,
-                          moe_others: int = 0) -> list[float]:
+                          moe_others: int = 0, from_idle: bool = False) -> list[float]:
         """Durations of `steps` consecutive identical decode iterations.
 
         Each step every sequence gains one token of context; nothing else changes, which
         is what makes fast-forwarding a decode stretch exact (to < 0.1% of the attention
         term under table-driven timers, which are sampled every KNOT_STEPS steps).
+        from_idle: the first step starts an idle engine (a disaggregated decode pool's
+        first request), so under async scheduling it alone pays GPU + CPU.
         """
-        base = self.token_time(num_seqs, moe_others) + self.emit_time(num_seqs)
+        gpu = self._decode_gpu_times(num_seqs, context_sum, steps, moe_others)
         cpu = self.overhead + self.per_seq * num_seqs
-        # A decode step always follows another iteration, so under async scheduling its CPU
-        # work is hidden behind the GPU's up to the GPU time (iteration_time).
-        floor = cpu if self.overlap_cpu else 0.0
         if not self.overlap_cpu:
-            base += cpu
+            return (gpu + cpu).tolist()
+        out = np.maximum(gpu, cpu)
+        if from_idle:
+            out[0] = gpu[0] + cpu
+        return out.tolist()
+
+    def _decode_gpu_times(self, num_seqs: int, context_sum: int, steps: int, moe_others: int) -> np.ndarray:
+        """The GPU part of decode_step_times."""
+        base = self.token_time(num_seqs, moe_others) + self.emit_time(num_seqs)
         vector = self._attn_vector
         attn = self.decode_attention_time
         if vector is None and steps > 2 * KNOT_STEPS:
@@ -146,13 +153,13 @@ class IterationCostModel:
             # attention term, only where a table grid point falls between two knots).
             knots = np.unique(np.r_[np.arange(0, steps, KNOT_STEPS), steps - 1])
             at = np.array([attn(num_seqs, context_sum + int(j) * num_seqs) for j in knots])
-            return np.maximum(base + np.interp(np.arange(steps), knots, at), floor).tolist()
+            return base + np.interp(np.arange(steps), knots, at)
         if vector is None or steps < 4:
-            return [max(base + attn(num_seqs, context_sum + j * num_seqs), floor) for j in range(steps)]
+            return np.array([base + attn(num_seqs, context_sum + j * num_seqs) for j in range(steps)])
         # Evaluate the decode-attention roofline of all steps at once.
         kv_len = context_sum + num_seqs * (1.0 + np.arange(steps, dtype=np.float64))
         flops, nbytes = attn_decode_cost(num_seqs, kv_len, self.sharded)
-        return np.maximum(base + vector(flops, nbytes) * self.sharded.total_layer_passes, floor).tolist()
+        return base + vector(flops, nbytes) * self.sharded.total_layer_passes
 
     def breakdown(self, shape: IterationShape, moe_others: int = 0, from_idle: bool = False) -> dict[str, float]:
         """Seconds per op name for one iteration, plus the framework overhead: under async
@@ -200,5 +207,5 @@ class DataParallelRankCost:
     def iteration_time(self, shape: IterationShape, from_idle: bool = False) -> float:
         return self.cost.iteration_time(shape, self._others(), from_idle)
 
-    def decode_step_times(self, num_seqs: int, context_sum: int, steps: int) -> list[float]:
-        return self.cost.decode_step_times(num_seqs, context_sum, steps, self._others())
+    def decode_step_times(self, num_seqs: int, context_sum: int, steps: int, from_idle: bool = False) -> list[float]:
+        return self.cost.decode_step_times(num_seqs, context_sum, steps, self._others(), from_idle)

@@ -38,10 +38,11 @@ class VllmV1Config(SchedulerConfigBase):
     enable_chunked_prefill: bool = Field(
         True, description="split long prompts across iterations; off: a prompt must fit the budget whole")
     async_scheduling: bool = Field(
-        False, description="vLLM --async-scheduling: the next iteration is "
+        True, description="vLLM --async-scheduling: the next iteration is "
         "scheduled while this one runs, so a request that arrives mid-iteration joins the one after next, "
         "and an iteration that follows another lasts max(GPU time, CPU overheads) instead of their sum "
-        "(an opt-in flag up to vLLM ~0.13, on by default in later releases: vllm-project/vllm#27614)")
+        "(on by default in vLLM since vllm-project/vllm#27614, as here; an opt-in flag up to vLLM ~0.13: "
+        "set false to model those)")
     enable_prefix_caching: bool = Field(
         True, description="vLLM v1's automatic prefix caching (on by default there): whole KV blocks of "
         "prompt content the workload marks as shared (workload.shared_prefix, a trace's prefix or "
