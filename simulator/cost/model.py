@@ -133,33 +133,37 @@ class IterationCostModel:
         from_idle: the first step starts an idle engine (a disaggregated decode pool's
         first request), so under async scheduling it alone pays GPU + CPU.
         """
-        gpu = self._decode_gpu_times(num_seqs, context_sum, steps, moe_others)
         cpu = self.overhead + self.per_seq * num_seqs
+        base = self.token_time(num_seqs, moe_others) + self.emit_time(num_seqs)
+        vector = self._attn_vector
+        if vector is None and steps > 2 * KNOT_STEPS:
+            # Table-driven timers are piecewise linear in context: evaluate every
+            # KNOT_STEPS-th step exactly and interpolate between (error < 0.1% of the
+            # attention term, only where a table grid point falls between two knots).
+            knots = np.unique(np.r_[np.arange(0, steps, KNOT_STEPS), steps - 1])
+            at = np.array([self.decode_attention_time(num_seqs, context_sum + int(j) * num_seqs) for j in knots])
+            gpu = base + np.interp(np.arange(steps), knots, at)
+        elif vector is None or steps < 4:
+            # Short stretches stay in plain Python (the common case; no array round trip).
+            attn = self.decode_attention_time
+            gpu_list = [base + attn(num_seqs, context_sum + j * num_seqs) for j in range(steps)]
+            if not self.overlap_cpu:
+                return [g + cpu for g in gpu_list]
+            out = [g if g > cpu else cpu for g in gpu_list]
+            if from_idle:
+                out[0] = gpu_list[0] + cpu
+            return out
+        else:
+            # Evaluate the decode-attention roofline of all steps at once.
+            kv_len = context_sum + num_seqs * (1.0 + np.arange(steps, dtype=np.float64))
+            flops, nbytes = attn_decode_cost(num_seqs, kv_len, self.sharded)
+            gpu = base + vector(flops, nbytes) * self.sharded.total_layer_passes
         if not self.overlap_cpu:
             return (gpu + cpu).tolist()
         out = np.maximum(gpu, cpu)
         if from_idle:
             out[0] = gpu[0] + cpu
         return out.tolist()
-
-    def _decode_gpu_times(self, num_seqs: int, context_sum: int, steps: int, moe_others: int) -> np.ndarray:
-        """The GPU part of decode_step_times."""
-        base = self.token_time(num_seqs, moe_others) + self.emit_time(num_seqs)
-        vector = self._attn_vector
-        attn = self.decode_attention_time
-        if vector is None and steps > 2 * KNOT_STEPS:
-            # Table-driven timers are piecewise linear in context: evaluate every
-            # KNOT_STEPS-th step exactly and interpolate between (error < 0.1% of the
-            # attention term, only where a table grid point falls between two knots).
-            knots = np.unique(np.r_[np.arange(0, steps, KNOT_STEPS), steps - 1])
-            at = np.array([attn(num_seqs, context_sum + int(j) * num_seqs) for j in knots])
-            return base + np.interp(np.arange(steps), knots, at)
-        if vector is None or steps < 4:
-            return np.array([base + attn(num_seqs, context_sum + j * num_seqs) for j in range(steps)])
-        # Evaluate the decode-attention roofline of all steps at once.
-        kv_len = context_sum + num_seqs * (1.0 + np.arange(steps, dtype=np.float64))
-        flops, nbytes = attn_decode_cost(num_seqs, kv_len, self.sharded)
-        return base + vector(flops, nbytes) * self.sharded.total_layer_passes
 
     def breakdown(self, shape: IterationShape, moe_others: int = 0, from_idle: bool = False) -> dict[str, float]:
         """Seconds per op name for one iteration, plus the framework overhead: under async
