@@ -118,7 +118,7 @@ class IterationCostModel:
             t += self.timer.op_time(op) * op.count
         if shape.num_decode:
             t += self.decode_attention_time(shape.num_decode, shape.decode_context)
-        cpu = self.overhead + self.per_seq * shape.num_seqs
+        cpu = self.cpu_time(shape.num_seqs)
         if self.overlap_cpu and not from_idle:
             return t if t > cpu else cpu
         return t + cpu
@@ -133,7 +133,7 @@ class IterationCostModel:
         from_idle: the first step starts an idle engine (a disaggregated decode pool's
         first request), so under async scheduling it alone pays GPU + CPU.
         """
-        cpu = self.overhead + self.per_seq * num_seqs
+        cpu = self.cpu_time(num_seqs)
         base = self.token_time(num_seqs, moe_others) + self.emit_time(num_seqs)
         vector = self._attn_vector
         if vector is None and steps > 2 * KNOT_STEPS:
@@ -172,7 +172,7 @@ class IterationCostModel:
         out: dict[str, float] = {}
         for op in iteration_ops(shape, self.sharded, shape.num_tokens + moe_others):
             out[op.name] = out.get(op.name, 0.0) + self.timer.op_time(op) * op.count
-        cpu = self.overhead + self.per_seq * shape.num_seqs
+        cpu = self.cpu_time(shape.num_seqs)
         if self.overlap_cpu and not from_idle:
             cpu = max(0.0, cpu - sum(out.values()))
         out["framework_overhead"] = cpu
