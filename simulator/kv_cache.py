@@ -53,3 +53,13 @@ class BlockManager:
         self.used -= blocks
         if self.used < 0:
             raise RuntimeError("KV blocks released twice")
+
+    def park(self, blocks: int) -> None:
+        """Blocks no request uses any more whose KV stays cached (free, but evictable)."""
+        self.release(blocks)
+        self.cached += blocks
+
+    def revive(self, blocks: int) -> None:
+        """Cached blocks a request uses again."""
+        self.cached -= blocks
+        self.allocate(blocks)

@@ -126,14 +126,13 @@ class PrefixCache:
             seg = segments[key]
             if seg.refs == 0:
                 del idle[key]
-                kv.cached -= seg.blocks
-                kv.allocate(seg.blocks)
+                kv.revive(seg.blocks)
             seg.refs += 1
         if m.own_blocks:
             own_key = req.prefix_layout[3]
             del idle[own_key]
-            kv.cached -= segments.pop(own_key).blocks  # blocks beyond the hit limit are freed
-            kv.allocate(m.own_blocks)
+            kv.cached -= segments.pop(own_key).blocks - m.own_blocks  # those beyond the hit limit are freed
+            kv.revive(m.own_blocks)
         req.prefix_refs = m.keys if m.keys else None
         req.shared_blocks = m.shared_blocks
         req.block_count = m.blocks
@@ -191,8 +190,7 @@ class PrefixCache:
             kv.cached -= cached.blocks
         self.segments[own_key] = _Segment(n, refs=0)
         self.idle[own_key] = None
-        kv.release(n)
-        kv.cached += n
+        kv.park(n)
         req.block_count -= n
 
     def release(self, req: Request) -> int:
@@ -204,8 +202,7 @@ class PrefixCache:
             seg.refs -= 1
             if seg.refs == 0:
                 idle[key] = None
-                kv.release(seg.blocks)
-                kv.cached += seg.blocks
+                kv.park(seg.blocks)
         own = req.block_count - req.shared_blocks
         req.prefix_refs = None
         req.shared_blocks = 0

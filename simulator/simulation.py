@@ -31,7 +31,7 @@ from simulator.request import Request
 from simulator.router import make_router
 from simulator.scheduler import POLICIES, ItlSink
 from simulator.scheduler.roles import role_scheduler
-from simulator.workload import ClosedLoopWorkload, OpenLoopWorkload, build_workload
+from simulator.workload import ClosedLoopWorkload, OpenLoopWorkload, build_workload, prompt_content
 
 
 @dataclass
@@ -308,25 +308,15 @@ class Simulation:
     def _send_closed_loop(self, client: int, i: int) -> None:
         wl = self.workload
         self._dispatch(Request(i, self.env.now, int(wl.prompt_tokens[i]), int(wl.output_tokens[i]),
-                               client=client,
-                               prefix=wl.prefixes.chain(i) if wl.prefixes is not None else None))
+                               client=client, **prompt_content(wl.prefixes, i)))
 
     def _open_loop(self, wl: OpenLoopWorkload):
         env = self.env
-        arrivals = wl.arrival_s.tolist()
-        prompts = wl.prompt_tokens.tolist()
-        outputs = wl.output_tokens.tolist()
-        sessions = wl.session_id.tolist() if wl.session_id is not None else None
-        prefixes = wl.prefix_id.tolist() if wl.prefix_id is not None else None
-        content = wl.prefixes
-        for i, t in enumerate(arrivals):
-            if t > env.now:
-                yield env.timeout(t - env.now)
-            self._pending_sources = len(arrivals) - i - 1
-            req = Request(i, t, prompts[i], outputs[i],
-                          sessions[i] if sessions else -1, prefixes[i] if prefixes else -1,
-                          prefix=content.chain(i) if content is not None else None,
-                          prefix_tail=content.tail(i) if content is not None else None)
+        n = len(wl)
+        for i, req in enumerate(wl.iter_requests()):
+            if req.arrival > env.now:
+                yield env.timeout(req.arrival - env.now)
+            self._pending_sources = n - i - 1
             self._dispatch(req)
         self._wake_all()
 

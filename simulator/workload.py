@@ -713,6 +713,13 @@ class SessionTurns:
 PromptPrefixes = SharedPrefixes | HashedBlocks | SessionTurns
 
 
+def prompt_content(prefixes: PromptPrefixes | None, i: int) -> dict:
+    """Request i's shared prompt content, as `Request` keyword arguments."""
+    if prefixes is None:
+        return {}
+    return {"prefix": prefixes.chain(i), "prefix_tail": prefixes.tail(i)}
+
+
 @dataclass(frozen=True, eq=False)
 class OpenLoopWorkload:
     """Requests whose arrival times do not depend on the server (rate or trace driven).
@@ -769,8 +776,7 @@ class OpenLoopWorkload:
                 o,
                 session_id=sid[i] if sid is not None else -1,
                 prefix_id=pid[i] if pid is not None else -1,
-                prefix=self.prefixes.chain(i) if self.prefixes is not None else None,
-                prefix_tail=self.prefixes.tail(i) if self.prefixes is not None else None,
+                **prompt_content(self.prefixes, i),
             )
 
 

@@ -142,28 +142,22 @@ class IterationCostModel:
             # attention term, only where a table grid point falls between two knots).
             knots = np.unique(np.r_[np.arange(0, steps, KNOT_STEPS), steps - 1])
             at = np.array([self.decode_attention_time(num_seqs, context_sum + int(j) * num_seqs) for j in knots])
-            gpu = base + np.interp(np.arange(steps), knots, at)
+            gpu = (base + np.interp(np.arange(steps), knots, at)).tolist()
         elif vector is None or steps < 4:
-            # Short stretches stay in plain Python (the common case; no array round trip).
             attn = self.decode_attention_time
-            gpu_list = [base + attn(num_seqs, context_sum + j * num_seqs) for j in range(steps)]
-            if not self.overlap_cpu:
-                return [g + cpu for g in gpu_list]
-            out = [g if g > cpu else cpu for g in gpu_list]
-            if from_idle:
-                out[0] = gpu_list[0] + cpu
-            return out
+            gpu = [base + attn(num_seqs, context_sum + j * num_seqs) for j in range(steps)]
         else:
             # Evaluate the decode-attention roofline of all steps at once.
             kv_len = context_sum + num_seqs * (1.0 + np.arange(steps, dtype=np.float64))
             flops, nbytes = attn_decode_cost(num_seqs, kv_len, self.sharded)
-            gpu = base + vector(flops, nbytes) * self.sharded.total_layer_passes
+            gpu = (base + vector(flops, nbytes) * self.sharded.total_layer_passes).tolist()
+        # The CPU work as iteration_time adds it, step by step.
         if not self.overlap_cpu:
-            return (gpu + cpu).tolist()
-        out = np.maximum(gpu, cpu)
-        if from_idle:
+            return [g + cpu for g in gpu]
+        out = [g if g > cpu else cpu for g in gpu]
+        if from_idle and out:
             out[0] = gpu[0] + cpu
-        return out.tolist()
+        return out
 
     def breakdown(self, shape: IterationShape, moe_others: int = 0, from_idle: bool = False) -> dict[str, float]:
         """Seconds per op name for one iteration, plus the framework overhead: under async

@@ -15,6 +15,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -245,11 +246,9 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None) -
                                    fix="fix or drop that row")
         family = f"{row.system} {row.model} {prec or row.precision}"
         layout = _row_layout(row, df.columns, where)
-        group = f"{family} tp{tp}{''.join(f' {label}' for _, label in layout)} isl{isl} osl{osl}"
-        ep = max((_layout_size(getattr(row, c), c, where) or 1 for c in SWEEP_EP_COLUMNS if c in df.columns),
-                 default=1)
-        note = (f"expert parallelism (EP{ep}) simulated as experts split by width over the same GPUs: "
-                "servesim does not model EP" if ep > 1 else None)
+        group = f"{family} tp{tp}{''.join(f' {label}' for label in layout.labels)} isl{isl} osl{osl}"
+        note = (f"expert parallelism (EP{layout.ep}) simulated as experts split by width over the same "
+                "GPUs: servesim does not model EP" if layout.ep > 1 else None)
         overrides, error = [], None
         if prec is None:  # one row we cannot map is reported and skipped, like an unknown model
             error = MeasurementError(f"unknown precision {row.precision!r}", where=where,
@@ -260,7 +259,7 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None) -
                 f"model.name={row.model}", "model.config_json=null",
                 *precision_overrides(prec, str(row.model), str(row.system)),
                 f"hardware.gpu={row.system}", f"parallelism.tp={tp}",
-                *(assignment for assignment, _ in layout),
+                *layout.assignments,
                 f"workload.arrival={{type: closed_loop, concurrency: {conc}}}",
                 *length_overrides(isl, osl, harness_length_ratio(isl, osl) if length_ratio is None else length_ratio),
                 f"workload.num_requests={conc * rounds}", "workload.duration_s=null",
@@ -268,7 +267,7 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None) -
         runs.append(MeasuredRun(label=f"{group} c{conc}", source=path.name, kind="closed_loop",
                                 measured={"ttft_ms": float(row.ttft_ms), "tpot_ms": float(row.tpot_ms)},
                                 overrides=overrides, concurrency=conc, isl=isl, osl=osl, group=group,
-                                family=family, error=error, infer_dp=not _states_dp(row, df.columns), note=note))
+                                family=family, error=error, infer_dp=not layout.states_dp, note=note))
     return MeasuredSet("sweep", runs, _as_written(path), np.arange(len(df)))
 
 
@@ -286,22 +285,27 @@ def _layout_size(cell: object, column: str, where: str) -> int | None:
     return int(value)
 
 
-def _states_dp(row: tuple, columns: pd.Index) -> bool:
-    """Whether the row names its DP size (then none is inferred for it, see runner)."""
-    return any(c in columns and not pd.isna(getattr(row, c)) for c in SWEEP_LAYOUT_COLUMNS
-               if SWEEP_LAYOUT_COLUMNS[c][0] == "parallelism.dp")
+class RowLayout(NamedTuple):
+    """What a sweep row's optional layout columns say."""
+
+    assignments: list[str]  # scenario overrides for the sizes above 1
+    labels: list[str]  # the same, for the row's configuration label
+    states_dp: bool  # the row names its DP size (then none is inferred for it, see runner)
+    ep: int  # expert-parallel size (1: none stated)
 
 
-def _row_layout(row: tuple, columns: pd.Index, where: str) -> list[tuple[str, str]]:
-    """(assignment, group label) for each optional layout column the row sets above 1."""
-    out: dict[str, tuple[str, str]] = {}
+def _row_layout(row: tuple, columns: pd.Index, where: str) -> RowLayout:
+    sizes: dict[str, tuple[int, str]] = {}  # target field -> (size, label prefix)
+    states_dp = False
     for column, (target, prefix) in SWEEP_LAYOUT_COLUMNS.items():
-        if column not in columns:
-            continue
-        size = _layout_size(getattr(row, column), column, where)
-        if size is not None and size > 1:
-            out[target] = (f"{target}={size}", f"{prefix}{size}")
-    return list(out.values())
+        size = _layout_size(getattr(row, column), column, where) if column in columns else None
+        if size is not None:
+            states_dp |= target == "parallelism.dp"
+            if size > 1:
+                sizes[target] = (size, prefix)
+    ep = max((_layout_size(getattr(row, c), c, where) or 1 for c in SWEEP_EP_COLUMNS if c in columns), default=1)
+    return RowLayout([f"{t}={n}" for t, (n, _) in sizes.items()], [f"{pre}{n}" for n, pre in sizes.values()],
+                     states_dp, ep)
 
 
 def vllm_json_documents(path: Path) -> list[dict]:

@@ -101,7 +101,7 @@ class _Builder:
         self.workload = _replay_workload(run, sc.workload.seed)
         self.adjust = not sets_field(overrides, "model", "model.max_model_len")
         self.longest = _longest_request(run, sc.workload)
-        self.notes: list[str] = []
+        self.notes: list[str] = [run.note] if run.note else []  # the reader's approximations first
         limit = sc.model.max_model_len or self.model.max_position_embeddings
         if self.adjust and self.longest and self.longest > limit:
             self.assignments.append(f"model.max_model_len={self.longest}")
@@ -186,7 +186,6 @@ def simulate_run(run: MeasuredRun, scenario_path: Path, overrides: list[str]) ->
             f"{sim['reject_reason'].iloc[0]})\n  fix: check the base scenario against the "
             "measured server's settings (model.max_model_len, memory), or leave them to validate"))
     predicted = {m: float(done[m].mean()) for m in METRICS if done[m].notna().any()}
-    note = "; ".join(n for n in (run.note, note) if n) or None
     return RunPrediction(run, predicted, sim, result.summary, note=note)
 
 
