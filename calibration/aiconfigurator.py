@@ -58,6 +58,9 @@ _MOE_DTYPES = {"bfloat16": "bf16", "fp8_block": "fp8", "fp8": "fp8", "nvfp4": "f
 # Token-to-expert routing the MoE rows were measured under. aiconfigurator's own estimates
 # use a power law with alpha 1.01 (its sdk/models/deepseek.py): real routers are imbalanced.
 MOE_DISTRIBUTION = "power_law_1.01"
+# Expert-parallel rows kept: up to 16 GPUs in one MoE group (two 8-GPU nodes), which keeps
+# each shipped file near 3 MB.
+MAX_EP = 16
 
 # What ships in calibration/profiles/: the shapes the catalog's models need (N, K >= 512;
 # head_dim 128 in every head layout, head_dim 64 in the GQA-4/8 layouts of gpt-oss and
@@ -204,7 +207,9 @@ def _moe_rows(sys_dir: Path, backend: str, version: str) -> tuple[list[list], st
     older = [v for v in versions if _vkey(v) <= _vkey(version)]
     chosen = older[-1] if older else versions[0]
     df = _read_parquet(sys_dir / "moe" / backend / chosen / "moe_perf.parquet")
-    df = df[(df["moe_ep_size"] == 1) & (df["distribution"] == MOE_DISTRIBUTION)
+    tensor_parallel = df["moe_ep_size"] == 1
+    expert_parallel = (df["moe_tp_size"] == 1) & df["moe_ep_size"].between(2, MAX_EP)
+    df = df[(tensor_parallel | expert_parallel) & (df["distribution"] == MOE_DISTRIBUTION)
             & df["moe_dtype"].isin(_MOE_DTYPES)].copy()
     if df.empty:
         return None
@@ -215,8 +220,9 @@ def _moe_rows(sys_dir: Path, backend: str, version: str) -> tuple[list[list], st
     df["dtype"] = df["moe_dtype"].map(_MOE_DTYPES)
     df["inter"] = df["inter_size"] // df["moe_tp_size"]
     df["latency_us"] = df["latency"] * _MS_TO_US
-    df = df.rename(columns={"num_tokens": "tokens", "hidden_size": "hidden", "num_experts": "experts"})
-    return (_rows(df, ["tokens", "hidden", "inter", "topk", "experts", "dtype"]), chosen,
+    df = df.rename(columns={"num_tokens": "tokens", "hidden_size": "hidden", "num_experts": "experts",
+                            "moe_ep_size": "ep"})
+    return (_rows(df, ["tokens", "hidden", "inter", "topk", "experts", "ep", "dtype"]), chosen,
             sorted(df["kernel_source"].unique()))
 
 
@@ -225,7 +231,7 @@ def convert(system: str, backend: str = "vllm", version: str | None = None, *, f
     """Build a profile from one system/backend/version of aiconfigurator's tables.
 
     `full` keeps every fp16/bf16/fp8 GEMM and every head size; otherwise the shipped
-    subset (dense-model shapes, < 2 MB) is kept.
+    subset (the catalog's shapes, ~3 MB) is kept.
     """
     sys_dir, version = resolve(system, backend, version, data_root)
     tables: dict = {}

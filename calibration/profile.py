@@ -31,8 +31,10 @@ FAMILY_COLUMNS: dict[str, tuple[str, ...]] = {
     # `batch` sequences with one query token each over `ctx_len` KV tokens (the new one included).
     "attn_decode": ("batch", "ctx_len", "heads", "kv_heads", "head_dim", "dtype"),
     # One fused MoE MLP: `tokens` routed to `topk` of `experts` experts of width `inter` per
-    # GPU (the model's intermediate size / TP); `dtype` is ops.moe_table_dtype's label.
-    "moe": ("tokens", "hidden", "inter", "topk", "experts", "dtype"),
+    # GPU (the model's intermediate size / TP; the whole width under expert parallelism),
+    # the experts split over `ep` GPUs (1: every GPU holds a slice of each); `dtype` is
+    # ops.moe_table_dtype's label.
+    "moe": ("tokens", "hidden", "inter", "topk", "experts", "ep", "dtype"),
     # `bytes` = bytes read + written by the kernel.
     "elementwise": ("kind", "bytes", "dtype"),
     # `bytes` = the message as ops.py counts it (all-gather: the gathered output).
@@ -41,6 +43,7 @@ FAMILY_COLUMNS: dict[str, tuple[str, ...]] = {
     "p2p": ("bytes", "ranks", "link", "impl", "dtype"),
 }
 STAT_COLUMNS = ("median_us", "p10_us", "p90_us", "samples")
+MOE_COLUMNS_BEFORE_EP = ("tokens", "hidden", "inter", "topk", "experts", "dtype")
 _TEXT_COLUMNS = frozenset({"dtype", "kind", "link", "impl"})
 _ZERO_OK = frozenset({"prior_ctx"})
 
@@ -206,6 +209,13 @@ def _load_cached(path: str, mtime_ns: int, size: int) -> Profile:
     return parse_profile(Path(path).read_bytes(), where=path)
 
 
+def _add_ep_column(moe: dict) -> None:
+    """Profiles written before the `ep` column timed tensor-parallel experts only: ep = 1."""
+    at = MOE_COLUMNS_BEFORE_EP.index("experts") + 1
+    moe["columns"] = [*moe["columns"][:at], "ep", *moe["columns"][at:]]
+    moe["rows"] = [[*r[:at], 1, *r[at:]] if isinstance(r, list) else r for r in moe.get("rows", [])]
+
+
 def parse_profile(data: bytes | str, *, where: str = "<profile>") -> Profile:
     """Validate profile JSON; each failure says what is wrong and how to get a good file."""
     try:
@@ -222,6 +232,10 @@ def parse_profile(data: bytes | str, *, where: str = "<profile>") -> Profile:
             f"version {SCHEMA_VERSION})", where=where,
             fix="re-create the profile with this servesim's `simulate calibrate` / `import-aiconfigurator`")
     try:
+        moe = raw.get("tables", {}).get("moe") if isinstance(raw.get("tables"), dict) else None
+        if isinstance(moe, dict) and tuple(moe.get("columns", ())) == (*MOE_COLUMNS_BEFORE_EP, *STAT_COLUMNS):
+            _add_ep_column(moe)
+            data = json.dumps(raw)
         profile = Profile.model_validate_json(data)
     except ValidationError as exc:
         first = exc.errors()[0]

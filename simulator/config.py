@@ -61,6 +61,10 @@ class ParallelismConfig(StrictModel):
         "serves its own requests with its own scheduler and KV cache, attention and dense layers split tp "
         "ways; a MoE model's experts are split over all dp x tp GPUs, whose MoE layers run every rank's "
         "tokens together. For a dense model the ranks are independent copies, as replicas are")
+    expert_parallel: bool = Field(
+        False, description="vLLM `--enable-expert-parallel`: a MoE model's routed experts are split by expert "
+        "over the dp x tp GPUs (each holds whole experts and computes the tokens routed to them) instead of "
+        "by width; the MoE layers then read expert-parallel kernel tables. No effect on dense models")
 
 
 class PoolConfig(StrictModel):

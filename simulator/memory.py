@@ -81,11 +81,12 @@ def moe_kernel_tile(model: ModelSpec, expert_weight_dtype: str | None, gpu: GPUS
 
 def weight_bytes_per_gpu(model: ModelSpec, weight_dtype: str, tp: int, pp: int,
                          expert_weight_dtype: str | None = None, expert_tile: int | None = None,
-                         dp: int = 1) -> float:
+                         dp: int = 1, expert_parallel: bool = False) -> float:
     """Decoder weights in the weight dtype (routed experts in theirs, padded to the MoE
     kernel's tile when it has one), with their quantisation scales; embeddings and LM head
     stay 16-bit when quantised. Under attention data parallelism every rank holds the
-    rest of the model (split tp ways) and a dp x tp-th of the routed experts."""
+    rest of the model (split tp ways) and a dp x tp-th of the routed experts (whole
+    experts under expert parallelism, padded at their full width)."""
     head_params = model.vocab_size * model.hidden_size * (1 if model.tied_embeddings else 2)
     experts = model.expert_param_count
     body_params = model.param_count - head_params - experts
@@ -95,7 +96,8 @@ def weight_bytes_per_gpu(model: ModelSpec, weight_dtype: str, tp: int, pp: int,
         expert_bytes = model.native_expert_bits / 8
     else:
         expert_bytes = stored_weight_bytes(expert_dtype)
-    experts_stored = experts * expert_bytes * expert_padding(model, tp * dp, expert_tile) / dp
+    width_split = 1 if expert_parallel else tp * dp
+    experts_stored = experts * expert_bytes * expert_padding(model, width_split, expert_tile) / dp
     return (body_params * stored_weight_bytes(weight_dtype) + experts_stored
             + head_params * head_bytes) / (tp * pp)
 
@@ -158,13 +160,15 @@ def plan_memory(
     kv_cache_tokens: int | None = None,
     dp: int = 1,
     split_experts: bool = True,
+    expert_parallel: bool = False,
 ) -> MemoryPlan:
     """Build the memory plan of one GPU (of one attention-DP rank), or raise
     DoesNotFitError with the breakdown. `split_experts`: whether the fix may suggest
     attention data parallelism (not for disaggregated pools)."""
     total = gpu.usable_memory_gib - CUDA_INVISIBLE_GIB
     weights = weight_bytes_per_gpu(model, weight_dtype, tp, pp, expert_weight_dtype,
-                                   moe_kernel_tile(model, expert_weight_dtype, gpu), dp) / GIB
+                                   moe_kernel_tile(model, expert_weight_dtype, gpu), dp,
+                                   expert_parallel) / GIB
     act = activation_bytes_per_gpu(model, tp, max_batched_tokens, max_num_seqs) / GIB
     per_token = kv_bytes_per_token_per_gpu(model, kv_dtype, tp, pp)
     kv = total * utilization - weights - act - runtime_reserve_gib

@@ -170,6 +170,7 @@ class Simulation:
               dp: int = 1) -> InstancePlan:
         """One layout's memory plan and cost model; `role` names a disaggregated pool in errors."""
         sc = self.scenario
+        expert_parallel = role is None and sc.parallelism.expert_parallel
         try:
             memory = plan_memory(
                 self.model, self.gpu, tp=tp, pp=pp, weight_dtype=sc.model.weight_dtype,
@@ -178,7 +179,7 @@ class Simulation:
                 runtime_reserve_gib=sc.memory.runtime_reserve_gib, block_size=sc.memory.block_size,
                 max_batched_tokens=self.token_budget, max_num_seqs=self.max_num_seqs,
                 max_model_len=self.max_model_len, kv_cache_tokens=sc.memory.kv_cache_tokens,
-                dp=dp, split_experts=role is None)
+                dp=dp, split_experts=role is None, expert_parallel=expert_parallel)
         except DoesNotFitError as exc:
             if role is None:
                 raise
@@ -187,7 +188,8 @@ class Simulation:
                                   fix=(exc.fix or "").replace("parallelism.", f"{pool}.")) from None
         sharded = ShardedModel.build(self.model, tp, pp, sc.model.weight_dtype,
                                      sc.model.activation_dtype, sc.model.kv_dtype,
-                                     sc.hardware.gpus_per_node, sc.model.expert_weight_dtype, dp)
+                                     sc.hardware.gpus_per_node, sc.model.expert_weight_dtype, dp,
+                                     expert_parallel)
         return InstancePlan(tp, pp, replicas, memory, sharded,
                             IterationCostModel(sharded, timer, sc.cost_model,
                                                overlap_cpu=getattr(sc.scheduler, "async_scheduling", False)), dp)
@@ -432,6 +434,7 @@ class Simulation:
             "pp": main.pp,
             "replicas": main.replicas,
             "dp": main.dp,
+            "ep": main.sharded.ep,
             "scheduler": sc.scheduler.policy,
             "max_num_batched_tokens": self.token_budget,
             "max_num_seqs": self.max_num_seqs,

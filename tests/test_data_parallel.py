@@ -202,7 +202,7 @@ def test_a_dense_model_too_large_for_its_tp_is_still_skipped_with_the_reason(tmp
     assert result["notes"] == []
 
 
-def test_sweep_layout_columns_set_dp_and_pp_and_say_that_ep_is_approximated(tmp_path):
+def test_sweep_layout_columns_set_dp_pp_and_expert_parallelism(tmp_path):
     """Optional `attention_dp_size`/`dp_size`, `pp_size` and `moe_ep_size` columns
     (aiconfigurator's names) describe layouts tp_size alone cannot; blank cells keep the
     default. Measured values are placeholders: the test checks what is simulated."""
@@ -213,19 +213,22 @@ def test_sweep_layout_columns_set_dp_and_pp_and_say_that_ep_is_approximated(tmp_
         "system,model,precision,tp_size,pp_size,attention_dp_size,moe_ep_size,isl,osl,concurrency,ttft_ms,tpot_ms\n"
         "h200_sxm,Qwen/Qwen3-30B-A3B,bf16,1,1,2,2,1000,64,8,100.0,10.0\n"
         "h200_sxm,Qwen/Qwen3-30B-A3B,bf16,1,,,,1000,64,8,100.0,10.0\n"
-        "h200_sxm,Qwen/Qwen3-32B,bf16,1,2,,,1000,64,8,100.0,10.0\n")
+        "h200_sxm,Qwen/Qwen3-32B,bf16,1,2,,,1000,64,8,100.0,10.0\n"
+        "h200_sxm,Qwen/Qwen3-30B-A3B,bf16,2,1,1,4,1000,64,8,100.0,10.0\n")
     result, out = run_validation([src], BENCH, [], tmp_path / "out", rounds=2)
     assert result["skipped"] == []
     labels = [r["run"] for r in result["per_run"]]
-    assert "tp1 dp2 isl1000" in labels[0] and "tp1 isl1000" in labels[1] and "tp1 pp2 isl1000" in labels[2]
+    assert "tp1 dp2 ep2 isl1000" in labels[0] and "tp1 isl1000" in labels[1] and "tp1 pp2 isl1000" in labels[2]
+    # vLLM's expert parallelism spans tp x dp GPUs; an EP size that does not is said per run.
     notes = {n["run"]: n["note"] for n in result["notes"]}
-    assert list(notes) == [labels[0]] and "EP2" in notes[labels[0]]
+    assert list(notes) == [labels[3]] and "moe_ep_size 4 is not tp x dp = 2" in notes[labels[3]]
     # The layout columns act as the same `--set`s would on the plain row.
     dp_row, plain_row = result["per_run"][0], result["per_run"][1]
     assert dp_row["pred_tpot_ms"] != plain_row["pred_tpot_ms"]
     plain = tmp_path / "plain.csv"
     plain.write_text(src.read_text().splitlines()[0] + "\n" + src.read_text().splitlines()[2] + "\n")
-    as_set, _ = run_validation([plain], BENCH, ["parallelism.dp=2"], tmp_path / "out2", rounds=2)
+    as_set, _ = run_validation([plain], BENCH, ["parallelism.dp=2", "parallelism.expert_parallel=true"],
+                               tmp_path / "out2", rounds=2)
     assert as_set["per_run"][0]["pred_tpot_ms"] == dp_row["pred_tpot_ms"]
     assert as_set["per_run"][0]["pred_ttft_ms"] == dp_row["pred_ttft_ms"]
     # The input rows come back unchanged, blank cells included, with the predictions.
@@ -245,3 +248,17 @@ def test_a_sweep_layout_cell_that_is_not_a_whole_number_names_the_row(tmp_path):
         run_validation([src], BENCH, [], tmp_path / "out", rounds=2)
     assert "bad.csv:2" in str(exc.value) and "pp_size" in str(exc.value)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_zero_layout_cell_means_not_stated(tmp_path):
+    """aiconfigurator's sample writes moe_ep_size 0 for dense models."""
+    from simulator.validation import run_validation
+
+    head = "system,model,precision,tp_size,moe_ep_size,isl,osl,concurrency,ttft_ms,tpot_ms\n"
+    zero, blank = tmp_path / "zero.csv", tmp_path / "blank.csv"
+    zero.write_text(head + "h100_sxm,Qwen/Qwen3-32B,fp8,2,0,1000,64,4,100.0,10.0\n")
+    blank.write_text(head + "h100_sxm,Qwen/Qwen3-32B,fp8,2,,1000,64,4,100.0,10.0\n")
+    a, _ = run_validation([zero], BENCH, [], tmp_path / "a", rounds=2)
+    b, _ = run_validation([blank], BENCH, [], tmp_path / "b", rounds=2)
+    assert a["skipped"] == [] and a["notes"] == []
+    assert a["per_run"][0]["pred_tpot_ms"] == b["per_run"][0]["pred_tpot_ms"]

@@ -12,7 +12,6 @@ from simulator.cost.config import CostModelConfig, RooflineEfficiency
 from simulator.cost.model import IterationCostModel, OpTimer
 from simulator.cost.ops import IterationShape, ShardedModel
 from simulator.cost.roofline import RooflineTimer
-from simulator.errors import ServesimError
 from simulator.hardware import GPUSpec
 
 
@@ -34,12 +33,12 @@ def _auto(gpu: GPUSpec, config: CostModelConfig, profile: str | None) -> OpTimer
     peaks (calibration/README.md), most of all on GPUs whose kernels reach an unusual
     fraction of peak (B200 FP8 GEMMs run at ~50%, not the ~70% of Hopper).
     """
-    from simulator.cost.calibrated import shipped_profile_for
+    from simulator.cost.calibrated import NoShippedProfileError, shipped_profile_for
 
     if not profile or profile == "auto":
         try:
             profile = shipped_profile_for(gpu)
-        except ServesimError:
+        except NoShippedProfileError:
             return _roofline(gpu, config, None)
     return _calibrated(gpu, config, profile)
 

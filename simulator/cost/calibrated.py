@@ -271,29 +271,31 @@ class _Decode(_Attention):
 
 
 class _Moe(_Family):
-    """Fused MoE tables: one model's expert shape per key; expert width per GPU (TP) and
-    tokens are the axes. Across widths the roofline's scaling carries (as across GEMM N)."""
+    """Fused MoE tables: one model's expert shape and expert-parallel size per key; expert
+    width per GPU (TP) and tokens are the axes. Across widths the roofline's scaling
+    carries (as across GEMM N)."""
 
     name = "moe"
     scales = ("log", "log")  # inter per GPU, tokens
     ratio = (True, False)
 
     def split(self, shape):
-        tokens, hidden, inter, topk, experts, dtype = shape
-        return (int(hidden), int(topk), int(experts), dtype), (float(inter), float(tokens))
+        tokens, hidden, inter, topk, experts, ep, dtype = shape
+        return (int(hidden), int(topk), int(experts), int(ep), dtype), (float(inter), float(tokens))
 
     def eq_op(self, key, c):
-        hidden, topk, experts, dtype = key
+        hidden, topk, experts, ep, dtype = key
         inter, tokens = c
-        return fused_moe_op(tokens, hidden, inter, topk, experts, dtype)
+        return fused_moe_op(tokens, hidden, inter, topk, experts, dtype, ep=ep)
 
     def locate(self, op):
-        m, hidden, inter, topk, experts, *_, label = op.shape
-        return (hidden, topk, experts, label), (float(inter), float(m))
+        m, hidden, inter, topk, experts, *_, ep, label = op.shape
+        return (hidden, topk, experts, ep, label), (float(inter), float(m))
 
     def distance(self, want, have):
-        """Another model's expert shape stands in only at the same kernel format."""
-        if want[3] != have[3]:
+        """Another model's expert shape stands in only at the same expert-parallel size and
+        kernel format (vLLM runs other MoE kernels under expert parallelism)."""
+        if want[3:] != have[3:]:
             return None
         return sum(_log_dist(a, b) for a, b in zip(want[:3], have[:3], strict=True))
 
@@ -686,6 +688,11 @@ class CalibratedTimer:
 _TIMERS: dict[tuple, CalibratedTimer] = {}
 
 
+class NoShippedProfileError(ConfigError):
+    """No profile in calibration/profiles/ was measured on this GPU (a broken one is a
+    CalibrationError instead, which `auto` must not hide behind the roofline)."""
+
+
 def shipped_profile_for(gpu: GPUSpec, backend: str = "vllm") -> str:
     """`hardware.profile: auto`: the shipped profile measured on this GPU (vLLM tables first),
     else on the GPU whose kernels it shares (`kernel_tables_from`)."""
@@ -710,7 +717,7 @@ def shipped_profile_for(gpu: GPUSpec, backend: str = "vllm") -> str:
             for name in ordered:
                 if (not by_name or named_for(name) == target) and measured_on(name) == target:
                     return name
-    raise ConfigError(f"no shipped calibration profile for {gpu.name}", where="hardware.profile",
+    raise NoShippedProfileError(f"no shipped calibration profile for {gpu.name}", where="hardware.profile",
                       fix=f"shipped: {', '.join(names)}; measure one with `simulate calibrate`, "
                       "or use cost_model.backend: roofline")
 

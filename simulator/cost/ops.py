@@ -79,7 +79,7 @@ class ShardedModel:
     pp_link: str
     num_experts: int = 0  # MoE: routed experts per layer (0 = dense MLP)
     experts_per_token: int = 0
-    moe_ffn: int = 0  # one expert's intermediate size per GPU (experts are TP-sharded)
+    moe_ffn: int = 0  # one expert's intermediate size per GPU (whole under expert parallelism)
     expert_weight_dtype: str = ""  # routed experts' weight format ("": weights')
     expert_gemm_dtype: str = ""  # their GEMM compute format ("": gemm_dtype)
     moe_passes: int = 0  # layer passes with a MoE MLP; the rest are dense
@@ -94,6 +94,7 @@ class ShardedModel:
     qk_norm_allreduce: bool = False  # that norm spans all heads: TP ranks all-reduce its variance
     dp: int = 1  # attention data-parallel ranks sharing the MoE layers (experts split dp x tp ways)
     moe_link: str = "intra"  # the link the dp x tp MoE group communicates over
+    ep: int = 1  # GPUs the routed experts are split over by expert (1: sliced by width instead)
 
     @property
     def total_layer_passes(self) -> int:
@@ -108,9 +109,11 @@ class ShardedModel:
     @classmethod
     def build(cls, model, tp: int, pp: int, weight_dtype: str, activation_dtype: str,
               kv_dtype: str, gpus_per_node: int, expert_weight_dtype: str | None = None,
-              dp: int = 1) -> ShardedModel:
+              dp: int = 1, expert_parallel: bool = False) -> ShardedModel:
         layers = math.ceil(model.num_layers / pp)
         dp = dp if model.num_experts else 1  # dense models' DP ranks share nothing
+        # vLLM --enable-expert-parallel: each of the dp x tp GPUs holds whole experts.
+        ep = tp * dp if expert_parallel and model.num_experts else 1
         passes = layers * pp
         expert_dtype = expert_weight_dtype or weight_dtype
         return cls(
@@ -134,7 +137,7 @@ class ShardedModel:
             pp_link="intra" if tp * pp <= gpus_per_node else "inter",
             num_experts=model.num_experts,
             experts_per_token=model.experts_per_token,
-            moe_ffn=model.moe_ffn_size // (tp * dp),
+            moe_ffn=model.moe_ffn_size if ep > 1 else model.moe_ffn_size // (tp * dp),
             expert_weight_dtype=expert_dtype,
             expert_gemm_dtype=gemm_compute_dtype(expert_dtype, activation_dtype),
             moe_passes=round(passes * model.moe_layers / model.num_layers),
@@ -149,6 +152,7 @@ class ShardedModel:
             qk_norm_allreduce=model.qk_norm_spans_heads and tp > 1,
             dp=dp,
             moe_link="intra" if tp * dp <= gpus_per_node else "inter",
+            ep=ep,
         )
 
 
@@ -198,18 +202,22 @@ MOE_TABLE_WEIGHT_BYTES = {"fp4": 0.5, "w4a16": 0.5, "fp8": 1.0, "int8": 1.0, "bf
 
 
 def fused_moe_op(m: int, hidden: int, inter: int, top_k: int, experts: int, label: str,
-                 *, gated: bool = True, act_bytes: float = 2.0, count: int = 1) -> Op:
+                 *, gated: bool = True, act_bytes: float = 2.0, count: int = 1, ep: int = 1) -> Op:
     """One MoE MLP as vLLM's fused_moe runs it: align/permute, a grouped GEMM for gate/up
     over the active experts, the activation, a grouped GEMM for down, and the weighted sum.
 
-    shape: (tokens, hidden, inter per GPU, top-k, experts, up width, active experts, bytes
-    the two GEMMs move, table label); dtype is the GEMM compute format. FLOPs are the two
-    GEMMs'; bytes add the activation, align and sum traffic to the GEMMs' own.
+    Under expert parallelism (ep > 1) a GPU holds experts/ep whole experts and computes the
+    token-expert pairs routed to them: an ep-th of the pairs and of the active experts
+    under uniform routing (the slowest GPU's excess under real routing is in the tables).
+
+    shape: (tokens, hidden, inter per GPU, top-k, experts, up width, active experts on this
+    GPU, bytes the two GEMMs move, ep, table label); dtype is the GEMM compute format.
+    FLOPs are the two GEMMs'; bytes add the activation, align and sum traffic to the GEMMs' own.
     """
     w = MOE_TABLE_WEIGHT_BYTES[label]
     up_n = 2 * inter if gated else inter
-    active = active_experts(m, experts, top_k)
-    rows = m * top_k
+    active = active_experts(m, experts, top_k) / ep
+    rows = m * top_k / ep
     flops = 2.0 * rows * (up_n * hidden + hidden * inter)
     weights = active * (up_n * hidden + hidden * inter) * w
     gemm_bytes = weights + rows * (hidden + 2 * inter) * act_bytes
@@ -217,7 +225,7 @@ def fused_moe_op(m: int, hidden: int, inter: int, top_k: int, experts: int, labe
             + m * hidden) * act_bytes
     align = m * experts * 4.0 + rows * 8.0
     return Op("fused_moe", "moe", flops, weights + acts + align, count,
-              (m, hidden, inter, top_k, experts, up_n, active, gemm_bytes, label),
+              (m, hidden, inter, top_k, experts, up_n, active, gemm_bytes, ep, label),
               MOE_TABLE_COMPUTE[label], kernels=7)
 
 
@@ -234,7 +242,7 @@ def moe_ops(m: int, sm: ShardedModel, moe_m: int | None = None) -> list[Op]:
     ops = [
         gemm("moe_router", m, sm.num_experts, h, sm, layers, quantized=False),
         fused_moe_op(moe_m, h, sm.moe_ffn, sm.experts_per_token, sm.num_experts, label,
-                     gated=sm.gated_mlp, act_bytes=sm.act_bytes, count=layers),
+                     gated=sm.gated_mlp, act_bytes=sm.act_bytes, count=layers, ep=sm.ep),
     ]
     if sm.dp > 1:
         nbytes = moe_m * h * sm.act_bytes

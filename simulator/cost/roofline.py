@@ -61,8 +61,8 @@ class RooflineTimer:
         the kernel's M tile (16/64/128 rows, as vLLM's tuned fused_moe configs pick by batch
         size), reading only the active experts' weights; plus the activation traffic of
         align, activation and sum at elementwise bandwidth."""
-        m, hidden, inter, top_k, _experts, up_n, active, gemm_bytes, _label = op.shape
-        rows = m * top_k / active if active else 0.0
+        m, hidden, inter, top_k, _experts, up_n, active, gemm_bytes, ep, _label = op.shape
+        rows = m * top_k / ep / active if active else 0.0
         tile_m = 16 if rows <= 16 else 64 if rows <= 64 else 128
         padded = 2.0 * active * math.ceil(rows / tile_m) * tile_m * (up_n * hidden + hidden * inter)
         compute = max(op.flops, padded) / (self.peak(op.dtype) * self.eff.gemm_compute)

@@ -247,8 +247,7 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None) -
         family = f"{row.system} {row.model} {prec or row.precision}"
         layout = _row_layout(row, df.columns, where)
         group = f"{family} tp{tp}{''.join(f' {label}' for label in layout.labels)} isl{isl} osl{osl}"
-        note = (f"expert parallelism (EP{layout.ep}) simulated as experts split by width over the same "
-                "GPUs: servesim does not model EP" if layout.ep > 1 else None)
+        note = _expert_parallel_note(layout, tp)
         overrides, error = [], None
         if prec is None:  # one row we cannot map is reported and skipped, like an unknown model
             error = MeasurementError(f"unknown precision {row.precision!r}", where=where,
@@ -272,17 +271,29 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None) -
 
 
 def _layout_size(cell: object, column: str, where: str) -> int | None:
-    """An optional layout cell: a whole number >= 1, or None when blank."""
+    """An optional layout cell: a whole number >= 1, or None when blank or 0 (aiconfigurator's
+    sample writes moe_ep_size 0 for dense models)."""
     if cell is None or (isinstance(cell, float) and math.isnan(cell)):
         return None
     try:
         value = float(cell)
     except (TypeError, ValueError):
         value = math.nan
+    if value == 0:
+        return None
     if not (value >= 1 and value == int(value)):
         raise MeasurementError(f"{column} is {cell!r}, not a whole number >= 1", where=where,
-                               fix=f"give {column} as 1, 2, 4, ... or leave the cell blank")
+                               fix=f"give {column} as 1, 2, 4, ... or leave the cell blank (or 0)")
     return int(value)
+
+
+def _expert_parallel_note(layout: RowLayout, tp: int) -> str | None:
+    """What the run says when the row's EP size is not the one vLLM's flag gives."""
+    gpus = tp * layout.dp
+    if layout.ep <= 1 or layout.ep == gpus:
+        return None
+    return (f"moe_ep_size {layout.ep} is not tp x dp = {gpus}; vLLM's --enable-expert-parallel splits "
+            f"the experts over all {gpus} GPUs, and so does the simulation")
 
 
 class RowLayout(NamedTuple):
@@ -292,6 +303,7 @@ class RowLayout(NamedTuple):
     labels: list[str]  # the same, for the row's configuration label
     states_dp: bool  # the row names its DP size (then none is inferred for it, see runner)
     ep: int  # expert-parallel size (1: none stated)
+    dp: int  # attention data-parallel size (1: none stated)
 
 
 def _row_layout(row: tuple, columns: pd.Index, where: str) -> RowLayout:
@@ -304,8 +316,12 @@ def _row_layout(row: tuple, columns: pd.Index, where: str) -> RowLayout:
             if size > 1:
                 sizes[target] = (size, prefix)
     ep = max((_layout_size(getattr(row, c), c, where) or 1 for c in SWEEP_EP_COLUMNS if c in columns), default=1)
-    return RowLayout([f"{t}={n}" for t, (n, _) in sizes.items()], [f"{pre}{n}" for n, pre in sizes.values()],
-                     states_dp, ep)
+    assignments = [f"{t}={n}" for t, (n, _) in sizes.items()]
+    labels = [f"{pre}{n}" for n, pre in sizes.values()]
+    if ep > 1:  # vLLM's expert parallelism is one flag: the experts over all tp x dp GPUs
+        assignments.append("parallelism.expert_parallel=true")
+        labels.append(f"ep{ep}")
+    return RowLayout(assignments, labels, states_dp, ep, sizes.get("parallelism.dp", (1, ""))[0])
 
 
 def vllm_json_documents(path: Path) -> list[dict]:
