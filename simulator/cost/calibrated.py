@@ -31,6 +31,7 @@ import itertools
 import math
 import statistics
 from bisect import bisect_left
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -636,6 +637,29 @@ def reference_gpu(profile: Profile, template: GPUSpec) -> GPUSpec:
 FIT_FROM = {"moe": "gemm"}
 
 
+class _FamilyModels(Mapping[str, "FamilyModel"]):
+    """The profile's per-family models, each fitted when first asked for: a dense model's
+    run never pays for the MoE tables (half of a shipped profile's rows)."""
+
+    def __init__(self, profile: Profile, gpu: GPUSpec, config: CostModelConfig):
+        self._tables = {fam: t for fam in FAMILIES if (t := profile.table(fam)) is not None}
+        self._gpu, self._config = gpu, config
+        self._built: dict[str, FamilyModel] = {}
+
+    def __getitem__(self, family: str) -> FamilyModel:
+        model = self._built.get(family)
+        if model is None:
+            table = self._tables[family]  # KeyError for a family the profile lacks
+            model = self._built[family] = FamilyModel(family, table.rows, self._gpu, self._config)
+        return model
+
+    def __iter__(self):
+        return iter(self._tables)
+
+    def __len__(self) -> int:
+        return len(self._tables)
+
+
 class CalibratedTimer:
     """Op times from a calibration profile; the fitted or default roofline where it is silent."""
 
@@ -649,11 +673,7 @@ class CalibratedTimer:
         self.default = RooflineTimer(gpu, config.efficiency, config.overheads().kernel_latency_us)
         # Eager engines pay CPU dispatch per kernel on top of the kernel's measured time.
         self.extra_launch = max(0.0, config.overheads().kernel_latency_us - MEASURED_LAUNCH_US) * 1e-6
-        self.models: dict[str, FamilyModel] = {}
-        for fam in FAMILIES:
-            table = profile.table(fam)
-            if table is not None:
-                self.models[fam] = FamilyModel(fam, table.rows, self.reference, config)
+        self.models = _FamilyModels(profile, self.reference, config)
 
     def _donor(self, op: Op) -> FamilyModel | None:
         return self.models.get(FIT_FROM.get(op.family, ""))
