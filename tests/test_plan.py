@@ -153,6 +153,27 @@ def test_space_expands_knobs_per_policy():
     assert len({p.key for p in loaded.points}) == len(loaded.points)
 
 
+def test_space_expands_data_and_expert_parallelism_for_moe_models_only():
+    """dp and expert_parallel are dimensions of the space; a replica of TP2 DP2 counts 4 GPUs,
+    and the flag, which changes nothing for a dense model, adds no dense-model points."""
+    from simulator.plan.config import gpus_per_replica
+
+    space = {"tp": [2], "dp": [1, 2], "expert_parallel": [False, True]}
+    moe = load_plan(data={"base": scenario(model="qwen3-30b-a3b"), "target": {"rate": 1.0},
+                          "slo": {"ttft_ms": {"p99": 1000}}, "space": space})
+    assert [p.label for p in moe.points] == ["h100-sxm TP2", "h100-sxm TP2 EP", "h100-sxm TP2 DP2",
+                                             "h100-sxm TP2 DP2 EP"]
+    scen = {(p.params["dp"], p.params["expert_parallel"]): p.scenario["parallelism"] for p in moe.points}
+    assert scen[(2, True)] == {"tp": 2, "pp": 1, "dp": 2, "expert_parallel": True, "replicas": 1}
+    assert sorted(gpus_per_replica(p.params) for p in moe.points) == [2, 2, 4, 4]
+    one_gpu = load_plan(data={"base": scenario(model="qwen3-30b-a3b"), "target": {"rate": 1.0},
+                              "slo": {"ttft_ms": {"p99": 1000}}, "space": {**space, "tp": [1]}})
+    assert [p.label for p in one_gpu.points] == ["h100-sxm TP1", "h100-sxm TP1 DP2", "h100-sxm TP1 DP2 EP"]
+    dense = load_plan(data={"base": scenario(), "target": {"rate": 1.0},
+                            "slo": {"ttft_ms": {"p99": 1000}}, "space": space})
+    assert sorted((p.params["dp"], p.params["expert_parallel"]) for p in dense.points) == [(1, False), (2, False)]
+
+
 def test_pareto_front():
     rows = [{"c": 1, "l": 5}, {"c": 2, "l": 3}, {"c": 3, "l": 3}, {"c": 4, "l": 1}, {"c": 2, "l": 6}]
     front = pareto(rows, lambda r: (r["c"], r["l"]))

@@ -14,7 +14,8 @@ from simulator.plan.config import LoadedPlan
 
 #: Columns of plan.csv, in order.
 COLUMNS = (
-    "rank", "label", "status", "meets_target", "gpu", "tp", "pp", "policy", "max_num_batched_tokens",
+    "rank", "label", "status", "meets_target", "gpu", "tp", "pp", "dp", "expert_parallel", "policy",
+    "max_num_batched_tokens",
     "max_num_seqs", "weight_dtype", "activation_dtype", "kv_dtype", "max_rate_per_replica", "replicas",
     "gpus", "usd_per_hour", "carried_rps", "capacity_rps", "utilization", "usd_per_m_output_tokens",
     "output_tok_s_per_gpu", "tok_s_per_user", "ttft_p99_ms", "tpot_p99_ms", "ttft_p99_at_max_ms",
@@ -61,7 +62,8 @@ def derive(loaded: LoadedPlan, records: dict[str, dict]) -> list[dict]:
         rec = records.get(point.key)
         p = point.params
         row = {c: None for c in COLUMNS}
-        row.update(label=point.label, key=point.key, gpu=p["gpu"], tp=p["tp"], pp=p["pp"],
+        row.update(label=point.label, key=point.key, gpu=p["gpu"], tp=p["tp"], pp=p["pp"], dp=p.get("dp", 1),
+                   expert_parallel=p.get("expert_parallel", False),
                    policy=p["scheduler"]["policy"], weight_dtype=p["weight_dtype"],
                    activation_dtype=p["activation_dtype"], kv_dtype=p["kv_dtype"], meets_target=False,
                    pareto_cost_latency=False, pareto_throughput=False)

@@ -23,6 +23,7 @@ from simulator.config import LoadedScenario, Scenario, format_validation_error, 
 from simulator.dtypes import DTYPE_BYTES, Dtype
 from simulator.errors import ConfigError, ServesimError
 from simulator.hardware import get_gpu
+from simulator.models import get_model
 from simulator.scheduler import POLICIES
 from simulator.strict import StrictModel
 
@@ -137,6 +138,11 @@ class SearchSpace(StrictModel):
     gpu: list[str] | None = Field(None, min_length=1, description="catalog GPUs (see `simulate list gpus`); default the base's")
     tp: list[int] | None = Field(None, min_length=1, description="tensor-parallel degrees; default the base's")
     pp: list[int] | None = Field(None, min_length=1, description="pipeline-parallel degrees; default the base's")
+    dp: list[int] | None = Field(None, min_length=1, description="attention data-parallel ranks per replica "
+                                 "(MoE models: the experts span dp x tp GPUs); default the base's")
+    expert_parallel: list[bool] | None = Field(
+        None, min_length=1, description="expert parallelism off/on (vLLM --enable-expert-parallel; MoE models "
+        "only, dense models keep one point); default the base's")
     replicas: Literal["minimise", "minimize"] | list[int] = Field(
         "minimise", description="replica counts allowed, or `minimise`: as many as the target needs")
     scheduler: SchedulerSpace = Field(default_factory=SchedulerSpace)
@@ -148,7 +154,7 @@ class SearchSpace(StrictModel):
 
     @model_validator(mode="after")
     def _positive(self) -> SearchSpace:
-        for name in ("tp", "pp"):
+        for name in ("tp", "pp", "dp"):
             for v in getattr(self, name) or []:
                 if v < 1:
                     raise ValueError(f"{name} values must be >= 1 (got {v})")
@@ -418,17 +424,23 @@ def expand(loaded: LoadedPlan, source: str = "<plan>") -> list[ConfigPoint]:
     gpus = [_check_gpu(g, f"{source}: space.gpu") for g in (space.gpu or [base.hardware.gpu])]
     tps = space.tp or [base.parallelism.tp]
     pps = space.pp or [base.parallelism.pp]
+    dps = space.dp or [base.parallelism.dp]
+    eps = space.expert_parallel or [base.parallelism.expert_parallel]
+    if not _is_moe(base):  # the flag changes nothing for a dense model: one point, not two
+        eps = [False]
     weights = space.weight_dtype or [base.model.weight_dtype]
     kvs = space.kv_dtype or [base.model.kv_dtype]
     scheds = _schedulers(space.scheduler, loaded.base_data.get("scheduler") or base.scheduler.model_dump(), source)
-    varying = {k for k, v in (("gpu", gpus), ("tp", tps), ("pp", pps), ("weight_dtype", weights),
-                              ("kv_dtype", kvs), ("scheduler", scheds)) if len(v) > 1}
+    varying = {k for k, v in (("gpu", gpus), ("tp", tps), ("pp", pps), ("dp", dps), ("expert_parallel", eps),
+                              ("weight_dtype", weights), ("kv_dtype", kvs), ("scheduler", scheds)) if len(v) > 1}
     if len({d["policy"] for d in scheds}) > 1:
         varying.add("policy")
     base_gpu = get_gpu(base.hardware.gpu).name
     prices = {_check_gpu(g, f"{source}: prices"): v for g, v in plan.prices.items()}
     points: dict[str, ConfigPoint] = {}
-    for gpu, tp, pp, sched, w, kv in itertools.product(gpus, tps, pps, scheds, weights, kvs):
+    for gpu, tp, pp, dp, ep, sched, w, kv in itertools.product(gpus, tps, pps, dps, eps, scheds, weights, kvs):
+        if ep and tp * dp == 1 and False in eps:
+            continue  # experts split over one GPU: the same point as without the flag
         for act in _activation(space, w, gpu, base.model.activation_dtype):
             d = json.loads(json.dumps(loaded.base_data))
             d.pop("output", None)
@@ -440,7 +452,7 @@ def expand(loaded: LoadedPlan, source: str = "<plan>") -> list[ConfigPoint]:
                 hw.pop("cost_per_gpu_hour", None)  # the base's price is for the base's GPU
             if gpu in prices:
                 hw["cost_per_gpu_hour"] = prices[gpu]
-            d["parallelism"] = {"tp": tp, "pp": pp, "replicas": 1}
+            d["parallelism"] = {"tp": tp, "pp": pp, "dp": dp, "expert_parallel": ep, "replicas": 1}
             d["scheduler"] = dict(sched)
             wl = d["workload"]
             wl["arrival"]["rate"] = 1.0  # set per probe; fixed here so the key ignores the base's rate
@@ -448,7 +460,8 @@ def expand(loaded: LoadedPlan, source: str = "<plan>") -> list[ConfigPoint]:
             wl.pop("duration_s", None)
             wl["seed"] = s.seed if s.seed is not None else base.workload.seed
             d["slo"] = plan.slo.per_request_limits()
-            params = {"gpu": gpu, "tp": tp, "pp": pp, "weight_dtype": w, "activation_dtype": act,
+            params = {"gpu": gpu, "tp": tp, "pp": pp, "dp": dp, "expert_parallel": ep,
+                      "weight_dtype": w, "activation_dtype": act,
                       "kv_dtype": kv, "scheduler": dict(sched)}
             try:
                 Scenario.model_validate(d)
@@ -467,10 +480,29 @@ def _search_identity(s: SearchSettings) -> dict:
     return s.model_dump(exclude={"verify", "verify_requests", "max_verify_bumps"})
 
 
+def _is_moe(scenario) -> bool:
+    """Whether the base's model routes to experts (a model given by config_json counts as one)."""
+    try:
+        return get_model(scenario.model.name).is_moe
+    except ServesimError:
+        return True
+
+
+def layout_label(params: dict) -> str:
+    """'TP2', 'TP4 PP2', 'TP2 DP2 EP': the parallel layout of one replica."""
+    out = f"TP{params['tp']}" + (f" PP{params['pp']}" if params["pp"] > 1 else "")
+    out += f" DP{params['dp']}" if params.get("dp", 1) > 1 else ""
+    return out + (" EP" if params.get("expert_parallel") else "")
+
+
+def gpus_per_replica(params: dict) -> int:
+    return params["tp"] * params["pp"] * params.get("dp", 1)
+
+
 def describe(params: dict, varying: set[str] | None = None) -> str:
     """A short label: GPU and TP always, the other dimensions when the space varies them."""
     varying = varying or set()
-    parts = [f"{params['gpu']} TP{params['tp']}" + (f" PP{params['pp']}" if params["pp"] > 1 else "")]
+    parts = [f"{params['gpu']} {layout_label(params)}"]
     sched = params["scheduler"]
     name = [sched["policy"]] if "policy" in varying or sched["policy"] != "vllm-v1" else []
     knobs = [f"{_SHORT.get(k, k)}={v}" for k, v in sched.items() if k != "policy"] if "scheduler" in varying else []

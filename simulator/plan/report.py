@@ -21,7 +21,7 @@ import matplotlib.pyplot as plt
 
 from simulator import __version__
 from simulator.plan.analysis import COLUMNS
-from simulator.plan.config import LoadedPlan
+from simulator.plan.config import LoadedPlan, gpus_per_replica, layout_label
 from simulator.plan.runner import RECOMMENDED, PlanOutcome, clean, write_atomic
 from simulator.report.html import CSS
 
@@ -36,8 +36,7 @@ def gpu_name(gpu: str) -> str:
 
 def headline(row: dict, loaded: LoadedPlan) -> str:
     """One line: '4 × H100 SXM5 80GB (TP2 × 2 replicas), vllm-v1 budget 8192: carries ...'."""
-    pp = f" PP{row['pp']}" if row["pp"] > 1 else ""
-    shape = f"TP{row['tp']}{pp} × {row['replicas']} replica{'s' if row['replicas'] > 1 else ''}"
+    shape = f"{layout_label(row)} × {row['replicas']} replica{'s' if row['replicas'] > 1 else ''}"
     sched = f"{row['policy']}"
     if row.get("max_num_batched_tokens") and row["policy"] in ("vllm-v1", "vllm-v0", "continuous"):
         sched += f" budget {row['max_num_batched_tokens']}"
@@ -139,20 +138,21 @@ def fig_rate_vs_gpus(rows: list[dict]) -> bytes | None:
     fig, ax = plt.subplots(figsize=(8, 4.5))
     families: dict[tuple, list[dict]] = {}
     for r in pts:
-        fam = (r["gpu"], r["pp"], r["policy"], r["max_num_batched_tokens"], r["max_num_seqs"],
+        fam = (r["gpu"], r["pp"], r["dp"], r["expert_parallel"], r["policy"], r["max_num_batched_tokens"],
+               r["max_num_seqs"],
                r["weight_dtype"], r["activation_dtype"], r["kv_dtype"])
         families.setdefault(fam, []).append(r)
     for fam, sel in families.items():
-        sel.sort(key=lambda r: r["tp"] * r["pp"])
-        ax.plot([r["tp"] * r["pp"] for r in sel], [r["max_rate_per_replica"] for r in sel], "o-",
+        sel.sort(key=gpus_per_replica)
+        ax.plot([gpus_per_replica(r) for r in sel], [r["max_rate_per_replica"] for r in sel], "o-",
                 color=colors[fam[0]], alpha=0.8, lw=1)
     for g, c in colors.items():
         ax.plot([], [], "o-", color=c, label=g)
     ax.set_xscale("log", base=2)
-    ticks = sorted({r["tp"] * r["pp"] for r in pts})
+    ticks = sorted({gpus_per_replica(r) for r in pts})
     ax.set_xticks(ticks, [str(t) for t in ticks])
     ax.minorticks_off()
-    return _finish(fig, ax, "GPUs per replica (TP × PP)", "max sustainable rate per replica, req/s",
+    return _finish(fig, ax, "GPUs per replica (TP × PP × DP)", "max sustainable rate per replica, req/s",
                    "Max rate under the SLO vs GPUs (one line per GPU/scheduler/dtype family)")
 
 

@@ -23,7 +23,7 @@ from simulator.config import load_scenario
 from simulator.errors import ServesimError
 from simulator.output import write_outputs
 from simulator.plan.analysis import derive, sort_key, within_caps
-from simulator.plan.config import LoadedPlan
+from simulator.plan.config import LoadedPlan, gpus_per_replica
 from simulator.plan.executor import run_tasks
 from simulator.plan.slo import evaluate
 from simulator.simulation import Simulation
@@ -242,7 +242,7 @@ def verify(loaded: LoadedPlan, outcome: PlanOutcome):
 
 
 def _reprice(row: dict, carried: float) -> None:
-    row["gpus"] = row["replicas"] * row["tp"] * row["pp"]
+    row["gpus"] = row["replicas"] * gpus_per_replica(row)
     row["usd_per_hour"] = row["gpus"] * row["usd_per_gpu_hour"]
     row["carried_rps"] = carried
     row["capacity_rps"] = row["replicas"] * row["max_rate_per_replica"]

@@ -76,7 +76,7 @@ def _search(task: dict) -> dict:
     price = sc.hardware.cost_per_gpu_hour if sc.hardware.cost_per_gpu_hour is not None else gpu.cost_per_gpu_hour
     mem = sim.memory
     info = {
-        "gpus_per_replica": sc.parallelism.tp * sc.parallelism.pp,
+        "gpus_per_replica": sc.parallelism.tp * sc.parallelism.pp * sc.parallelism.dp,
         "usd_per_gpu_hour": price,
         "max_num_batched_tokens": sim.token_budget,
         "max_num_seqs": sim.max_num_seqs,
