@@ -65,7 +65,7 @@ def explain(loaded: LoadedScenario, *, batch: int, context: int, prefill: int) -
     if sc.disaggregation is None:
         par = sc.parallelism
         layout = f"TP{par.tp} PP{par.pp}"
-        if par.expert_parallel and decode_pool.sharded.ep > 1:
+        if decode_pool.sharded.ep > 1:
             layout += f" EP{decode_pool.sharded.ep}"
         if par.dp > 1:
             layout += f" DP{par.dp} (one rank, its peers idle)"
