@@ -170,9 +170,13 @@ def test_dp_invariants_and_determinism(d):
     np.testing.assert_array_equal(res.requests["e2e_ms"].to_numpy(), again.requests["e2e_ms"].to_numpy())
 
 
-def _sweep(tmp_path: Path, row: str) -> Path:
-    src = tmp_path / "sweep.csv"
-    src.write_text("system,model,precision,tp_size,isl,osl,concurrency,ttft_ms,tpot_ms\n" + row + "\n")
+SWEEP_HEAD = "system,model,precision,tp_size,isl,osl,concurrency,ttft_ms,tpot_ms"
+LAYOUT_HEAD = "system,model,precision,tp_size,pp_size,attention_dp_size,moe_ep_size,isl,osl,concurrency,ttft_ms,tpot_ms"
+
+
+def _sweep(tmp_path: Path, row: str, head: str = SWEEP_HEAD, name: str = "sweep.csv") -> Path:
+    src = tmp_path / name
+    src.write_text(head + "\n" + row + "\n")
     return src
 
 
@@ -208,13 +212,10 @@ def test_sweep_layout_columns_set_dp_pp_and_expert_parallelism(tmp_path):
     default. Measured values are placeholders: the test checks what is simulated."""
     from simulator.validation import run_validation
 
-    src = tmp_path / "layouts.csv"
-    src.write_text(
-        "system,model,precision,tp_size,pp_size,attention_dp_size,moe_ep_size,isl,osl,concurrency,ttft_ms,tpot_ms\n"
-        "h200_sxm,Qwen/Qwen3-30B-A3B,bf16,1,1,2,2,1000,64,8,100.0,10.0\n"
-        "h200_sxm,Qwen/Qwen3-30B-A3B,bf16,1,,,,1000,64,8,100.0,10.0\n"
-        "h200_sxm,Qwen/Qwen3-32B,bf16,1,2,,,1000,64,8,100.0,10.0\n"
-        "h200_sxm,Qwen/Qwen3-30B-A3B,bf16,2,1,1,4,1000,64,8,100.0,10.0\n")
+    src = _sweep(tmp_path, "h200_sxm,Qwen/Qwen3-30B-A3B,bf16,1,1,2,2,1000,64,8,100.0,10.0\n"
+                           "h200_sxm,Qwen/Qwen3-30B-A3B,bf16,1,,,,1000,64,8,100.0,10.0\n"
+                           "h200_sxm,Qwen/Qwen3-32B,bf16,1,2,,,1000,64,8,100.0,10.0\n"
+                           "h200_sxm,Qwen/Qwen3-30B-A3B,bf16,2,1,1,4,1000,64,8,100.0,10.0", LAYOUT_HEAD, "layouts.csv")
     result, out = run_validation([src], BENCH, [], tmp_path / "out", rounds=2)
     assert result["skipped"] == []
     labels = [r["run"] for r in result["per_run"]]
@@ -254,10 +255,9 @@ def test_a_zero_layout_cell_means_not_stated(tmp_path):
     """aiconfigurator's sample writes moe_ep_size 0 for dense models."""
     from simulator.validation import run_validation
 
-    head = "system,model,precision,tp_size,moe_ep_size,isl,osl,concurrency,ttft_ms,tpot_ms\n"
-    zero, blank = tmp_path / "zero.csv", tmp_path / "blank.csv"
-    zero.write_text(head + "h100_sxm,Qwen/Qwen3-32B,fp8,2,0,1000,64,4,100.0,10.0\n")
-    blank.write_text(head + "h100_sxm,Qwen/Qwen3-32B,fp8,2,,1000,64,4,100.0,10.0\n")
+    head = "system,model,precision,tp_size,moe_ep_size,isl,osl,concurrency,ttft_ms,tpot_ms"
+    zero = _sweep(tmp_path, "h100_sxm,Qwen/Qwen3-32B,fp8,2,0,1000,64,4,100.0,10.0", head, "zero.csv")
+    blank = _sweep(tmp_path, "h100_sxm,Qwen/Qwen3-32B,fp8,2,,1000,64,4,100.0,10.0", head, "blank.csv")
     a, _ = run_validation([zero], BENCH, [], tmp_path / "a", rounds=2)
     b, _ = run_validation([blank], BENCH, [], tmp_path / "b", rounds=2)
     assert a["skipped"] == [] and a["notes"] == []

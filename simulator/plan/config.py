@@ -23,7 +23,6 @@ from simulator.config import LoadedScenario, Scenario, format_validation_error, 
 from simulator.dtypes import DTYPE_BYTES, Dtype
 from simulator.errors import ConfigError, ServesimError
 from simulator.hardware import get_gpu
-from simulator.models import get_model
 from simulator.scheduler import POLICIES
 from simulator.strict import StrictModel
 
@@ -419,6 +418,8 @@ def _hash(obj: Any) -> str:
 
 def expand(loaded: LoadedPlan, source: str = "<plan>") -> list[ConfigPoint]:
     """Every distinct configuration of the space as a one-replica scenario dict."""
+    from simulator.simulation import resolve_model
+
     plan, base = loaded.plan, loaded.base.scenario
     space, s = plan.space, plan.search
     gpus = [_check_gpu(g, f"{source}: space.gpu") for g in (space.gpu or [base.hardware.gpu])]
@@ -426,7 +427,7 @@ def expand(loaded: LoadedPlan, source: str = "<plan>") -> list[ConfigPoint]:
     pps = space.pp or [base.parallelism.pp]
     dps = space.dp or [base.parallelism.dp]
     eps = space.expert_parallel or [base.parallelism.expert_parallel]
-    if not _is_moe(base):  # the flag changes nothing for a dense model: one point, not two
+    if not resolve_model(base, loaded.base.base_dir).is_moe:  # the flag changes nothing for a dense model
         eps = [False]
     weights = space.weight_dtype or [base.model.weight_dtype]
     kvs = space.kv_dtype or [base.model.kv_dtype]
@@ -478,14 +479,6 @@ def expand(loaded: LoadedPlan, source: str = "<plan>") -> list[ConfigPoint]:
 def _search_identity(s: SearchSettings) -> dict:
     """The settings that change a configuration's result (verification ones do not)."""
     return s.model_dump(exclude={"verify", "verify_requests", "max_verify_bumps"})
-
-
-def _is_moe(scenario) -> bool:
-    """Whether the base's model routes to experts (a model given by config_json counts as one)."""
-    try:
-        return get_model(scenario.model.name).is_moe
-    except ServesimError:
-        return True
 
 
 def layout_label(params: dict) -> str:
