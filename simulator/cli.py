@@ -151,6 +151,11 @@ def validate_cmd(
     length_ratio: Annotated[str, typer.Option(
         help="closed-loop sweeps: lengths are uniform from ratio x isl/osl up to isl/osl; 1 = fixed; auto = "
              "0.8 (the InferenceMAX/InferenceX harness) on its isl/osl grid, fixed elsewhere")] = "auto",
+    recipes: Annotated[bool, typer.Option(
+        "--recipes/--no-recipes",
+        help="closed-loop sweeps: rows on the InferenceX isl/osl grid also get the server flags that "
+             "harness launched their model, GPU and precision with (KV dtype, batch budget, memory "
+             "fraction; docs/fidelity.md)")] = True,
     workers: Annotated[int | None, typer.Option(
         "--workers", "-j", min=1,
         help="runs simulated in parallel processes; default one per CPU, as many as free memory holds")] = None,
@@ -164,7 +169,7 @@ def validate_cmd(
     progress = LazyProgress("validating", enabled=not quiet)
     try:
         result, out = run_validation(measured, scenario, set_ or [], output_dir, rounds=rounds,
-                                     length_ratio=length_ratio, progress=progress,
+                                     length_ratio=length_ratio, recipes=recipes, progress=progress,
                                      workers=workers or default_workers())
     finally:
         progress.close()
@@ -188,6 +193,8 @@ def validate_cmd(
     if result.get("slo") and result["slo"]["runs"]:
         worst = result["slo"]["max_abs_diff_points"]
         console.print(f"SLO attainment: worst difference {worst:.1f} points over {len(result['slo']['runs'])} run(s)")
+    for used in result.get("launch_flags", []):
+        console.print(f"launch flags for {used['runs']} run(s): {used['flags']}", highlight=False)
     for noted in result.get("notes", []):
         console.print(f"{noted['run']}: {noted['note']}", highlight=False)
     for skipped in result.get("skipped", []):

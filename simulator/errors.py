@@ -32,6 +32,11 @@ class TraceError(ServesimError):
     """A trace file is missing or has a malformed row."""
 
 
+class ExpertSplitError(ConfigError):
+    """vLLM cannot slice these experts over this many GPUs by width (block-quantised
+    weights); expert parallelism can place them whole."""
+
+
 class DoesNotFitError(ServesimError):
     """The model (weights + runtime) does not fit in GPU memory for this parallelism."""
 

@@ -20,7 +20,7 @@ from simulator.config import LoadedScenario, ParallelismConfig, Scenario
 from simulator.cost import COST_BACKENDS, IterationCostModel, ShardedModel, kernel_times_source
 from simulator.cost.model import DataParallelRankCost
 from simulator.engine import Engine
-from simulator.errors import ConfigError, DoesNotFitError
+from simulator.errors import ConfigError, DoesNotFitError, ExpertSplitError
 from simulator.hardware import LINKS, GPUSpec, get_gpu
 from simulator.kv_cache import BlockManager
 from simulator.kv_transfer import build_kv_transfer
@@ -98,10 +98,38 @@ def check_parallelism(model: ModelSpec, gpu: GPUSpec, scenario: Scenario, *,
     if pp > model.num_layers:
         raise ConfigError(f"pp={pp} exceeds the {model.num_layers} layers of {model.name}",
                           where=f"{where}.pp", fix=f"use pp <= {model.num_layers}")
+    _check_block_fp8_expert_split(model, scenario, tp, layout is None, where)
     act = scenario.model.activation_dtype
     if act in ("fp8", "int8", "fp4") and act not in gpu.peak_tflops:
         raise ConfigError(f"{gpu.name} has no {act} tensor cores", where="model.activation_dtype",
                           fix="use activation_dtype: bf16 (weight-only quantisation) or a GPU that supports it")
+
+
+# Block-scaled FP8 checkpoints (DeepSeek-V3, Qwen3-*-FP8, MiniMax-M2, ...) quantise weights
+# in 128 x 128 tiles, and vLLM refuses to slice an expert's intermediate dimension through a
+# tile (its FP8 MoE method checks the per-GPU size against the block; MiniMax-M2's recipe
+# says pure TP8 is unsupported: 1,536 / 8 = 192). Checked where FP8 can only mean that
+# checkpoint, i.e. the publisher's base release is FP8: FP8 of a bf16 release may be
+# vLLM's online per-tensor quantisation, which has no blocks.
+FP8_WEIGHT_BLOCK = 128
+
+
+def _check_block_fp8_expert_split(model: ModelSpec, scenario: Scenario, tp: int, main: bool, where: str) -> None:
+    m, par = scenario.model, scenario.parallelism
+    expert_dtype = m.expert_weight_dtype or m.weight_dtype
+    if not (model.num_experts and model.released_in_fp8 and expert_dtype == "fp8"):
+        return
+    if main and par.expert_parallel:
+        return
+    ways = tp * (par.dp if main else 1)
+    if model.moe_ffn_size % ways == 0 and (model.moe_ffn_size // ways) % FP8_WEIGHT_BLOCK == 0:
+        return
+    fix = "set parallelism.expert_parallel: true (vLLM --enable-expert-parallel: whole experts per GPU)" \
+        if main else f"use a {where}.tp whose share of the experts is a multiple of {FP8_WEIGHT_BLOCK}"
+    raise ExpertSplitError(
+        f"{model.name}'s block-FP8 experts ({model.moe_ffn_size} wide) cannot be split {ways} ways: "
+        f"{model.moe_ffn_size / ways:g} per GPU is not a multiple of the {FP8_WEIGHT_BLOCK}-wide "
+        "quantisation block, and vLLM refuses it", where=f"{where}.tp", fix=fix)
 
 
 def check_disaggregation(scenario: Scenario) -> None:

@@ -123,3 +123,37 @@ def test_a_broken_shipped_profile_is_an_error_not_a_silent_roofline(monkeypatch)
     monkeypatch.setattr(calibrated, "shipped_profile_for", broken)
     with pytest.raises(CalibrationError):
         _sim()
+
+
+def test_block_fp8_experts_that_a_width_split_would_cut_through_a_block_need_the_flag():
+    """MiniMax-M2's 1,536-wide FP8 experts in 128 x 128 blocks: TP4 slices them into 384
+    (three blocks), TP8 into 192, which vLLM refuses; expert parallelism keeps them whole.
+    Weights that are not block-FP8 (bf16) split either way."""
+    from simulator.errors import ExpertSplitError
+
+    with pytest.raises(ExpertSplitError) as exc:
+        _sim("parallelism.tp=8")
+    assert exc.value.where == "parallelism.tp" and "expert_parallel: true" in exc.value.fix
+    assert "192 per GPU" in exc.value.message
+    assert _sim("parallelism.tp=8", "parallelism.expert_parallel=true").sharded.ep == 8
+    assert _sim("parallelism.tp=4").sharded.moe_ffn == 384
+    bf16 = ["model.weight_dtype=bf16", "model.activation_dtype=bf16", "hardware.gpu=b300"]
+    assert _sim("parallelism.tp=8", *bf16).sharded.moe_ffn == 192
+    with pytest.raises(ExpertSplitError):  # attention DP without the flag splits over tp x dp
+        _sim("parallelism.tp=4", "parallelism.dp=2")
+
+
+def test_a_measured_row_the_width_split_cannot_run_is_simulated_with_the_flag(tmp_path):
+    """The server ran, so it ran the only split vLLM allows; the run says so. A user's own
+    expert_parallel setting is kept, and then the row is skipped with the reason."""
+    from simulator.validation import run_validation
+
+    src = tmp_path / "sweep.csv"
+    src.write_text("system,model,precision,tp_size,isl,osl,concurrency,ttft_ms,tpot_ms\n"
+                   "h200_sxm,MiniMaxAI/MiniMax-M2.5,fp8,8,1000,100,4,100.0,10.0\n"
+                   "h200_sxm,MiniMaxAI/MiniMax-M2.5,fp8,4,1000,100,4,100.0,10.0\n")
+    result, _ = run_validation([src], BENCH, [], tmp_path / "a", rounds=1)
+    assert result["skipped"] == [] and result["per_run"][0]["pred_tpot_ms"] > 0
+    assert [n["note"].split(":")[0] for n in result["notes"]] == ["simulated with parallelism.expert_parallel=true"]
+    result, _ = run_validation([src], BENCH, ["parallelism.expert_parallel=false"], tmp_path / "b", rounds=1)
+    assert len(result["skipped"]) == 1 and "expert_parallel: true" in result["skipped"][0]["error"]

@@ -23,12 +23,12 @@ from simulator.validation.scoring import prediction_table, runs_frame, score
 
 
 def run_validation(paths: list[Path], scenario: Path, overrides: list[str], out_dir: Path | None,
-                   *, rounds: int = 10, length_ratio: float | str | None = None,
+                   *, rounds: int = 10, length_ratio: float | str | None = None, recipes: bool = True,
                    progress: Callable[[int, int], None] | None = None, workers: int = 1) -> tuple[dict, Path]:
     """Validate measurements against the base scenario; write the output folder atomically."""
     base = load_scenario(scenario, overrides)  # fail early on a bad base scenario
     length_ratio = parse_length_ratio(length_ratio)
-    measured = read_measured(paths, rounds=rounds, length_ratio=length_ratio)
+    measured = read_measured(paths, rounds=rounds, length_ratio=length_ratio, recipes=recipes)
     named = sets_field(overrides, "model", "model.name", "model.config_json")
     followed = {} if named else _follow_model_ids(measured, base.scenario.model.name, base.scenario.hardware.gpu)
     _servers_sized_to_clients(measured, base.scenario.scheduler)

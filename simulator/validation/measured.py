@@ -23,6 +23,7 @@ import pandas as pd
 from simulator.errors import CatalogError, ServesimError
 from simulator.hardware import get_gpu
 from simulator.models import get_model
+from simulator.validation.recipes import launch_recipe
 
 PER_REQUEST_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens", "ttft_ms", "tpot_ms")
 SWEEP_COLUMNS = ("system", "model", "precision", "tp_size", "isl", "osl", "concurrency",
@@ -31,7 +32,7 @@ SWEEP_COLUMNS = ("system", "model", "precision", "tp_size", "isl", "osl", "concu
 # column -> (scenario field, group label prefix). `concurrency` stays the total client count.
 SWEEP_LAYOUT_COLUMNS = {"pp_size": ("parallelism.pp", "pp"), "dp_size": ("parallelism.dp", "dp"),
                         "attention_dp_size": ("parallelism.dp", "dp")}
-# Expert parallelism is not modelled: such rows run with the experts split by width (TP-style).
+# Expert-parallel sizes: above 1, the row runs with vLLM's --enable-expert-parallel.
 SWEEP_EP_COLUMNS = ("moe_ep_size", "ep_size")
 
 
@@ -67,6 +68,7 @@ class MeasuredRun:
     # The row proves its server held the model: if tp alone cannot, it ran attention-DP.
     infer_dp: bool = False
     note: str | None = None  # how the row's own settings were approximated, said with its result
+    launch_flags: str | None = None  # the harness's server flags applied to the row (recipes.py)
 
 
 @dataclass
@@ -229,8 +231,11 @@ def length_overrides(isl: int, osl: int, ratio: float) -> list[str]:
             for field, n in (("prompt_tokens", isl), ("output_tokens", osl))]
 
 
-def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None) -> MeasuredSet:
-    """One closed-loop run per row; `length_ratio` None picks it per row (harness_length_ratio)."""
+def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None,
+                   recipes: bool = True) -> MeasuredSet:
+    """One closed-loop run per row; `length_ratio` None picks it per row (harness_length_ratio).
+    With `recipes`, a row on the InferenceX grid also gets that harness's server flags for its
+    model, GPU and precision (recipes.py)."""
     df = pd.read_csv(path)
     missing = [c for c in SWEEP_COLUMNS if c not in df.columns]
     if missing:
@@ -248,7 +253,7 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None) -
         layout = _row_layout(row, df.columns, where)
         group = f"{family} tp{tp}{''.join(f' {label}' for label in layout.labels)} isl{isl} osl{osl}"
         note = _expert_parallel_note(layout, tp)
-        overrides, error = [], None
+        overrides, error, recipe = [], None, None
         if prec is None:  # one row we cannot map is reported and skipped, like an unknown model
             error = MeasurementError(f"unknown precision {row.precision!r}", where=where,
                                      fix=f"use one of: {', '.join([*PRECISIONS, *PRECISION_ALIASES])}, "
@@ -263,10 +268,15 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None) -
                 *length_overrides(isl, osl, harness_length_ratio(isl, osl) if length_ratio is None else length_ratio),
                 f"workload.num_requests={conc * rounds}", "workload.duration_s=null",
             ]
+            recipe = launch_recipe(str(row.model), str(row.system), prec) \
+                if recipes and (isl, osl) in INFERENCEMAX_GRID else None
+            if recipe is not None:
+                overrides += recipe.overrides(isl)
         runs.append(MeasuredRun(label=f"{group} c{conc}", source=path.name, kind="closed_loop",
                                 measured={"ttft_ms": float(row.ttft_ms), "tpot_ms": float(row.tpot_ms)},
                                 overrides=overrides, concurrency=conc, isl=isl, osl=osl, group=group,
-                                family=family, error=error, infer_dp=not layout.states_dp, note=note))
+                                family=family, error=error, infer_dp=not layout.states_dp, note=note,
+                                launch_flags=recipe and recipe.describe(isl)))
     return MeasuredSet("sweep", runs, _as_written(path), np.arange(len(df)))
 
 
@@ -526,7 +536,8 @@ def model_id_overrides(model_id: str | None, base_model: str, gpu_name: str) -> 
     return [f"model.name={model.name}", "model.config_json=null", *precision_overrides(prec, model.name, gpu_name)]
 
 
-def read_measured(paths: list[Path], rounds: int = 10, length_ratio: float | str | None = None) -> MeasuredSet:
+def read_measured(paths: list[Path], rounds: int = 10, length_ratio: float | str | None = None,
+                  recipes: bool = True) -> MeasuredSet:
     """Read one or more files (a folder means every CSV/JSON in it) into one set."""
     files: list[Path] = []
     for p in paths:
@@ -540,7 +551,7 @@ def read_measured(paths: list[Path], rounds: int = 10, length_ratio: float | str
         raise MeasurementError("no measurement files found", where=", ".join(map(str, paths)),
                                fix="pass CSV or JSON files, or a folder that holds them")
     length_ratio = parse_length_ratio(length_ratio)
-    sets = [s for f in files for s in _read_one(f, rounds, length_ratio)]
+    sets = [s for f in files for s in _read_one(f, rounds, length_ratio, recipes)]
     kinds = {s.kind for s in sets}
     if len(kinds) > 1:
         raise MeasurementError(f"mixed formats: {', '.join(sorted(kinds))}", where=", ".join(map(str, paths)),
@@ -557,13 +568,13 @@ def read_measured(paths: list[Path], rounds: int = 10, length_ratio: float | str
     return MeasuredSet(sets[0].kind, runs, pd.concat(tables, ignore_index=True), np.concatenate(row_run))
 
 
-def _read_one(path: Path, rounds: int, length_ratio: float | None) -> list[MeasuredSet]:
+def _read_one(path: Path, rounds: int, length_ratio: float | None, recipes: bool) -> list[MeasuredSet]:
     if path.suffix in (".json", ".jsonl"):
         return read_vllm_json(path)
     header = path.read_text().splitlines()[0] if path.stat().st_size else ""
     cols = {c.strip() for c in header.split(",")}
     if set(SWEEP_COLUMNS) <= cols:
-        return [read_sweep_csv(path, rounds, length_ratio)]
+        return [read_sweep_csv(path, rounds, length_ratio, recipes)]
     if set(PER_REQUEST_COLUMNS) <= cols:
         return [read_per_request_csv(path)]
     raise MeasurementError("unrecognised CSV header", where=f"{path}:1",

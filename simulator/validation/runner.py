@@ -12,7 +12,12 @@ import numpy as np
 import pandas as pd
 
 from simulator.config import load_scenario
-from simulator.errors import DoesNotFitError, KVBelowMaxModelLenError, ServesimError
+from simulator.errors import (
+    DoesNotFitError,
+    ExpertSplitError,
+    KVBelowMaxModelLenError,
+    ServesimError,
+)
 from simulator.simulation import Simulation, resolve_model
 from simulator.validation.measured import MeasuredRun, MeasuredSet
 from simulator.workload import ClosedLoopWorkload, OpenLoopWorkload
@@ -141,6 +146,14 @@ def _simulation(run: MeasuredRun, scenario_path: Path, overrides: list[str]) -> 
     builder = _Builder(run, scenario_path, overrides)
     try:
         return builder.build(), builder.note()
+    except ExpertSplitError as exc:
+        # The measured server ran, so it split the experts the only way vLLM can.
+        if sets_field(overrides, "parallelism", "parallelism.expert_parallel"):
+            raise
+        builder.assignments.append("parallelism.expert_parallel=true")
+        sim = builder.build()
+        builder.notes.insert(0, f"simulated with parallelism.expert_parallel=true: {exc.message}")
+        return sim, builder.note()
     except DoesNotFitError:
         par = builder.loaded.scenario.parallelism
         if run.infer_dp and not sets_field(overrides, "parallelism", "parallelism.dp") and par.dp == 1 \

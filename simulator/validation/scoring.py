@@ -126,6 +126,9 @@ def score(measured: MeasuredSet, preds: list[RunPrediction], slo: dict[str, floa
     result["per_request"] = per_request_errors(preds)
     result["skipped"] = [{"run": p.run.label, "error": p.error} for p in preds if p.error]
     result["notes"] = [{"run": p.run.label, "note": p.note} for p in preds if p.note]
+    flags = pd.Series([p.run.launch_flags for p in preds if p.run.launch_flags], dtype=object)
+    if len(flags):  # one entry per distinct set of harness flags, with its row count
+        result["launch_flags"] = [{"flags": f, "runs": int(n)} for f, n in flags.value_counts(sort=False).items()]
     # Where the runs' kernel times came from (one entry per source), for the CLI and report.
     result["kernel_times"] = sorted({k for k in runs["kernel_times"] if isinstance(k, str) and k})
     if any(v is not None for v in slo.values()):

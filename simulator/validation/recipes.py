@@ -1,0 +1,88 @@
+"""The server flags behind a published sweep row, where its harness is known.
+
+A sweep row names the model, GPU, precision and layout, not how the server was launched,
+yet the launch flags change what the row measures: an FP8 KV cache holds twice the
+clients of a 16-bit one before the KV cliff, and a batch budget of 2 x ISL tokens queues
+prefills that 8,192 would not. Rows on the InferenceMAX/InferenceX grid
+(`measured.INFERENCEMAX_GRID`) come from that harness, whose launch scripts are public;
+for the model, GPU and precision below they passed flags other than the base scenario's.
+Each entry gives the flags in force while the published sample was measured (vLLM images
+0.15.1 to 0.19.0, March to April 2026) and the script they come from, in
+github.com/SemiAnalysisAI/InferenceX. Flags equal to vLLM's defaults, and those that change
+no simulated quantity (parsers, `--stream-interval`, CUDA-graph capture sizes), are left out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simulator.errors import CatalogError
+from simulator.hardware import get_gpu
+from simulator.models import get_model
+
+
+@dataclass(frozen=True)
+class LaunchRecipe:
+    """One harness configuration: which rows it covers and the flags it passed."""
+
+    models: frozenset[str]  # catalog model names
+    gpus: frozenset[str]  # catalog GPU names
+    precisions: frozenset[str]  # canonical precision column values
+    source: str  # the launch script, and the change that set these flags
+    kv_dtype: str | None = None  # --kv-cache-dtype
+    gpu_memory_utilization: float | None = None  # --gpu-memory-utilization
+    batched_tokens_per_isl: int | None = None  # --max-num-batched-tokens as a multiple of ISL
+    block_size: int | None = None  # --block-size
+
+    def describe(self, isl: int) -> str:
+        """The flags as applied to a row of this ISL, and where they come from."""
+        return f"{', '.join(self.overrides(isl))} (InferenceX {self.source})"
+
+    def overrides(self, isl: int) -> list[str]:
+        out = []
+        if self.kv_dtype:
+            out.append(f"model.kv_dtype={self.kv_dtype}")
+        if self.gpu_memory_utilization:
+            out.append(f"memory.gpu_memory_utilization={self.gpu_memory_utilization}")
+        if self.block_size:
+            out.append(f"memory.block_size={self.block_size}")
+        if self.batched_tokens_per_isl:
+            out.append(f"scheduler.max_num_batched_tokens={self.batched_tokens_per_isl * isl}")
+        return out
+
+
+BLACKWELL = frozenset({"b200", "b300"})
+INFERENCEX_RECIPES: tuple[LaunchRecipe, ...] = (
+    LaunchRecipe(
+        frozenset({"minimax-m2"}), BLACKWELL, frozenset({"fp8"}),
+        "benchmarks/single_node/minimaxm2.5_fp8_{b200,b300}.sh with the vLLM 0.19 images (PRs 947, 1054)",
+        kv_dtype="fp8", gpu_memory_utilization=0.90, batched_tokens_per_isl=2, block_size=32),
+    LaunchRecipe(
+        frozenset({"minimax-m2"}), BLACKWELL, frozenset({"fp4"}),
+        "benchmarks/single_node/minimaxm2.5_fp4_{b200,b300}.sh with the vLLM 0.19 images (PRs 996, 1055)",
+        kv_dtype="fp8", gpu_memory_utilization=0.90, batched_tokens_per_isl=2),
+    LaunchRecipe(
+        frozenset({"minimax-m2"}), frozenset({"h200"}), frozenset({"fp8"}),
+        "benchmarks/single_node/minimaxm2.5_fp8_h200.sh (PRs 831, 958)",
+        gpu_memory_utilization=0.95),
+    LaunchRecipe(
+        frozenset({"gpt-oss-120b"}), frozenset({"b200"}), frozenset({"fp4"}),
+        "benchmarks/single_node/gptoss_fp4_b200.sh (kv-cache-dtype fp8 since PR 273)",
+        kv_dtype="fp8"),
+    LaunchRecipe(
+        frozenset({"kimi-k2"}), frozenset({"b200", "h200"}), frozenset({"int4"}),
+        "benchmarks/single_node/kimik2.5_int4_{b200,h200}.sh (PRs 735, 847)",
+        gpu_memory_utilization=0.95),
+)
+
+
+def launch_recipe(model: str, gpu: str, precision: str) -> LaunchRecipe | None:
+    """The InferenceX recipe for a row's model, GPU and (canonical) precision, if one applies."""
+    try:
+        model_name, gpu_name = get_model(model).name, get_gpu(gpu).name
+    except CatalogError:  # reported later as unsimulatable, with the catalog's reason
+        return None
+    for recipe in INFERENCEX_RECIPES:
+        if model_name in recipe.models and gpu_name in recipe.gpus and precision in recipe.precisions:
+            return recipe
+    return None

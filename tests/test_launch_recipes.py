@@ -1,0 +1,76 @@
+"""The InferenceX launch flags a sweep row on that harness's grid is simulated with."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from simulator.validation.measured import read_measured
+from simulator.validation.recipes import INFERENCEX_RECIPES, launch_recipe
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "scenarios" / "benchmark-concurrency.yaml"
+HEAD = "system,model,precision,tp_size,isl,osl,concurrency,ttft_ms,tpot_ms"
+
+
+def _runs(tmp_path: Path, *rows: str, **kwargs):
+    src = tmp_path / "sweep.csv"
+    src.write_text("\n".join([HEAD, *rows]) + "\n")
+    return read_measured([src], **kwargs).runs
+
+
+def test_a_grid_row_gets_its_harness_flags_after_the_precision_mapping(tmp_path):
+    """MiniMax-M2.5 FP8 on B200 ran with --kv-cache-dtype fp8 and a batch budget of 2 x ISL;
+    the checkpoint's own KV dtype (bf16) is what the precision mapping gives, so the
+    recipe's assignment must come after it to win."""
+    row, = _runs(tmp_path, "b200_sxm,MiniMaxAI/MiniMax-M2.5,fp8,2,8192,1024,64,100.0,10.0")
+    kv = [o for o in row.overrides if o.startswith("model.kv_dtype=")]
+    assert kv == ["model.kv_dtype=bf16", "model.kv_dtype=fp8"]
+    assert "scheduler.max_num_batched_tokens=16384" in row.overrides
+    assert "memory.block_size=32" in row.overrides
+    assert row.launch_flags.startswith("model.kv_dtype=fp8") and "minimaxm2.5_fp8" in row.launch_flags
+
+
+def test_rows_off_the_grid_other_models_and_no_recipes_keep_the_base_flags(tmp_path):
+    off_grid, llama, gpt_h100 = _runs(
+        tmp_path,
+        "b200_sxm,MiniMaxAI/MiniMax-M2.5,fp8,2,2000,500,64,100.0,10.0",
+        "h200_sxm,meta-llama/Llama-3.1-70B,fp8,8,1024,1024,4,50.0,8.0",
+        "h100_sxm,openai/gpt-oss-120b,fp4,2,1024,1024,4,50.0,8.0")
+    for run in (off_grid, llama, gpt_h100):
+        assert run.launch_flags is None
+        assert not any(o.startswith(("memory.", "scheduler.max_num_batched")) for o in run.overrides)
+    row, = _runs(tmp_path, "b200_sxm,MiniMaxAI/MiniMax-M2.5,fp8,2,1024,1024,64,100.0,10.0", recipes=False)
+    assert row.launch_flags is None and row.overrides[-1] != "scheduler.max_num_batched_tokens=2048"
+
+
+def test_every_recipe_names_catalog_entries_and_sets_valid_fields(tmp_path):
+    """Each recipe resolves from the names the published sample uses and its overrides load."""
+    from simulator.config import load_scenario
+
+    for recipe in INFERENCEX_RECIPES:
+        assert recipe.source and recipe.overrides(1024)
+        load_scenario(BENCH, recipe.overrides(1024))
+    assert launch_recipe("MiniMaxAI/MiniMax-M2.5", "b300_sxm", "fp4").batched_tokens_per_isl == 2
+    assert launch_recipe("openai/gpt-oss-120b", "b200_sxm", "fp4").kv_dtype == "fp8"
+    assert launch_recipe("openai/gpt-oss-120b", "h200_sxm", "fp4") is None
+    assert launch_recipe("no-such/model", "b200_sxm", "fp8") is None
+
+
+def test_validation_reports_the_flags_it_applied(tmp_path):
+    """The flags reach the simulation (an FP8 KV cache holds twice the tokens) and the
+    result says which flags it used on how many runs."""
+    from simulator.validation import run_validation
+
+    src = tmp_path / "sweep.csv"
+    src.write_text(HEAD + "\nb200_sxm,openai/gpt-oss-120b,fp4,1,1024,1024,4,50.0,8.0\n")
+    with_flags, _ = run_validation([src], BENCH, [], tmp_path / "a", rounds=1)
+    without, _ = run_validation([src], BENCH, [], tmp_path / "b", rounds=1, recipes=False)
+    assert with_flags["launch_flags"] == [{"flags": with_flags["launch_flags"][0]["flags"], "runs": 1}]
+    assert "model.kv_dtype=fp8" in with_flags["launch_flags"][0]["flags"]
+    assert "launch_flags" not in without
+    from simulator.api import load
+    from simulator.simulation import Simulation
+
+    runs = [read_measured([src], recipes=flag).runs[0] for flag in (True, False)]
+    kv_tokens = [Simulation(load(BENCH, run.overrides)).memory.capacity_tokens for run in runs]
+    assert kv_tokens[0] > 1.9 * kv_tokens[1]
