@@ -63,7 +63,8 @@ def test_validation_reports_the_flags_it_applied(tmp_path):
 
     src = tmp_path / "sweep.csv"
     src.write_text(HEAD + "\nb200_sxm,openai/gpt-oss-120b,fp4,1,1024,1024,4,50.0,8.0\n")
-    with_flags, _ = run_validation([src], BENCH, [], tmp_path / "a", rounds=1)
+    with_flags, out = run_validation([src], BENCH, [], tmp_path / "a", rounds=1)
+    assert "Server flags of the harness" in (out / "validation.html").read_text()
     without, _ = run_validation([src], BENCH, [], tmp_path / "b", rounds=1, recipes=False)
     assert with_flags["launch_flags"] == [{"flags": with_flags["launch_flags"][0]["flags"], "runs": 1}]
     assert "model.kv_dtype=fp8" in with_flags["launch_flags"][0]["flags"]

@@ -194,6 +194,10 @@ def write_validation_report(out_dir: Path, result: dict, runs: pd.DataFrame, pre
         extra += ("<h2>By system, model and precision</h2><p>TTFT over the rows below the measured "
                   "KV cliffs.</p>" + _table(["system model precision", "runs", "TTFT MAPE %", "TTFT signed %",
                                              "TPOT MAPE %", "TPOT signed %", "cliffs meas/pred"], rows))
+    if result.get("launch_flags"):
+        rows = [[str(f["runs"]), f["flags"]] for f in result["launch_flags"]]
+        extra += ("<h2>Server flags of the harness behind the rows (InferenceX grid)</h2>"
+                  + _table(["runs", "flags (source)"], rows, numeric_from=2))
     if result.get("notes"):
         rows = [[n["run"], n["note"]] for n in result["notes"]]
         extra += "<h2>Runs simulated with inferred settings (layout, context limit)</h2>" + _table(["run", "how"], rows, numeric_from=2)
