@@ -53,6 +53,7 @@ def test_every_recipe_names_catalog_entries_and_sets_valid_fields(tmp_path):
     assert launch_recipe("MiniMaxAI/MiniMax-M2.5", "b300_sxm", "fp4").batched_tokens_per_isl == 2
     assert launch_recipe("openai/gpt-oss-120b", "b200_sxm", "fp4").kv_dtype == "fp8"
     assert launch_recipe("openai/gpt-oss-120b", "h200_sxm", "fp4") is None
+    assert "parallelism.expert_parallel=true" in launch_recipe("MiniMaxAI/MiniMax-M2.5", "h200_sxm", "fp8").overrides(1024)
     assert launch_recipe("no-such/model", "b200_sxm", "fp8") is None
 
 

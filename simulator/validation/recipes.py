@@ -33,6 +33,7 @@ class LaunchRecipe:
     gpu_memory_utilization: float | None = None  # --gpu-memory-utilization
     batched_tokens_per_isl: int | None = None  # --max-num-batched-tokens as a multiple of ISL
     block_size: int | None = None  # --block-size
+    expert_parallel: bool = False  # --enable-expert-parallel
 
     def describe(self, isl: int) -> str:
         """The flags as applied to a row of this ISL, and where they come from."""
@@ -48,6 +49,8 @@ class LaunchRecipe:
             out.append(f"memory.block_size={self.block_size}")
         if self.batched_tokens_per_isl:
             out.append(f"scheduler.max_num_batched_tokens={self.batched_tokens_per_isl * isl}")
+        if self.expert_parallel:
+            out.append("parallelism.expert_parallel=true")
         return out
 
 
@@ -63,8 +66,8 @@ INFERENCEX_RECIPES: tuple[LaunchRecipe, ...] = (
         kv_dtype="fp8", gpu_memory_utilization=0.90, batched_tokens_per_isl=2),
     LaunchRecipe(
         frozenset({"minimax-m2"}), frozenset({"h200"}), frozenset({"fp8"}),
-        "benchmarks/single_node/minimaxm2.5_fp8_h200.sh (PRs 831, 958)",
-        gpu_memory_utilization=0.95),
+        "benchmarks/single_node/minimaxm2.5_fp8_h200.sh (PRs 831, 958; its EP test `-ge 1` holds for every row)",
+        gpu_memory_utilization=0.95, expert_parallel=True),
     LaunchRecipe(
         frozenset({"gpt-oss-120b"}), frozenset({"b200"}), frozenset({"fp4"}),
         "benchmarks/single_node/gptoss_fp4_b200.sh (kv-cache-dtype fp8 since PR 273)",
