@@ -33,7 +33,7 @@ import numpy as np
 from simulator.config import load_scenario
 from simulator.errors import ServesimError
 from simulator.hardware import get_gpu
-from simulator.plan.config import PlanSLO, SearchSettings
+from simulator.plan.config import PlanSLO, SearchSettings, gpus_per_replica
 from simulator.plan.slo import EarlyStop, LiveMonitor, evaluate
 from simulator.simulation import Simulation
 from simulator.workload import ConstantArrival, build_workload
@@ -76,7 +76,7 @@ def _search(task: dict) -> dict:
     price = sc.hardware.cost_per_gpu_hour if sc.hardware.cost_per_gpu_hour is not None else gpu.cost_per_gpu_hour
     mem = sim.memory
     info = {
-        "gpus_per_replica": sc.parallelism.tp * sc.parallelism.pp * sc.parallelism.dp,
+        "gpus_per_replica": gpus_per_replica(sc.parallelism.model_dump()),
         "usd_per_gpu_hour": price,
         "max_num_batched_tokens": sim.token_budget,
         "max_num_seqs": sim.max_num_seqs,

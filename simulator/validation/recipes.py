@@ -8,8 +8,9 @@ prefills that 8,192 would not. Rows on the InferenceMAX/InferenceX grid
 for the model, GPU and precision below they passed flags other than the base scenario's.
 Each entry gives the flags in force while the published sample was measured (vLLM images
 0.15.1 to 0.19.0, March to April 2026) and the script they come from, in
-github.com/SemiAnalysisAI/InferenceX. Flags equal to vLLM's defaults, and those that change
-no simulated quantity (parsers, `--stream-interval`, CUDA-graph capture sizes), are left out.
+github.com/SemiAnalysisAI/InferenceX. Flags that change no simulated quantity (parsers,
+`--stream-interval`, CUDA-graph capture sizes, prefix caching with random prompts) are left
+out, as is `--max-num-seqs`, which sweep rows already take from their concurrency.
 """
 
 from __future__ import annotations
