@@ -3,7 +3,9 @@
 A decode-only stretch, in which nothing can change the batch until the first
 completion or KV block shortage, is advanced in one event (DESIGN.md §7). An arrival
 during such a stretch interrupts it: the iterations already finished, and the one in
-progress, are applied exactly as stepping would have, and scheduling resumes.
+progress, are applied exactly as stepping would have, and scheduling resumes. Under
+async scheduling the arrival also waits out the iteration after that, already scheduled
+without it: the stretch's next step, which the stretch runs before it ends.
 """
 
 from __future__ import annotations
@@ -154,6 +156,13 @@ class Engine:
                     n = min(bisect_right(ends, env.now) + 1, k)
                     self._stretch_step_known(first + n - 1)
                     yield env.timeout(max(ends[n - 1] - env.now, 0.0))
+                    if self.async_scheduling and n < k:
+                        # The held arrivals wait out one more iteration, which was scheduled
+                        # without them: the stretch's next decode step. Run it here rather
+                        # than as a separate event (arrivals meanwhile are held as for any step).
+                        self._steps = first + n
+                        n += 1
+                        yield env.timeout(max(ends[n - 1] - env.now, 0.0))
                 self._in_stretch = False
                 self._busy = False
                 self.in_flight_tokens = 0
