@@ -30,12 +30,12 @@ PLACEHOLDER_TTFT_MS, PLACEHOLDER_TPOT_MS = 100.0, 10.0
 LAYOUT_COLUMNS = ["pp_size", "attention_dp_size", "moe_ep_size"]
 
 
-def structure_rows(sample: Path, layout: bool = False) -> pd.DataFrame:
+def structure_rows(sample: Path, layout: bool = False, version: bool = False) -> pd.DataFrame:
     frame = pd.read_csv(sample)
     frame = frame.drop(columns=[c for c in frame.columns if c.startswith("silicon_") and c.endswith("_ms")])
     frame = frame[(frame["mode"] == "agg") & (frame["backend"] == "vllm")]
     frame = frame.rename(columns={"model_path": "model", "batch_size": "concurrency"})
-    frame = frame[COLUMNS + LAYOUT_COLUMNS] if layout else frame[COLUMNS]
+    frame = frame[COLUMNS + (LAYOUT_COLUMNS if layout else []) + (["backend_version"] if version else [])]
     frame = frame.astype({"tp_size": int, "concurrency": int}).drop_duplicates()
     if layout:  # the sample's batch_size is per attention-DP rank; a sweep's concurrency is the total
         frame["concurrency"] *= frame["attention_dp_size"].fillna(1).astype(int)
@@ -49,9 +49,11 @@ def main() -> None:
     parser.add_argument("--sample", type=Path, help="silicon_sample.csv (default: the installed wheel's)")
     parser.add_argument("-o", "--output", type=Path, required=True)
     parser.add_argument("--layout", action="store_true", help="keep the pp, attention-DP and EP columns")
+    parser.add_argument("--version", action="store_true",
+                        help="keep the vLLM version column (backend_version), which validate reads")
     args = parser.parse_args()
     sample = args.sample or package_root() / "systems" / "silicon_sample.csv"
-    rows = structure_rows(sample, args.layout)
+    rows = structure_rows(sample, args.layout, args.version)
     rows.to_csv(args.output, index=False)
     print(f"{len(rows)} rows -> {args.output}")
 

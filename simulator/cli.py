@@ -156,6 +156,12 @@ def validate_cmd(
         help="closed-loop sweeps: rows on the InferenceX isl/osl grid also get the server flags that "
              "harness launched their model, GPU and precision with (KV dtype, batch budget, memory "
              "fraction; docs/fidelity.md)")] = True,
+    engine_version: Annotated[str | None, typer.Option(
+        "--engine-version",
+        help="the vLLM release the measurements were taken with, where the files do not say (a sweep "
+             "CSV may carry it per row: engine_version, vllm_version or backend_version); runs of a "
+             "release whose defaults differ from today's simulate with its defaults: before 0.14, "
+             "no async scheduling")] = None,
     workers: Annotated[int | None, typer.Option(
         "--workers", "-j", min=1,
         help="runs simulated in parallel processes; default one per CPU, as many as free memory holds")] = None,
@@ -169,7 +175,8 @@ def validate_cmd(
     progress = LazyProgress("validating", enabled=not quiet)
     try:
         result, out = run_validation(measured, scenario, set_ or [], output_dir, rounds=rounds,
-                                     length_ratio=length_ratio, recipes=recipes, progress=progress,
+                                     length_ratio=length_ratio, recipes=recipes,
+                                     engine_version=engine_version, progress=progress,
                                      workers=workers or default_workers())
     finally:
         progress.close()

@@ -20,18 +20,24 @@ from simulator.validation.measured import (
 from simulator.validation.report import write_validation_report
 from simulator.validation.runner import RunPrediction, sets_field, validate
 from simulator.validation.scoring import prediction_table, runs_frame, score
+from simulator.validation.versions import check_version, version_overrides
 
 
 def run_validation(paths: list[Path], scenario: Path, overrides: list[str], out_dir: Path | None,
                    *, rounds: int = 10, length_ratio: float | str | None = None, recipes: bool = True,
+                   engine_version: str | None = None,
                    progress: Callable[[int, int], None] | None = None, workers: int = 1) -> tuple[dict, Path]:
-    """Validate measurements against the base scenario; write the output folder atomically."""
+    """Validate measurements against the base scenario; write the output folder atomically.
+
+    engine_version: the vLLM release of runs whose file does not name one (versions.py)."""
+    engine_version = check_version(engine_version, "--engine-version")
     base = load_scenario(scenario, overrides)  # fail early on a bad base scenario
     length_ratio = parse_length_ratio(length_ratio)
     measured = read_measured(paths, rounds=rounds, length_ratio=length_ratio, recipes=recipes)
     named = sets_field(overrides, "model", "model.name", "model.config_json")
     followed = {} if named else _follow_model_ids(measured, base.scenario.model.name, base.scenario.hardware.gpu)
     _servers_sized_to_clients(measured, base.scenario.scheduler)
+    _release_defaults(measured, base.scenario.scheduler.policy, overrides, engine_version)
     preds = validate(measured, scenario, overrides, progress=progress, workers=workers)
     _require_one_simulated(preds)
     result = score(measured, preds, base.scenario.slo.model_dump())
@@ -77,6 +83,18 @@ def _servers_sized_to_clients(measured: MeasuredSet, scheduler) -> None:
     for run in measured.runs:
         if run.concurrency and not run.error:
             run.overrides = [*run.overrides, f"scheduler.max_num_seqs={run.concurrency}"]
+
+
+def _release_defaults(measured: MeasuredSet, policy: str, overrides: list[str], default: str | None) -> None:
+    """Runs measured with an older vLLM run with its defaults where they differ from the
+    base scenario's (versions.py); the user's --set still wins."""
+    user_sets = {o.split("=", 1)[0].strip() for o in overrides}
+    for run in measured.runs:
+        run.engine_version = run.engine_version or default
+        extra, note = version_overrides(run.engine_version, policy, user_sets)
+        run.overrides = [*run.overrides, *extra]
+        if note:
+            run.note = f"{run.note}; {note}" if run.note else note
 
 
 def _follow_model_ids(measured: MeasuredSet, base_model: str, gpu: str) -> dict[str, str]:

@@ -24,6 +24,7 @@ from simulator.errors import CatalogError, ServesimError
 from simulator.hardware import get_gpu
 from simulator.models import get_model
 from simulator.validation.recipes import launch_recipe
+from simulator.validation.versions import VERSION_COLUMNS
 
 PER_REQUEST_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens", "ttft_ms", "tpot_ms")
 SWEEP_COLUMNS = ("system", "model", "precision", "tp_size", "isl", "osl", "concurrency",
@@ -69,6 +70,7 @@ class MeasuredRun:
     infer_dp: bool = False
     note: str | None = None  # how the row's own settings were approximated, said with its result
     launch_flags: str | None = None  # the harness's server flags applied to the row (recipes.py)
+    engine_version: str | None = None  # the vLLM release measured, where the file says (versions.py)
 
 
 @dataclass
@@ -276,8 +278,19 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None,
                                 measured={"ttft_ms": float(row.ttft_ms), "tpot_ms": float(row.tpot_ms)},
                                 overrides=overrides, concurrency=conc, isl=isl, osl=osl, group=group,
                                 family=family, error=error, infer_dp=not layout.states_dp, note=note,
-                                launch_flags=recipe and recipe.describe(isl)))
+                                launch_flags=recipe and recipe.describe(isl),
+                                engine_version=_row_version(row, df.columns)))
     return MeasuredSet("sweep", runs, _as_written(path), np.arange(len(df)))
+
+
+def _row_version(row, columns) -> str | None:
+    """The row's vLLM release from the first version column it fills, or None."""
+    for column in VERSION_COLUMNS:
+        if column in columns:
+            cell = getattr(row, column)
+            if cell is not None and str(cell).strip() and str(cell) != "nan":
+                return str(cell).strip()
+    return None
 
 
 def _layout_size(cell: object, column: str, where: str) -> int | None:

@@ -1,0 +1,63 @@
+"""Defaults that changed between vLLM releases, applied to runs measured with an older one.
+
+A measurement names its vLLM version in a sweep column (`engine_version`, `vllm_version`,
+or aiconfigurator's `backend_version`) or through `simulate validate --engine-version`.
+The base scenarios follow today's vLLM; a run measured with a release whose defaults
+differ is simulated with that release's defaults instead. One default differs within the
+V1 engine the `vllm-v1` policy models:
+
+- Async scheduling is on by default from vLLM 0.14 (vllm-project/vllm#27614, tracked in
+  #27679; InferenceX's PR 789 dropped `--async-scheduling` from its scripts as "enabled by
+  default since v0.14.0"). Before it, each iteration's CPU work (scheduling, input
+  preparation, output processing) adds to the GPU time instead of overlapping it, which
+  matters most where iterations are short (small models, many GPUs).
+
+Versions that do not parse (a nightly build's hash) are taken as recent.
+"""
+
+from __future__ import annotations
+
+import re
+
+from simulator.errors import ConfigError
+
+VERSION_COLUMNS = ("engine_version", "vllm_version", "backend_version")
+ASYNC_DEFAULT_SINCE = (0, 14)
+V1_ENGINE_SINCE = (0, 8)  # older releases ran the V0 engine: the `vllm-v0` policy models it
+
+_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?")
+
+
+def parse_version(text: object) -> tuple[int, int, int] | None:
+    """(major, minor, patch) of "0.12.0", "v0.19.0-cu130" or "0.10.1.1"; None otherwise."""
+    if text is None or (isinstance(text, float) and text != text):
+        return None
+    m = _VERSION.match(str(text).strip())
+    if not m:
+        return None
+    return int(m[1]), int(m[2]), int(m[3] or 0)
+
+
+def check_version(text: str | None, where: str) -> str | None:
+    """The CLI's --engine-version, refused when it is not a release number."""
+    if text is None:
+        return None
+    if parse_version(text) is None:
+        raise ConfigError(f"engine version {text!r} is not a vLLM release number", where=where,
+                          fix="give it as MAJOR.MINOR[.PATCH], e.g. 0.12.0")
+    return text
+
+
+def version_overrides(version: str | None, policy: str, user_sets: set[str]) -> tuple[list[str], str | None]:
+    """The assignments a run measured with `version` needs under a base scenario whose
+    scheduler is `policy`, and a note that says so; nothing for fields the user set."""
+    parsed = parse_version(version)
+    if parsed is None or policy != "vllm-v1":
+        return [], None
+    if parsed[:2] < V1_ENGINE_SINCE:
+        return [], (f"vLLM {version} ran the V0 engine, which the base scenario's vllm-v1 policy does not "
+                    "model: use a scenario with scheduler.policy vllm-v0")
+    if parsed[:2] < ASYNC_DEFAULT_SINCE and "scheduler.async_scheduling" not in user_sets:
+        return (["scheduler.async_scheduling=false"],
+                f"vLLM {version} predates async scheduling by default (0.14): simulated without it")
+    return [], None

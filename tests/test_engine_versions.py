@@ -1,0 +1,82 @@
+"""Runs measured with an older vLLM simulate with that release's defaults (versions.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from simulator.cli import main
+from simulator.errors import ConfigError
+from simulator.validation import run_validation
+from simulator.validation.versions import check_version, parse_version, version_overrides
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "scenarios" / "benchmark-concurrency.yaml"
+HEAD = "system,model,precision,tp_size,isl,osl,concurrency,ttft_ms,tpot_ms"
+ROW = "h200_sxm,meta-llama/Llama-3.1-8B-Instruct,bf16,1,256,32,8,40.0,5.0"
+FAST = ["cost_model.backend=roofline"]
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    ("0.12.0", (0, 12, 0)), ("v0.19.0-cu130", (0, 19, 0)), ("0.10.1.1", (0, 10, 1)), ("0.8", (0, 8, 0)),
+    ("nightly-5b8c30d62b754b57", None), ("", None), (None, None), (float("nan"), None),
+])
+def test_release_numbers_parse_and_build_names_do_not(text, want):
+    assert parse_version(text) == want
+
+
+def test_only_v1_releases_before_0_14_lose_async_scheduling():
+    assert version_overrides("0.12.0", "vllm-v1", set())[0] == ["scheduler.async_scheduling=false"]
+    assert "0.14" in version_overrides("0.13.0", "vllm-v1", set())[1]
+    for recent in ("0.14.0", "0.19.0", "v0.19.0-cu130", "nightly-5b8c30d6", None):
+        assert version_overrides(recent, "vllm-v1", set()) == ([], None)
+    # The user's own setting wins; other policies have no such default to change.
+    assert version_overrides("0.12.0", "vllm-v1", {"scheduler.async_scheduling"}) == ([], None)
+    assert version_overrides("0.2.3", "vllm-v0", set()) == ([], None)
+    # A V0-engine release under the V1 policy is said, not silently simulated otherwise.
+    extra, note = version_overrides("0.6.3", "vllm-v1", set())
+    assert extra == [] and "vllm-v0" in note
+    with pytest.raises(ConfigError, match="not a vLLM release"):
+        check_version("latest", "--engine-version")
+
+
+def test_a_row_of_an_older_release_runs_without_async_scheduling_and_says_so(tmp_path):
+    """Same row twice, one marked 0.12.0: without async scheduling its iterations pay
+    GPU + CPU time instead of the larger of the two, so TPOT rises; the version column
+    passes through to validation.csv unchanged."""
+    src = tmp_path / "sweep.csv"
+    src.write_text(f"{HEAD},backend_version\n{ROW},0.12.0\n{ROW},0.19.0\n")
+    result, out = run_validation([src], BENCH, FAST, tmp_path / "out", rounds=3)
+    table = pd.read_csv(out / "validation.csv")
+    assert list(table["backend_version"]) == ["0.12.0", "0.19.0"]
+    old, new = table["pred_tpot_ms"]
+    assert old > new * 1.02
+    notes = [n["note"] for n in json.loads((out / "validation.json").read_text())["notes"]]
+    assert len(notes) == 1 and "0.12.0 predates async scheduling" in notes[0]
+    assert result["runs"] == 2
+
+
+def _cli(*args) -> int:
+    try:
+        main([str(a) for a in args])
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0
+
+
+def test_the_cli_version_covers_rows_without_one_and_a_bad_one_is_refused(tmp_path, capsys):
+    src = tmp_path / "sweep.csv"
+    src.write_text(f"{HEAD},vllm_version\n{ROW},\n{ROW},0.19.0\n")
+    assert _cli("validate", src, "--scenario", BENCH, "--set", FAST[0], "--rounds", "3", "-q",
+                "--engine-version", "0.13.0", "-j", "1", "--output-dir", tmp_path / "out") == 0
+    older, own = pd.read_csv(tmp_path / "out" / "validation.csv")["pred_tpot_ms"]
+    assert older > own * 1.02  # the blank row took 0.13.0; the 0.19.0 row kept its own
+    capsys.readouterr()
+    assert _cli("validate", src, "--scenario", BENCH, "--engine-version", "latest",
+                "--output-dir", tmp_path / "bad") == 2
+    err = capsys.readouterr().err
+    assert "not a vLLM release number" in err and "MAJOR.MINOR" in err and "Traceback" not in err
+    assert not (tmp_path / "bad").exists()
