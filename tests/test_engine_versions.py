@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from test_cli import cli
 
-from simulator.cli import main
 from simulator.errors import ConfigError
 from simulator.validation import run_validation
 from simulator.validation.versions import check_version, parse_version, version_overrides
@@ -59,23 +59,15 @@ def test_a_row_of_an_older_release_runs_without_async_scheduling_and_says_so(tmp
     assert result["runs"] == 2
 
 
-def _cli(*args) -> int:
-    try:
-        main([str(a) for a in args])
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    return 0
-
-
 def test_the_cli_version_covers_rows_without_one_and_a_bad_one_is_refused(tmp_path, capsys):
     src = tmp_path / "sweep.csv"
     src.write_text(f"{HEAD},vllm_version\n{ROW},\n{ROW},0.19.0\n")
-    assert _cli("validate", src, "--scenario", BENCH, "--set", FAST[0], "--rounds", "3", "-q",
+    assert cli("validate", src, "--scenario", BENCH, "--set", FAST[0], "--rounds", "3", "-q",
                 "--engine-version", "0.13.0", "-j", "1", "--output-dir", tmp_path / "out") == 0
     older, own = pd.read_csv(tmp_path / "out" / "validation.csv")["pred_tpot_ms"]
     assert older > own * 1.02  # the blank row took 0.13.0; the 0.19.0 row kept its own
     capsys.readouterr()
-    assert _cli("validate", src, "--scenario", BENCH, "--engine-version", "latest",
+    assert cli("validate", src, "--scenario", BENCH, "--engine-version", "latest",
                 "--output-dir", tmp_path / "bad") == 2
     err = capsys.readouterr().err
     assert "not a vLLM release number" in err and "MAJOR.MINOR" in err and "Traceback" not in err
