@@ -29,15 +29,15 @@ def test_release_numbers_parse_and_build_names_do_not(text, want):
 
 
 def test_only_v1_releases_before_0_14_lose_async_scheduling():
-    assert version_overrides("0.12.0", "vllm-v1", set())[0] == ["scheduler.async_scheduling=false"]
-    assert "0.14" in version_overrides("0.13.0", "vllm-v1", set())[1]
+    assert version_overrides("0.12.0", "vllm-v1")[0] == ["scheduler.async_scheduling=false"]
+    assert "0.14" in version_overrides("0.13.0", "vllm-v1")[1]
     for recent in ("0.14.0", "0.19.0", "v0.19.0-cu130", "nightly-5b8c30d6", None):
-        assert version_overrides(recent, "vllm-v1", set()) == ([], None)
+        assert version_overrides(recent, "vllm-v1") == ([], None)
     # The user's own setting wins; other policies have no such default to change.
-    assert version_overrides("0.12.0", "vllm-v1", {"scheduler.async_scheduling"}) == ([], None)
-    assert version_overrides("0.2.3", "vllm-v0", set()) == ([], None)
+    assert version_overrides("0.12.0", "vllm-v1", user_set_async=True) == ([], None)
+    assert version_overrides("0.2.3", "vllm-v0") == ([], None)
     # A V0-engine release under the V1 policy is said, not silently simulated otherwise.
-    extra, note = version_overrides("0.6.3", "vllm-v1", set())
+    extra, note = version_overrides("0.6.3", "vllm-v1")
     assert extra == [] and "vllm-v0" in note
     with pytest.raises(ConfigError, match="not a vLLM release"):
         check_version("latest", "--engine-version")
@@ -57,6 +57,11 @@ def test_a_row_of_an_older_release_runs_without_async_scheduling_and_says_so(tmp
     notes = [n["note"] for n in json.loads((out / "validation.json").read_text())["notes"]]
     assert len(notes) == 1 and "0.12.0 predates async scheduling" in notes[0]
     assert result["runs"] == 2
+    # The user's own setting wins over the release's default.
+    result, out = run_validation([src], BENCH, [*FAST, "scheduler.async_scheduling=true"], tmp_path / "own",
+                                 rounds=3)
+    old, new = pd.read_csv(out / "validation.csv")["pred_tpot_ms"]
+    assert old == pytest.approx(new) and not result.get("notes")
 
 
 def test_the_cli_version_covers_rows_without_one_and_a_bad_one_is_refused(tmp_path, capsys):

@@ -88,10 +88,10 @@ def _servers_sized_to_clients(measured: MeasuredSet, scheduler) -> None:
 def _release_defaults(measured: MeasuredSet, policy: str, overrides: list[str], default: str | None) -> None:
     """Runs measured with an older vLLM run with its defaults where they differ from the
     base scenario's (versions.py); the user's --set still wins."""
-    user_sets = {o.split("=", 1)[0].strip() for o in overrides}
+    user_set_async = sets_field(overrides, "scheduler", "scheduler.async_scheduling")
     for run in measured.runs:
         run.engine_version = run.engine_version or default
-        extra, note = version_overrides(run.engine_version, policy, user_sets)
+        extra, note = version_overrides(run.engine_version, policy, user_set_async)
         run.overrides = [*run.overrides, *extra]
         if note:
             run.note = f"{run.note}; {note}" if run.note else note

@@ -48,16 +48,16 @@ def check_version(text: str | None, where: str) -> str | None:
     return text
 
 
-def version_overrides(version: str | None, policy: str, user_sets: set[str]) -> tuple[list[str], str | None]:
+def version_overrides(version: str | None, policy: str, user_set_async: bool = False) -> tuple[list[str], str | None]:
     """The assignments a run measured with `version` needs under a base scenario whose
-    scheduler is `policy`, and a note that says so; nothing for fields the user set."""
+    scheduler is `policy`, and a note that says so; none where the user set the field."""
     parsed = parse_version(version)
     if parsed is None or policy != "vllm-v1":
         return [], None
     if parsed[:2] < V1_ENGINE_SINCE:
         return [], (f"vLLM {version} ran the V0 engine, which the base scenario's vllm-v1 policy does not "
                     "model: use a scenario with scheduler.policy vllm-v0")
-    if parsed[:2] < ASYNC_DEFAULT_SINCE and "scheduler.async_scheduling" not in user_sets:
+    if parsed[:2] < ASYNC_DEFAULT_SINCE and not user_set_async:
         return (["scheduler.async_scheduling=false"],
                 f"vLLM {version} predates async scheduling by default (0.14): simulated without it")
     return [], None
