@@ -283,20 +283,23 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None,
     return MeasuredSet("sweep", runs, _as_written(path), np.arange(len(df)))
 
 
+def _blank(cell: object) -> bool:
+    """An optional column's empty cell (pandas reads it as NaN)."""
+    return cell is None or (isinstance(cell, float) and math.isnan(cell)) or not str(cell).strip()
+
+
 def _row_version(row, columns) -> str | None:
     """The row's vLLM release from the first version column it fills, or None."""
     for column in VERSION_COLUMNS:
-        if column in columns:
-            cell = getattr(row, column)
-            if cell is not None and str(cell).strip() and str(cell) != "nan":
-                return str(cell).strip()
+        if column in columns and not _blank(cell := getattr(row, column)):
+            return str(cell).strip()
     return None
 
 
 def _layout_size(cell: object, column: str, where: str) -> int | None:
     """An optional layout cell: a whole number >= 1, or None when blank or 0 (aiconfigurator's
     sample writes moe_ep_size 0 for dense models)."""
-    if cell is None or (isinstance(cell, float) and math.isnan(cell)):
+    if _blank(cell):
         return None
     try:
         value = float(cell)
