@@ -251,7 +251,8 @@ def explain_cmd(
     e = explain(api.load(scenario, set_ or []), batch=batch, context=context, prefill=prefill)
     d_total, p_total = sum(e.decode.values()), sum(e.prefill.values())
     table = Table(title=f"{scenario}: {e.layout}", title_justify="left", caption_justify="left",
-                  caption=f"{e.decode_label}; {e.prefill_label}. Sums over all pipeline stages.")
+                  caption=f"{e.decode_label}; {e.prefill_label}. Sums over all pipeline stages."
+                  + "".join(f"\n{n}." for n in e.notes))
     for col in ("op", "decode ms", "%", "prefill ms", "%", "time from"):
         table.add_column(col, justify="left" if col in ("op", "time from") else "right")
     for name, dt, pt in e.rows():

@@ -27,6 +27,7 @@ class Explanation:
     prefill_label: str
     layout: str
     sources: dict[str, str]  # op -> profile / profile-nearest / roofline-fitted / roofline
+    notes: tuple[str, ...] = ()
 
     def rows(self) -> list[tuple[str, float | None, float | None]]:
         """(op, decode s, prefill s), largest decode share first; None where an op is absent."""
@@ -42,6 +43,14 @@ def _sources(cost: IterationCostModel, shape: IterationShape) -> dict[str, str]:
     for op in iteration_ops(shape, cost.sharded):
         out.setdefault(op.name, source_of(op) if source_of else "roofline")
     return out
+
+
+def _sustained_notes(cost: IterationCostModel) -> tuple[str, ...]:
+    """Which dtypes' compute-bound GEMMs run below the tables' short-burst rate, and why."""
+    rates = getattr(cost.timer, "sustained", {})
+    return tuple(f"{dtype} GEMMs and experts: compute at {r.fraction:.2f} of the tables' short-burst rate, "
+                 f"as the profile's {r.long_rows} GEMM rows of >= 10 ms sustain it"
+                 for dtype, r in sorted(rates.items()))
 
 
 def explain(loaded: LoadedScenario, *, batch: int, context: int, prefill: int) -> Explanation:
@@ -73,4 +82,5 @@ def explain(loaded: LoadedScenario, *, batch: int, context: int, prefill: int) -
         d = sc.disaggregation
         layout = f"prefill TP{d.prefill.tp} PP{d.prefill.pp}, decode TP{d.decode.tp} PP{d.decode.pp}"
     return Explanation(decode, lone, f"decode: one step of {batch} sequences at {context} tokens of context",
-                       f"prefill: {prefill} prompt tokens alone", layout, sources)
+                       f"prefill: {prefill} prompt tokens alone", layout, sources,
+                       tuple(dict.fromkeys(_sustained_notes(prefill_pool.cost) + _sustained_notes(decode_pool.cost))))

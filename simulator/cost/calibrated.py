@@ -49,6 +49,7 @@ from calibration.profile import (
 from simulator.cost.config import MEASURED_LAUNCH_US, CostModelConfig, RooflineEfficiency
 from simulator.cost.ops import Op, ShardedModel, attn_decode_op, attn_prefill_op, fused_moe_op
 from simulator.cost.roofline import RooflineTimer
+from simulator.cost.sustained import SustainedRate, sustained_factor, sustained_rates
 from simulator.dtypes import DTYPE_BYTES
 from simulator.errors import CatalogError, ConfigError
 from simulator.hardware import GPUSpec, get_gpu
@@ -632,6 +633,9 @@ def reference_gpu(profile: Profile, template: GPUSpec) -> GPUSpec:
     })
 
 
+# Families whose compute-bound part runs at the sustained tensor-core rate (sustained.py).
+SUSTAINED_FAMILIES = ("gemm", "moe")
+
 # Families a profile may lack, timed then by the roofline fitted to another family's rows:
 # MoE by the GPU's dense GEMM fit (our own microbenchmarks time GEMMs, not fused MoE).
 FIT_FROM = {"moe": "gemm"}
@@ -674,6 +678,20 @@ class CalibratedTimer:
         # Eager engines pay CPU dispatch per kernel on top of the kernel's measured time.
         self.extra_launch = max(0.0, config.overheads().kernel_latency_us - MEASURED_LAUNCH_US) * 1e-6
         self.models = _FamilyModels(profile, self.reference, config)
+        gemm = profile.table("gemm")
+        rates = sustained_rates(gemm.rows) if gemm is not None and config.sustained_tensor_rate else {}
+        # Only the dtypes that measurably slow down: a lookup miss is the common case.
+        self.sustained: dict[str, SustainedRate] = {d: r for d, r in rates.items() if r.fraction < 1.0}
+
+    def _sustain(self, op: Op) -> float:
+        """The factor by which `op` runs longer at the sustained rate (1.0 for most ops)."""
+        rate = self.sustained.get(op.dtype)
+        if rate is None or op.family not in SUSTAINED_FAMILIES:
+            return 1.0
+        rt = self.models["gemm"].timer
+        compute = op.flops / (rt.peak(op.dtype) * rt.eff.gemm_compute)
+        memory = op.bytes / (rt.bw * rt.eff.gemm_memory)
+        return sustained_factor(compute, memory, rate.fraction)
 
     def _donor(self, op: Op) -> FamilyModel | None:
         return self.models.get(FIT_FROM.get(op.family, ""))
@@ -684,10 +702,11 @@ class CalibratedTimer:
             donor = self._donor(op)
             if donor is None:
                 return self.default.op_time(op)
-            return donor.timer.op_time(op) + self.extra_launch * op.kernels
+            return donor.timer.op_time(op) * self._sustain(op) + self.extra_launch * op.kernels
         t = model.predict(op)
         if t is None:
-            return model.timer.op_time(op)
+            return model.timer.op_time(op) * self._sustain(op)
+        t *= self._sustain(op)
         if self.extra_launch:
             kernels = RooflineTimer._gemm_kernels(op.dtype) if op.family == "gemm" else op.kernels
             t += self.extra_launch * kernels
@@ -759,7 +778,7 @@ def calibrated_backend(gpu: GPUSpec, config: CostModelConfig, profile: str | Non
             fix=f"set hardware.gpu: {meta.gpu}, or use a profile made on {gpu.name}")
     st = path.stat()
     cache_key = (str(path), st.st_mtime_ns, gpu.model_dump_json(), config.efficiency.model_dump_json(),
-                 config.overheads().kernel_latency_us)
+                 config.overheads().kernel_latency_us, config.sustained_tensor_rate)
     timer = _TIMERS.get(cache_key)
     if timer is None:
         if len(_TIMERS) >= 8:

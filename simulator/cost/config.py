@@ -80,6 +80,11 @@ class CostModelConfig(StrictModel):
         "request parsing), ms; requests queue for it one at a time")
     frontend_us_per_token: float = Field(
         0.0, ge=0, description="API-server tokenisation time per prompt token, µs (serial, as above)")
+    sustained_tensor_rate: bool = Field(
+        True, description="calibrated back end: run the compute-bound part of GEMMs and MoE experts at the "
+        "rate the profile's own long (>= 10 ms) GEMM rows of that dtype sustain, where it is measurably below "
+        "the rate of its short rows (FP8/FP4 on H100/H200/B200/B300: power-limited clocks); false: every "
+        "row's short-burst rate, as measured")
     efficiency: RooflineEfficiency = Field(default_factory=RooflineEfficiency)
 
     @field_validator("engine")

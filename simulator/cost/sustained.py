@@ -1,0 +1,82 @@
+"""Sustained tensor-core rates: long compute-bound GEMMs run slower than short ones.
+
+A kernel table times each shape in a short burst on an idle GPU, at boost clocks. A
+serving engine's prefill keeps the tensor cores busy for hundreds of milliseconds to
+seconds; at FP8 and FP4 that draws more than the board's power limit, and the clocks
+drop. The tables show it themselves: on H100, H200, B200 and B300 the FP8/FP4 GEMM rows
+that last 10 ms or more reach 78-87% of the rate that the same (N, K) shape reaches in
+rows of 0.3-3 ms, while their BF16 rows (lower power per cycle) keep within the rows'
+own ±5% scatter, as do every dtype on A100 and L40S (docs/fidelity.md, item 16).
+
+So this module reads, per dtype, the ratio of the long rows' typical efficiency to the
+short rows' (each row's rate relative to the fastest row of its (N, K)), and the
+calibrated timer slows the compute-bound part of an op by it:
+t' = t · max(c / s, m) / max(c, m), with c and m the op's compute and memory times under
+the GEMM family's fitted roofline. A memory-bound GEMM (a decode step's) keeps its time:
+its speed is set by HBM, not by the SM clock.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+# Rows at least this long run long enough to reach the power limit (and no other rows do:
+# the 1-10 ms rows keep the short rows' efficiency in every shipped table).
+LONG_US = 10_000.0
+# The short-burst reference rows.
+BURST_US = (300.0, 3_000.0)
+# Large, well-shaped GEMMs only: small N or K and small M are inefficient for reasons of
+# shape (waves, tiles), not of power.
+MIN_NK = 4096
+MIN_M = 1024
+# Fewer long rows than this is no evidence.
+MIN_LONG_ROWS = 5
+# BF16 rows, which do not throttle, scatter by ±5% between the two groups: a ratio above
+# this is not told apart from 1.
+NOISE_FLOOR = 0.95
+
+
+@dataclass(frozen=True)
+class SustainedRate:
+    """The sustained fraction of the burst rate for one dtype, and the rows it rests on."""
+
+    fraction: float  # 1.0: no slowdown told apart from noise
+    long_rows: int
+    burst_rows: int
+
+
+def sustained_rates(rows: list[list]) -> dict[str, SustainedRate]:
+    """Per dtype, from GEMM table rows [m, n, k, dtype, median_us, ...]."""
+    best: dict[tuple, float] = {}
+    kept = []
+    for r in rows:
+        m, n, k, dtype, us = int(r[0]), int(r[1]), int(r[2]), str(r[3]), float(r[4])
+        if n < MIN_NK or k < MIN_NK or m < MIN_M or us <= 0:
+            continue
+        rate = m * n * k / us
+        key = (dtype, n, k)
+        best[key] = max(best.get(key, 0.0), rate)
+        kept.append((key, rate, us))
+    groups: dict[str, tuple[list[float], list[float]]] = {}
+    for key, rate, us in kept:
+        long_rel, burst_rel = groups.setdefault(key[0], ([], []))
+        rel = rate / best[key]
+        if us >= LONG_US:
+            long_rel.append(rel)
+        elif BURST_US[0] <= us < BURST_US[1]:
+            burst_rel.append(rel)
+    out = {}
+    for dtype, (long_rel, burst_rel) in groups.items():
+        if len(long_rel) < MIN_LONG_ROWS or not burst_rel:
+            continue
+        ratio = statistics.median(long_rel) / statistics.median(burst_rel)
+        out[dtype] = SustainedRate(ratio if ratio < NOISE_FLOOR else 1.0, len(long_rel), len(burst_rel))
+    return out
+
+
+def sustained_factor(compute_s: float, memory_s: float, fraction: float) -> float:
+    """How much longer an op with these roofline parts takes when compute runs at `fraction`."""
+    slow = max(compute_s / fraction, memory_s)
+    fast = max(compute_s, memory_s)
+    return slow / fast if fast > 0 else 1.0

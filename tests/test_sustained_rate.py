@@ -1,0 +1,95 @@
+"""The sustained tensor-core rate: derived from a profile's own long GEMM rows, applied
+to the compute-bound part of GEMMs and experts only."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from simulator import api
+from simulator.cost import CostModelConfig
+from simulator.cost.calibrated import calibrated_backend
+from simulator.cost.ops import Op
+from simulator.cost.sustained import LONG_US, MIN_LONG_ROWS, sustained_factor, sustained_rates
+from simulator.hardware import get_gpu
+
+
+def _rows(dtype: str, long_slowdown: float, n_long: int = MIN_LONG_ROWS) -> list[list]:
+    """Per (N, K): two short rows (0.7 and 1.4 ms) at one rate, one long row (44 ms) at
+    `long_slowdown` of it."""
+    rate = 1.0e8  # m*n*k per µs
+    rows = []
+    for i in range(n_long):
+        n, k = 8192 + 1024 * i, 8192
+        rows += [[m, n, k, dtype, m * n * k / rate] for m in (1024, 2048)]
+        rows.append([65536, n, k, dtype, 65536 * n * k / rate / long_slowdown])
+    assert all(r[4] < 3000 or r[4] >= LONG_US for r in rows)
+    return rows
+
+
+def test_long_rows_slower_than_short_ones_give_the_fraction():
+    rates = sustained_rates(_rows("fp8", 0.8) + _rows("bf16", 1.0))
+    assert rates["fp8"].fraction == pytest.approx(0.8)
+    assert rates["fp8"].long_rows >= MIN_LONG_ROWS
+    assert rates["bf16"].fraction == 1.0
+
+
+def test_a_slowdown_within_the_noise_or_on_too_few_rows_is_none():
+    assert sustained_rates(_rows("fp8", 0.97))["fp8"].fraction == 1.0
+    assert "fp8" not in sustained_rates(_rows("fp8", 0.8, n_long=2))
+
+
+def test_the_shipped_tables_slow_fp8_on_hopper_and_blackwell_only():
+    """The kernel evidence of docs/fidelity.md item 16, read from the shipped profiles."""
+    def fractions(gpu: str, profile: str) -> dict[str, float]:
+        timer = calibrated_backend(get_gpu(gpu), CostModelConfig(), profile)
+        return {d: r.fraction for d, r in timer.sustained.items()}
+
+    h200 = fractions("h200", "h200_sxm-vllm")
+    assert set(h200) == {"fp8"} and 0.8 < h200["fp8"] < 0.92
+    b200 = fractions("b200", "b200_sxm-vllm")
+    assert set(b200) == {"fp8", "fp4"} and all(0.7 < f < 0.85 for f in b200.values())
+    assert fractions("a100-80gb", "a100_sxm-vllm") == {}
+    assert calibrated_backend(get_gpu("h200"), CostModelConfig(sustained_tensor_rate=False),
+                              "h200_sxm-vllm").sustained == {}
+
+
+@given(compute=st.floats(1e-7, 1.0), memory=st.floats(1e-7, 1.0), fraction=st.floats(0.5, 1.0))
+def test_the_factor_lies_between_none_and_the_full_slowdown(compute, memory, fraction):
+    f = sustained_factor(compute, memory, fraction)
+    assert 1.0 - 1e-12 <= f <= 1.0 / fraction + 1e-12
+    if memory >= compute / fraction:  # memory-bound even at the lower clock
+        assert f == pytest.approx(1.0)
+    if compute >= memory:  # compute-bound: the whole slowdown
+        assert f == pytest.approx(1.0 / fraction)
+
+
+def _gemm(m: int, n: int = 8192, k: int = 8192) -> Op:
+    return Op("gemm", "gemm", 2.0 * m * n * k, m * k + k * n + 2.0 * m * n, 1, (m, n, k), "fp8")
+
+
+def test_prefill_gemms_slow_down_and_decode_gemms_do_not():
+    on = calibrated_backend(get_gpu("h200"), CostModelConfig(), "h200_sxm-vllm")
+    off = calibrated_backend(get_gpu("h200"), CostModelConfig(sustained_tensor_rate=False), "h200_sxm-vllm")
+    fraction = on.sustained["fp8"].fraction
+    assert on.op_time(_gemm(8192)) == pytest.approx(off.op_time(_gemm(8192)) / fraction)
+    assert on.op_time(_gemm(8)) == off.op_time(_gemm(8))
+    bf16 = Op("gemm", "gemm", 2.0 * 8192**3, 3 * 2.0 * 8192**2, 1, (8192, 8192, 8192), "bf16")
+    assert on.op_time(bf16) == off.op_time(bf16)
+
+
+def test_a_lone_request_prefills_slower_and_decodes_as_fast():
+    """One request alone on 1xH200 (Llama-3.1-70B FP8): TTFT grows by close to the full
+    slowdown (its prefill is GEMM-bound), TPOT by < 1% (decode GEMMs are memory-bound)."""
+    def run(on: bool) -> dict:
+        loaded = api.load("scenarios/benchmark-concurrency.yaml", [
+            "parallelism.tp=1", "workload.arrival.concurrency=1", "workload.num_requests=1",
+            f"cost_model.sustained_tensor_rate={str(on).lower()}"])
+        return api.run(loaded).summary
+
+    on, off = run(True), run(False)
+    fraction = calibrated_backend(get_gpu("h200"), CostModelConfig(), "h200_sxm-vllm").sustained["fp8"].fraction
+    ratio = on["ttft_ms"]["mean"] / off["ttft_ms"]["mean"]
+    assert 1.0 + 0.6 * (1 / fraction - 1) < ratio < 1 / fraction
+    assert on["tpot_ms"]["mean"] == pytest.approx(off["tpot_ms"]["mean"], rel=0.01)
