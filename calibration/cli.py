@@ -164,6 +164,7 @@ def _achieved(profile: Profile, family: str) -> tuple[str, float | None, str]:
 
 def show_profile(profile: Profile, label: str) -> None:
     from simulator.cost.calibrated import reference_gpu
+    from simulator.cost.sustained import sustained_rates
     from simulator.hardware import get_gpu
 
     meta = profile.metadata
@@ -204,6 +205,12 @@ def show_profile(profile: Profile, label: str) -> None:
         lines.append("clocks     " + ", ".join(f"{k} {v}" for k, v in meta.clocks.items()))
     for fam, why in meta.not_measured.items():
         lines.append(f"not measured: {fam}: {why}")
+    gemm = profile.table("gemm")
+    if gemm is not None:
+        rates = sustained_rates(gemm.rows)
+        said = ", ".join(f"{d} {r.fraction:.2f} ({r.long_rows} rows)" for d, r in sorted(rates.items()))
+        lines.append(f"sustained  GEMM rate in rows >= 10 ms, of the short rows': {said or 'too few long rows'}"
+                     " (docs/fidelity.md item 16)")
     if meta.fit:
         k = next(iter(meta.fit.values())).cv_folds
         lines.append(f"errors are on held-out rows ({k}-fold cross-validation); η are fractions of "

@@ -385,6 +385,7 @@ def test_show_command(capsys):
     _main(["calibrate", "show", "h100_sxm-vllm"])
     out = capsys.readouterr().out
     assert "attn_decode" in out and "aiconfigurator:h100_sxm/vllm" in out
+    assert "fp8 0.82 (76 rows)" in " ".join(out.split())  # the sustained FP8 GEMM rate
 
 
 def test_calibrate_without_torch_says_how_to_install(monkeypatch, tmp_path, capsys):
