@@ -153,7 +153,7 @@ def test_sweep_outputs_keep_rows(silicon):
     assert "pred_e2e_ms" not in table.columns  # not measured in a sweep
     # Every run says which kernel tables timed it, and the page names them.
     result, _ = silicon
-    assert {r["kernel_times"] for r in result["per_run"]} == {"aiconfigurator:h200_sxm/vllm/0.24.0 (measured on NVIDIA H200)"}
+    assert {r["kernel_times"] for r in result["per_run"]} == {"aiconfigurator:h200_sxm/vllm/0.24.0 (measured on NVIDIA H200); sustained fp8 0.87"}
     assert "Kernel times from: aiconfigurator:h200_sxm/vllm/0.24.0" in (out / "validation.html").read_text()
 
 
@@ -551,7 +551,7 @@ def test_sweep_base_scenario_times_kernels_from_the_gpus_tables():
 
     tables = Simulation(load(BENCH_SCENARIO))
     assert tables.cost.timer.name == "calibrated"
-    assert tables.kernel_times == "aiconfigurator:h200_sxm/vllm/0.24.0 (measured on NVIDIA H200)"
+    assert tables.kernel_times == "aiconfigurator:h200_sxm/vllm/0.24.0 (measured on NVIDIA H200); sustained fp8 0.87"
     fallback = Simulation(load(BENCH_SCENARIO, ["hardware.gpu=mi300x", "model.weight_dtype=bf16",
                                                 "model.activation_dtype=bf16"]))
     assert fallback.cost.timer.name == "roofline"

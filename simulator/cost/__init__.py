@@ -51,8 +51,13 @@ def kernel_times_source(timer: OpTimer) -> str:
         return "roofline (datasheet peaks x cost_model.efficiency)"
     meta = profile.metadata
     if meta.source == "measured":
-        return f"measured on {meta.gpu_name} ({meta.date[:10]})"
-    return f"{meta.source} (measured on {meta.gpu_name})"
+        where = f"measured on {meta.gpu_name} ({meta.date[:10]})"
+    else:
+        where = f"{meta.source} (measured on {meta.gpu_name})"
+    sustained = getattr(timer, "sustained", {})
+    if sustained:
+        where += "; sustained " + ", ".join(f"{d} {r.fraction:.2f}" for d, r in sorted(sustained.items()))
+    return where
 
 
 COST_BACKENDS: dict[str, Callable[[GPUSpec, CostModelConfig, str | None], OpTimer]] = {
