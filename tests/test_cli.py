@@ -225,8 +225,11 @@ def test_explain_adds_up_to_the_iteration_times_a_run_uses(capsys):
     assert cli("explain", bench, "--batch", 16, "--context", 1000, "--prefill", 512) == 0
     text = capsys.readouterr().out
     assert "gate_up_proj" in text and "total" in text and "TP1 PP1" in text
+    assert len(e.notes) == 1 and e.notes[0].startswith("fp8 GEMMs and experts: compute at 0.87")
+    assert "compute at 0.87" in " ".join(text.split())
     # A disaggregated scenario: the decode column is the decode pool's, the prefill the prefill pool's.
     disagg = ROOT / "scenarios" / "validation" / "distserve-opt13b-a100-disagg.yaml"
-    assert "prefill TP2 PP1, decode TP1 PP1" in explain(api.load(disagg), batch=8, context=500, prefill=500).layout
+    fp16 = explain(api.load(disagg), batch=8, context=500, prefill=500)
+    assert "prefill TP2 PP1, decode TP1 PP1" in fp16.layout and fp16.notes == ()  # roofline: none
     assert cli("explain", bench, "--batch", 0) == 2
     assert "--batch must be >= 1" in capsys.readouterr().err
