@@ -4,9 +4,9 @@ A kernel table times each shape in a short burst on an idle GPU, at boost clocks
 serving engine's prefill keeps the tensor cores busy for hundreds of milliseconds to
 seconds; at FP8 and FP4 that draws more than the board's power limit, and the clocks
 drop. The tables show it themselves: on H100, H200, B200 and B300 the FP8/FP4 GEMM rows
-that last 10 ms or more reach 78-87% of the rate that the same (N, K) shape reaches in
+that last 10 ms or more reach 77-87% of the rate that the same (N, K) shape reaches in
 rows of 0.3-3 ms, while their BF16 rows (lower power per cycle) keep within the rows'
-own ±5% scatter, as do every dtype on A100 and L40S (docs/fidelity.md, item 16).
+own ±5% scatter, as does every dtype on A100 and L40S (docs/fidelity.md, item 16).
 
 So this module reads, per dtype, the ratio of the long rows' typical efficiency to the
 short rows' (each row's rate relative to the fastest row of its (N, K)), and the
@@ -21,8 +21,9 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-# Rows at least this long run long enough to reach the power limit (and no other rows do:
-# the 1-10 ms rows keep the short rows' efficiency in every shipped table).
+# Rows at least this long run long enough to reach the power limit. Rows under 3 ms keep
+# the short rows' efficiency in every shipped table; on Hopper so do those of 3-10 ms, on
+# Blackwell they already slow down: 10 ms is the threshold that holds on both.
 LONG_US = 10_000.0
 # The short-burst reference rows.
 BURST_US = (300.0, 3_000.0)
