@@ -3,6 +3,8 @@ to the compute-bound part of GEMMs and experts only."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -13,6 +15,8 @@ from simulator.cost.calibrated import calibrated_backend
 from simulator.cost.ops import Op
 from simulator.cost.sustained import LONG_US, MIN_LONG_ROWS, sustained_factor, sustained_rates
 from simulator.hardware import get_gpu
+
+BENCH = Path(__file__).resolve().parents[1] / "scenarios" / "benchmark-concurrency.yaml"
 
 
 def _rows(dtype: str, long_slowdown: float, n_long: int = MIN_LONG_ROWS) -> list[list]:
@@ -83,7 +87,7 @@ def test_a_lone_request_prefills_slower_and_decodes_as_fast():
     """One request alone on 1xH200 (Llama-3.1-70B FP8): TTFT grows by close to the full
     slowdown (its prefill is GEMM-bound), TPOT by < 1% (decode GEMMs are memory-bound)."""
     def run(on: bool) -> dict:
-        loaded = api.load("scenarios/benchmark-concurrency.yaml", [
+        loaded = api.load(BENCH, [
             "parallelism.tp=1", "workload.arrival.concurrency=1", "workload.num_requests=1",
             f"cost_model.sustained_tensor_rate={str(on).lower()}"])
         return api.run(loaded).summary
