@@ -178,7 +178,6 @@ class Simulation:
             raise ConfigError(f"unknown cost back end {sc.cost_model.backend!r}", where="cost_model.backend",
                               fix=f"use one of: {', '.join(COST_BACKENDS)}")
         timer = backend(self.gpu, sc.cost_model, sc.hardware.profile)
-        self.kernel_times = kernel_times_source(timer)
         #: Instance layouts by role: "serve" when colocated, else "prefill" and "decode".
         self.pools: dict[str, InstancePlan] = {}
         if dis is None:
@@ -192,6 +191,8 @@ class Simulation:
         # The pool whose KV capacity bounds the batch: the only one, or the decode pool.
         main = self.pools["serve" if dis is None else "decode"]
         self.memory, self.sharded, self.cost = main.memory, main.sharded, main.cost
+        dtypes = {d for p in self.pools.values() for d in (p.sharded.gemm_dtype, p.sharded.expert_gemm_dtype)}
+        self.kernel_times = kernel_times_source(timer, dtypes)
         self.workload = workload if workload is not None else build_workload(sc.workload, loaded.base_dir)
 
     def _plan(self, tp: int, pp: int, replicas: int, timer, role: str | None = None,

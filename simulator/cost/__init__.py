@@ -43,9 +43,10 @@ def _auto(gpu: GPUSpec, config: CostModelConfig, profile: str | None) -> OpTimer
     return _calibrated(gpu, config, profile)
 
 
-def kernel_times_source(timer: OpTimer) -> str:
+def kernel_times_source(timer: OpTimer, gemm_dtypes: set[str] | None = None) -> str:
     """Where this run's kernel times come from, for the summary: the profile's source and
-    measuring GPU (and date, for our own measurements), or the datasheet roofline."""
+    measuring GPU (and date, for our own measurements), or the datasheet roofline; and the
+    sustained rate of those of `gemm_dtypes` (default: all) that run below the burst rate."""
     profile = getattr(timer, "profile", None)
     if profile is None:
         return "roofline (datasheet peaks x cost_model.efficiency)"
@@ -54,7 +55,8 @@ def kernel_times_source(timer: OpTimer) -> str:
         where = f"measured on {meta.gpu_name} ({meta.date[:10]})"
     else:
         where = f"{meta.source} (measured on {meta.gpu_name})"
-    sustained = getattr(timer, "sustained", {})
+    sustained = {d: r for d, r in getattr(timer, "sustained", {}).items()
+                 if gemm_dtypes is None or d in gemm_dtypes}
     if sustained:
         where += "; sustained " + ", ".join(f"{d} {r.fraction:.2f}" for d, r in sorted(sustained.items()))
     return where
