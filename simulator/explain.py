@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simulator.config import LoadedScenario
+from simulator.cost import sustained_rates_used
 from simulator.cost.model import IterationCostModel
 from simulator.cost.ops import IterationShape, iteration_ops
 from simulator.errors import ConfigError
@@ -47,11 +48,10 @@ def _sources(cost: IterationCostModel, shape: IterationShape) -> dict[str, str]:
 
 def _sustained_notes(cost: IterationCostModel) -> tuple[str, ...]:
     """Which dtypes' compute-bound GEMMs run below the tables' short-burst rate, and why."""
-    rates = getattr(cost.timer, "sustained", {})
-    used = (cost.sharded.gemm_dtype, cost.sharded.expert_gemm_dtype)
+    rates = sustained_rates_used(cost.timer, (cost.sharded.gemm_dtype, cost.sharded.expert_gemm_dtype))
     return tuple(f"{dtype} GEMMs and experts: compute at {r.fraction:.2f} of the tables' short-burst rate, "
                  f"as the profile's {r.long_rows} GEMM rows of >= 10 ms sustain it"
-                 for dtype, r in sorted(rates.items()) if dtype in used)
+                 for dtype, r in sorted(rates.items()))
 
 
 def explain(loaded: LoadedScenario, *, batch: int, context: int, prefill: int) -> Explanation:

@@ -6,7 +6,7 @@ op timer; adding a back end is one entry.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from simulator.cost.config import CostModelConfig, RooflineEfficiency
 from simulator.cost.model import IterationCostModel, OpTimer
@@ -43,7 +43,17 @@ def _auto(gpu: GPUSpec, config: CostModelConfig, profile: str | None) -> OpTimer
     return _calibrated(gpu, config, profile)
 
 
-def kernel_times_source(timer: OpTimer, gemm_dtypes: set[str] | None = None) -> str:
+def sustained_rates_used(timer: OpTimer, gemm_dtypes: Iterable[str] | None = None) -> dict:
+    """The timer's sustained rates (cost/sustained.py) of the GEMM dtypes a run uses (default:
+    all), by dtype; none for a timer without them (the roofline)."""
+    rates = getattr(timer, "sustained", {})
+    if gemm_dtypes is None:
+        return dict(rates)
+    used = set(gemm_dtypes)
+    return {d: r for d, r in rates.items() if d in used}
+
+
+def kernel_times_source(timer: OpTimer, gemm_dtypes: Iterable[str] | None = None) -> str:
     """Where this run's kernel times come from, for the summary: the profile's source and
     measuring GPU (and date, for our own measurements), or the datasheet roofline; and the
     sustained rate of those of `gemm_dtypes` (default: all) that run below the burst rate."""
@@ -55,8 +65,7 @@ def kernel_times_source(timer: OpTimer, gemm_dtypes: set[str] | None = None) -> 
         where = f"measured on {meta.gpu_name} ({meta.date[:10]})"
     else:
         where = f"{meta.source} (measured on {meta.gpu_name})"
-    sustained = {d: r for d, r in getattr(timer, "sustained", {}).items()
-                 if gemm_dtypes is None or d in gemm_dtypes}
+    sustained = sustained_rates_used(timer, gemm_dtypes)
     if sustained:
         where += "; sustained " + ", ".join(f"{d} {r.fraction:.2f}" for d, r in sorted(sustained.items()))
     return where
@@ -78,4 +87,5 @@ __all__ = [
     "RooflineTimer",
     "ShardedModel",
     "kernel_times_source",
+    "sustained_rates_used",
 ]
