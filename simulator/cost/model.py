@@ -60,6 +60,8 @@ class IterationCostModel:
         self._emit_cache: dict[int, float] = {}
         # Exact memo: batches recur with the same (size, total context), e.g. in closed loops.
         self._attn_cache: dict[tuple[int, int], float] = {}
+        # Prefill attention by its chunks: a lone new prompt's (length, 0) recurs often.
+        self._prefill_cache: dict[tuple, float] = {}
         # Formula timers evaluate decode attention directly, vectorised over stretches;
         # table-driven ones (no vector form) are read at context knots.
         self._attn_vector = getattr(timer, "attn_decode_times", None)
@@ -96,6 +98,33 @@ class IterationCostModel:
                         + w * self._decode_attention_exact(num_seqs, lo + step))
         return self._decode_attention_exact(num_seqs, context_sum)
 
+    def _decode_attention_run(self, num_seqs: int, context_sum: int, steps: int) -> list[float]:
+        """decode_attention_time at context_sum + j * num_seqs for j < steps, the same
+        numbers, with each pair of knots looked up once for the steps between them."""
+        bits = CONTEXT_KNOT_BITS + 1
+        last = context_sum + (steps - 1) * num_seqs
+        shift = max(0, context_sum.bit_length() - bits)
+        if shift != max(0, last.bit_length() - bits):  # the stretch crosses an octave
+            attn = self.decode_attention_time
+            return [attn(num_seqs, context_sum + j * num_seqs) for j in range(steps)]
+        exact = self._decode_attention_exact
+        step = 1 << shift
+        out = []
+        lo_at = -1
+        t_lo = t_hi = 0.0
+        for c in range(context_sum, last + 1, num_seqs):
+            lo = c >> shift << shift
+            if lo != lo_at:
+                lo_at, t_lo, t_hi = lo, exact(num_seqs, lo), -1.0
+            if lo == c:
+                out.append(t_lo)
+                continue
+            if t_hi < 0.0:
+                t_hi = exact(num_seqs, lo + step)
+            w = (c - lo) / step
+            out.append((1.0 - w) * t_lo + w * t_hi)
+        return out
+
     def _decode_attention_exact(self, num_seqs: int, context_sum: int) -> float:
         key = (num_seqs, context_sum)
         v = self._attn_cache.get(key)
@@ -106,6 +135,15 @@ class IterationCostModel:
             v = self._attn_cache[key] = self.timer.op_time(op) * op.count
         return v
 
+    def prefill_attention_time(self, chunks: tuple[tuple[int, int], ...]) -> float:
+        v = self._prefill_cache.get(chunks)
+        if v is None:
+            if len(self._prefill_cache) > 200_000:  # bound memory on very long runs
+                self._prefill_cache.clear()
+            op = attn_prefill_op(chunks, self.sharded)
+            v = self._prefill_cache[chunks] = self.timer.op_time(op) * op.count
+        return v
+
     def cpu_time(self, num_seqs: int) -> float:
         """The engine's per-iteration CPU work for `num_seqs` scheduled sequences."""
         return self.overhead + self.per_seq * num_seqs
@@ -114,8 +152,7 @@ class IterationCostModel:
         """from_idle: the engine was idle, so no earlier iteration hides this one's CPU work."""
         t = self.token_time(shape.num_tokens, moe_others) + self.emit_time(shape.num_emit)
         if shape.prefill_chunks:
-            op = attn_prefill_op(shape.prefill_chunks, self.sharded)
-            t += self.timer.op_time(op) * op.count
+            t += self.prefill_attention_time(shape.prefill_chunks)
         if shape.num_decode:
             t += self.decode_attention_time(shape.num_decode, shape.decode_context)
         cpu = self.cpu_time(shape.num_seqs)
@@ -143,7 +180,9 @@ class IterationCostModel:
             knots = np.unique(np.r_[np.arange(0, steps, KNOT_STEPS), steps - 1])
             at = np.array([self.decode_attention_time(num_seqs, context_sum + int(j) * num_seqs) for j in knots])
             gpu = (base + np.interp(np.arange(steps), knots, at)).tolist()
-        elif vector is None or steps < 4:
+        elif vector is None:
+            gpu = [base + a for a in self._decode_attention_run(num_seqs, context_sum, steps)]
+        elif steps < 4:
             attn = self.decode_attention_time
             gpu = [base + attn(num_seqs, context_sum + j * num_seqs) for j in range(steps)]
         else:

@@ -103,10 +103,11 @@ class VllmV1Scheduler(Scheduler):
         # (shape_of): this loop is the simulator's hottest path.
         tokens = emit = n_dec = dec_ctx = 0
         chunks: list[tuple[int, int]] = []
-        i = 0
-        n_running = len(running)
-        while i < n_running and budget > 0:
-            req = running[i]
+        # _grow may preempt from the back of `running` while this loop walks it; a list
+        # iterator checks the length at every step, so the victims are never reached.
+        for req in running:
+            if budget <= 0:
+                break
             c = req.num_computed
             known = req.prompt_tokens + req.num_generated
             q = known - c
@@ -119,7 +120,6 @@ class VllmV1Scheduler(Scheduler):
                     preempted += 1
                     break
                 preempted += evicted
-                n_running = len(running)
             entries.append((req, q))
             budget -= q
             tokens += q
@@ -128,12 +128,10 @@ class VllmV1Scheduler(Scheduler):
                 if q == 1 and req.num_generated > 0:
                     n_dec += 1
                     dec_ctx += c
-                    i += 1
                     continue
             chunks.append((q, c))
             if req.prefix is not None and cache is not None:
                 cache.publish(req, c + q)
-            i += 1
         if not preempted:
             waiting = self.waiting
             while waiting and budget > 0 and len(running) < self.max_num_seqs:
