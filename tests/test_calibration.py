@@ -507,6 +507,17 @@ def test_decode_attention_context_knots_match_the_exact_table_time(seqs, per_seq
                                                                   rel=1e-3)
 
 
+@settings(max_examples=80, deadline=None)
+@given(seqs=st.integers(1, 300), per_seq=st.integers(1, 20_000), steps=st.integers(1, 40))
+def test_short_decode_stretch_reads_the_same_knots_as_single_steps(seqs, per_seq, steps):
+    """A short stretch looks each pair of context knots up once: the same numbers, to the
+    bit, as reading every step alone (including stretches that cross an octave)."""
+    cost = _h200_70b_tp2_cost()
+    ctx = seqs * per_seq + per_seq // 3
+    run = cost._decode_attention_run(seqs, ctx, steps)
+    assert run == [cost.decode_attention_time(seqs, ctx + j * seqs) for j in range(steps)]
+
+
 def test_gemm_table_noise_never_makes_fewer_rows_slower():
     from simulator.cost.calibrated import monotone_gemm_rows
 
