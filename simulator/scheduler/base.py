@@ -68,6 +68,12 @@ class ItlSink:
         self.values.append(value)
         self.weights.append(weight)
 
+    def add_gaps(self, ends: list[float], weight: int) -> None:
+        """The gaps between consecutive `ends`, each shared by `weight` tokens."""
+        if len(ends) > 1:
+            self.values.extend([b - a for a, b in zip(ends, ends[1:])])
+            self.weights.extend([weight] * (len(ends) - 1))
+
 
 class Scheduler:
     """Shared state and mechanics; policies override `schedule` and `admission_error`."""
@@ -302,9 +308,7 @@ class Scheduler:
         itl = self.itl
         for lt, c in gaps.items():
             itl.add(first_end - lt, c)
-        b = len(entries)
-        for i in range(1, n):
-            itl.add(ends[i] - ends[i - 1], b)
+        itl.add_gaps(ends, len(entries))
         if finished:
             self._retire(finished, last_end)
         return finished, kv_per_step
