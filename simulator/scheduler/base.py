@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import ClassVar
 
 from pydantic import Field
@@ -71,7 +72,7 @@ class ItlSink:
     def add_gaps(self, ends: list[float], weight: int) -> None:
         """The gaps between consecutive `ends`, each shared by `weight` tokens."""
         if len(ends) > 1:
-            self.values.extend([b - a for a, b in zip(ends, ends[1:])])
+            self.values.extend([b - a for a, b in pairwise(ends)])
             self.weights.extend([weight] * (len(ends) - 1))
 
 
@@ -197,16 +198,19 @@ class Scheduler:
         finished: list[Request] = []
         gaps: dict[float, int] = {}
         for req, q in step.entries:
-            req.num_computed += q
-            if req.num_computed >= req.prompt_tokens + req.num_generated:
-                if req.num_generated == 0:
-                    req.first_token_time = end
-                else:
+            c = req.num_computed + q
+            req.num_computed = c
+            g = req.num_generated
+            if c >= req.prompt_tokens + g:
+                if g:
                     lt = req.last_token_time
                     gaps[lt] = gaps.get(lt, 0) + 1
-                req.num_generated += 1
+                else:
+                    req.first_token_time = end
+                g += 1
+                req.num_generated = g
                 req.last_token_time = end
-                if req.num_generated >= req.output_tokens:
+                if g >= req.output_tokens:
                     finished.append(req)
         for lt, n in gaps.items():
             self.itl.add(end - lt, n)
@@ -295,13 +299,15 @@ class Scheduler:
             gaps[lt] = gaps.get(lt, 0) + 1
             c = req.num_computed + n
             req.num_computed = c
-            req.num_generated += n
+            g = req.num_generated + n
+            req.num_generated = g
             req.last_token_time = last_end
-            blocks = -(-c // bs)
-            if blocks > req.block_count:
-                new_blocks += blocks - req.block_count
+            held = req.block_count
+            if c > held * bs:
+                blocks = -(-c // bs)
+                new_blocks += blocks - held
                 req.block_count = blocks
-            if req.num_generated >= req.output_tokens:
+            if g >= req.output_tokens:
                 finished.append(req)
         if new_blocks:
             kv.allocate(new_blocks)

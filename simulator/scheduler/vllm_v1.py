@@ -109,8 +109,21 @@ class VllmV1Scheduler(Scheduler):
             if budget <= 0:
                 break
             c = req.num_computed
-            known = req.prompt_tokens + req.num_generated
-            q = known - c
+            g = req.num_generated
+            q = req.prompt_tokens + g - c
+            if q == 1 and g:
+                # A decode, the common case: one token, and a block at each block boundary.
+                if c >= req.block_count * bs:
+                    evicted = self._grow(req, -(-(c + 1) // bs) - req.block_count)
+                    if evicted < 0:
+                        preempted += 1
+                        break
+                    preempted += evicted
+                entries.append((req, 1))
+                budget -= 1
+                n_dec += 1
+                dec_ctx += c
+                continue
             if q > budget:
                 q = budget
             need = -(-(c + q) // bs) - req.block_count
@@ -123,15 +136,13 @@ class VllmV1Scheduler(Scheduler):
             entries.append((req, q))
             budget -= q
             tokens += q
-            if c + q >= known:
+            if c + q >= req.prompt_tokens + g:
                 emit += 1
-                if q == 1 and req.num_generated > 0:
-                    n_dec += 1
-                    dec_ctx += c
-                    continue
             chunks.append((q, c))
             if req.prefix is not None and cache is not None:
                 cache.publish(req, c + q)
+        tokens += n_dec  # each decode is one token, and emits one
+        emit += n_dec
         if not preempted:
             waiting = self.waiting
             while waiting and budget > 0 and len(running) < self.max_num_seqs:
