@@ -270,13 +270,11 @@ class Simulation:
             service = self._frontend_fixed + self._frontend_per_token * req.prompt_tokens
             ready = max(self.env.now, self._frontend_free) + service
             self._frontend_free = ready
-            self.env.process(self._deliver_at(req, ready + self._frontend_latency))
+            # One timeout with a callback, not a process: a third of the events per request.
+            self.env.timeout(ready + self._frontend_latency - self.env.now).callbacks.append(
+                lambda _event, req=req: self._route(req))
         else:
             self._route(req)
-
-    def _deliver_at(self, req: Request, when: float):
-        yield self.env.timeout(when - self.env.now)
-        self._route(req)
 
     def _route(self, req: Request) -> None:
         self.replicas[self.router.choose(self.replicas, req)].submit(req)
