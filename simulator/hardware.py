@@ -732,6 +732,35 @@ _GPUS: list[GPUSpec] = [
         kernel_tables_from="b300",
     ),
     GPUSpec(
+        name="rtx-pro-6000",
+        display_name="NVIDIA RTX PRO 6000 Blackwell Server Edition 96GB",
+        vendor="nvidia",
+        memory_gb=96.0,  # NVIDIA RTX PRO 6000 Blackwell datasheet: 96 GB GDDR7 with ECC
+        usable_memory_gib=97887 / 1024,  # nvidia-smi 97887 MiB (aiconfigurator-core 0.12 rtx_pro_6000_server.yaml)
+        hbm_tbps=1.792,  # NVIDIA RTX PRO 6000 Blackwell: 512-bit GDDR7 at 28 Gbps = 1,792 GB/s
+        # NVIDIA RTX PRO 6000 Blackwell: 4,000 AI TOPS (FP4, 2:4 sparse) and 125 TFLOPS FP32 at
+        # ~2.6 GHz boost; dense FP4 2,000, FP8/INT8 1,000, BF16/FP16 500, TF32 250. (The
+        # aiconfigurator system file scales these to the 2,430 MHz its node reported: 1,871 /
+        # 936 / 468; the shipped kernel tables carry whatever clock the card held.)
+        peak_tflops={
+            "fp32": 125.0,
+            "tf32": 250.0,
+            "bf16": 500.0,
+            "fp16": 500.0,
+            "fp8": 1000.0,
+            "int8": 1000.0,
+            "fp4": 2000.0,
+        },
+        num_sms=188,  # NVIDIA RTX PRO 6000 Blackwell: 24,064 CUDA cores = 188 SMs of GB202
+        l2_cache_mb=128.0,  # GB202 with its full 128 MB L2 (RTX PRO 6000 launch coverage)
+        intra_node_link=_PCIE5,  # no NVLink: peer traffic over PCIe Gen5 (rtx_pro_6000_server.yaml)
+        inter_node_link=_ETH_200G,  # estimate: a PCIe server with one 200 Gb/s NIC per GPU
+        pcie=_PCIE5,  # NVIDIA RTX PRO 6000 Blackwell: PCIe Gen5 x16
+        cost_per_gpu_hour=1.8,  # estimate: no public on-demand list price checked; override per plan
+        aliases=("rtx_pro_6000_server", "rtx-pro-6000-server", "rtx-pro-6000-blackwell",
+                 "rtx-pro-6000-blackwell-server", "rtx-pro-6000-96gb", "rtxpro6000"),
+    ),
+    GPUSpec(
         name="mi300x",
         display_name="AMD Instinct MI300X 192GB",
         vendor="amd",

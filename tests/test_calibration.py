@@ -143,7 +143,8 @@ def test_unknown_profile_name_lists_shipped_ones():
 
 
 # -- shipped profiles -------------------------------------------------------------------------
-@pytest.mark.parametrize("name", ["h100_sxm-vllm", "h200_sxm-vllm", "a100_sxm-vllm", "b200_sxm-vllm", "l40s-vllm"])
+@pytest.mark.parametrize("name", ["h100_sxm-vllm", "h200_sxm-vllm", "a100_sxm-vllm", "b200_sxm-vllm", "l40s-vllm",
+                                  "rtx_pro_6000_server-vllm"])
 def test_shipped_profiles(name):
     assert name in shipped_profiles()
     path = resolve_profile(name)
@@ -163,6 +164,24 @@ def test_shipped_profiles(name):
                 assert timer.source_of(op) == "profile"
                 assert 0 < timer.op_time(op) < 1.0
     assert "NVIDIA" in (PROFILES_DIR / "NOTICE").read_text()
+
+
+def test_table_rows_that_ran_from_l2_are_read_at_dram_speed_at_most():
+    """L40S decode-attention rows with less KV than its 96 MB L2 ran from cache (up to ~2.8x
+    the DRAM rate); a serving step reads KV from DRAM, so the timer floors them there and
+    leaves rows far larger than L2 as measured."""
+    gpu = get_gpu("l40s")
+    timer = calibrated_backend(gpu, CostModelConfig(), "l40s-vllm")
+    sm = ShardedModel.build(get_model("llama-3.1-8b"), 1, 1, "bf16", "bf16", "bf16", 8)
+    dram = gpu.hbm_tbps * 1e12
+    small = attn_decode_op(64, 64 * 256, sm)  # 4 KiB of KV per token per layer: ~68 MB
+    assert 60e6 < small.bytes < 80e6
+    table = timer.models["attn_decode"].predict(small)
+    assert table < 0.8 * small.bytes / dram  # the row beat DRAM
+    assert timer.op_time(small) == pytest.approx(small.bytes / dram, rel=1e-9)
+    large = attn_decode_op(64, 64 * 2048, sm)  # ~537 MB: from DRAM in the table too
+    assert timer.op_time(large) == pytest.approx(timer.models["attn_decode"].predict(large), rel=1e-9)
+    assert timer.op_time(large) > large.bytes / dram
 
 
 def test_fp8_kv_attention_reads_the_fp8_kernel_rows():
