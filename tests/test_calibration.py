@@ -144,7 +144,7 @@ def test_unknown_profile_name_lists_shipped_ones():
 
 # -- shipped profiles -------------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["h100_sxm-vllm", "h200_sxm-vllm", "a100_sxm-vllm", "b200_sxm-vllm", "l40s-vllm",
-                                  "rtx_pro_6000_server-vllm"])
+                                  "rtx_pro_6000_server-vllm", "gb300-vllm"])
 def test_shipped_profiles(name):
     assert name in shipped_profiles()
     path = resolve_profile(name)
@@ -449,12 +449,13 @@ def test_profile_auto_picks_the_shipped_profile_of_the_gpu():
 
     assert shipped_profile_for(get_gpu("h200")) == "h200_sxm-vllm"
     assert shipped_profile_for(get_gpu("a100-80gb-sxm")) == "a100_sxm-vllm"
+    assert shipped_profile_for(get_gpu("rtx-pro-6000")) == "rtx_pro_6000_server-vllm"
     with pytest.raises(ServesimError, match="no shipped calibration profile"):
         shipped_profile_for(get_gpu("l4"))
 
 
 def test_a_gpu_without_tables_borrows_those_of_its_die():
-    """GB200 has no shipped tables; it runs B200's kernels (same die), not the roofline."""
+    """GB200 ships no tables of its own; it runs B200's kernels (same die), not the roofline."""
     from simulator.cost.calibrated import shipped_profile_for
     from simulator.hardware import get_gpu
 
@@ -463,7 +464,9 @@ def test_a_gpu_without_tables_borrows_those_of_its_die():
     assert shipped_profile_for(gb200) == "b200_sxm-vllm"
     timer = COST_BACKENDS["auto"](gb200, CostModelConfig(), None)
     assert isinstance(timer, CalibratedTimer) and timer.profile.metadata.gpu == "b200"
-    assert shipped_profile_for(get_gpu("GB300")) == "b300_sxm-vllm"  # Blackwell Ultra's die
+    # GB300 has tables of its own, which win over those of its die (B300's).
+    assert get_gpu("GB300").kernel_tables_from == "b300"
+    assert shipped_profile_for(get_gpu("GB300")) == "gb300-vllm"
     # Borrowing goes one way only: B200 does not accept a profile made on another GPU.
     with pytest.raises(ConfigError, match="measured on h100-sxm"):
         COST_BACKENDS["auto"](get_gpu("b200"), CostModelConfig(), "h100_sxm-vllm")

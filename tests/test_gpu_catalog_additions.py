@@ -19,7 +19,7 @@ from simulator.hardware import GPU_CATALOG, get_gpu
 
 NEW_GPUS = (
     "h800", "h20", "a800-80gb-sxm", "gh200", "gh200-144gb", "h100-nvl", "l40", "rtx-a6000",
-    "rtx-4090", "a10", "mi325x",
+    "rtx-4090", "a10", "mi325x", "rtx-pro-6000",
 )  # fmt: skip
 
 

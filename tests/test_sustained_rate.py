@@ -55,6 +55,7 @@ def test_the_shipped_tables_slow_fp8_on_hopper_and_blackwell_only():
     b200 = fractions("b200", "b200_sxm-vllm")
     assert set(b200) == {"fp8", "fp4"} and all(0.7 < f < 0.85 for f in b200.values())
     assert fractions("a100-80gb", "a100_sxm-vllm") == {}
+    assert fractions("rtx-pro-6000", "rtx_pro_6000_server-vllm") == {}  # no long row slows down
     assert calibrated_backend(get_gpu("h200"), CostModelConfig(sustained_tensor_rate=False),
                               "h200_sxm-vllm").sustained == {}
 
