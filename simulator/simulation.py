@@ -270,7 +270,7 @@ class Simulation:
             service = self._frontend_fixed + self._frontend_per_token * req.prompt_tokens
             ready = max(self.env.now, self._frontend_free) + service
             self._frontend_free = ready
-            # One timeout with a callback, not a process: a third of the events per request.
+            # A timeout with a callback: one event, where a process takes three (start, wait, end).
             self.env.timeout(ready + self._frontend_latency - self.env.now).callbacks.append(
                 lambda _event, req=req: self._route(req))
         else:

@@ -136,6 +136,7 @@ class IterationCostModel:
         return v
 
     def prefill_attention_time(self, chunks: tuple[tuple[int, int], ...]) -> float:
+        """One iteration's prefill attention over all layers, for its (new, prior) chunks."""
         v = self._prefill_cache.get(chunks)
         if v is None:
             if len(self._prefill_cache) > 200_000:  # bound memory on very long runs
