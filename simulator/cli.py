@@ -265,14 +265,19 @@ def explain_cmd(
 
 @list_app.command("gpus")
 def list_gpus() -> None:
-    """GPUs in the catalog."""
+    """GPUs in the catalog, and the kernel tables `cost_model.backend: auto` times each with."""
+    from simulator.cost.calibrated import NoShippedProfileError, shipped_profile_for
     from simulator.hardware import GPU_CATALOG
 
-    table = Table("name", "GPU", "memory GB", "HBM TB/s", "bf16 TFLOP/s", "fp8 TFLOP/s", "$/h")
+    table = Table("name", "GPU", "memory GB", "HBM TB/s", "bf16 TFLOP/s", "fp8 TFLOP/s", "$/h", "kernel tables")
     for g in GPU_CATALOG.values():
+        try:
+            tables = shipped_profile_for(g)
+        except NoShippedProfileError:
+            tables = "— (roofline)"
         table.add_row(g.name, g.display_name, f"{g.memory_gb:g}", f"{g.hbm_tbps:g}",
                       f"{g.peak_tflops.get('bf16', 0):g}", f"{g.peak_tflops.get('fp8', 0):g}",
-                      f"{g.cost_per_gpu_hour:.2f}")
+                      f"{g.cost_per_gpu_hour:.2f}", tables)
     console.print(table)
 
 

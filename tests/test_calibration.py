@@ -184,6 +184,17 @@ def test_table_rows_that_ran_from_l2_are_read_at_dram_speed_at_most():
     assert timer.op_time(large) > large.bytes / dram
 
 
+def test_a_profiles_gpu_is_read_from_its_metadata_alone(tmp_path):
+    from calibration.profile import profile_gpu
+
+    for name in shipped_profiles():
+        assert profile_gpu(name) == load_profile(name).metadata.gpu
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(CalibrationError):
+        profile_gpu(bad)
+
+
 def test_fp8_kv_attention_reads_the_fp8_kernel_rows():
     """An FP8 KV cache is timed from the FP8-KV kernel's own rows, not the bf16 kernel at half
     the bytes: on H200 (vLLM FA3) a 32 x 4096-token decode measures 103.7 us in fp8 against

@@ -112,6 +112,17 @@ def test_list_commands(what, capsys, monkeypatch):
     assert expected in text
 
 
+def test_list_gpus_names_the_kernel_tables_auto_uses(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "300")
+    assert cli("list", "gpus") == 0
+    rows = {line.split("│")[1].strip(): line.split("│")[-2].strip()
+            for line in capsys.readouterr().out.splitlines() if line.startswith("│")}
+    assert rows["h200"] == "h200_sxm-vllm"
+    assert rows["gb200"] == "b200_sxm-vllm"  # its die's tables
+    assert rows["gb300"] == "gb300-vllm"  # its own
+    assert rows["h20"] == "— (roofline)"
+
+
 def test_help_exits_zero(capsys):
     assert cli("--help") == 0
     assert "run" in capsys.readouterr().out

@@ -43,6 +43,7 @@ from calibration.profile import (
     FamilyFit,
     Profile,
     load_profile,
+    profile_gpu,
     resolve_profile,
     shipped_profiles,
 )
@@ -751,12 +752,12 @@ def shipped_profile_for(gpu: GPUSpec, backend: str = "vllm") -> str:
     ordered = sorted(names, key=lambda n: (not n.endswith(f"-{backend}"), n))
 
     def measured_on(name: str) -> str | None:
-        gpu_id = load_profile(name).metadata.gpu
+        gpu_id = profile_gpu(name)
         return get_gpu(gpu_id).name if gpu_id is not None else None
 
     def named_for(name: str) -> str | None:
-        # Shipped files are named <system>-<backend>; parsing one takes ~0.3 s, so read
-        # only those whose name points at the GPU, and the metadata decides.
+        # Shipped files are named <system>-<backend>; reading one's metadata takes ~0.1 s,
+        # so read only those whose name points at the GPU first, and the metadata decides.
         try:
             return get_gpu(name.rsplit("-", 1)[0]).name
         except CatalogError:
