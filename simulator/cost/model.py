@@ -90,9 +90,10 @@ class IterationCostModel:
 
     def decode_attention_time(self, num_seqs: int, context_sum: int) -> float:
         if self._knotted:
-            step = 1 << max(0, context_sum.bit_length() - 1 - CONTEXT_KNOT_BITS)
-            lo = context_sum - context_sum % step
+            shift = max(0, context_sum.bit_length() - 1 - CONTEXT_KNOT_BITS)
+            lo = context_sum >> shift << shift  # the knot at or below; knots are 2**shift apart
             if lo != context_sum:
+                step = 1 << shift
                 w = (context_sum - lo) / step
                 return ((1.0 - w) * self._decode_attention_exact(num_seqs, lo)
                         + w * self._decode_attention_exact(num_seqs, lo + step))
@@ -101,10 +102,9 @@ class IterationCostModel:
     def _decode_attention_run(self, num_seqs: int, context_sum: int, steps: int) -> list[float]:
         """decode_attention_time at context_sum + j * num_seqs for j < steps, the same
         numbers, with each pair of knots looked up once for the steps between them."""
-        bits = CONTEXT_KNOT_BITS + 1
         last = context_sum + (steps - 1) * num_seqs
-        shift = max(0, context_sum.bit_length() - bits)
-        if shift != max(0, last.bit_length() - bits):  # the stretch crosses an octave
+        shift = max(0, context_sum.bit_length() - 1 - CONTEXT_KNOT_BITS)  # as decode_attention_time
+        if shift != max(0, last.bit_length() - 1 - CONTEXT_KNOT_BITS):  # the stretch crosses an octave
             attn = self.decode_attention_time
             return [attn(num_seqs, context_sum + j * num_seqs) for j in range(steps)]
         exact = self._decode_attention_exact
