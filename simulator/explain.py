@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from simulator.config import LoadedScenario
 from simulator.cost import sustained_rates_used
 from simulator.cost.model import IterationCostModel
-from simulator.cost.ops import IterationShape, iteration_ops
+from simulator.cost.ops import IterationShape
 from simulator.errors import ConfigError
 from simulator.simulation import Simulation
 
@@ -41,7 +41,7 @@ def _sources(cost: IterationCostModel, shape: IterationShape) -> dict[str, str]:
     """Where each op's time comes from (the first op of each name decides)."""
     source_of = getattr(cost.timer, "source_of", None)
     out: dict[str, str] = {}
-    for op in iteration_ops(shape, cost.sharded):
+    for op in cost.ops(shape):
         out.setdefault(op.name, source_of(op) if source_of else "roofline")
     return out
 

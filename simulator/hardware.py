@@ -10,6 +10,7 @@ Prices are defaults for cost reports, meant to be overridden by the user.
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 from pydantic import Field, model_validator
 
@@ -59,6 +60,9 @@ class GPUSpec(StrictModel):
     name: str
     display_name: str
     vendor: str
+    # GPU generation: which kernels an engine runs on it (vLLM's attention back end on
+    # Hopper is FlashAttention-3, on Blackwell FlashInfer/TRT-LLM); "" if unknown.
+    architecture: Literal["", "ampere", "ada", "hopper", "blackwell", "cdna3"] = ""
     memory_gb: float = Field(gt=0)  # datasheet capacity, GB (1e9 B)
     usable_memory_gib: float = Field(gt=0)  # driver-reported total, GiB
     hbm_tbps: float = Field(gt=0)  # datasheet memory bandwidth, TB/s (1e12 B/s)
@@ -225,6 +229,7 @@ _GPUS: list[GPUSpec] = [
         name="h100-sxm",
         display_name="NVIDIA H100 SXM5 80GB",
         vendor="nvidia",
+        architecture="hopper",
         memory_gb=80.0,  # NVIDIA H100 Tensor Core GPU datasheet (SXM): 80 GB HBM3
         # nvidia-smi reports 81559 MiB (modal-labs/modal-client PR #2797 lists per-GPU
         # totals). cudaMemGetInfo's total is ~0.5 GiB lower (a vLLM H100 OOM reports
@@ -247,6 +252,7 @@ _GPUS: list[GPUSpec] = [
         name="h100-pcie",
         display_name="NVIDIA H100 PCIe 80GB",
         vendor="nvidia",
+        architecture="hopper",
         memory_gb=80.0,  # NVIDIA H100 datasheet (PCIe): 80 GB HBM2e
         usable_memory_gib=81559 / 1024,  # estimate: same 80 GB part as SXM, 81559 MiB
         hbm_tbps=2.0,  # NVIDIA H100 datasheet (PCIe): 2 TB/s
@@ -274,6 +280,7 @@ _GPUS: list[GPUSpec] = [
         name="h100-nvl",
         display_name="NVIDIA H100 NVL 94GB",
         vendor="nvidia",
+        architecture="hopper",
         memory_gb=94.0,  # NVIDIA H100 datasheet (H100 NVL): 94 GB HBM3
         usable_memory_gib=95830 / 1024,  # nvidia-smi reports 95830 MiB on H100 NVL (public logs)
         hbm_tbps=3.9,  # NVIDIA H100 datasheet (H100 NVL): 3.9 TB/s
@@ -304,6 +311,7 @@ _GPUS: list[GPUSpec] = [
         name="h200",
         display_name="NVIDIA H200 SXM 141GB",
         vendor="nvidia",
+        architecture="hopper",
         memory_gb=141.0,  # NVIDIA H200 datasheet (SXM): 141 GB HBM3e
         usable_memory_gib=143771 / 1024,  # nvidia-smi reports 143771 MiB on H200 SXM
         hbm_tbps=4.8,  # NVIDIA H200 datasheet (SXM): 4.8 TB/s
@@ -321,6 +329,7 @@ _GPUS: list[GPUSpec] = [
         name="h800",
         display_name="NVIDIA H800 SXM5 80GB",
         vendor="nvidia",
+        architecture="hopper",
         memory_gb=80.0,  # NVIDIA H800 product brief (SXM): 80 GB HBM3, as H100 SXM
         usable_memory_gib=81559 / 1024,  # nvidia-smi reports 81559 MiB on H800 (public logs), as H100
         hbm_tbps=3.35,  # NVIDIA H800 product brief (SXM): 3.35 TB/s, as H100 SXM
@@ -340,6 +349,7 @@ _GPUS: list[GPUSpec] = [
         name="h20",
         display_name="NVIDIA H20 96GB",
         vendor="nvidia",
+        architecture="hopper",
         memory_gb=96.0,  # NVIDIA H20 datasheet: 96 GB HBM3
         usable_memory_gib=97871 / 1024,  # nvidia-smi reports 97871 MiB on H20 (public logs)
         hbm_tbps=4.0,  # NVIDIA H20 datasheet: 4.0 TB/s
@@ -367,6 +377,7 @@ _GPUS: list[GPUSpec] = [
         name="gh200",
         display_name="NVIDIA GH200 96GB HBM3 (Grace Hopper)",
         vendor="nvidia",
+        architecture="hopper",
         memory_gb=96.0,  # NVIDIA GH200 Grace Hopper Superchip datasheet: 96 GB HBM3
         usable_memory_gib=97871 / 1024,  # nvidia-smi reports 97871 MiB on "NVIDIA GH200 480GB"
         hbm_tbps=4.0,  # NVIDIA GH200 datasheet: 4 TB/s (96 GB HBM3)
@@ -386,6 +397,7 @@ _GPUS: list[GPUSpec] = [
         name="gh200-144gb",
         display_name="NVIDIA GH200 144GB HBM3e (Grace Hopper)",
         vendor="nvidia",
+        architecture="hopper",
         memory_gb=144.0,  # NVIDIA GH200 datasheet: 144 GB HBM3e
         usable_memory_gib=146831 / 1024,  # nvidia-smi reports 146831 MiB on "NVIDIA GH200 144G HBM3e"
         hbm_tbps=4.9,  # NVIDIA GH200 datasheet: 4.9 TB/s (144 GB HBM3e)
@@ -405,6 +417,7 @@ _GPUS: list[GPUSpec] = [
         name="a100-80gb-sxm",
         display_name="NVIDIA A100 SXM4 80GB",
         vendor="nvidia",
+        architecture="ampere",
         memory_gb=80.0,  # NVIDIA A100 datasheet: 80 GB HBM2e
         # nvidia-smi reports 81920 MiB (modal-labs/modal-client PR #2797); torch OOM messages
         # show cudaMemGetInfo totals of 79.1-79.3 GiB.
@@ -424,6 +437,7 @@ _GPUS: list[GPUSpec] = [
         name="a100-40gb",
         display_name="NVIDIA A100 SXM4 40GB",
         vendor="nvidia",
+        architecture="ampere",
         memory_gb=40.0,  # NVIDIA A100 datasheet: 40 GB HBM2
         usable_memory_gib=40960 / 1024,  # nvidia-smi 40960 MiB (modal-client PR #2797)
         hbm_tbps=1.555,  # NVIDIA A100 datasheet (40GB): 1,555 GB/s
@@ -441,6 +455,7 @@ _GPUS: list[GPUSpec] = [
         name="a800-80gb-sxm",
         display_name="NVIDIA A800 SXM4 80GB",
         vendor="nvidia",
+        architecture="ampere",
         memory_gb=80.0,  # NVIDIA A800 datasheet: 80 GB HBM2e
         usable_memory_gib=81920 / 1024,  # nvidia-smi reports 81920 MiB on A800-SXM4-80GB (public logs)
         hbm_tbps=2.039,  # NVIDIA A800 datasheet (80GB SXM): 2,039 GB/s, as A100
@@ -460,6 +475,7 @@ _GPUS: list[GPUSpec] = [
         name="l40s",
         display_name="NVIDIA L40S 48GB",
         vendor="nvidia",
+        architecture="ada",
         memory_gb=48.0,  # NVIDIA L40S datasheet: 48 GB GDDR6 with ECC
         usable_memory_gib=46068 / 1024,  # nvidia-smi 46068 MiB (modal-client PR #2797)
         hbm_tbps=0.864,  # NVIDIA L40S datasheet: 864 GB/s
@@ -485,6 +501,7 @@ _GPUS: list[GPUSpec] = [
         name="l40",
         display_name="NVIDIA L40 48GB",
         vendor="nvidia",
+        architecture="ada",
         memory_gb=48.0,  # NVIDIA L40 datasheet: 48 GB GDDR6 with ECC
         usable_memory_gib=46068 / 1024,  # nvidia-smi reports 46068 MiB on L40 with ECC on (public logs)
         hbm_tbps=0.864,  # NVIDIA L40 datasheet: 864 GB/s
@@ -511,6 +528,7 @@ _GPUS: list[GPUSpec] = [
         name="l4",
         display_name="NVIDIA L4 24GB",
         vendor="nvidia",
+        architecture="ada",
         memory_gb=24.0,  # NVIDIA L4 datasheet: 24 GB GDDR6
         usable_memory_gib=23034 / 1024,  # nvidia-smi 23034 MiB (modal-client PR #2797)
         hbm_tbps=0.3,  # NVIDIA L4 datasheet: 300 GB/s
@@ -536,6 +554,7 @@ _GPUS: list[GPUSpec] = [
         name="a10g",
         display_name="NVIDIA A10G 24GB",
         vendor="nvidia",
+        architecture="ampere",
         memory_gb=24.0,  # AWS EC2 G5 page: A10G with 24 GB GDDR6
         usable_memory_gib=23028 / 1024,  # nvidia-smi 23028 MiB on g5 (NVIDIA/DCGM issue #232)
         hbm_tbps=0.6,  # AWS/NVIDIA A10-class GA102: 600 GB/s
@@ -555,6 +574,7 @@ _GPUS: list[GPUSpec] = [
         name="a10",
         display_name="NVIDIA A10 24GB",
         vendor="nvidia",
+        architecture="ampere",
         memory_gb=24.0,  # NVIDIA A10 datasheet: 24 GB GDDR6
         usable_memory_gib=23028 / 1024,  # nvidia-smi reports 23028 MiB on A10 (public logs), as A10G
         hbm_tbps=0.6,  # NVIDIA A10 datasheet: 600 GB/s
@@ -574,6 +594,7 @@ _GPUS: list[GPUSpec] = [
         name="rtx-a6000",
         display_name="NVIDIA RTX A6000 48GB",
         vendor="nvidia",
+        architecture="ampere",
         memory_gb=48.0,  # NVIDIA RTX A6000 datasheet: 48 GB GDDR6 with ECC
         usable_memory_gib=49140 / 1024,  # nvidia-smi reports 49140 MiB on RTX A6000 (public logs)
         hbm_tbps=0.768,  # NVIDIA RTX A6000 datasheet: 768 GB/s
@@ -595,6 +616,7 @@ _GPUS: list[GPUSpec] = [
         name="rtx-4090",
         display_name="NVIDIA GeForce RTX 4090 24GB",
         vendor="nvidia",
+        architecture="ada",
         memory_gb=24.0,  # NVIDIA Ada whitepaper (RTX 4090): 24 GB GDDR6X
         usable_memory_gib=24564 / 1024,  # nvidia-smi reports 24564 MiB on RTX 4090 (public logs)
         hbm_tbps=1.008,  # NVIDIA Ada whitepaper (RTX 4090): 1,008 GB/s
@@ -625,6 +647,7 @@ _GPUS: list[GPUSpec] = [
         name="b200",
         display_name="NVIDIA B200 180GB",
         vendor="nvidia",
+        architecture="blackwell",
         memory_gb=180.0,  # NVIDIA DGX/HGX B200 datasheet: 1,440 GB HBM3e for 8 GPUs
         usable_memory_gib=183359 / 1024,  # nvidia-smi 183359 MiB (NVIDIA/TensorRT-LLM #10278)
         # NVIDIA DGX B200 datasheet: 64 TB/s for 8 GPUs. Driver-reported bus width implies
@@ -653,6 +676,7 @@ _GPUS: list[GPUSpec] = [
         name="gb200",
         display_name="NVIDIA GB200 (Blackwell GPU of a GB200 NVL72)",
         vendor="nvidia",
+        architecture="blackwell",
         memory_gb=186.0,  # NVIDIA GB200 NVL72 datasheet: 13.4 TB HBM3e for 72 GPUs
         # Estimate: B200's nvidia-smi / datasheet ratio (183359 MiB / 180 GB) applied to 186 GB.
         usable_memory_gib=189471 / 1024,
@@ -681,6 +705,7 @@ _GPUS: list[GPUSpec] = [
         name="b300",
         display_name="NVIDIA B300 288GB (Blackwell Ultra)",
         vendor="nvidia",
+        architecture="blackwell",
         memory_gb=288.0,  # NVIDIA Blackwell Ultra datasheet: 288 GB HBM3e per GPU
         usable_memory_gib=275040 / 1024,  # nvidia-smi 275040 MiB (aiconfigurator-core 0.12 b300_sxm.yaml)
         hbm_tbps=7.75,  # NVIDIA Blackwell Ultra datasheet: 62 TB/s for 8 GPUs (as b300_sxm.yaml)
@@ -707,6 +732,7 @@ _GPUS: list[GPUSpec] = [
         name="gb300",
         display_name="NVIDIA GB300 (Blackwell Ultra GPU of a GB300 NVL72)",
         vendor="nvidia",
+        architecture="blackwell",
         memory_gb=288.0,  # NVIDIA GB300 NVL72 datasheet: 20.7 TB HBM3e for 72 GPUs (288 GB each)
         usable_memory_gib=275040 / 1024,  # estimate: B300's nvidia-smi total (same 288 GB HBM3e stacks)
         hbm_tbps=8.0,  # NVIDIA GB300 NVL72 datasheet: 576 TB/s for 72 GPUs
@@ -735,6 +761,7 @@ _GPUS: list[GPUSpec] = [
         name="rtx-pro-6000",
         display_name="NVIDIA RTX PRO 6000 Blackwell Server Edition 96GB",
         vendor="nvidia",
+        architecture="blackwell",
         memory_gb=96.0,  # NVIDIA RTX PRO 6000 Blackwell datasheet: 96 GB GDDR7 with ECC
         usable_memory_gib=97887 / 1024,  # nvidia-smi 97887 MiB (aiconfigurator-core 0.12 rtx_pro_6000_server.yaml)
         hbm_tbps=1.792,  # NVIDIA RTX PRO 6000 Blackwell: 512-bit GDDR7 at 28 Gbps = 1,792 GB/s
@@ -764,6 +791,7 @@ _GPUS: list[GPUSpec] = [
         name="mi300x",
         display_name="AMD Instinct MI300X 192GB",
         vendor="amd",
+        architecture="cdna3",
         memory_gb=192.0,  # AMD Instinct MI300X datasheet: 192 GB HBM3
         usable_memory_gib=191.98,  # estimate: HIP/torch total for 192 GiB of HBM3
         hbm_tbps=5.3,  # AMD Instinct MI300X datasheet: 5.3 TB/s
@@ -784,6 +812,7 @@ _GPUS: list[GPUSpec] = [
         name="mi325x",
         display_name="AMD Instinct MI325X 256GB",
         vendor="amd",
+        architecture="cdna3",
         memory_gb=256.0,  # AMD Instinct MI325X datasheet: 256 GB HBM3E
         usable_memory_gib=255.98,  # estimate: as mi300x, HIP/torch total for 256 GiB of HBM3E
         hbm_tbps=6.0,  # AMD Instinct MI325X datasheet: 6 TB/s

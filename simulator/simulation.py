@@ -19,6 +19,7 @@ from simulator.cluster import DisaggregatedCluster, Replica
 from simulator.config import LoadedScenario, ParallelismConfig, Scenario
 from simulator.cost import COST_BACKENDS, IterationCostModel, ShardedModel, kernel_times_source
 from simulator.cost.model import DataParallelRankCost
+from simulator.cost.releases import decode_attention_model
 from simulator.engine import Engine
 from simulator.errors import ConfigError, DoesNotFitError, ExpertSplitError
 from simulator.hardware import LINKS, GPUSpec, get_gpu
@@ -193,6 +194,9 @@ class Simulation:
         self.memory, self.sharded, self.cost = main.memory, main.sharded, main.cost
         dtypes = {d for p in self.pools.values() for d in (p.sharded.gemm_dtype, p.sharded.expert_gemm_dtype)}
         self.kernel_times = kernel_times_source(timer, dtypes)
+        if any(p.cost.decode_sharded is not p.sharded for p in self.pools.values()):
+            self.kernel_times += (f"; FP8-KV decode attention at the BF16 kernel's speed "
+                                  f"(vLLM {sc.cost_model.engine_version}: FA3 decode tiles untuned)")
         self.workload = workload if workload is not None else build_workload(sc.workload, loaded.base_dir)
 
     def _plan(self, tp: int, pp: int, replicas: int, timer, role: str | None = None,
@@ -219,9 +223,11 @@ class Simulation:
                                      sc.model.activation_dtype, sc.model.kv_dtype,
                                      sc.hardware.gpus_per_node, sc.model.expert_weight_dtype, dp,
                                      expert_parallel)
+        decode = decode_attention_model(sharded, self.gpu, sc.cost_model.engine_version)
         return InstancePlan(tp, pp, replicas, memory, sharded,
                             IterationCostModel(sharded, timer, sc.cost_model,
-                                               overlap_cpu=getattr(sc.scheduler, "async_scheduling", False)), dp)
+                                               overlap_cpu=getattr(sc.scheduler, "async_scheduling", False),
+                                               decode_sharded=decode), dp)
 
     # -- wiring ------------------------------------------------------------------------
     def _build_engines(self, env, itl, log, plan: InstancePlan, first: int = 0,

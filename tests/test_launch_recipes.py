@@ -31,12 +31,12 @@ def test_a_grid_row_gets_its_harness_flags_after_the_precision_mapping(tmp_path)
 
 
 def test_rows_off_the_grid_other_models_and_no_recipes_keep_the_base_flags(tmp_path):
-    off_grid, llama, gpt_h100 = _runs(
+    off_grid, llama_b200, gpt_h100 = _runs(
         tmp_path,
         "b200_sxm,MiniMaxAI/MiniMax-M2.5,fp8,2,2000,500,64,100.0,10.0",
-        "h200_sxm,meta-llama/Llama-3.1-70B,fp8,8,1024,1024,4,50.0,8.0",
+        "b200_sxm,meta-llama/Llama-3.1-70B,fp8,8,1024,1024,4,50.0,8.0",
         "h100_sxm,openai/gpt-oss-120b,fp4,2,1024,1024,4,50.0,8.0")
-    for run in (off_grid, llama, gpt_h100):
+    for run in (off_grid, llama_b200, gpt_h100):
         assert run.launch_flags is None
         assert not any(o.startswith(("memory.", "scheduler.max_num_batched")) for o in run.overrides)
     row, = _runs(tmp_path, "b200_sxm,MiniMaxAI/MiniMax-M2.5,fp8,2,1024,1024,64,100.0,10.0", recipes=False)
@@ -76,3 +76,18 @@ def test_validation_reports_the_flags_it_applied(tmp_path):
     runs = [read_measured([src], recipes=flag).runs[0] for flag in (True, False)]
     kv_tokens = [Simulation(load(BENCH, run.overrides)).memory.capacity_tokens for run in runs]
     assert kv_tokens[0] > 1.9 * kv_tokens[1]
+
+
+def test_inferencemax_llama_rows_name_the_release_their_harness_ran(tmp_path):
+    """Llama 70B FP8 on H100/H200 on the grid: the Oct 2025 template's v0.10.2 image, with
+    the script's FP8 KV cache and async scheduling. Off the grid, no recipe."""
+    h200, h100, off_grid = _runs(
+        tmp_path,
+        "h200_sxm,meta-llama/Llama-3.1-70B,fp8,8,1024,1024,4,50.0,8.0",
+        "h100_sxm,nvidia/Llama-3.3-70B-Instruct-FP8,fp8,4,8192,1024,16,50.0,8.0",
+        "h200_sxm,meta-llama/Llama-3.1-70B,fp8,8,1000,100,4,50.0,8.0")
+    for run in (h200, h100):
+        assert run.recipe_version == "0.10.2" and run.engine_version is None
+        assert {"model.kv_dtype=fp8", "scheduler.async_scheduling=true"} <= set(run.overrides)
+        assert "vLLM 0.10.2" in run.launch_flags
+    assert off_grid.recipe_version is None and off_grid.launch_flags is None

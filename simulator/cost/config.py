@@ -6,6 +6,7 @@ from typing import NamedTuple
 
 from pydantic import Field, field_validator
 
+from simulator.cost.releases import parse_version
 from simulator.strict import StrictModel
 
 
@@ -66,6 +67,11 @@ class CostModelConfig(StrictModel):
         "(measured kernel tables from hardware.profile), or `auto` (calibrated with the shipped "
         "profile for this GPU when one exists, roofline otherwise)")
     engine: str = Field("vllm-v1", description=f"serving-engine generation, which sets the software overheads: {', '.join(ENGINES)}")
+    engine_version: str | None = Field(
+        None, description="the vLLM release being simulated (MAJOR.MINOR[.PATCH]) where its kernels differ "
+        "from those the kernel tables time (vLLM 0.24): before 0.11.1 (0.11.0 for head_dim 64), FP8-KV decode "
+        "attention on Hopper runs at the BF16 kernel's speed (simulator/cost/releases.py); null: the tables' "
+        "own release. Scheduler defaults are set by their own fields")
     kernel_latency_us: float | None = Field(
         None, ge=0, description="fixed cost per kernel, µs; default from `engine`")
     framework_overhead_ms: float | None = Field(
@@ -92,6 +98,15 @@ class CostModelConfig(StrictModel):
     def _known_engine(cls, v: str) -> str:
         if v not in ENGINES:
             raise ValueError(f"unknown engine {v!r}; use one of: {', '.join(ENGINES)}")
+        return v
+
+    @field_validator("engine_version", mode="before")
+    @classmethod
+    def _release_number(cls, v: object) -> object:
+        if isinstance(v, int | float):  # YAML reads 0.10 as the number 0.1
+            raise ValueError(f"{v!r} is a number; quote the release so YAML keeps it as written, e.g. '0.10.2'")
+        if isinstance(v, str) and parse_version(v) is None:
+            raise ValueError(f"{v!r} is not a vLLM release number; give it as MAJOR.MINOR[.PATCH], e.g. 0.10.2")
         return v
 
     def overheads(self) -> EngineOverhead:

@@ -45,8 +45,11 @@ class IterationCostModel:
     """Predicts the duration of one scheduler iteration of one (virtual) engine."""
 
     def __init__(self, sharded: ShardedModel, timer: OpTimer, config: CostModelConfig,
-                 overlap_cpu: bool = False):
+                 overlap_cpu: bool = False, decode_sharded: ShardedModel | None = None):
         self.sharded = sharded
+        # Decode attention's dimensions: the model's own, or those of the kernel an older
+        # release ran (cost/releases.py).
+        self.decode_sharded = decode_sharded or sharded
         self.timer = timer
         engine = config.overheads()
         self.overhead = engine.framework_overhead_ms * 1e-3
@@ -131,7 +134,7 @@ class IterationCostModel:
         if v is None:
             if len(self._attn_cache) > 500_000:  # bound memory on very long runs
                 self._attn_cache.clear()
-            op = attn_decode_op(num_seqs, context_sum, self.sharded)
+            op = attn_decode_op(num_seqs, context_sum, self.decode_sharded)
             v = self._attn_cache[key] = self.timer.op_time(op) * op.count
         return v
 
@@ -189,7 +192,7 @@ class IterationCostModel:
         else:
             # Evaluate the decode-attention roofline of all steps at once.
             kv_len = context_sum + num_seqs * (1.0 + np.arange(steps, dtype=np.float64))
-            flops, nbytes = attn_decode_cost(num_seqs, kv_len, self.sharded)
+            flops, nbytes = attn_decode_cost(num_seqs, kv_len, self.decode_sharded)
             gpu = (base + vector(flops, nbytes) * self.sharded.total_layer_passes).tolist()
         # The CPU work as iteration_time adds it, step by step.
         if not self.overlap_cpu:
@@ -199,12 +202,16 @@ class IterationCostModel:
             out[0] = gpu[0] + cpu
         return out
 
+    def ops(self, shape: IterationShape, moe_others: int = 0) -> list[Op]:
+        """The ops of one iteration, as this model times them."""
+        return iteration_ops(shape, self.sharded, shape.num_tokens + moe_others, self.decode_sharded)
+
     def breakdown(self, shape: IterationShape, moe_others: int = 0, from_idle: bool = False) -> dict[str, float]:
         """Seconds per op name for one iteration, plus the framework overhead: under async
         scheduling only the part of it the GPU work does not hide, so the parts add up to
         iteration_time."""
         out: dict[str, float] = {}
-        for op in iteration_ops(shape, self.sharded, shape.num_tokens + moe_others):
+        for op in self.ops(shape, moe_others):
             out[op.name] = out.get(op.name, 0.0) + self.timer.op_time(op) * op.count
         cpu = self.cpu_time(shape.num_seqs)
         if self.overlap_cpu and not from_idle:

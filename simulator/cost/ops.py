@@ -443,12 +443,14 @@ def attn_decode_op(num_seqs: int, context_sum: int, sm: ShardedModel) -> Op:
               (num_seqs, kv_len, hq, hkv, d), kv_kernel_dtype(sm))
 
 
-def iteration_ops(shape: IterationShape, sm: ShardedModel, moe_m: int | None = None) -> list[Op]:
-    """Every op one micro-batch passes through, across all pipeline stages."""
+def iteration_ops(shape: IterationShape, sm: ShardedModel, moe_m: int | None = None,
+                  decode_sm: ShardedModel | None = None) -> list[Op]:
+    """Every op one micro-batch passes through, across all pipeline stages; decode
+    attention is timed with `decode_sm` where given (cost/releases.py)."""
     ops = token_ops(shape.num_tokens, sm, moe_m)
     if shape.prefill_chunks:
         ops.append(attn_prefill_op(shape.prefill_chunks, sm))
     if shape.num_decode:
-        ops.append(attn_decode_op(shape.num_decode, shape.decode_context, sm))
+        ops.append(attn_decode_op(shape.num_decode, shape.decode_context, decode_sm or sm))
     ops.extend(emit_ops(shape.num_emit, sm))
     return ops

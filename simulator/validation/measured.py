@@ -71,6 +71,7 @@ class MeasuredRun:
     note: str | None = None  # how the row's own settings were approximated, said with its result
     launch_flags: str | None = None  # the harness's server flags applied to the row (recipes.py)
     engine_version: str | None = None  # the vLLM release measured, where the file says (versions.py)
+    recipe_version: str | None = None  # the release the row's harness ran, where recipes.py knows it
 
 
 @dataclass
@@ -279,7 +280,8 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None,
                                 overrides=overrides, concurrency=conc, isl=isl, osl=osl, group=group,
                                 family=family, error=error, infer_dp=not layout.states_dp, note=note,
                                 launch_flags=recipe and recipe.describe(isl),
-                                engine_version=_row_version(row, df.columns)))
+                                engine_version=_row_version(row, df.columns),
+                                recipe_version=recipe and recipe.engine_version))
     return MeasuredSet("sweep", runs, _as_written(path), np.arange(len(df)))
 
 

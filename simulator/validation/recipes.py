@@ -35,10 +35,13 @@ class LaunchRecipe:
     batched_tokens_per_isl: int | None = None  # --max-num-batched-tokens as a multiple of ISL
     block_size: int | None = None  # --block-size
     expert_parallel: bool = False  # --enable-expert-parallel
+    async_scheduling: bool | None = None  # --async-scheduling, where the script passed it
+    engine_version: str | None = None  # the vLLM image the script ran, for rows that do not name one
 
     def describe(self, isl: int) -> str:
         """The flags as applied to a row of this ISL, and where they come from."""
-        return f"{', '.join(self.overrides(isl))} (InferenceX {self.source})"
+        image = f", vLLM {self.engine_version}" if self.engine_version else ""
+        return f"{', '.join(self.overrides(isl))}{image} (InferenceX {self.source})"
 
     def overrides(self, isl: int) -> list[str]:
         out = []
@@ -52,11 +55,21 @@ class LaunchRecipe:
             out.append(f"scheduler.max_num_batched_tokens={self.batched_tokens_per_isl * isl}")
         if self.expert_parallel:
             out.append("parallelism.expert_parallel=true")
+        if self.async_scheduling is not None:
+            out.append(f"scheduler.async_scheduling={str(self.async_scheduling).lower()}")
         return out
 
 
 BLACKWELL = frozenset({"b200", "b300"})
 INFERENCEX_RECIPES: tuple[LaunchRecipe, ...] = (
+    # InferenceMAX's first Llama 70B sweeps (Oct 2025): `.github/workflows/70b-tmpl.yml` ran
+    # the vllm/vllm-openai:v0.10.2 image with the FP8 ModelOpt checkpoint, and the scripts'
+    # config.yaml set kv-cache-dtype fp8 and async-scheduling true. The release matters for
+    # the FP8 decode-attention kernel it ran (simulator/cost/releases.py).
+    LaunchRecipe(
+        frozenset({"llama-3.1-70b"}), frozenset({"h100-sxm", "h200"}), frozenset({"fp8"}),
+        "benchmarks/70b_fp8_{h100,h200}_slurm.sh with .github/workflows/70b-tmpl.yml's v0.10.2 image",
+        kv_dtype="fp8", async_scheduling=True, engine_version="0.10.2"),
     LaunchRecipe(
         frozenset({"minimax-m2"}), BLACKWELL, frozenset({"fp8"}),
         "benchmarks/single_node/minimaxm2.5_fp8_{b200,b300}.sh with the vLLM 0.19 images (PRs 947, 1054)",

@@ -12,30 +12,19 @@ V1 engine the `vllm-v1` policy models:
   preparation, output processing) adds to the GPU time instead of overlapping it, which
   matters most where iterations are short (small models, many GPUs).
 
+The release also reaches the cost model (`cost_model.engine_version`), for the kernels that
+release ran where they differ from those the kernel tables time (simulator/cost/releases.py).
 Versions that do not parse (a nightly build's hash) are taken as recent.
 """
 
 from __future__ import annotations
 
-import re
-
+from simulator.cost.releases import parse_version
 from simulator.errors import ConfigError
 
 VERSION_COLUMNS = ("engine_version", "vllm_version", "backend_version")
 ASYNC_DEFAULT_SINCE = (0, 14)
 V1_ENGINE_SINCE = (0, 8)  # older releases ran the V0 engine: the `vllm-v0` policy models it
-
-_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?")
-
-
-def parse_version(text: object) -> tuple[int, int, int] | None:
-    """(major, minor, patch) of "0.12.0", "v0.19.0-cu130" or "0.10.1.1"; None otherwise."""
-    if text is None or (isinstance(text, float) and text != text):
-        return None
-    m = _VERSION.match(str(text).strip())
-    if not m:
-        return None
-    return int(m[1]), int(m[2]), int(m[3] or 0)
 
 
 def check_version(text: str | None, where: str) -> str | None:
@@ -48,16 +37,21 @@ def check_version(text: str | None, where: str) -> str | None:
     return text
 
 
-def version_overrides(version: str | None, policy: str, user_set_async: bool = False) -> tuple[list[str], str | None]:
+def version_overrides(version: str | None, policy: str, user_set_async: bool = False,
+                      user_set_release: bool = False) -> tuple[list[str], str | None]:
     """The assignments a run measured with `version` needs under a base scenario whose
-    scheduler is `policy`, and a note that says so; none where the user set the field."""
+    scheduler is `policy`, and a note that says so; none where the user set the field.
+    Every parsed release is passed to the cost model, for the kernels it ran (cost/releases.py)."""
     parsed = parse_version(version)
-    if parsed is None or policy != "vllm-v1":
+    if parsed is None:
         return [], None
+    out = [] if user_set_release else [f"cost_model.engine_version='{version}'"]
+    if policy != "vllm-v1":
+        return out, None
     if parsed[:2] < V1_ENGINE_SINCE:
-        return [], (f"vLLM {version} ran the V0 engine, which the base scenario's vllm-v1 policy does not "
-                    "model: use a scenario with scheduler.policy vllm-v0")
+        return out, (f"vLLM {version} ran the V0 engine, which the base scenario's vllm-v1 policy does not "
+                     "model: use a scenario with scheduler.policy vllm-v0")
     if parsed[:2] < ASYNC_DEFAULT_SINCE and not user_set_async:
-        return (["scheduler.async_scheduling=false"],
+        return ([*out, "scheduler.async_scheduling=false"],
                 f"vLLM {version} predates async scheduling by default (0.14): simulated without it")
-    return [], None
+    return out, None

@@ -1,0 +1,58 @@
+"""Kernels that differ between vLLM releases, where the shipped tables time another one.
+
+The shipped kernel tables time vLLM 0.24's kernels (aiconfigurator-core 0.12). A run of an
+older release ran that release's kernels, and one of them changed enough to show in a
+serving benchmark:
+
+- FP8-KV decode attention on Hopper (FlashAttention-3). With `--kv-cache-dtype fp8`,
+  vLLM runs FA3's FP8 kernel, whose tile sizes were tuned for decoding only in
+  vllm-project/flash-attention#91 (head_dim 64, picked up by vLLM in #25537, in 0.11.0)
+  and #96 (head_dim 128, picked up with #27889, in 0.11.1). Before them the FP8 kernel read
+  half the bytes but was no faster than the BF16 one: "with the current mainline config,
+  FP8 decoding is not faster at all than BF16" (#96, for Qwen3-Coder-30B), and the vLLM
+  blog's v0.10.2 measurements put gpt-oss-20b's FP8 ITL slope at 96% of BF16's
+  ("The State of FP8 KV-Cache and Attention Quantization in vLLM", 2026-04-22). The
+  tables' FP8 rows time the tuned kernel (on H200 its per-token cost is ~0.7 of BF16's),
+  so a run of an earlier release times FP8-KV decode attention by the BF16 rows, at BF16
+  bytes. The cache still holds FP8: only the kernel's speed is the older one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from simulator.cost.ops import ShardedModel
+from simulator.hardware import GPUSpec
+
+_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?")
+
+# head_dim -> the first vLLM release whose FA3 FP8 decode tiles were tuned (see above).
+FP8_DECODE_TUNED_SINCE: dict[int, tuple[int, int, int]] = {64: (0, 11, 0), 128: (0, 11, 1)}
+
+
+def parse_version(text: object) -> tuple[int, int, int] | None:
+    """(major, minor, patch) of "0.12.0", "v0.19.0-cu130" or "0.10.1.1"; None otherwise."""
+    if text is None or (isinstance(text, float) and text != text):
+        return None
+    m = _VERSION.match(str(text).strip())
+    if not m:
+        return None
+    return int(m[1]), int(m[2]), int(m[3] or 0)
+
+
+def untuned_fp8_decode(sharded: ShardedModel, gpu: GPUSpec, engine_version: str | None) -> bool:
+    """Whether this layout's decode attention runs FA3's FP8 kernel from before its decode
+    tuning: an FP8 KV cache of GQA attention on Hopper under a release older than the fix."""
+    release = parse_version(engine_version)
+    since = FP8_DECODE_TUNED_SINCE.get(sharded.head_dim)
+    return (release is not None and since is not None and release < since
+            and gpu.architecture == "hopper" and sharded.kv_bytes < 2 and not sharded.kv_lora)
+
+
+def decode_attention_model(sharded: ShardedModel, gpu: GPUSpec, engine_version: str | None) -> ShardedModel:
+    """The dimensions decode attention is timed with: the model's own, or a BF16 cache's
+    where the release's FP8 kernel ran at the BF16 kernel's speed."""
+    if untuned_fp8_decode(sharded, gpu, engine_version):
+        return dataclasses.replace(sharded, kv_bytes=2.0)
+    return sharded

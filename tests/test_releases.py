@@ -1,0 +1,90 @@
+"""Kernels of older vLLM releases (simulator/cost/releases.py): FA3's FP8 decode attention
+before its decode tiles were tuned ran at the BF16 kernel's speed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from simulator.api import load
+from simulator.cost.releases import untuned_fp8_decode
+from simulator.errors import ConfigError
+from simulator.hardware import get_gpu
+from simulator.simulation import Simulation
+from simulator.validation import run_validation
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "scenarios" / "benchmark-concurrency.yaml"
+FAST = ["cost_model.backend=roofline"]
+
+
+def _sim(*sets: str) -> Simulation:
+    return Simulation(load(BENCH, [*FAST, *sets]))
+
+
+@pytest.mark.parametrize(("gpu", "version", "kv", "untuned"), [
+    ("h200", "0.10.2", "fp8", True),
+    ("h100-sxm", "0.11.0", "fp8", True),  # head_dim 128 was tuned from 0.11.1
+    ("h200", "0.11.1", "fp8", False),
+    ("h200", "0.19.0", "fp8", False),
+    ("h200", None, "fp8", False),  # no release named: the tables' own
+    ("h200", "0.10.2", "bf16", False),  # a BF16 cache ran the BF16 kernel anyway
+    ("b200", "0.10.2", "fp8", False),  # Blackwell runs FlashInfer, not FA3
+    ("l40s", "0.10.2", "fp8", False),
+])
+def test_which_layouts_ran_the_untuned_fp8_decode_kernel(gpu, version, kv, untuned):
+    sim = _sim(f"hardware.gpu={gpu}", f"model.kv_dtype={kv}", "parallelism.tp=4")
+    assert untuned_fp8_decode(sim.sharded, get_gpu(gpu), version) is untuned
+
+
+def test_head_dim_64_was_tuned_a_release_earlier_and_mla_is_untouched():
+    sim = _sim("model.name=gpt-oss-120b", "model.kv_dtype=fp8", "model.expert_weight_dtype=fp4",
+               "model.weight_dtype=bf16", "model.activation_dtype=bf16")
+    assert sim.sharded.head_dim == 64
+    h200 = get_gpu("h200")
+    assert untuned_fp8_decode(sim.sharded, h200, "0.10.2")
+    assert not untuned_fp8_decode(sim.sharded, h200, "0.11.0")
+    mla = _sim("model.name=deepseek-v3", "model.kv_dtype=fp8", "parallelism.tp=8")
+    assert mla.sharded.kv_lora and not untuned_fp8_decode(mla.sharded, h200, "0.10.2")
+
+
+def test_an_older_release_times_fp8_decode_attention_as_bf16_but_keeps_the_fp8_cache():
+    """Decode attention takes the BF16 cache's time; the KV capacity stays the FP8 cache's;
+    nothing else in the step changes."""
+    old = _sim("model.kv_dtype=fp8", "cost_model.engine_version='0.10.2'")
+    new = _sim("model.kv_dtype=fp8")
+    bf16 = _sim("model.kv_dtype=bf16")
+    n, ctx = 64, 64 * 4096
+    assert old.cost.decode_attention_time(n, ctx) == pytest.approx(bf16.cost.decode_attention_time(n, ctx))
+    assert old.cost.decode_attention_time(n, ctx) > 1.5 * new.cost.decode_attention_time(n, ctx)
+    assert old.memory.capacity_tokens == new.memory.capacity_tokens > 1.9 * bf16.memory.capacity_tokens
+    assert old.cost.token_time(n) == new.cost.token_time(n)
+    # The stretch path (vectorised under the roofline) agrees with the single step.
+    steps = old.cost.decode_step_times(n, ctx, 8)
+    assert steps[0] == pytest.approx(old.cost.decode_step_times(n, ctx, 1)[0])
+    assert "BF16 kernel's speed" in old.kernel_times and "BF16" not in new.kernel_times
+
+
+@pytest.mark.parametrize("value", ["0.1", "'latest'"])
+def test_a_release_that_is_not_a_release_number_is_refused_with_the_fix(value):
+    with pytest.raises(ConfigError) as err:
+        load(BENCH, [f"cost_model.engine_version={value}"])
+    text = err.value.render()
+    assert "engine_version" in text and ("quote" in text or "MAJOR.MINOR" in text)
+
+
+def test_the_users_release_wins_over_the_harness_recipe(tmp_path):
+    """An InferenceMAX Llama row takes its template's v0.10.2; --engine-version (and a row's
+    own version column) name another release, which then decides the kernel."""
+    src = tmp_path / "sweep.csv"
+    src.write_text("system,model,precision,tp_size,isl,osl,concurrency,ttft_ms,tpot_ms,vllm_version\n"
+                   "h200_sxm,meta-llama/Llama-3.1-70B,fp8,8,1024,8192,16,80.0,10.0,\n"
+                   "h200_sxm,meta-llama/Llama-3.1-70B,fp8,8,1024,8192,16,80.0,10.0,0.19.0\n")
+    _, out = run_validation([src], BENCH, FAST, tmp_path / "a", rounds=1)
+    recipe, own = pd.read_csv(out / "validation.csv")["pred_tpot_ms"]
+    assert recipe > own * 1.02
+    _, out = run_validation([src], BENCH, FAST, tmp_path / "b", rounds=1, engine_version="0.19.0")
+    named, own = pd.read_csv(out / "validation.csv")["pred_tpot_ms"]
+    assert named == pytest.approx(own)
