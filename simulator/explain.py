@@ -82,6 +82,9 @@ def explain(loaded: LoadedScenario, *, batch: int, context: int, prefill: int) -
     else:
         d = sc.disaggregation
         layout = f"prefill TP{d.prefill.tp} PP{d.prefill.pp}, decode TP{d.decode.tp} PP{d.decode.pp}"
+    notes = _sustained_notes(prefill_pool.cost) + _sustained_notes(decode_pool.cost)
+    if decode_pool.cost.decode_sharded is not decode_pool.sharded:
+        notes += (f"attn_decode: the FP8 KV cache read at the BF16 kernel's speed, as vLLM "
+                  f"{sc.cost_model.engine_version} ran FlashAttention-3's FP8 decode tiles before their tuning",)
     return Explanation(decode, lone, f"decode: one step of {batch} sequences at {context} tokens of context",
-                       f"prefill: {prefill} prompt tokens alone", layout, sources,
-                       tuple(dict.fromkeys(_sustained_notes(prefill_pool.cost) + _sustained_notes(decode_pool.cost))))
+                       f"prefill: {prefill} prompt tokens alone", layout, sources, tuple(dict.fromkeys(notes)))

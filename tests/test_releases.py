@@ -88,3 +88,17 @@ def test_the_users_release_wins_over_the_harness_recipe(tmp_path):
     _, out = run_validation([src], BENCH, FAST, tmp_path / "b", rounds=1, engine_version="0.19.0")
     named, own = pd.read_csv(out / "validation.csv")["pred_tpot_ms"]
     assert named == pytest.approx(own)
+
+
+def test_explain_times_and_names_the_older_kernel():
+    """`simulate explain` sums to the run's step time under the older kernel, and says why."""
+    from simulator.cost.ops import IterationShape
+    from simulator.explain import explain
+
+    sets = [*FAST, "model.kv_dtype=fp8", "cost_model.engine_version=0.10.2"]
+    e = explain(load(BENCH, sets), batch=32, context=4096, prefill=1024)
+    cost = Simulation(load(BENCH, sets)).cost
+    assert sum(e.decode.values()) == pytest.approx(cost.iteration_time(IterationShape(32, 32, 32, 32 * 4096)))
+    assert e.decode["attn_decode"] == pytest.approx(cost.decode_attention_time(32, 32 * 4096))
+    assert any("BF16 kernel's speed" in n and "0.10.2" in n for n in e.notes)
+    assert not any("BF16" in n for n in explain(load(BENCH, FAST), batch=32, context=4096, prefill=1024).notes)
