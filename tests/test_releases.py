@@ -102,3 +102,20 @@ def test_explain_times_and_names_the_older_kernel():
     assert e.decode["attn_decode"] == pytest.approx(cost.decode_attention_time(32, 32 * 4096))
     assert any("BF16 kernel's speed" in n and "0.10.2" in n for n in e.notes)
     assert not any("BF16" in n for n in explain(load(BENCH, FAST), batch=32, context=4096, prefill=1024).notes)
+
+
+def test_the_attention_share_diagnostic_reads_each_rows_own_settings(tmp_path):
+    """benchmarks/attention_share.py (which docs/fidelity.md cites): a longer context or an
+    older release's FP8 decode kernel gives attention a larger share of the step."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("attention_share", ROOT / "benchmarks" / "attention_share.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    src = tmp_path / "sweep.csv"
+    src.write_text("system,model,precision,tp_size,isl,osl,concurrency,ttft_ms,tpot_ms,vllm_version\n"
+                   "h200_sxm,meta-llama/Llama-3.1-70B,fp8,4,1024,1024,32,100.0,10.0,0.19.0\n"
+                   "h200_sxm,meta-llama/Llama-3.1-70B,fp8,4,1024,8192,32,100.0,10.0,0.19.0\n"
+                   "h200_sxm,meta-llama/Llama-3.1-70B,fp8,4,1024,8192,32,100.0,10.0,\n")
+    short, long, old = tool.attention_shares(pd.read_csv(src), src, BENCH)
+    assert 0 < short < long < old < 1
