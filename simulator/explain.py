@@ -14,6 +14,7 @@ from simulator.config import LoadedScenario
 from simulator.cost import sustained_rates_used
 from simulator.cost.model import IterationCostModel
 from simulator.cost.ops import IterationShape
+from simulator.cost.releases import untuned_fp8_decode_note
 from simulator.errors import ConfigError
 from simulator.simulation import Simulation
 
@@ -84,7 +85,6 @@ def explain(loaded: LoadedScenario, *, batch: int, context: int, prefill: int) -
         layout = f"prefill TP{d.prefill.tp} PP{d.prefill.pp}, decode TP{d.decode.tp} PP{d.decode.pp}"
     notes = _sustained_notes(prefill_pool.cost) + _sustained_notes(decode_pool.cost)
     if decode_pool.cost.decode_sharded is not decode_pool.sharded:
-        notes += (f"attn_decode: the FP8 KV cache read at the BF16 kernel's speed, as vLLM "
-                  f"{sc.cost_model.engine_version} ran FlashAttention-3's FP8 decode tiles before their tuning",)
+        notes += (untuned_fp8_decode_note(sc.cost_model.engine_version),)
     return Explanation(decode, lone, f"decode: one step of {batch} sequences at {context} tokens of context",
                        f"prefill: {prefill} prompt tokens alone", layout, sources, tuple(dict.fromkeys(notes)))

@@ -19,7 +19,7 @@ from simulator.cluster import DisaggregatedCluster, Replica
 from simulator.config import LoadedScenario, ParallelismConfig, Scenario
 from simulator.cost import COST_BACKENDS, IterationCostModel, ShardedModel, kernel_times_source
 from simulator.cost.model import DataParallelRankCost
-from simulator.cost.releases import decode_attention_model
+from simulator.cost.releases import decode_attention_model, untuned_fp8_decode_note
 from simulator.engine import Engine
 from simulator.errors import ConfigError, DoesNotFitError, ExpertSplitError
 from simulator.hardware import LINKS, GPUSpec, get_gpu
@@ -195,8 +195,7 @@ class Simulation:
         dtypes = {d for p in self.pools.values() for d in (p.sharded.gemm_dtype, p.sharded.expert_gemm_dtype)}
         self.kernel_times = kernel_times_source(timer, dtypes)
         if any(p.cost.decode_sharded is not p.sharded for p in self.pools.values()):
-            self.kernel_times += (f"; FP8-KV decode attention at the BF16 kernel's speed "
-                                  f"(vLLM {sc.cost_model.engine_version}: FA3 decode tiles untuned)")
+            self.kernel_times += "; " + untuned_fp8_decode_note(sc.cost_model.engine_version)
         self.workload = workload if workload is not None else build_workload(sc.workload, loaded.base_dir)
 
     def _plan(self, tp: int, pp: int, replicas: int, timer, role: str | None = None,

@@ -155,7 +155,8 @@ def test_sweep_outputs_keep_rows(silicon):
     result, _ = silicon
     assert {r["kernel_times"] for r in result["per_run"]} == {
         "aiconfigurator:h200_sxm/vllm/0.24.0 (measured on NVIDIA H200); sustained fp8 0.87; FP8-KV decode "
-        "attention at the BF16 kernel's speed (vLLM 0.10.2: FA3 decode tiles untuned)"}
+        "attention at the BF16 kernel's speed (vLLM 0.10.2 ran FlashAttention-3's FP8 decode tiles before "
+        "their tuning)"}
     assert "Kernel times from: aiconfigurator:h200_sxm/vllm/0.24.0" in (out / "validation.html").read_text()
 
 

@@ -56,3 +56,9 @@ def decode_attention_model(sharded: ShardedModel, gpu: GPUSpec, engine_version: 
     if untuned_fp8_decode(sharded, gpu, engine_version):
         return dataclasses.replace(sharded, kv_bytes=2.0)
     return sharded
+
+
+def untuned_fp8_decode_note(engine_version: str | None) -> str:
+    """What a run whose decode attention runs the older FP8 kernel says about it."""
+    return (f"FP8-KV decode attention at the BF16 kernel's speed (vLLM {engine_version} ran "
+            "FlashAttention-3's FP8 decode tiles before their tuning)")
