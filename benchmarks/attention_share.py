@@ -23,21 +23,19 @@ import pandas as pd
 
 from simulator.config import load_scenario
 from simulator.explain import explain
+from simulator.validation import release_defaults
 from simulator.validation.measured import read_measured
-from simulator.validation.versions import version_overrides
 
 CLIFF = 5.0  # docs/fidelity.md: a cliff is TTFT >= 5x the configuration's lowest-concurrency TTFT
 
 
 def attention_shares(table: pd.DataFrame, source: Path, scenario: Path) -> list[float]:
     """Decode attention's share of one mid-run decode step, per row of `source`."""
-    policy = load_scenario(scenario).scenario.scheduler.policy
-    runs = read_measured([source]).runs
+    measured = read_measured([source])
+    release_defaults(measured, load_scenario(scenario).scenario.scheduler.policy, [], None)  # as validate does
     shares = []
-    for run, (_, row) in zip(runs, table.iterrows(), strict=True):
-        extra, _ = version_overrides(run.engine_version or run.recipe_version, policy,
-                                     user_set_async="scheduler.async_scheduling=true" in run.overrides)
-        loaded = load_scenario(scenario, [*run.overrides, *extra])
+    for run, (_, row) in zip(measured.runs, table.iterrows(), strict=True):
+        loaded = load_scenario(scenario, run.overrides)
         e = explain(loaded, batch=int(row.concurrency), context=int(row.isl + row.osl / 2), prefill=int(row.isl))
         shares.append(e.decode.get("attn_decode", 0.0) / sum(e.decode.values()))
     return shares

@@ -84,7 +84,7 @@ def explain(loaded: LoadedScenario, *, batch: int, context: int, prefill: int) -
         d = sc.disaggregation
         layout = f"prefill TP{d.prefill.tp} PP{d.prefill.pp}, decode TP{d.decode.tp} PP{d.decode.pp}"
     notes = _sustained_notes(prefill_pool.cost) + _sustained_notes(decode_pool.cost)
-    if decode_pool.cost.decode_sharded is not decode_pool.sharded:
+    if decode_pool.cost.older_decode_kernel:
         notes += (untuned_fp8_decode_note(sc.cost_model.engine_version),)
     return Explanation(decode, lone, f"decode: one step of {batch} sequences at {context} tokens of context",
                        f"prefill: {prefill} prompt tokens alone", layout, sources, tuple(dict.fromkeys(notes)))

@@ -194,7 +194,7 @@ class Simulation:
         self.memory, self.sharded, self.cost = main.memory, main.sharded, main.cost
         dtypes = {d for p in self.pools.values() for d in (p.sharded.gemm_dtype, p.sharded.expert_gemm_dtype)}
         self.kernel_times = kernel_times_source(timer, dtypes)
-        if any(p.cost.decode_sharded is not p.sharded for p in self.pools.values()):
+        if any(p.cost.older_decode_kernel for p in self.pools.values()):
             self.kernel_times += "; " + untuned_fp8_decode_note(sc.cost_model.engine_version)
         self.workload = workload if workload is not None else build_workload(sc.workload, loaded.base_dir)
 

@@ -6,7 +6,7 @@ from typing import NamedTuple
 
 from pydantic import Field, field_validator
 
-from simulator.cost.releases import parse_version
+from simulator.cost.releases import RELEASE_FORMAT, parse_version
 from simulator.strict import StrictModel
 
 
@@ -106,7 +106,7 @@ class CostModelConfig(StrictModel):
         if isinstance(v, int | float):  # YAML reads 0.10 as the number 0.1
             raise ValueError(f"{v!r} is a number; quote the release so YAML keeps it as written, e.g. '0.10.2'")
         if isinstance(v, str) and parse_version(v) is None:
-            raise ValueError(f"{v!r} is not a vLLM release number; give it as MAJOR.MINOR[.PATCH], e.g. 0.10.2")
+            raise ValueError(f"{v!r} is not a vLLM release number; give it as {RELEASE_FORMAT}")
         return v
 
     def overheads(self) -> EngineOverhead:

@@ -202,6 +202,11 @@ class IterationCostModel:
             out[0] = gpu[0] + cpu
         return out
 
+    @property
+    def older_decode_kernel(self) -> bool:
+        """Whether decode attention is timed as an older release's kernel (cost/releases.py)."""
+        return self.decode_sharded is not self.sharded
+
     def ops(self, shape: IterationShape, moe_others: int = 0) -> list[Op]:
         """The ops of one iteration, as this model times them."""
         return iteration_ops(shape, self.sharded, shape.num_tokens + moe_others, self.decode_sharded)

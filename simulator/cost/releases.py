@@ -26,6 +26,7 @@ from simulator.cost.ops import ShardedModel
 from simulator.hardware import GPUSpec
 
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?")
+RELEASE_FORMAT = "MAJOR.MINOR[.PATCH], e.g. 0.10.2"
 
 # head_dim -> the first vLLM release whose FA3 FP8 decode tiles were tuned (see above).
 FP8_DECODE_TUNED_SINCE: dict[int, tuple[int, int, int]] = {64: (0, 11, 0), 128: (0, 11, 1)}

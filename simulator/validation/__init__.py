@@ -37,7 +37,7 @@ def run_validation(paths: list[Path], scenario: Path, overrides: list[str], out_
     named = sets_field(overrides, "model", "model.name", "model.config_json")
     followed = {} if named else _follow_model_ids(measured, base.scenario.model.name, base.scenario.hardware.gpu)
     _servers_sized_to_clients(measured, base.scenario.scheduler)
-    _release_defaults(measured, base.scenario.scheduler.policy, overrides, engine_version)
+    release_defaults(measured, base.scenario.scheduler.policy, overrides, engine_version)
     preds = validate(measured, scenario, overrides, progress=progress, workers=workers)
     _require_one_simulated(preds)
     result = score(measured, preds, base.scenario.slo.model_dump())
@@ -85,7 +85,7 @@ def _servers_sized_to_clients(measured: MeasuredSet, scheduler) -> None:
             run.overrides = [*run.overrides, f"scheduler.max_num_seqs={run.concurrency}"]
 
 
-def _release_defaults(measured: MeasuredSet, policy: str, overrides: list[str], default: str | None) -> None:
+def release_defaults(measured: MeasuredSet, policy: str, overrides: list[str], default: str | None) -> None:
     """Runs measured with an older vLLM run with its defaults where they differ from the
     base scenario's (versions.py); the user's --set still wins."""
     user_set_async = sets_field(overrides, "scheduler", "scheduler.async_scheduling")

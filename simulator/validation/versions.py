@@ -19,7 +19,7 @@ Versions that do not parse (a nightly build's hash) are taken as recent.
 
 from __future__ import annotations
 
-from simulator.cost.releases import parse_version
+from simulator.cost.releases import RELEASE_FORMAT, parse_version
 from simulator.errors import ConfigError
 
 VERSION_COLUMNS = ("engine_version", "vllm_version", "backend_version")
@@ -33,7 +33,7 @@ def check_version(text: str | None, where: str) -> str | None:
         return None
     if parse_version(text) is None:
         raise ConfigError(f"engine version {text!r} is not a vLLM release number", where=where,
-                          fix="give it as MAJOR.MINOR[.PATCH], e.g. 0.12.0")
+                          fix=f"give it as {RELEASE_FORMAT}")
     return text
 
 
