@@ -6,6 +6,10 @@ during such a stretch interrupts it: the iterations already finished, and the on
 progress, are applied exactly as stepping would have, and scheduling resumes. Under
 async scheduling the arrival also waits out the iteration after that, already scheduled
 without it: the stretch's next step, which the stretch runs before it ends.
+
+An attention-DP rank prices its steps with its peers' load (their experts run in lockstep
+with its own), so a peer that starts or ends a prefill cuts the rank's stretch the same way:
+the step in progress completes and the next is priced with the new load.
 """
 
 from __future__ import annotations
@@ -21,6 +25,10 @@ from simulator.cost.model import DataParallelRankCost, IterationCostModel
 from simulator.metrics import IterationLog
 from simulator.request import Request
 from simulator.scheduler.base import Scheduler
+
+# The cause of an interrupt that cuts a decode stretch because an attention-DP peer's load
+# changed (an arrival's interrupt has none).
+PEER_LOAD = "peer load"
 
 
 class Engine:
@@ -76,6 +84,17 @@ class Engine:
             self._in_stretch = False
             self.process.interrupt()
 
+    def peer_load_changed(self) -> None:
+        """An attention-DP peer started or ended a prefill: a decode stretch priced with the
+        peers' old load ends after its running step, so the next step is priced afresh."""
+        if self._in_stretch:
+            self._in_stretch = False
+            self.process.interrupt(PEER_LOAD)
+
+    def _notify_peers(self) -> None:
+        for peer in getattr(self.cost, "peers", ()):
+            peer.peer_load_changed()
+
     def _release_inbox(self, everything: bool = False) -> None:
         """Hand the scheduler the held requests whose iteration k has been followed by k + 1."""
         keep = []
@@ -106,6 +125,7 @@ class Engine:
         log = self.log
         kv = sched.kv
         replica = self.replica
+        coupled = bool(getattr(cost, "peers", None))  # an attention-DP rank (peers set before the run)
         while True:
             now = env.now
             if self._inbox:
@@ -130,6 +150,9 @@ class Engine:
             self._steps += 1
             self._busy = True
             self.in_flight_tokens = shape.num_tokens
+            prefill = shape.num_tokens > shape.num_decode
+            if prefill and coupled:
+                self._notify_peers()
             from_idle, self._from_idle = self._from_idle, False
             if k == 1:
                 dt = cost.iteration_time(shape, from_idle=from_idle)
@@ -137,6 +160,8 @@ class Engine:
                 yield env.timeout(dt)
                 self._busy = False
                 self.in_flight_tokens = 0
+                if prefill and coupled:
+                    self._notify_peers()
                 finished = sched.complete(step, env.now)
                 log.add(replica, now, dt, shape.num_tokens - shape.num_decode, shape.num_decode,
                         shape.num_seqs, used, kv.total, queued)
@@ -151,12 +176,12 @@ class Engine:
                     yield env.timeout(ends[-1] - now)
                     n = k
                     self._stretch_step_known(first + n - 1)
-                except simpy.Interrupt:
+                except simpy.Interrupt as cut:
                     # Finished steps plus the one in progress complete; then we reschedule.
                     n = min(bisect_right(ends, env.now) + 1, k)
                     self._stretch_step_known(first + n - 1)
                     yield env.timeout(max(ends[n - 1] - env.now, 0.0))
-                    if self.async_scheduling and n < k:
+                    if self.async_scheduling and n < k and cut.cause is not PEER_LOAD:
                         # The held arrivals wait out one more iteration, which was scheduled
                         # without them: the stretch's next decode step. Run it here rather
                         # than as a separate event (arrivals meanwhile are held as for any step).

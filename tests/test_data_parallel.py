@@ -133,6 +133,21 @@ def test_ranks_share_a_closed_loop_evenly():
     assert min(peaks) > 0 and max(peaks) <= 1.25 * min(peaks)
 
 
+@pytest.mark.parametrize("async_scheduling", [True, False])
+def test_a_peers_prefill_slows_a_ranks_stretch_for_its_own_steps_only(async_scheduling):
+    """Fast-forwarded decode stretches agree with stepping: a peer's prefill cuts a rank's
+    stretch, so the rank does not keep pricing its decode steps with that prefill's tokens
+    (fixed lengths made the two ranks' cycles resonate, one rank's clients decoding at
+    several times the other's TPOT)."""
+    d = moe_scenario(2, arrival=closed_loop(8), prompt=fixed(1000), output=fixed(100), num_requests=80,
+                     sched={"async_scheduling": async_scheduling})
+    _, stepped = simulate(d, fast_forward=False)
+    _, stretched = simulate(d, fast_forward=True)
+    tpot = stretched.requests["tpot_ms"]
+    assert tpot.mean() == pytest.approx(stepped.requests["tpot_ms"].mean(), rel=0.03)
+    assert tpot.max() < 1.25 * tpot.median()
+
+
 def test_dp_with_pipeline_stages_is_refused_with_a_fix():
     with pytest.raises(ConfigError) as err:
         Simulation(load(data=moe_scenario(2, pp=2)))
