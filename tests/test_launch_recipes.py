@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from simulator.validation.measured import read_measured
-from simulator.validation.recipes import INFERENCEX_RECIPES, launch_recipe
+from simulator.validation.recipes import AICONFIGURATOR_RECIPES, INFERENCEX_RECIPES, launch_recipe
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "scenarios" / "benchmark-concurrency.yaml"
@@ -47,14 +47,14 @@ def test_every_recipe_names_catalog_entries_and_sets_valid_fields(tmp_path):
     """Each recipe resolves from the names the published sample uses and its overrides load."""
     from simulator.config import load_scenario
 
-    for recipe in INFERENCEX_RECIPES:
-        assert recipe.source and recipe.overrides(1024)
+    for recipe in (*INFERENCEX_RECIPES, *AICONFIGURATOR_RECIPES):
+        assert recipe.source and (recipe.overrides(1024) or recipe.engine_version)
         load_scenario(BENCH, recipe.overrides(1024))
-    assert launch_recipe("MiniMaxAI/MiniMax-M2.5", "b300_sxm", "fp4").batched_tokens_per_isl == 2
-    assert launch_recipe("openai/gpt-oss-120b", "b200_sxm", "fp4").kv_dtype == "fp8"
-    assert launch_recipe("openai/gpt-oss-120b", "h200_sxm", "fp4") is None
-    assert "parallelism.expert_parallel=true" in launch_recipe("MiniMaxAI/MiniMax-M2.5", "h200_sxm", "fp8").overrides(1024)
-    assert launch_recipe("no-such/model", "b200_sxm", "fp8") is None
+    assert launch_recipe("MiniMaxAI/MiniMax-M2.5", "b300_sxm", "fp4", 1024, 1024).batched_tokens_per_isl == 2
+    assert launch_recipe("openai/gpt-oss-120b", "b200_sxm", "fp4", 8192, 1024).kv_dtype == "fp8"
+    assert launch_recipe("openai/gpt-oss-120b", "h200_sxm", "fp4", 1024, 1024) is None
+    assert "parallelism.expert_parallel=true" in launch_recipe("MiniMaxAI/MiniMax-M2.5", "h200_sxm", "fp8", 1024, 8192).overrides(1024)
+    assert launch_recipe("no-such/model", "b200_sxm", "fp8", 1024, 1024) is None
 
 
 def test_validation_reports_the_flags_it_applied(tmp_path):
@@ -91,3 +91,36 @@ def test_inferencemax_llama_rows_name_the_release_their_harness_ran(tmp_path):
         assert {"model.kv_dtype=fp8", "scheduler.async_scheduling=true"} <= set(run.overrides)
         assert "vLLM 0.10.2" in run.launch_flags
     assert off_grid.recipe_version is None and off_grid.launch_flags is None
+
+
+def test_aiconfigurator_gap_analysis_rows_run_its_release_and_generator_flags(tmp_path):
+    """The sample's aic-auto-gap-analysis rows: vLLM 0.12.0 (Dynamo's vllm-runtime:0.8.0),
+    with the FP8 cache aiconfigurator's generator asks for, even of a block-scaled FP8
+    checkpoint whose own default is 16-bit; fixed lengths, whatever grid they share."""
+    llama, qwen_moe, qwen_bf16, off_grid = _runs(
+        tmp_path,
+        "h200_sxm,nvidia/Llama-3.1-8B-Instruct-FP8,fp8,1,1000,100,112,50.0,8.0",
+        "h200_sxm,Qwen/Qwen3-235B-A22B-FP8,fp8,4,4000,500,20,50.0,8.0",
+        "h100_sxm,Qwen/Qwen3-32B,,2,1024,1024,8,50.0,8.0",
+        "h200_sxm,nvidia/Llama-3.1-8B-Instruct-FP8,fp8,1,1024,128,8,50.0,8.0")
+    for run in (llama, qwen_moe, qwen_bf16):
+        assert run.recipe_version == "0.12.0" and "aiconfigurator eval" in run.launch_flags
+        assert f"workload.prompt_tokens={{type: fixed, value: {run.isl}}}" in run.overrides
+    kv = [o for o in qwen_moe.overrides if o.startswith("model.kv_dtype=")]
+    assert kv == ["model.kv_dtype=bf16", "model.kv_dtype=fp8"]  # the recipe wins over the checkpoint
+    assert "model.kv_dtype=bf16" in qwen_bf16.overrides and qwen_bf16.launch_flags.startswith("vLLM 0.12.0")
+    assert off_grid.recipe_version is None and off_grid.launch_flags is None
+    # Without recipes the bf16 row on InferenceMAX's lengths takes that harness's spread.
+    plain, = _runs(tmp_path, "h100_sxm,Qwen/Qwen3-32B,,2,1024,1024,8,50.0,8.0", recipes=False)
+    assert "workload.prompt_tokens={type: uniform, min: 819, max: 1024}" in plain.overrides
+
+
+def test_a_recipe_release_turns_async_scheduling_off_and_says_so(tmp_path):
+    """The release reaches validate as for a version column: 0.12.0 predates async by default."""
+    from simulator.validation import run_validation
+
+    src = tmp_path / "sweep.csv"
+    src.write_text(HEAD + "\nh200_sxm,nvidia/Llama-3.1-8B-Instruct-FP8,fp8,1,1000,100,4,50.0,8.0\n")
+    result, _ = run_validation([src], BENCH, [], tmp_path / "out", rounds=1)
+    note, = [r["note"] for r in result["per_run"]]
+    assert "0.12.0" in note and "async" in note

@@ -23,6 +23,7 @@ import pandas as pd
 from simulator.errors import CatalogError, ServesimError
 from simulator.hardware import get_gpu
 from simulator.models import get_model
+from simulator.validation.lengths import harness_length_ratio, length_overrides
 from simulator.validation.recipes import launch_recipe
 from simulator.validation.versions import VERSION_COLUMNS
 
@@ -111,23 +112,6 @@ def read_per_request_csv(path: Path) -> MeasuredSet:
     run = MeasuredRun(label=path.stem, source=path.name, kind="trace", measured=_means(req),
                       requests=req)
     return MeasuredSet("per_request", [run], _as_written(path), np.zeros(len(df), dtype=int))
-
-
-# The harness behind the published closed-loop sweeps (InferenceMAX/InferenceX, whose
-# vLLM rows aiconfigurator's silicon sample and the dev set carry) runs its
-# benchmark_serving.py with `--random-range-ratio 0.8`: every prompt and output length is a
-# uniform integer in [int(0.8 x len), len], so isl/osl are maxima and the means are 0.9x.
-# `--length-ratio 1` simulates exactly fixed lengths instead. See docs/fidelity.md.
-HARNESS_LENGTH_RATIO = 0.8
-# Its sweep grid: rows with these (isl, osl) come from that harness. Other rows are taken
-# as the fixed-length closed loop most clients run by default (vLLM bench serve's random
-# range ratio 0, AIPerf/genai-perf with zero length spread), unless --length-ratio says.
-INFERENCEMAX_GRID = frozenset({(1024, 1024), (1024, 8192), (8192, 1024)})
-
-
-def harness_length_ratio(isl: int, osl: int) -> float:
-    """`--length-ratio auto`: the InferenceMAX ratio on its grid, fixed lengths elsewhere."""
-    return HARNESS_LENGTH_RATIO if (isl, osl) in INFERENCEMAX_GRID else 1.0
 
 
 def parse_length_ratio(text: str | float | None) -> float | None:
@@ -223,22 +207,11 @@ def precision_overrides(prec: str, model_name: str, gpu_name: str) -> list[str]:
     return [*out, f"model.expert_weight_dtype={expert or 'null'}"]
 
 
-def length_overrides(isl: int, osl: int, ratio: float) -> list[str]:
-    """Prompt and output length distributions of one sweep row (see HARNESS_LENGTH_RATIO)."""
-    if ratio >= 1.0:
-        # Exactly fixed: clients that start together finish together and send together, so a
-        # closed loop keeps its groups (lockstep), as measured fixed-length sweeps show.
-        return [f"workload.prompt_tokens={{type: fixed, value: {isl}}}",
-                f"workload.output_tokens={{type: fixed, value: {osl}}}"]
-    return [f"workload.{field}={{type: uniform, min: {max(1, int(n * ratio))}, max: {n}}}"
-            for field, n in (("prompt_tokens", isl), ("output_tokens", osl))]
-
-
 def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None,
                    recipes: bool = True) -> MeasuredSet:
     """One closed-loop run per row; `length_ratio` None picks it per row (harness_length_ratio).
-    With `recipes`, a row on the InferenceX grid also gets that harness's server flags for its
-    model, GPU and precision (recipes.py)."""
+    With `recipes`, a row of a known harness (its length grid, model, GPU and precision) also
+    gets that harness's server flags, release and length spread (recipes.py)."""
     df = pd.read_csv(path)
     missing = [c for c in SWEEP_COLUMNS if c not in df.columns]
     if missing:
@@ -268,11 +241,12 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None,
                 f"hardware.gpu={row.system}", f"parallelism.tp={tp}",
                 *layout.assignments,
                 f"workload.arrival={{type: closed_loop, concurrency: {conc}}}",
-                *length_overrides(isl, osl, harness_length_ratio(isl, osl) if length_ratio is None else length_ratio),
-                f"workload.num_requests={conc * rounds}", "workload.duration_s=null",
             ]
-            recipe = launch_recipe(str(row.model), str(row.system), prec) \
-                if recipes and (isl, osl) in INFERENCEMAX_GRID else None
+            recipe = launch_recipe(str(row.model), str(row.system), prec, isl, osl) if recipes else None
+            ratio = harness_length_ratio(isl, osl, recipe and recipe.length_ratio) \
+                if length_ratio is None else length_ratio
+            overrides += [*length_overrides(isl, osl, ratio),
+                          f"workload.num_requests={conc * rounds}", "workload.duration_s=null"]
             if recipe is not None:
                 overrides += recipe.overrides(isl)
         runs.append(MeasuredRun(label=f"{group} c{conc}", source=path.name, kind="closed_loop",

@@ -2,15 +2,25 @@
 
 A sweep row names the model, GPU, precision and layout, not how the server was launched,
 yet the launch flags change what the row measures: an FP8 KV cache holds twice the
-clients of a 16-bit one before the KV cliff, and a batch budget of 2 x ISL tokens queues
-prefills that 8,192 would not. Rows on the InferenceMAX/InferenceX grid
-(`measured.INFERENCEMAX_GRID`) come from that harness, whose launch scripts are public;
-for the model, GPU and precision below they passed flags other than the base scenario's.
-Each entry gives the flags in force while the published sample was measured (vLLM images
-0.15.1 to 0.19.0, March to April 2026) and the script they come from, in
-github.com/SemiAnalysisAI/InferenceX. Flags that change no simulated quantity (parsers,
-`--stream-interval`, CUDA-graph capture sizes, prefix caching with random prompts) are left
-out, as is `--max-num-seqs`, which sweep rows already take from their concurrency.
+clients of a 16-bit one before the KV cliff, a batch budget of 2 x ISL tokens queues
+prefills that 8,192 would not, and a release before vLLM 0.14 runs without async
+scheduling. A harness is recognised by its length grid, and the rows aiconfigurator's
+silicon sample publishes for it by model, GPU and precision:
+
+- InferenceMAX/InferenceX (`INFERENCEMAX_GRID`), whose launch scripts are public
+  (github.com/SemiAnalysisAI/InferenceX). Its entries give the flags in force while the
+  sample was measured (vLLM images 0.15.1 to 0.19.0, March to April 2026, and the
+  Oct 2025 Llama template) and the script they come from.
+- NVIDIA's aiconfigurator gap analysis (`AICONFIGURATOR_EVAL_GRID`): the sample's
+  `aic-auto-gap-analysis` rows, vLLM 0.12.0 in Dynamo's `vllm-runtime:0.8.0` image,
+  launched with the flags aiconfigurator's generator writes (ai-dynamo/aiconfigurator,
+  `generator/config/backend_templates/vllm/cli_args.0.12.0.j2`): its `--kv-cache-dtype` is
+  the KV mode aiconfigurator infers, FP8 for every FP8 checkpoint, block-scaled ones
+  included (`sdk/models/helpers.py`), where vLLM's own default would keep those 16-bit.
+
+Flags that change no simulated quantity (parsers, `--stream-interval`, CUDA-graph capture
+sizes, prefix caching with random prompts, `--max-model-len` above the row's lengths) are
+left out, as is `--max-num-seqs`, which sweep rows already take from their concurrency.
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ from dataclasses import dataclass
 from simulator.errors import CatalogError
 from simulator.hardware import get_gpu
 from simulator.models import get_model
+from simulator.validation.lengths import HARNESS_LENGTH_RATIO, INFERENCEMAX_GRID
 
 
 @dataclass(frozen=True)
@@ -30,6 +41,9 @@ class LaunchRecipe:
     gpus: frozenset[str]  # catalog GPU names
     precisions: frozenset[str]  # canonical precision column values
     source: str  # the launch script, and the change that set these flags
+    harness: str = "InferenceX"
+    grid: frozenset[tuple[int, int]] = INFERENCEMAX_GRID  # the (isl, osl) pairs it ran
+    length_ratio: float = HARNESS_LENGTH_RATIO  # its prompt and output length spread (lengths.py)
     kv_dtype: str | None = None  # --kv-cache-dtype
     gpu_memory_utilization: float | None = None  # --gpu-memory-utilization
     batched_tokens_per_isl: int | None = None  # --max-num-batched-tokens as a multiple of ISL
@@ -40,8 +54,8 @@ class LaunchRecipe:
 
     def describe(self, isl: int) -> str:
         """The flags as applied to a row of this ISL, and where they come from."""
-        image = f", vLLM {self.engine_version}" if self.engine_version else ""
-        return f"{', '.join(self.overrides(isl))}{image} (InferenceX {self.source})"
+        image = [f"vLLM {self.engine_version}"] if self.engine_version else []
+        return f"{', '.join([*self.overrides(isl), *image])} ({self.harness} {self.source})"
 
     def overrides(self, isl: int) -> list[str]:
         out = []
@@ -93,13 +107,31 @@ INFERENCEX_RECIPES: tuple[LaunchRecipe, ...] = (
 )
 
 
-def launch_recipe(model: str, gpu: str, precision: str) -> LaunchRecipe | None:
-    """The InferenceX recipe for a row's model, GPU and (canonical) precision, if one applies."""
+# aiconfigurator's gap-analysis sweeps: its default ISL/OSL grid, at the batch size its search
+# picked (the row's concurrency); Qwen3-32B in bf16 ran a TP x concurrency sweep of its own.
+AICONFIGURATOR_EVAL_GRID = frozenset((i, o) for i in (1000, 2000, 4000, 8000) for o in (100, 500, 1000, 2000))
+QWEN3_32B_SWEEP_GRID = frozenset((i, o) for i in (1024, 4096) for o in (128, 512, 1024))
+AICONFIGURATOR_SOURCE = ("aic-auto-gap-analysis rows of aiconfigurator's sample (Dynamo vllm-runtime:0.8.0), "
+                         "flags of aiconfigurator's generator")
+AICONFIGURATOR_RECIPES: tuple[LaunchRecipe, ...] = (
+    LaunchRecipe(
+        frozenset({"llama-3.1-8b", "qwen3-235b-a22b", "qwen3-32b"}), frozenset({"h100-sxm", "h200"}),
+        frozenset({"fp8"}), AICONFIGURATOR_SOURCE, harness="aiconfigurator eval",
+        grid=AICONFIGURATOR_EVAL_GRID, length_ratio=1.0, kv_dtype="fp8", engine_version="0.12.0"),
+    LaunchRecipe(
+        frozenset({"qwen3-32b"}), frozenset({"h100-sxm"}), frozenset({"bf16"}), AICONFIGURATOR_SOURCE,
+        harness="aiconfigurator eval", grid=QWEN3_32B_SWEEP_GRID, length_ratio=1.0, engine_version="0.12.0"),
+)
+
+
+def launch_recipe(model: str, gpu: str, precision: str, isl: int, osl: int) -> LaunchRecipe | None:
+    """The recipe for a row's model, GPU, (canonical) precision and lengths, if one applies."""
     try:
         model_name, gpu_name = get_model(model).name, get_gpu(gpu).name
     except CatalogError:  # reported later as unsimulatable, with the catalog's reason
         return None
-    for recipe in INFERENCEX_RECIPES:
-        if model_name in recipe.models and gpu_name in recipe.gpus and precision in recipe.precisions:
+    for recipe in (*INFERENCEX_RECIPES, *AICONFIGURATOR_RECIPES):
+        if (model_name in recipe.models and gpu_name in recipe.gpus and precision in recipe.precisions
+                and (isl, osl) in recipe.grid):
             return recipe
     return None
