@@ -23,16 +23,14 @@ import pandas as pd
 
 from simulator.config import load_scenario
 from simulator.explain import explain
-from simulator.validation import release_defaults
-from simulator.validation.measured import read_measured
+from simulator.validation import prepare_measured
 
 CLIFF = 5.0  # docs/fidelity.md: a cliff is TTFT >= 5x the configuration's lowest-concurrency TTFT
 
 
 def attention_shares(table: pd.DataFrame, source: Path, scenario: Path) -> list[float]:
     """Decode attention's share of one mid-run decode step, per row of `source`."""
-    measured = read_measured([source])
-    release_defaults(measured, load_scenario(scenario).scenario.scheduler.policy, [], None)  # as validate does
+    measured, _ = prepare_measured([source], load_scenario(scenario), [])  # as validate does
     shares = []
     for run, (_, row) in zip(measured.runs, table.iterrows(), strict=True):
         loaded = load_scenario(scenario, run.overrides)

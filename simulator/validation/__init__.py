@@ -33,11 +33,8 @@ def run_validation(paths: list[Path], scenario: Path, overrides: list[str], out_
     engine_version = check_version(engine_version, "--engine-version")
     base = load_scenario(scenario, overrides)  # fail early on a bad base scenario
     length_ratio = parse_length_ratio(length_ratio)
-    measured = read_measured(paths, rounds=rounds, length_ratio=length_ratio, recipes=recipes)
-    named = sets_field(overrides, "model", "model.name", "model.config_json")
-    followed = {} if named else _follow_model_ids(measured, base.scenario.model.name, base.scenario.hardware.gpu)
-    _servers_sized_to_clients(measured, base.scenario.scheduler)
-    release_defaults(measured, base.scenario.scheduler.policy, overrides, engine_version)
+    measured, followed = prepare_measured(paths, base, overrides, rounds=rounds, length_ratio=length_ratio,
+                                          recipes=recipes, engine_version=engine_version)
     preds = validate(measured, scenario, overrides, progress=progress, workers=workers)
     _require_one_simulated(preds)
     result = score(measured, preds, base.scenario.slo.model_dump())
@@ -59,6 +56,20 @@ def run_validation(paths: list[Path], scenario: Path, overrides: list[str], out_
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return result, final
+
+
+def prepare_measured(paths: list[Path], base, overrides: list[str], *, rounds: int = 10,
+                     length_ratio: float | None = None, recipes: bool = True,
+                     engine_version: str | None = None) -> tuple[MeasuredSet, dict[str, str]]:
+    """The measured runs with every setting validate gives them before simulating (the
+    model a file names, a server sized to the clients, the release's defaults), and the
+    models followed from the files. `base` is the loaded base scenario."""
+    measured = read_measured(paths, rounds=rounds, length_ratio=length_ratio, recipes=recipes)
+    named = sets_field(overrides, "model", "model.name", "model.config_json")
+    followed = {} if named else _follow_model_ids(measured, base.scenario.model.name, base.scenario.hardware.gpu)
+    _servers_sized_to_clients(measured, base.scenario.scheduler)
+    release_defaults(measured, base.scenario.scheduler.policy, overrides, engine_version)
+    return measured, followed
 
 
 def _require_one_simulated(preds: list[RunPrediction]) -> None:

@@ -181,9 +181,11 @@ def _with_smallest_fitting_dp(builder: _Builder) -> tuple[Simulation, str] | Non
     return None
 
 
-def simulate_run(run: MeasuredRun, scenario_path: Path, overrides: list[str]) -> RunPrediction:
+def simulate_run(run: MeasuredRun, scenario_path: Path, overrides: list[str],
+                 fast_forward: bool = True) -> RunPrediction:
+    """`fast_forward=False` steps every decode iteration (benchmarks/fast_forward_check.py)."""
     simulation, note = _simulation(run, scenario_path, overrides)
-    result = simulation.run(record_iterations=False)
+    result = simulation.run(record_iterations=False, fast_forward=fast_forward)
     sim = result.requests
     if run.kind == "trace" and run.requests is not None:
         # Map simulated requests back to the measured row order.
