@@ -457,13 +457,43 @@ def test_sweep_rows_size_the_server_to_their_clients(tmp_path):
     assert not any(o.startswith("scheduler.max_num_seqs") for o in static.runs[0].overrides)
 
 
+_PER_REQUEST_HEADER = "arrival_s,prompt_tokens,output_tokens,ttft_ms,tpot_ms,e2e_ms\n0,10,5,1,2,3\n"
+_SWEEP_HEADER = "system,model,precision,tp_size,isl,osl,concurrency,ttft_ms,tpot_ms\n"
+
+
 @pytest.mark.parametrize(("text", "match"), [
     ("a,b,c\n1,2,3\n", "unrecognised CSV header"),
+    (_PER_REQUEST_HEADER + "1,x,5,1,2,3\n", r"m.csv:3: prompt_tokens is 'x', expected a whole number >= 1"),
+    (_PER_REQUEST_HEADER + "1,,5,1,2,3\n", "m.csv:3: prompt_tokens is blank"),
+    (_PER_REQUEST_HEADER + "1,10.5,5,1,2,3\n", "prompt_tokens is '10.5'"),
+    (_PER_REQUEST_HEADER + "1,10,-1,1,2,3\n", "output_tokens is '-1', expected a whole number >= 0"),
+    (_PER_REQUEST_HEADER + "nan,10,5,1,2,3\n", "m.csv:3: arrival_s is 'nan', expected a number of seconds"),
+    (_PER_REQUEST_HEADER + "1,10,5,abc,2,3\n", "ttft_ms is 'abc', expected a number of ms >= 0, or blank"),
+    (_PER_REQUEST_HEADER + "1,10,5,1,2,-3\n", "e2e_ms is '-3'"),
+    ("arrival_s,prompt_tokens,output_tokens,ttft_ms,tpot_ms\n", "no rows"),
+    (_SWEEP_HEADER + "h200_sxm,llama-3.1-70b,fp8,2,1000,abc,8,100,20\n", "m.csv:2: osl is 'abc', expected a whole number >= 1"),
+    (_SWEEP_HEADER + "h200_sxm,llama-3.1-70b,fp8,0,1000,100,8,100,20\n", "tp_size is '0'"),
+    (_SWEEP_HEADER + "h200_sxm,llama-3.1-70b,fp8,2,1000,100,,100,20\n", "m.csv:2: concurrency is blank"),
+    (_SWEEP_HEADER + "h200_sxm,llama-3.1-70b,fp8,2,1000,100,8,fast,20\n", "ttft_ms is 'fast'"),
 ])
 def test_bad_measurement_files(tmp_path, text, match):
+    """A malformed cell is named by file, line and column, before anything is simulated."""
     src = _write(tmp_path / "m.csv", text)
     with pytest.raises(ServesimError, match=match):
         read_measured([src])
+
+
+def test_a_blank_measured_latency_is_not_scored(tmp_path):
+    """A sweep row that measured only one of TTFT and TPOT is scored on that one; a
+    per-request row with a blank TPOT (one output token) is left out of TPOT's errors."""
+    sweep = _write(tmp_path / "s.csv", _SWEEP_HEADER + "h200_sxm,llama-3.1-8b,bf16,1,256,16,2,,8.0\n"
+                   "h200_sxm,llama-3.1-8b,bf16,1,256,16,4,30.0,\n")
+    result, _ = run_validation([sweep], BENCH_SCENARIO, [], tmp_path / "s", rounds=2)
+    metrics = result["metrics"]
+    assert metrics["ttft_ms"]["all"]["n"] == 1 and metrics["tpot_ms"]["all"]["n"] == 1
+    assert result["cliffs"]["measured"] == 0 and not result["skipped"]
+    written = pd.read_csv(tmp_path / "s" / "validation.csv")
+    assert written["pred_ttft_ms"].notna().all() and written["pred_tpot_ms"].notna().all()
 
 
 def test_bad_json_and_missing_file(tmp_path):
@@ -475,6 +505,28 @@ def test_bad_json_and_missing_file(tmp_path):
         read_measured([_write(tmp_path / "z.json", "[1, 2]")])
     with pytest.raises(ServesimError, match="not found"):
         read_measured([tmp_path / "nope.csv"])
+
+
+@pytest.mark.parametrize(("patch", "match"), [
+    ({"input_lens": [10, "x"]}, r"`input_lens`\[1\] is \"x\", expected a whole number >= 0"),
+    ({"input_lens": [10, -20]}, r"`input_lens`\[1\] is -20"),
+    ({"input_lens": [10, 0]}, r"`input_lens`\[1\] is 0 for a request that got a first token"),
+    ({"ttfts": ["a", 0.2]}, r"`ttfts`\[0\] is \"a\", expected a number >= 0"),
+    ({"itls": [[0.01, "q"], [0.01]]}, r"`itls\[0\]`\[1\] is \"q\""),
+    ({"start_times": [1.0, None, 2.0]}, "`start_times` has 3 entries for 2 requests"),
+])
+def test_bad_per_request_json_names_the_entry(tmp_path, patch, match):
+    doc = {"input_lens": [10, 20], "output_lens": [5, 5], "ttfts": [0.1, 0.2], "itls": [[0.01], [0.01]]}
+    with pytest.raises(ServesimError, match=match):
+        read_measured([_write(tmp_path / "r.json", json.dumps(doc | patch))])
+
+
+def test_a_failed_requests_nulls_are_dropped_and_no_itls_means_no_tpot(tmp_path):
+    """A failed request (null lengths and TTFT) is left out; without `itls` or `latencies`
+    the file measured no TPOT, so none is scored (it used to read as 0 ms)."""
+    doc = {"input_lens": [10, None], "output_lens": [5, None], "ttfts": [0.1, None]}
+    (run,) = read_measured([_write(tmp_path / "r.json", json.dumps(doc))]).runs
+    assert len(run.requests) == 1 and run.measured == {"ttft_ms": pytest.approx(100.0)}
 
 
 def _cli_error(capsys, out: Path, *args: str) -> str:

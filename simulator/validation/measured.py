@@ -100,18 +100,56 @@ def _as_written(path: Path) -> pd.DataFrame:
     return pd.read_csv(path, dtype=str, keep_default_na=False)
 
 
+# Per-request columns that must hold a value in every row: column -> (whole number?, minimum).
+# An output of 0 tokens is a failed request; it is replayed as one token, as before.
+_PER_REQUEST_REQUIRED = {"arrival_s": (False, -math.inf), "prompt_tokens": (True, 1),
+                         "output_tokens": (True, 0)}
+_LATENCY_COLUMNS = ("ttft_ms", "tpot_ms", "e2e_ms")
+_FIX_ROW = "fix or drop that row"
+# Cells pandas would read as missing (NaN, NA, null, ...): a blank latency, as in vLLM's
+# NaN TPOT for one-token outputs.
+_MISSING_TEXT = frozenset({"nan", "-nan", "na", "n/a", "#n/a", "<na>", "null", "none"})
+
+
+def _checked_columns(text: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """The per-request cells (as written) made numeric, or a MeasurementError naming the first
+    bad cell's line (line 1 is the header). Latencies may be blank (not scored there)."""
+    out = text.copy()
+    for column in (*_PER_REQUEST_REQUIRED, *(c for c in _LATENCY_COLUMNS if c in text.columns)):
+        cells = text[column].str.strip()
+        values = pd.to_numeric(cells, errors="coerce")
+        whole, minimum = _PER_REQUEST_REQUIRED.get(column, (False, 0))
+        blank = cells.eq("") | cells.str.lower().isin(_MISSING_TEXT)
+        bad = (values.isna() & ~blank) | (values < minimum) | np.isinf(values)
+        if column in _PER_REQUEST_REQUIRED:
+            bad |= blank
+        if whole:
+            bad |= values.notna() & (values != values.round())
+        if bad.any():
+            i = int(np.flatnonzero(bad.to_numpy())[0])
+            what = f"a whole number >= {minimum}" if whole else \
+                ("a number of seconds" if column == "arrival_s" else "a number of ms >= 0, or blank")
+            raise MeasurementError(f"{column} is {_shown(cells.iloc[i])}, expected {what}",
+                                   where=f"{path}:{i + 2}", fix=_FIX_ROW)
+        out[column] = values.astype(np.int64) if whole else values.astype(float)
+    return out
+
+
 def read_per_request_csv(path: Path) -> MeasuredSet:
-    df = pd.read_csv(path)
+    df = _as_written(path)
     missing = [c for c in PER_REQUEST_COLUMNS if c not in df.columns]
     if missing:
         raise MeasurementError(f"missing column(s) {', '.join(missing)}", where=str(path),
                                fix=f"a per-request CSV needs: {', '.join(PER_REQUEST_COLUMNS)}[,e2e_ms]")
-    req = df.copy()
+    if df.empty:
+        raise MeasurementError("the file has no rows", where=str(path),
+                               fix="point to a CSV with one row per measured request")
+    req = _checked_columns(df, path)
     # vLLM leaves TPOT undefined for single-token outputs.
     req.loc[req["output_tokens"] <= 1, "tpot_ms"] = np.nan
     run = MeasuredRun(label=path.stem, source=path.name, kind="trace", measured=_means(req),
                       requests=req)
-    return MeasuredSet("per_request", [run], _as_written(path), np.zeros(len(df), dtype=int))
+    return MeasuredSet("per_request", [run], df, np.zeros(len(df), dtype=int))
 
 
 def parse_length_ratio(text: str | float | None) -> float | None:
@@ -221,10 +259,10 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None,
     for i, row in enumerate(df.itertuples(index=False)):
         where = f"{path}:{i + 2}"
         prec = _row_precision(row.precision, str(row.model))
-        conc, isl, osl, tp = int(row.concurrency), int(row.isl), int(row.osl), int(row.tp_size)
-        if min(conc, isl, osl, tp) < 1:
-            raise MeasurementError("concurrency, isl, osl and tp_size must be >= 1", where=where,
-                                   fix="fix or drop that row")
+        conc, isl, osl, tp = (_whole_cell(getattr(row, c), c, where)
+                              for c in ("concurrency", "isl", "osl", "tp_size"))
+        measured = {c: ms for c in ("ttft_ms", "tpot_ms")
+                    if (ms := _latency_cell(getattr(row, c), c, where)) is not None}
         family = f"{row.system} {row.model} {prec or row.precision}"
         layout = _row_layout(row, df.columns, where)
         group = f"{family} tp{tp}{''.join(f' {label}' for label in layout.labels)} isl{isl} osl{osl}"
@@ -250,7 +288,7 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None,
             if recipe is not None:
                 overrides += recipe.overrides(isl)
         runs.append(MeasuredRun(label=f"{group} c{conc}", source=path.name, kind="closed_loop",
-                                measured={"ttft_ms": float(row.ttft_ms), "tpot_ms": float(row.tpot_ms)},
+                                measured=measured,
                                 overrides=overrides, concurrency=conc, isl=isl, osl=osl, group=group,
                                 family=family, error=error, infer_dp=not layout.states_dp, note=note,
                                 launch_flags=recipe and recipe.describe(isl),
@@ -262,6 +300,38 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None,
 def _blank(cell: object) -> bool:
     """An optional column's empty cell (pandas reads it as NaN)."""
     return cell is None or (isinstance(cell, float) and math.isnan(cell)) or not str(cell).strip()
+
+
+def _shown(cell: object) -> str:
+    """A cell as an error message quotes it."""
+    return "blank" if _blank(cell) else repr(str(cell).strip())
+
+
+def _cell_number(cell: object) -> float:
+    try:
+        return float(cell)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _whole_cell(cell: object, column: str, where: str) -> int:
+    """A sweep row's count (clients, tokens, GPUs): a whole number >= 1."""
+    value = _cell_number(cell)
+    if not (math.isfinite(value) and value >= 1 and value == int(value)):
+        raise MeasurementError(f"{column} is {_shown(cell)}, expected a whole number >= 1", where=where,
+                               fix=_FIX_ROW)
+    return int(value)
+
+
+def _latency_cell(cell: object, column: str, where: str) -> float | None:
+    """A sweep row's measured latency in ms, or None when blank (that metric is not scored)."""
+    if _blank(cell):
+        return None
+    value = _cell_number(cell)
+    if not (math.isfinite(value) and value >= 0):
+        raise MeasurementError(f"{column} is {_shown(cell)}, expected a number of ms >= 0, or blank",
+                               where=where, fix=_FIX_ROW)
+    return value
 
 
 def _row_version(row, columns) -> str | None:
@@ -347,6 +417,25 @@ def vllm_json_documents(path: Path) -> list[dict]:
     return docs
 
 
+_FIX_JSON = "pass the JSON exactly as `vllm bench serve` saved it"
+
+
+def _json_numbers(values: list, key: str, where: str, *, whole: bool = False,
+                  lowest: float = 0.0) -> np.ndarray:
+    """A per-request list as numbers; a failed request's null reads as 0 (it is dropped)."""
+    out = np.zeros(len(values), dtype=float)
+    for i, value in enumerate(values):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
+                or value < lowest or (whole and not float(value).is_integer()):
+            kind = "a whole number >= 0" if whole else ("a number" if lowest == -math.inf else "a number >= 0")
+            raise MeasurementError(f"`{key}`[{i}] is {json.dumps(value)}, expected {kind}", where=where,
+                                   fix=_FIX_JSON)
+        out[i] = value
+    return out.astype(np.int64) if whole else out
+
+
 def read_vllm_json(path: Path) -> list[MeasuredSet]:
     """The runs of a `vllm bench serve --save-result --save-detailed` file (one per result
     object; a file appended to by several runs holds several, labelled `name#k`)."""
@@ -380,31 +469,39 @@ def _vllm_run(data: object, path: Path, label: str, source: str) -> MeasuredSet:
         if not isinstance(values, list) or len(values) != n:
             raise MeasurementError(f"`{key}` has {len(values) if isinstance(values, list) else 'no'} entries "
                                    f"for {n} requests", where=where,
-                                   fix="pass the JSON exactly as `vllm bench serve` saved it")
+                                   fix=_FIX_JSON)
         return values
 
-    for key in ("input_lens", "output_lens"):
-        per_request(key)
-    ttfts = np.asarray([t or 0.0 for t in data["ttfts"]], dtype=float) * 1e3
-    itls = per_request("itls") or [[] for _ in range(n)]
-    out = np.asarray(data["output_lens"], dtype=int)
-    latencies = per_request("latencies")
+    def numbers(key: str, *, whole: bool = False, lowest: float = 0.0) -> np.ndarray | None:
+        values = per_request(key)
+        return None if values is None else _json_numbers(values, key, where, whole=whole, lowest=lowest)
+
+    prompts, out = numbers("input_lens", whole=True), numbers("output_lens", whole=True)
+    ttfts = numbers("ttfts") * 1e3
+    latencies = numbers("latencies")
+    itls = per_request("itls")
     if latencies is not None:
-        e2e = np.asarray([x or 0.0 for x in latencies], dtype=float) * 1e3
-    else:
-        e2e = ttfts + np.array([sum(x or []) for x in itls], dtype=float) * 1e3
+        e2e = latencies * 1e3
+    elif itls is not None:
+        e2e = ttfts + np.array([_json_numbers(x or [], f"itls[{i}]", where).sum()
+                                for i, x in enumerate(itls)], dtype=float) * 1e3
+    else:  # neither latencies nor ITLs saved: E2E and TPOT were not measured
+        e2e = np.full(n, np.nan)
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(out > 1, (e2e - ttfts) / (out - 1), np.nan)
     errors = per_request("errors") or [""] * n
     ok = (ttfts > 0) & np.array([not e for e in errors])  # failed requests: no first token
-    req = pd.DataFrame({"prompt_tokens": np.asarray(data["input_lens"], dtype=int), "output_tokens": out,
+    if (empty := ok & (prompts < 1)).any():
+        raise MeasurementError(f"`input_lens`[{int(np.flatnonzero(empty)[0])}] is 0 for a request that "
+                               "got a first token", where=where, fix=_FIX_JSON)
+    req = pd.DataFrame({"prompt_tokens": prompts, "output_tokens": out,
                         "ttft_ms": ttfts, "tpot_ms": tpot, "e2e_ms": e2e})
     conc, rate, burst = _traffic(data, where)
-    starts = per_request("start_times")
+    starts = numbers("start_times", lowest=-math.inf)
     kind = "closed_loop" if conc else "rate"
     if starts is not None and not conc:
         kind = "trace"  # exact send times
-        req.insert(0, "arrival_s", np.asarray(starts, dtype=float))
+        req.insert(0, "arrival_s", starts)
     req = req[ok].reset_index(drop=True)
     if kind == "trace" and len(req):
         req["arrival_s"] -= req["arrival_s"].min()

@@ -46,7 +46,7 @@ def _scatter(runs: pd.DataFrame, metric: str, label: str, path: Path) -> Path:
         ax.set_xlabel(f"measured {label}")
         ax.set_ylabel(f"predicted {label}")
         ax.set_title(f"{label}: predicted vs measured")
-        if legend:
+        if legend and ok.any():
             ax.legend(fontsize=6 if len(names) <= 12 else 5, loc="upper left")
         fig.tight_layout()
         fig.savefig(path, dpi=DPI)

@@ -31,8 +31,8 @@ def runs_frame(preds: list[RunPrediction]) -> pd.DataFrame:
         for m in METRICS:
             meas = p.run.measured.get(m)
             pred = p.predicted.get(m)
-            row[f"measured_{m}"] = meas
-            row[f"pred_{m}"] = pred
+            row[f"measured_{m}"] = np.nan if meas is None else meas  # blank cells are not scored
+            row[f"pred_{m}"] = np.nan if pred is None else pred
             row[f"err_pct_{m}"] = pct(pred, meas) if meas is not None and pred is not None else np.nan
         rows.append(row)
     df = pd.DataFrame(rows)
