@@ -5,10 +5,11 @@
 Each row of a closed-loop sweep runs as `simulate validate` would run it, twice: with
 decode stretches advanced in one event (the default) and with every iteration stepped
 (`fast_forward=False`). The two should agree up to the stretches' documented
-approximations (an attention-DP rank re-reads its peers' decode load every 16 steps);
-rows whose mean TPOT differs by more than --tpot-tol or mean TTFT by more than
---ttft-tol are listed. This is how the attention-DP resonance of docs/fidelity.md was
-found: one rank kept pricing its steps with a peer's prefill for a whole stretch.
+approximations (table-driven attention sampled every few steps); rows whose mean TPOT
+differs by more than --tpot-tol or mean TTFT by more than --ttft-tol are listed.
+Attention-DP ranks step every pass in lockstep (simulator/lockstep.py), so their rows
+agree exactly. This is how the attention-DP resonance of docs/fidelity.md was found,
+before lockstep: one rank kept pricing its steps with a peer's prefill for a whole stretch.
 """
 
 from __future__ import annotations

@@ -60,7 +60,8 @@ class ParallelismConfig(StrictModel):
         1, ge=1, description="attention data-parallel ranks per copy (vLLM `--data-parallel-size`): each rank "
         "serves its own requests with its own scheduler and KV cache, attention and dense layers split tp "
         "ways; a MoE model's experts are split over all dp x tp GPUs, whose MoE layers run every rank's "
-        "tokens together. For a dense model the ranks are independent copies, as replicas are")
+        "tokens together, so the ranks step in lockstep, each pass as long as its slowest rank's step. "
+        "For a dense model the ranks are independent copies, as replicas are")
     expert_parallel: bool = Field(
         False, description="vLLM `--enable-expert-parallel`: a MoE model's routed experts are split by expert "
         "over the dp x tp GPUs (each holds whole experts and computes the tokens routed to them) instead of "

@@ -7,37 +7,33 @@ progress, are applied exactly as stepping would have, and scheduling resumes. Un
 async scheduling the arrival also waits out the iteration after that, already scheduled
 without it: the stretch's next step, which the stretch runs before it ends.
 
-An attention-DP rank prices its steps with its peers' load (their experts run in lockstep
-with its own), so a peer that starts or ends a prefill cuts the rank's stretch the same way:
-the step in progress completes and the next is priced with the new load.
+An attention-DP rank of a MoE model steps in lockstep with its peers (lockstep.py): each
+step is one event, priced by the group, with no stretches.
 """
 
 from __future__ import annotations
 
-import sys
 from bisect import bisect_right
 from collections.abc import Callable
 from itertools import accumulate
 
 import simpy
 
-from simulator.cost.model import DataParallelRankCost, IterationCostModel
+from simulator.cost.model import IterationCostModel
+from simulator.lockstep import LockstepGroup
 from simulator.metrics import IterationLog
 from simulator.request import Request
 from simulator.scheduler.base import Scheduler
-
-# The cause of an interrupt that cuts a decode stretch because an attention-DP peer's load
-# changed (an arrival's interrupt has none).
-PEER_LOAD = "peer load"
 
 
 class Engine:
     """One scheduler + KV cache + cost model: a replica, or one pipeline virtual engine."""
 
     def __init__(self, env: simpy.Environment, replica: int, scheduler: Scheduler,
-                 cost: IterationCostModel | DataParallelRankCost, log: IterationLog,
+                 cost: IterationCostModel, log: IterationLog,
                  on_finish: Callable[[Request], None], on_reject: Callable[[Request, str], None],
-                 *, fast_forward: bool = True, settle_after_finish: bool = False):
+                 *, fast_forward: bool = True, settle_after_finish: bool = False,
+                 lockstep: LockstepGroup | None = None):
         self.env = env
         self.replica = replica
         self.scheduler = scheduler
@@ -55,11 +51,9 @@ class Engine:
         self._steps = 0  # iterations started so far; the running one's number while busy
         self._from_idle = True  # the next iteration starts an idle engine (no CPU overlap)
         self._tag_pending = False
-        self.fast_forward = fast_forward
-        # Steps a decode stretch may fast-forward: unbounded, unless the cost model reads
-        # state that changes meanwhile (an attention-DP rank's peers' load).
-        self.max_stretch = getattr(cost, "max_stretch", sys.maxsize)
-        self.in_flight_tokens = 0  # tokens of the step (or decode stretch's steps) running now
+        # An attention-DP rank's steps are its group's passes, one event each.
+        self.lockstep = lockstep
+        self.fast_forward = fast_forward and lockstep is None
         # Closed loop: after finishing requests, let the replacement sends of this instant
         # arrive (one zero-delay event) before scheduling, so they can join the next step.
         self.settle_after_finish = settle_after_finish
@@ -83,17 +77,6 @@ class Engine:
         if self._in_stretch:
             self._in_stretch = False
             self.process.interrupt()
-
-    def peer_load_changed(self) -> None:
-        """An attention-DP peer started or ended a prefill: a decode stretch priced with the
-        peers' old load ends after its running step, so the next step is priced afresh."""
-        if self._in_stretch:
-            self._in_stretch = False
-            self.process.interrupt(PEER_LOAD)
-
-    def _notify_peers(self) -> None:
-        for peer in getattr(self.cost, "peers", ()):
-            peer.peer_load_changed()
 
     def _release_inbox(self, everything: bool = False) -> None:
         """Hand the scheduler the held requests whose iteration k has been followed by k + 1."""
@@ -125,8 +108,12 @@ class Engine:
         log = self.log
         kv = sched.kv
         replica = self.replica
-        coupled = bool(getattr(cost, "peers", None))  # an attention-DP rank (peers set before the run)
+        group = self.lockstep
         while True:
+            if group is not None and group.busy:  # join the next pass, as vLLM's DP ranks do
+                group.rest(self)
+                yield group.pass_end
+                continue
             now = env.now
             if self._inbox:
                 self._release_inbox()
@@ -135,6 +122,8 @@ class Engine:
                 self._release_inbox(everything=True)
                 step = sched.schedule(now)
             if step is None:
+                if group is not None:
+                    group.rest(self)
                 self._idle = env.event()
                 wake_at = sched.next_wakeup(now)
                 if wake_at is None or wake_at <= now:
@@ -146,22 +135,17 @@ class Engine:
                 continue
             shape = step.shape
             k = sched.stretch_limit(step) if step.decode_only and self.fast_forward and not self._inbox else 1
-            k = min(k, self.max_stretch)
             self._steps += 1
             self._busy = True
-            self.in_flight_tokens = shape.num_tokens
-            prefill = shape.num_tokens > shape.num_decode
-            if prefill and coupled:
-                self._notify_peers()
             from_idle, self._from_idle = self._from_idle, False
             if k == 1:
-                dt = cost.iteration_time(shape, from_idle=from_idle)
+                if group is None:
+                    dt = cost.iteration_time(shape, from_idle=from_idle)
+                else:
+                    dt = yield group.join(self, shape, from_idle)
                 used, queued = kv.used, sched.queued
                 yield env.timeout(dt)
                 self._busy = False
-                self.in_flight_tokens = 0
-                if prefill and coupled:
-                    self._notify_peers()
                 finished = sched.complete(step, env.now)
                 log.add(replica, now, dt, shape.num_tokens - shape.num_decode, shape.num_decode,
                         shape.num_seqs, used, kv.total, queued)
@@ -176,12 +160,12 @@ class Engine:
                     yield env.timeout(ends[-1] - now)
                     n = k
                     self._stretch_step_known(first + n - 1)
-                except simpy.Interrupt as cut:
+                except simpy.Interrupt:
                     # Finished steps plus the one in progress complete; then we reschedule.
                     n = min(bisect_right(ends, env.now) + 1, k)
                     self._stretch_step_known(first + n - 1)
                     yield env.timeout(max(ends[n - 1] - env.now, 0.0))
-                    if self.async_scheduling and n < k and cut.cause is not PEER_LOAD:
+                    if self.async_scheduling and n < k:
                         # The held arrivals wait out one more iteration, which was scheduled
                         # without them: the stretch's next decode step. Run it here rather
                         # than as a separate event (arrivals meanwhile are held as for any step).
@@ -190,7 +174,6 @@ class Engine:
                         yield env.timeout(max(ends[n - 1] - env.now, 0.0))
                 self._in_stretch = False
                 self._busy = False
-                self.in_flight_tokens = 0
                 ends = ends[:n]
                 ends[-1] = env.now
                 finished, kv_steps = sched.complete_stretch(step, ends)

@@ -18,13 +18,13 @@ from simulator import __version__
 from simulator.cluster import DisaggregatedCluster, Replica
 from simulator.config import LoadedScenario, ParallelismConfig, Scenario
 from simulator.cost import COST_BACKENDS, IterationCostModel, ShardedModel, kernel_times_source
-from simulator.cost.model import DataParallelRankCost
 from simulator.cost.releases import decode_attention_model, untuned_fp8_decode_note
 from simulator.engine import Engine
 from simulator.errors import ConfigError, DoesNotFitError, ExpertSplitError
 from simulator.hardware import LINKS, GPUSpec, get_gpu
 from simulator.kv_cache import BlockManager
 from simulator.kv_transfer import build_kv_transfer
+from simulator.lockstep import LockstepGroup
 from simulator.memory import MemoryPlan, plan_memory
 from simulator.metrics import IterationLog, describe, requests_frame, summarize
 from simulator.models import ModelSpec, get_model, load_hf_config
@@ -242,19 +242,16 @@ class Simulation:
         replicas = []
         for r in range(first, first + plan.replicas):
             engines = []
+            lockstep = LockstepGroup(env, plan.cost) if coupled else None
             for _ in range(plan.dp * pp):  # each DP rank's virtual engines; ranks pick by load as vLLM's DP balancer does
                 kv = BlockManager(blocks_per_engine, sc.memory.block_size,
                                   getattr(sc.scheduler, "watermark", 0.0))
                 sched = policy(sc.scheduler, kv, self.max_model_len, itl,
                                token_budget=self.token_budget, max_num_seqs=self.max_num_seqs)
                 sched.expect_arrivals = self._expect_arrivals
-                cost = DataParallelRankCost(plan.cost) if coupled else plan.cost
-                engines.append(Engine(env, r, sched, cost, log, self._on_finish, self._on_reject,
-                                      fast_forward=self._fast_forward,
+                engines.append(Engine(env, r, sched, plan.cost, log, self._on_finish, self._on_reject,
+                                      fast_forward=self._fast_forward, lockstep=lockstep,
                                       settle_after_finish=isinstance(self.workload, ClosedLoopWorkload)))
-            if coupled:
-                for e in engines:
-                    e.cost.peers = [p for p in engines if p is not e]
             replicas.append(Replica(r, engines))
         return replicas
 

@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 from test_invariants import check_kv, check_requests, check_timeline, check_tokens
 
 from simulator.api import load
-from simulator.cost.model import DataParallelRankCost, quantised_tokens
-from simulator.cost.ops import IterationShape, ShardedModel, token_ops
+from simulator.cost.model import quantised_tokens
+from simulator.cost.ops import ShardedModel, token_ops
 from simulator.errors import ConfigError
 from simulator.memory import weight_bytes_per_gpu
 from simulator.models import get_model
@@ -83,22 +83,6 @@ def test_quantised_tokens_stay_within_three_percent(n):
     assert quantised_tokens(q) == q
 
 
-class _Peer:
-    def __init__(self, tokens: int):
-        self.in_flight_tokens = tokens
-
-
-def test_a_busy_peer_slows_this_ranks_step_and_an_idle_one_does_not():
-    cost = Simulation(load(data=moe_scenario(2))).cost
-    rank = DataParallelRankCost(cost)
-    shape = IterationShape(8, 8, 8, 8 * 1000)
-    rank.peers = [_Peer(0)]
-    assert rank.iteration_time(shape) == cost.iteration_time(shape)
-    rank.peers = [_Peer(4096)]  # a peer prefilling 4k tokens in the same step
-    assert rank.iteration_time(shape) > 1.5 * cost.iteration_time(shape)
-    assert rank.decode_step_times(8, 8000, 3)[0] == pytest.approx(rank.iteration_time(shape), rel=1e-9)
-
-
 @pytest.mark.parametrize("fast_forward", [True, False])
 def test_a_lone_request_under_dp_is_its_iterations(fast_forward):
     """The other rank is idle throughout, so it adds nothing to the MoE layers."""
@@ -133,19 +117,39 @@ def test_ranks_share_a_closed_loop_evenly():
     assert min(peaks) > 0 and max(peaks) <= 1.25 * min(peaks)
 
 
-@pytest.mark.parametrize("async_scheduling", [True, False])
-def test_a_peers_prefill_slows_a_ranks_stretch_for_its_own_steps_only(async_scheduling):
-    """Fast-forwarded decode stretches agree with stepping: a peer's prefill cuts a rank's
-    stretch, so the rank does not keep pricing its decode steps with that prefill's tokens
-    (fixed lengths made the two ranks' cycles resonate, one rank's clients decoding at
-    several times the other's TPOT)."""
-    d = moe_scenario(2, arrival=closed_loop(8), prompt=fixed(1000), output=fixed(100), num_requests=80,
-                     sched={"async_scheduling": async_scheduling})
-    _, stepped = simulate(d, fast_forward=False)
-    _, stretched = simulate(d, fast_forward=True)
-    tpot = stretched.requests["tpot_ms"]
-    assert tpot.mean() == pytest.approx(stepped.requests["tpot_ms"].mean(), rel=0.03)
-    assert tpot.max() < 1.25 * tpot.median()
+def test_a_peers_prefill_holds_up_a_decoding_rank_for_the_whole_pass(tmp_path):
+    """The ranks' forward passes are aligned (each MoE layer is a collective over them), so
+    while one rank prefills 4,000 tokens the other's decode step lasts the prefill's pass:
+    not just its own step with the prefill's tokens in its experts (the model before
+    lockstep), which is less than half of it. The prompt that arrives mid-pass waits for
+    the pass to end, as an idle vLLM rank running dummy passes does."""
+    trace = tmp_path / "trace.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,64,200\n0.05,4000,2\n")
+    d = moe_scenario(2, num_requests=2, sched={"async_scheduling": False})
+    d["workload"] = {"arrival": {"type": "trace", "path": str(trace)}}
+    sim, res = simulate(d)
+    it = res.iterations
+    (prefill,) = it.index[it["prefill_tokens"] == 4000]
+    beside = it[(it["start_s"] == it.at[prefill, "start_s"]) & (it.index != prefill)]
+    assert len(beside) == 1 and beside["decode_tokens"].iloc[0] == 1
+    pass_ms = it.at[prefill, "duration_ms"]
+    assert beside["duration_ms"].iloc[0] == pass_ms
+    cost = sim.cost
+    assert pass_ms == pytest.approx(cost.iteration_time(prefill_shape(4000), 1, from_idle=True) * 1e3, rel=1e-9)
+    own_step_ms = cost.iteration_time(decode_shape(64 + 10), 4000) * 1e3
+    assert pass_ms > 2 * own_step_ms
+    earlier = it[it["start_s"] < 0.05]
+    assert it.at[prefill, "start_s"] == pytest.approx((earlier["start_s"] + earlier["duration_ms"] / 1e3).max())
+
+
+def assert_passes_aligned(iterations) -> None:
+    """Lockstep: two iterations of one replica either are the same pass (same start and
+    duration) or do not overlap."""
+    for _, it in iterations.groupby("replica"):
+        spans = it.groupby("start_s")["duration_ms"].agg(["min", "max"]).sort_index()
+        assert (spans["min"] == spans["max"]).all()
+        ends = spans.index.to_numpy() + spans["max"].to_numpy() / 1e3
+        assert (spans.index.to_numpy()[1:] >= ends[:-1] - 1e-12).all()
 
 
 def test_dp_with_pipeline_stages_is_refused_with_a_fix():
@@ -181,6 +185,7 @@ def test_dp_invariants_and_determinism(d):
     check_tokens(d, res.requests, res.iterations)
     check_kv(sim, res.iterations)
     check_timeline(d, res.iterations)
+    assert_passes_aligned(res.iterations)
     _, again = simulate(d)
     np.testing.assert_array_equal(res.requests["e2e_ms"].to_numpy(), again.requests["e2e_ms"].to_numpy())
 

@@ -165,7 +165,7 @@ class IterationCostModel:
         return t + cpu
 
     def decode_step_times(self, num_seqs: int, context_sum: int, steps: int,
-                          moe_others: int = 0, from_idle: bool = False) -> list[float]:
+                          from_idle: bool = False) -> list[float]:
         """Durations of `steps` consecutive identical decode iterations.
 
         Each step every sequence gains one token of context; nothing else changes, which
@@ -175,7 +175,7 @@ class IterationCostModel:
         first request), so under async scheduling it alone pays GPU + CPU.
         """
         cpu = self.cpu_time(num_seqs)
-        base = self.token_time(num_seqs, moe_others) + self.emit_time(num_seqs)
+        base = self.token_time(num_seqs) + self.emit_time(num_seqs)
         vector = self._attn_vector
         if vector is None and steps > 2 * KNOT_STEPS:
             # Table-driven timers are piecewise linear in context: evaluate every
@@ -233,29 +233,3 @@ def quantised_tokens(n: int) -> int:
     step = 1 << (n.bit_length() - 6)
     return (n + step // 2) // step * step
 
-
-class DataParallelRankCost:
-    """One attention-DP rank's iteration times: its own batch, with its MoE layers also
-    carrying the tokens its peer ranks are running now.
-
-    vLLM runs the DP ranks' forward passes in lockstep, so a step's experts see every
-    rank's tokens at once. The ranks here run as separate engines; the tokens of the
-    peers' steps in flight when this rank's step starts stand in for that step's share.
-    """
-
-    # Decode steps the rank's engine may fast-forward before it reads its peers' load
-    # again: long enough to keep a stretch cheap, short enough to notice a peer's prefill.
-    max_stretch = 16
-
-    def __init__(self, cost: IterationCostModel):
-        self.cost = cost
-        self.peers: list = []  # the other ranks' engines (each exposes in_flight_tokens)
-
-    def _others(self) -> int:
-        return quantised_tokens(sum(p.in_flight_tokens for p in self.peers))
-
-    def iteration_time(self, shape: IterationShape, from_idle: bool = False) -> float:
-        return self.cost.iteration_time(shape, self._others(), from_idle)
-
-    def decode_step_times(self, num_seqs: int, context_sum: int, steps: int, from_idle: bool = False) -> list[float]:
-        return self.cost.decode_step_times(num_seqs, context_sum, steps, self._others(), from_idle)

@@ -1,0 +1,70 @@
+"""The attention-DP ranks of one replica run their forward passes together.
+
+A MoE model served with attention data parallelism splits its experts over every rank, so
+each MoE layer is a collective over all ranks: no rank gets past it before the slowest
+arrives, and vLLM aligns the ranks' forward passes (idle ranks run dummy ones) so the
+collectives match (vLLM docs, serving/data_parallel_deployment.md). A pass therefore lasts
+as long as its slowest rank's step, each rank's experts carrying every rank's tokens; a
+rank that is prefilling holds up its peers' decode steps for its attention and dense layers
+as well as its experts.
+
+The ranks stay separate engines (own scheduler and KV cache); a rank with work joins the
+pass starting now, or waits for the one in progress to end. Idle ranks' dummy passes (one
+token each) are not costed.
+"""
+
+from __future__ import annotations
+
+import simpy
+
+from simulator.cost.model import IterationCostModel, quantised_tokens
+from simulator.cost.ops import IterationShape
+
+
+class LockstepGroup:
+    """Forward passes shared by the attention-DP ranks (engines) of one replica."""
+
+    def __init__(self, env: simpy.Environment, cost: IterationCostModel):
+        self.env = env
+        self.cost = cost
+        self.pass_end: simpy.Event | None = None  # fires when the pass in progress ends
+        self._joined: list[tuple[object, IterationShape, bool, simpy.Event]] = []
+        self._pricing = False  # a zero-delay pricing event is pending
+        # Ranks whose step just ended and that have not yet joined the next pass or rested:
+        # the next pass is priced only once they have, so it starts with every rank that
+        # has work at this instant (closed-loop replacements included).
+        self._settling: set[object] = set()
+
+    @property
+    def busy(self) -> bool:
+        """A pass is in progress (a rank with new work waits for its end)."""
+        return self.pass_end is not None and not self.pass_end.processed
+
+    def join(self, rank: object, shape: IterationShape, from_idle: bool) -> simpy.Event:
+        """Add `rank`'s step to the pass starting now. The event fires, at this instant, with
+        the pass's duration once every rank starting a step now has joined."""
+        self._settling.discard(rank)
+        priced = self.env.event()
+        self._joined.append((rank, shape, from_idle, priced))
+        if not self._pricing:
+            self._pricing = True
+            self.env.timeout(0).callbacks.append(self._price)
+        return priced
+
+    def rest(self, rank: object) -> None:
+        """`rank` has no step to join now (idle, or waiting for the pass in progress)."""
+        self._settling.discard(rank)
+
+    def _price(self, _event: simpy.Event) -> None:
+        if self._settling:  # a rank finishing its step at this instant may still join
+            self.env.timeout(0).callbacks.append(self._price)
+            return
+        joined, self._joined, self._pricing = self._joined, [], False
+        total = sum(shape.num_tokens for _, shape, _, _ in joined)
+        duration = max(self.cost.iteration_time(shape, quantised_tokens(total - shape.num_tokens), from_idle)
+                       for _, shape, from_idle, _ in joined)
+        self.pass_end = self.env.timeout(duration)
+        ranks = {rank for rank, _, _, _ in joined}
+        self.pass_end.callbacks.append(lambda _event: self._settling.update(ranks))
+        for _, _, _, priced in joined:
+            priced.succeed(duration)
