@@ -483,6 +483,20 @@ def test_bad_measurement_files(tmp_path, text, match):
         read_measured([src])
 
 
+def test_a_row_measured_on_another_engine_gets_no_vllm_release_rules(tmp_path):
+    """aiconfigurator's sample also holds SGLang and TensorRT-LLM rows: their version is not a
+    vLLM release (SGLang 0.5.4 is not vLLM 0.5.4) and InferenceX's vLLM flags are not theirs,
+    so such a row runs the base scenario as it is, says so, and is its own configuration."""
+    src = _write(tmp_path / "engines.csv",
+                 "system,model,precision,tp_size,isl,osl,concurrency,backend,backend_version,ttft_ms,tpot_ms\n"
+                 "h200_sxm,meta-llama/Llama-3.1-70B,fp8,4,1024,1024,4,sglang,0.5.4,90,10\n"
+                 "h200_sxm,meta-llama/Llama-3.1-70B,fp8,4,1024,1024,4,vllm,0.10.2,90,10\n")
+    other, vllm = read_measured([src]).runs
+    assert other.engine_version is None and other.launch_flags is None
+    assert "measured on sglang" in other.note and other.group != vllm.group
+    assert vllm.engine_version == "0.10.2" and vllm.launch_flags and vllm.note is None
+
+
 def test_a_blank_measured_latency_is_not_scored(tmp_path):
     """A sweep row that measured only one of TTFT and TPOT is scored on that one; a
     per-request row with a blank TPOT (one output token) is left out of TPOT's errors."""

@@ -263,10 +263,14 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None,
                               for c in ("concurrency", "isl", "osl", "tp_size"))
         measured = {c: ms for c in ("ttft_ms", "tpot_ms")
                     if (ms := _latency_cell(getattr(row, c), c, where)) is not None}
-        family = f"{row.system} {row.model} {prec or row.precision}"
+        other_engine = _other_engine(row, df.columns)
+        family = f"{row.system} {row.model} {prec or row.precision}{f' {other_engine}' if other_engine else ''}"
         layout = _row_layout(row, df.columns, where)
         group = f"{family} tp{tp}{''.join(f' {label}' for label in layout.labels)} isl{isl} osl{osl}"
         note = _expert_parallel_note(layout, tp)
+        if other_engine:  # its version is not a vLLM release, and vLLM's recipes are not its flags
+            note = "; ".join(filter(None, [note, f"measured on {other_engine}, simulated with the base "
+                                                 "scenario's scheduler, without vLLM's release rules or recipes"]))
         overrides, error, recipe = [], None, None
         if prec is None:  # one row we cannot map is reported and skipped, like an unknown model
             error = MeasurementError(f"unknown precision {row.precision!r}", where=where,
@@ -280,7 +284,8 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None,
                 *layout.assignments,
                 f"workload.arrival={{type: closed_loop, concurrency: {conc}}}",
             ]
-            recipe = launch_recipe(str(row.model), str(row.system), prec, isl, osl) if recipes else None
+            recipe = launch_recipe(str(row.model), str(row.system), prec, isl, osl) \
+                if recipes and not other_engine else None
             ratio = harness_length_ratio(isl, osl, recipe and recipe.length_ratio) \
                 if length_ratio is None else length_ratio
             overrides += [*length_overrides(isl, osl, ratio),
@@ -292,7 +297,7 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None,
                                 overrides=overrides, concurrency=conc, isl=isl, osl=osl, group=group,
                                 family=family, error=error, infer_dp=not layout.states_dp, note=note,
                                 launch_flags=recipe and recipe.describe(isl),
-                                engine_version=_row_version(row, df.columns),
+                                engine_version=None if other_engine else _row_version(row, df.columns),
                                 recipe_version=recipe and recipe.engine_version))
     return MeasuredSet("sweep", runs, _as_written(path), np.arange(len(df)))
 
@@ -332,6 +337,15 @@ def _latency_cell(cell: object, column: str, where: str) -> float | None:
         raise MeasurementError(f"{column} is {_shown(cell)}, expected a number of ms >= 0, or blank",
                                where=where, fix=_FIX_ROW)
     return value
+
+
+def _other_engine(row, columns) -> str | None:
+    """The serving engine a `backend` cell names when it is not vLLM (aiconfigurator's sample
+    also holds TensorRT-LLM and SGLang rows), else None."""
+    if "backend" not in columns or _blank(cell := row.backend):
+        return None
+    name = str(cell).strip()
+    return None if name.lower().startswith("vllm") else name
 
 
 def _row_version(row, columns) -> str | None:
