@@ -527,6 +527,7 @@ def test_bad_json_and_missing_file(tmp_path):
     ({"input_lens": [10, 0]}, r"`input_lens`\[1\] is 0 for a request that got a first token"),
     ({"ttfts": ["a", 0.2]}, r"`ttfts`\[0\] is \"a\", expected a number >= 0"),
     ({"itls": [[0.01, "q"], [0.01]]}, r"`itls\[0\]`\[1\] is \"q\""),
+    ({"itls": [0.01, [0.01]]}, r"`itls`\[0\] is 0.01, expected a list"),
     ({"start_times": [1.0, None, 2.0]}, "`start_times` has 3 entries for 2 requests"),
 ])
 def test_bad_per_request_json_names_the_entry(tmp_path, patch, match):

@@ -497,6 +497,9 @@ def _vllm_run(data: object, path: Path, label: str, source: str) -> MeasuredSet:
     if latencies is not None:
         e2e = latencies * 1e3
     elif itls is not None:
+        if (i := next((i for i, x in enumerate(itls) if not isinstance(x, list | None)), None)) is not None:
+            raise MeasurementError(f"`itls`[{i}] is {json.dumps(itls[i])}, expected a list of gaps in seconds",
+                                   where=where, fix=_FIX_JSON)
         e2e = ttfts + np.array([_json_numbers(x or [], f"itls[{i}]", where).sum()
                                 for i, x in enumerate(itls)], dtype=float) * 1e3
     else:  # neither latencies nor ITLs saved: E2E and TPOT were not measured
