@@ -10,7 +10,8 @@ as well as its experts.
 
 The ranks stay separate engines (own scheduler and KV cache); a rank with work joins the
 pass starting now, or waits for the one in progress to end. Idle ranks' dummy passes (one
-token each) are not costed.
+token each) are not costed, nor is vLLM's padding of every rank to the largest token count
+when all run CUDA graphs (vllm/v1/worker/dp_utils.py), small for a balanced decode load.
 """
 
 from __future__ import annotations
