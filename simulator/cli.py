@@ -209,7 +209,9 @@ def validate_cmd(
     for m, d in result.get("per_request", {}).items():
         console.print(f"per request {m}: median |err| {d['median_abs_pct']:.1f}%, p90 {d['p90_abs_pct']:.1f}%")
     if result.get("kernel_times"):
-        console.print(f"kernels    {'; '.join(result['kernel_times'])}", highlight=False)
+        # One line per source: a source's own text may hold "; " (its sustained rate, a kernel note).
+        for i, source in enumerate(result["kernel_times"]):
+            console.print(f"{'kernels' if i == 0 else '':<11}{source}", highlight=False)
     for run, model in result.get("model_from_file", {}).items():
         console.print(f"{run}: simulated as {model}, the model its file names "
                       "(--set model.name=... to choose another)", highlight=False)

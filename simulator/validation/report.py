@@ -180,7 +180,8 @@ def write_validation_report(out_dir: Path, result: dict, runs: pd.DataFrame, pre
     runs_html = _table(["run", "TTFT meas", "TTFT pred", "err %", "TPOT meas", "TPOT pred", "err %",
                         "cliff (meas)", "cliff (pred)"], run_rows)
     sources = result.get("kernel_times")
-    extra = f"<p>Kernel times from: {_esc('; '.join(sources))}.</p>" if sources else ""
+    extra = ("<p>Kernel times from:</p><ul>" + "".join(f"<li>{_esc(src)}</li>" for src in sources) + "</ul>"
+             if sources else "")
     if "cliffs" in result:
         c = result["cliffs"]
         extra += (f"<p>KV-capacity cliffs (TTFT ≥ 5× the configuration's lowest-concurrency TTFT): "
