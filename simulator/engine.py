@@ -141,10 +141,12 @@ class Engine:
             if k == 1:
                 if group is None:
                     dt = cost.iteration_time(shape, from_idle=from_idle)
+                    used, queued = kv.used, sched.queued
+                    yield env.timeout(dt)
                 else:
                     dt = yield group.join(self, shape, from_idle)
-                used, queued = kv.used, sched.queued
-                yield env.timeout(dt)
+                    used, queued = kv.used, sched.queued
+                    yield group.pass_end
                 self._busy = False
                 finished = sched.complete(step, env.now)
                 log.add(replica, now, dt, shape.num_tokens - shape.num_decode, shape.num_decode,

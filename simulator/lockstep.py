@@ -29,8 +29,8 @@ class LockstepGroup:
         self.env = env
         self.cost = cost
         self.pass_end: simpy.Event | None = None  # fires when the pass in progress ends
-        self._joined: list[tuple[object, IterationShape, bool, simpy.Event]] = []
-        self._pricing = False  # a zero-delay pricing event is pending
+        self._joined: list[tuple[object, IterationShape, bool]] = []
+        self._priced: simpy.Event | None = None  # the pass being formed: fires with its duration
         # Ranks whose step just ended and that have not yet joined the next pass or rested:
         # the next pass is priced only once they have, so it starts with every rank that
         # has work at this instant (closed-loop replacements included).
@@ -43,14 +43,14 @@ class LockstepGroup:
 
     def join(self, rank: object, shape: IterationShape, from_idle: bool) -> simpy.Event:
         """Add `rank`'s step to the pass starting now. The event fires, at this instant, with
-        the pass's duration once every rank starting a step now has joined."""
+        the pass's duration once every rank starting a step now has joined; the rank's step
+        then ends with `pass_end`."""
         self._settling.discard(rank)
-        priced = self.env.event()
-        self._joined.append((rank, shape, from_idle, priced))
-        if not self._pricing:
-            self._pricing = True
+        self._joined.append((rank, shape, from_idle))
+        if self._priced is None:
+            self._priced = self.env.event()
             self.env.timeout(0).callbacks.append(self._price)
-        return priced
+        return self._priced
 
     def rest(self, rank: object) -> None:
         """`rank` has no step to join now (idle, or waiting for the pass in progress)."""
@@ -60,12 +60,12 @@ class LockstepGroup:
         if self._settling:  # a rank finishing its step at this instant may still join
             self.env.timeout(0).callbacks.append(self._price)
             return
-        joined, self._joined, self._pricing = self._joined, [], False
-        total = sum(shape.num_tokens for _, shape, _, _ in joined)
+        joined, priced = self._joined, self._priced
+        self._joined, self._priced = [], None
+        total = sum(shape.num_tokens for _, shape, _ in joined)
         duration = max(self.cost.iteration_time(shape, quantised_tokens(total - shape.num_tokens), from_idle)
-                       for _, shape, from_idle, _ in joined)
+                       for _, shape, from_idle in joined)
         self.pass_end = self.env.timeout(duration)
-        ranks = {rank for rank, _, _, _ in joined}
+        ranks = {rank for rank, _, _ in joined}
         self.pass_end.callbacks.append(lambda _event: self._settling.update(ranks))
-        for _, _, _, priced in joined:
-            priced.succeed(duration)
+        priced.succeed(duration)
