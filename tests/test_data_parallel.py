@@ -142,6 +142,23 @@ def test_a_peers_prefill_holds_up_a_decoding_rank_for_the_whole_pass(tmp_path):
     assert it.at[prefill, "start_s"] == pytest.approx((earlier["start_s"] + earlier["duration_ms"] / 1e3).max())
 
 
+@pytest.mark.parametrize("async_scheduling", [True, False])
+def test_a_fixed_length_closed_loop_treats_both_ranks_alike(async_scheduling):
+    """Eight clients of 1,000/100 tokens on two ranks: both ranks prefill in one pass, so no
+    rank's clients decode slower than the other's (unaligned ranks priced the first rank to
+    start without its peer's tokens, then its decode steps with the peer's whole prefill),
+    and stepping every pass gives what the default run gives."""
+    d = moe_scenario(2, arrival=closed_loop(8), prompt=fixed(1000), output=fixed(100), num_requests=80,
+                     sched={"async_scheduling": async_scheduling})
+    _, stepped = simulate(d, fast_forward=False)
+    _, default = simulate(d)
+    np.testing.assert_array_equal(default.requests["e2e_ms"].to_numpy(), stepped.requests["e2e_ms"].to_numpy())
+    first = default.requests.nsmallest(8, "arrival_s")
+    assert first["ttft_ms"].max() == pytest.approx(first["ttft_ms"].min(), rel=1e-9)
+    tpot = default.requests["tpot_ms"]
+    assert tpot.max() < 1.05 * tpot.min()
+
+
 def assert_passes_aligned(iterations) -> None:
     """Lockstep: two iterations of one replica either are the same pass (same start and
     duration) or do not overlap."""
