@@ -157,7 +157,7 @@ def test_sweep_outputs_keep_rows(silicon):
         "aiconfigurator:h200_sxm/vllm/0.24.0 (measured on NVIDIA H200); sustained fp8 0.87; FP8-KV decode "
         "attention at the BF16 kernel's speed (vLLM 0.10.2 ran FlashAttention-3's FP8 decode tiles before "
         "their tuning)"}
-    assert "Kernel times from: aiconfigurator:h200_sxm/vllm/0.24.0" in (out / "validation.html").read_text()
+    assert "Kernel times from:</p><ul><li>aiconfigurator:h200_sxm/vllm/0.24.0" in (out / "validation.html").read_text()
 
 
 def _write(path: Path, text: str) -> Path:
