@@ -109,7 +109,8 @@ def print_summary(summary: dict, out_dir: Path | None) -> None:
         lines.append(f"SLO        {good['slo_attainment']:.1%} attainment, goodput {_fmt(good['requests_per_s'])} req/s")
     cost = summary.get("cost", {})
     if cost.get("usd_per_million_output_tokens") is not None:
-        lines.append(f"cost       {cost['gpus']} GPUs, ${cost['usd_per_hour']:.2f}/h, "
+        gpus = cost["gpus"]
+        lines.append(f"cost       {gpus} GPU{'' if gpus == 1 else 's'}, ${cost['usd_per_hour']:.2f}/h, "
                      f"${cost['usd_per_million_output_tokens']:.2f} per M output tokens")
     if summary.get("config", {}).get("kernel_times"):
         lines.append(f"kernels    {summary['config']['kernel_times']}")

@@ -78,6 +78,9 @@ def test_run_subcommand_prints_a_summary(tmp_path, capsys):
     assert kernels.startswith("aiconfigurator:h100_sxm/vllm/")  # chatbot: backend auto, one H100
     assert "sustained" not in kernels  # a bf16 model: only FP8/FP4 GEMMs run below the burst rate
     assert "kernels" in text and kernels.split(" ")[0] in text
+    assert "cost       1 GPU, $" in text  # one H100: singular
+    assert cli("run", CHATBOT, *SMALL, "--set", "parallelism.tp=2", "-o", tmp_path / "tp2", "--no-report") == 0
+    assert "cost       2 GPUs, $" in capsys.readouterr().out
 
 
 def test_same_seed_same_outputs(tmp_path):

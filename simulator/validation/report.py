@@ -105,7 +105,8 @@ def _curves(runs: pd.DataFrame, metric: str, label: str, path: Path, family: str
         for ax, g in zip(axes.flat, groups, strict=False):
             sel = runs[runs["group"] == g].sort_values("concurrency")
             ax.plot(sel["concurrency"], sel[f"measured_{metric}"], "o", color="#4c78a8", label="measured")
-            ax.plot(sel["concurrency"], sel[f"pred_{metric}"], "-", color="#f58518", label="predicted")
+            # a marker too, so a configuration measured at one concurrency still shows its prediction
+            ax.plot(sel["concurrency"], sel[f"pred_{metric}"], "-x", color="#f58518", label="predicted")
             ax.set_xscale("log", base=2)
             values = pd.concat([sel[f"measured_{metric}"], sel[f"pred_{metric}"]]).to_numpy(dtype=float)
             values = values[np.isfinite(values) & (values > 0)]
