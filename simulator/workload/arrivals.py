@@ -1,0 +1,248 @@
+"""Arrival processes: when requests are sent (open-loop rates, bursty gamma gaps, closed-loop
+clients, trace replay), following vLLM's benchmark client."""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Literal
+
+import numpy as np
+from pydantic import Field, model_validator
+
+from simulator.errors import ConfigError
+from simulator.strict import StrictModel
+from simulator.workload.defaults import MAX_IMPLIED_REQUESTS
+
+
+def _first_at_zero(gaps: np.ndarray) -> np.ndarray:
+    """Arrival times for gaps: the first request at t = 0, each next one a gap later."""
+    t = np.empty(gaps.size + 1, dtype=np.float64)
+    t[0] = 0.0
+    np.cumsum(gaps, out=t[1:])
+    return t
+
+
+def _before(t: np.ndarray, duration_s: float | None) -> np.ndarray:
+    """Keep the (sorted) arrivals strictly before ``duration_s``."""
+    if duration_s is None:
+        return t
+    return t[: int(np.searchsorted(t, duration_s, side="left"))]
+
+
+def _check_implied_count(expected: float, field: str) -> None:
+    if expected > MAX_IMPLIED_REQUESTS:
+        raise ConfigError(
+            f"this would pre-generate about {expected:.3g} requests "
+            f"(more than {MAX_IMPLIED_REQUESTS:.0e})",
+            where=field,
+            fix="lower workload.duration_s or the rate, or set workload.num_requests",
+        )
+
+
+class _RenewalArrival(StrictModel):
+    """Open-loop arrivals with i.i.d. gaps; subclasses only say how a gap is drawn."""
+
+    rate: float
+
+    def _gaps(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def arrival_times(
+        self, n: int | None, duration_s: float | None, rng: np.random.Generator
+    ) -> np.ndarray:
+        """``n`` arrivals, or those before ``duration_s``, or both limits (whichever first).
+
+        Gaps are drawn in chunks from one stream, so the arrivals up to a duration are
+        exactly the first arrivals of the ``n``-request sequence with the same seed.
+        """
+        if n is not None:
+            return _before(_first_at_zero(self._gaps(rng, n - 1)), duration_s)
+        assert duration_s is not None
+        expected = self.rate * duration_s
+        _check_implied_count(expected, "workload.duration_s")
+        chunk = int(expected + 6.0 * math.sqrt(expected)) + 16
+        parts: list[np.ndarray] = []
+        while True:
+            parts.append(self._gaps(rng, chunk))
+            t = _first_at_zero(np.concatenate(parts))
+            if t[-1] >= duration_s:
+                return _before(t, duration_s)
+
+
+class PoissonArrival(_RenewalArrival):
+    """Memoryless open-loop traffic: many independent users (vLLM ``--request-rate``)."""
+
+    type: Literal["poisson"] = Field(
+        "poisson",
+        description="Poisson process: exponential gaps between arrivals; first request at t = 0.",
+    )
+    rate: float = Field(
+        gt=0, allow_inf_nan=False, description="Mean arrival rate, requests per second (> 0)."
+    )
+
+    def _gaps(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        # Standard draws scaled by 1/rate: a rate change rescales the same arrivals.
+        return rng.standard_exponential(size) / self.rate
+
+
+class GammaArrival(_RenewalArrival):
+    """Bursty (b < 1) or smoothed (b > 1) traffic, as vLLM's ``--burstiness``."""
+
+    type: Literal["gamma"] = Field(
+        "gamma",
+        description=(
+            "Gamma-distributed gaps with shape = burstiness and scale = 1/(rate*burstiness), "
+            "as vLLM's --burstiness; first request at t = 0."
+        ),
+    )
+    rate: float = Field(
+        gt=0, allow_inf_nan=False, description="Mean arrival rate, requests per second (> 0)."
+    )
+    burstiness: float = Field(
+        gt=0,
+        allow_inf_nan=False,
+        description=(
+            "Gamma shape b (> 0, dimensionless). 1 = Poisson; < 1 burstier, > 1 more regular. "
+            "Coefficient of variation of the gaps is 1/sqrt(b)."
+        ),
+    )
+
+    def _gaps(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        return rng.standard_gamma(self.burstiness, size) / (self.rate * self.burstiness)
+
+
+class ConstantArrival(StrictModel):
+    """Evenly spaced requests: a deterministic load with no queueing from bursts."""
+
+    type: Literal["constant"] = Field(
+        "constant", description="One request every 1/rate seconds: request i arrives at i/rate."
+    )
+    rate: float = Field(
+        gt=0, allow_inf_nan=False, description="Arrival rate, requests per second (> 0)."
+    )
+
+    def arrival_times(
+        self, n: int | None, duration_s: float | None, rng: np.random.Generator
+    ) -> np.ndarray:
+        """``n`` arrivals at ``i/rate``, cut at ``duration_s`` when given (no randomness)."""
+        if n is None:
+            assert duration_s is not None
+            expected = self.rate * duration_s
+            _check_implied_count(expected, "workload.duration_s")
+            n = math.ceil(expected) + 1
+        return _before(np.arange(n, dtype=np.float64) / self.rate, duration_s)
+
+
+class ClosedLoopArrival(StrictModel):
+    """A fixed number of clients, each waiting for its reply: the load adapts to latency."""
+
+    type: Literal["closed_loop"] = Field(
+        "closed_loop",
+        description=(
+            "Closed loop (vLLM --max-concurrency, genai-perf concurrency mode): each client "
+            "sends its next request when its previous one completes, plus the think time."
+        ),
+    )
+    concurrency: int = Field(ge=1, description="Number of clients (requests in flight), >= 1.")
+    think_time_s: float = Field(
+        default=0.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="Seconds a client waits after a reply before sending its next request.",
+    )
+    think_time_distribution: Literal["fixed", "exponential"] = Field(
+        default="fixed",
+        description=(
+            "fixed: every wait is think_time_s (first requests at t = 0). exponential: each "
+            "wait, the first included, is drawn with mean think_time_s: people reading and "
+            "typing, which spreads clients apart (benchmark clients with fixed lengths stay in "
+            "lockstep instead; see docs/fidelity.md)."
+        ),
+    )
+    rate: float | None = Field(
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description=(
+            "Requests per second issued to the clients (vLLM --request-rate together with "
+            "--max-concurrency): a request goes out at its arrival time or, if all clients "
+            "are busy, as soon as one frees up; TTFT counts from when it is sent. None: "
+            "every client sends again at once."
+        ),
+    )
+    burstiness: float = Field(
+        default=1.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="Gamma shape of the gaps between issued requests when `rate` is set (1 = Poisson).",
+    )
+
+    @model_validator(mode="after")
+    def _rate_or_think_time(self) -> ClosedLoopArrival:
+        if self.rate is not None and self.think_time_s > 0:
+            raise ValueError("set either rate (requests issued at a rate, capped at concurrency) "
+                             "or think_time_s (clients pause between requests), not both")
+        return self
+
+
+class TraceArrival(StrictModel):
+    """Replay of recorded traffic: exact timestamps and lengths from a file."""
+
+    type: Literal["trace"] = Field(
+        "trace",
+        description="Replay a trace file: arrival times and token lengths come from the file.",
+    )
+    path: str = Field(
+        min_length=1,
+        description="Trace file; a relative path is resolved against the scenario file's folder.",
+    )
+    format: Literal["auto", "csv", "azure", "burstgpt", "mooncake"] = Field(
+        default="auto",
+        description=(
+            "File format. csv: arrival_s,prompt_tokens,output_tokens[,session_id,prefix_id,prefix_tokens]; "
+            "azure: TIMESTAMP,ContextTokens,GeneratedTokens; burstgpt: Timestamp,Model,"
+            "Request tokens,Response tokens,...; mooncake: JSON lines with timestamp (ms), "
+            "input_length, output_length[, hash_ids]. auto: .jsonl means mooncake, else "
+            "decided by the header."
+        ),
+    )
+    rate_scale: float = Field(
+        default=1.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="Multiplies the arrival rate: timestamps are divided by it (2 = twice the load).",
+    )
+    length_scale: float = Field(
+        default=1.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="Multiplies prompt and output lengths (rounded to the nearest token, at least 1).",
+    )
+    start_s: float = Field(
+        default=0.0,
+        ge=0,
+        allow_inf_nan=False,
+        description=(
+            "Skip requests earlier than this many seconds after the trace's first request "
+            "(trace time, before rate_scale). The window's first request arrives at t = 0."
+        ),
+    )
+    max_requests: int | None = Field(
+        default=None,
+        ge=1,
+        description="Take at most this many requests from start_s on (default: all).",
+    )
+    hash_block_tokens: int = Field(
+        default=512,
+        ge=1,
+        description=(
+            "Tokens per entry of a Mooncake trace's hash_ids (512 in the published traces); "
+            "equal hashes mark equal prompt content for prefix caching. Scaled by length_scale."
+        ),
+    )
+
+
+ArrivalConfig = Annotated[
+    PoissonArrival | GammaArrival | ConstantArrival | ClosedLoopArrival | TraceArrival,
+    Field(discriminator="type"),
+]
