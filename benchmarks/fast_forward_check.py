@@ -21,7 +21,7 @@ from pathlib import Path
 from simulator.config import load_scenario
 from simulator.errors import ServesimError
 from simulator.validation import prepare_measured
-from simulator.validation.measured import MeasuredRun
+from simulator.validation.measurement import MeasuredRun
 from simulator.validation.runner import simulate_run
 
 

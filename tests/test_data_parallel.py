@@ -277,7 +277,7 @@ def test_sweep_layout_columns_set_dp_pp_and_expert_parallelism(tmp_path):
 
 def test_a_sweep_layout_cell_that_is_not_a_whole_number_names_the_row(tmp_path):
     from simulator.validation import run_validation
-    from simulator.validation.measured import MeasurementError
+    from simulator.validation.measurement import MeasurementError
 
     src = tmp_path / "bad.csv"
     src.write_text("system,model,precision,tp_size,pp_size,isl,osl,concurrency,ttft_ms,tpot_ms\n"

@@ -27,7 +27,7 @@ from simulator.memory import (
 )
 from simulator.models import get_model, load_hf_config
 from simulator.simulation import Simulation
-from simulator.validation.measured import precision_overrides
+from simulator.validation.precision import precision_overrides
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "scenarios" / "benchmark-concurrency.yaml"

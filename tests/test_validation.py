@@ -343,14 +343,14 @@ def test_vllm_bench_json_rate_with_max_concurrency_caps_a_rate(tmp_path):
     ("RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w8a8", "int8"),
 ])
 def test_checkpoint_precision_from_name(model_id, precision):
-    from simulator.validation.measured import checkpoint_precision
+    from simulator.validation.precision import checkpoint_precision
     assert checkpoint_precision(model_id) == precision
 
 
 def test_sweep_precision_spellings_and_an_unknown_one(tmp_path):
     """Common spellings map to one format; a row with an unknown one is skipped with its
     reason, and the other rows are still simulated."""
-    from simulator.validation.measured import canonical_precision
+    from simulator.validation.precision import canonical_precision
 
     assert [canonical_precision(t) for t in ("FP8", "nvfp4", "MXFP4", "w4a16", "bfloat16", "w8a8", "fp7")] == \
         ["fp8", "fp4", "fp4", "int4", "bf16", "int8", None]

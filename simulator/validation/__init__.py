@@ -11,12 +11,9 @@ from pathlib import Path
 from simulator.config import load_scenario
 from simulator.errors import ServesimError
 from simulator.output import _clean, publish, staging_dir
-from simulator.validation.measured import (
-    MeasuredSet,
-    model_id_overrides,
-    parse_length_ratio,
-    read_measured,
-)
+from simulator.validation.measured import parse_length_ratio, read_measured
+from simulator.validation.measurement import MeasuredSet
+from simulator.validation.precision import model_id_overrides
 from simulator.validation.report import write_validation_report
 from simulator.validation.runner import RunPrediction, sets_field, validate
 from simulator.validation.scoring import prediction_table, runs_frame, score

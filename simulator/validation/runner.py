@@ -19,7 +19,7 @@ from simulator.errors import (
     ServesimError,
 )
 from simulator.simulation import Simulation, resolve_model
-from simulator.validation.measured import MeasuredRun, MeasuredSet
+from simulator.validation.measurement import MeasuredRun, MeasuredSet
 from simulator.workload import ClosedLoopWorkload, OpenLoopWorkload
 
 METRICS = ("ttft_ms", "tpot_ms", "e2e_ms")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from simulator.validation.measured import MeasuredSet
+from simulator.validation.measurement import MeasuredSet
 from simulator.validation.occupancy import occupancy_check
 from simulator.validation.runner import METRICS, RunPrediction
 

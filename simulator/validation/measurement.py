@@ -1,0 +1,89 @@
+"""What a reader of measured results returns: the runs to re-simulate, the input rows for
+validation.csv, and the error a malformed file raises; cell helpers the CSV readers share."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from simulator.errors import ServesimError
+
+
+class MeasurementError(ServesimError):
+    """A measured-results file is missing, of an unknown format, or malformed."""
+
+
+@dataclass
+class MeasuredRun:
+    """One measured run to re-simulate.
+
+    kind: "trace" (exact arrivals), "closed_loop" (N clients) or "rate" (open loop at a rate).
+    requests: per-request measurements (prompt_tokens, output_tokens, ttft_ms, tpot_ms,
+    e2e_ms, and arrival_s for traces); None for aggregate-only rows.
+    overrides: `--set` style assignments this run adds to the base scenario.
+    """
+
+    label: str
+    source: str
+    kind: str
+    measured: dict[str, float]
+    requests: pd.DataFrame | None = None
+    overrides: list[str] = field(default_factory=list)
+    concurrency: int | None = None
+    rate: float | None = None
+    burstiness: float = 1.0
+    isl: int | None = None
+    osl: int | None = None
+    group: str = ""  # runs that differ only in load (for cliff detection and curves)
+    family: str = ""  # sweep rows: system, model and precision (errors are also broken down by it)
+    model_id: str | None = None  # the model the result file names (vLLM JSON), if any
+    error: str | None = None  # why this run cannot be simulated, known before simulating
+    # The row proves its server held the model: if tp alone cannot, it ran attention-DP.
+    infer_dp: bool = False
+    note: str | None = None  # how the row's own settings were approximated, said with its result
+    launch_flags: str | None = None  # the harness's server flags applied to the row (recipes.py)
+    engine_version: str | None = None  # the vLLM release measured, where the file says (versions.py)
+    recipe_version: str | None = None  # the release the row's harness ran, where recipes.py knows it
+
+
+@dataclass
+class MeasuredSet:
+    kind: str  # "per_request" | "sweep" | "vllm_json"
+    runs: list[MeasuredRun]
+    table: pd.DataFrame  # the input rows, unchanged, for validation.csv
+    row_run: np.ndarray  # for each table row, the index of its run
+
+
+def mean_latencies(df: pd.DataFrame) -> dict[str, float]:
+    """Each latency column's mean over the requests that measured it (blank cells left out)."""
+    out = {}
+    for col in ("ttft_ms", "tpot_ms", "e2e_ms"):
+        if col in df:
+            vals = df[col].to_numpy(dtype=float)
+            vals = vals[~np.isnan(vals)]
+            if vals.size:
+                out[col] = float(vals.mean())
+    return out
+
+
+def read_as_written(path: Path) -> pd.DataFrame:
+    """A CSV's cells as text, so validation.csv gives the input rows back unchanged (pandas
+    would write 1 as 1.0 in a column with a blank cell)."""
+    return pd.read_csv(path, dtype=str, keep_default_na=False)
+
+
+FIX_ROW = "fix or drop that row"  # the fix a malformed CSV row's error names
+
+
+def blank_cell(cell: object) -> bool:
+    """An optional column's empty cell (pandas reads it as NaN)."""
+    return cell is None or (isinstance(cell, float) and math.isnan(cell)) or not str(cell).strip()
+
+
+def shown_cell(cell: object) -> str:
+    """A cell as an error message quotes it."""
+    return "blank" if blank_cell(cell) else repr(str(cell).strip())

@@ -1,0 +1,212 @@
+"""The closed-loop sweep CSV (system,model,precision,tp_size,isl,osl,concurrency,ttft_ms,
+tpot_ms, plus optional layout, engine and version columns): one run per row."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from simulator.errors import CatalogError
+from simulator.validation.lengths import harness_length_ratio, length_overrides
+from simulator.validation.measurement import (
+    FIX_ROW,
+    MeasuredRun,
+    MeasuredSet,
+    MeasurementError,
+    blank_cell,
+    read_as_written,
+    shown_cell,
+)
+from simulator.validation.precision import (
+    PRECISION_ALIASES,
+    PRECISIONS,
+    UNSTATED_PRECISIONS,
+    canonical_precision,
+    checkpoint_precision,
+    precision_overrides,
+)
+from simulator.validation.recipes import launch_recipe
+from simulator.validation.versions import VERSION_COLUMNS
+
+SWEEP_COLUMNS = ("system", "model", "precision", "tp_size", "isl", "osl", "concurrency",
+                 "ttft_ms", "tpot_ms")
+
+
+# Optional sweep columns for layouts beyond tp_size (aiconfigurator's names and short ones):
+# column -> (scenario field, group label prefix). `concurrency` stays the total client count.
+SWEEP_LAYOUT_COLUMNS = {"pp_size": ("parallelism.pp", "pp"), "dp_size": ("parallelism.dp", "dp"),
+                        "attention_dp_size": ("parallelism.dp", "dp")}
+
+
+# Expert-parallel sizes: above 1, the row runs with vLLM's --enable-expert-parallel.
+SWEEP_EP_COLUMNS = ("moe_ep_size", "ep_size")
+
+
+def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None,
+                   recipes: bool = True) -> MeasuredSet:
+    """One closed-loop run per row; `length_ratio` None picks it per row (harness_length_ratio).
+    With `recipes`, a row of a known harness (its length grid, model, GPU and precision) also
+    gets that harness's server flags, release and length spread (recipes.py)."""
+    df = pd.read_csv(path)
+    missing = [c for c in SWEEP_COLUMNS if c not in df.columns]
+    if missing:
+        raise MeasurementError(f"missing column(s) {', '.join(missing)}", where=str(path),
+                               fix=f"a sweep CSV needs: {', '.join(SWEEP_COLUMNS)}")
+    runs = []
+    for i, row in enumerate(df.itertuples(index=False)):
+        where = f"{path}:{i + 2}"
+        prec = _row_precision(row.precision, str(row.model))
+        conc, isl, osl, tp = (_whole_cell(getattr(row, c), c, where)
+                              for c in ("concurrency", "isl", "osl", "tp_size"))
+        measured = {c: ms for c in ("ttft_ms", "tpot_ms")
+                    if (ms := _latency_cell(getattr(row, c), c, where)) is not None}
+        other_engine = _other_engine(row, df.columns)
+        family = f"{row.system} {row.model} {prec or row.precision}{f' {other_engine}' if other_engine else ''}"
+        layout = _row_layout(row, df.columns, where)
+        group = f"{family} tp{tp}{''.join(f' {label}' for label in layout.labels)} isl{isl} osl{osl}"
+        note = _expert_parallel_note(layout, tp)
+        if other_engine:  # its version is not a vLLM release, and vLLM's recipes are not its flags
+            note = "; ".join(filter(None, [note, f"measured on {other_engine}, simulated with the base "
+                                                 "scenario's scheduler, without vLLM's release rules or recipes"]))
+        overrides, error, recipe = [], None, None
+        if prec is None:  # one row we cannot map is reported and skipped, like an unknown model
+            error = MeasurementError(f"unknown precision {row.precision!r}", where=where,
+                                     fix=f"use one of: {', '.join([*PRECISIONS, *PRECISION_ALIASES])}, "
+                                         "or leave it blank for the checkpoint's own").render()
+        else:
+            overrides = [
+                f"model.name={row.model}", "model.config_json=null",
+                *precision_overrides(prec, str(row.model), str(row.system)),
+                f"hardware.gpu={row.system}", f"parallelism.tp={tp}",
+                *layout.assignments,
+                f"workload.arrival={{type: closed_loop, concurrency: {conc}}}",
+            ]
+            recipe = launch_recipe(str(row.model), str(row.system), prec, isl, osl) \
+                if recipes and not other_engine else None
+            ratio = harness_length_ratio(isl, osl, recipe and recipe.length_ratio) \
+                if length_ratio is None else length_ratio
+            overrides += [*length_overrides(isl, osl, ratio),
+                          f"workload.num_requests={conc * rounds}", "workload.duration_s=null"]
+            if recipe is not None:
+                overrides += recipe.overrides(isl)
+        runs.append(MeasuredRun(label=f"{group} c{conc}", source=path.name, kind="closed_loop",
+                                measured=measured,
+                                overrides=overrides, concurrency=conc, isl=isl, osl=osl, group=group,
+                                family=family, error=error, infer_dp=not layout.states_dp, note=note,
+                                launch_flags=recipe and recipe.describe(isl),
+                                engine_version=None if other_engine else _row_version(row, df.columns),
+                                recipe_version=recipe and recipe.engine_version))
+    return MeasuredSet("sweep", runs, read_as_written(path), np.arange(len(df)))
+
+
+def _row_precision(cell: object, model: str) -> str | None:
+    """A sweep row's precision, read from the checkpoint when the row leaves it unstated."""
+    text = "" if cell is None or (isinstance(cell, float) and math.isnan(cell)) else str(cell)
+    if text.strip().lower() not in UNSTATED_PRECISIONS:
+        return canonical_precision(text)
+    try:
+        return checkpoint_precision(model)
+    except CatalogError:  # an unknown model is reported later, with the catalog's reason
+        return "bf16"
+
+
+def _cell_number(cell: object) -> float:
+    try:
+        return float(cell)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _whole_cell(cell: object, column: str, where: str) -> int:
+    """A sweep row's count (clients, tokens, GPUs): a whole number >= 1."""
+    value = _cell_number(cell)
+    if not (math.isfinite(value) and value >= 1 and value == int(value)):
+        raise MeasurementError(f"{column} is {shown_cell(cell)}, expected a whole number >= 1", where=where,
+                               fix=FIX_ROW)
+    return int(value)
+
+
+def _latency_cell(cell: object, column: str, where: str) -> float | None:
+    """A sweep row's measured latency in ms, or None when blank (that metric is not scored)."""
+    if blank_cell(cell):
+        return None
+    value = _cell_number(cell)
+    if not (math.isfinite(value) and value >= 0):
+        raise MeasurementError(f"{column} is {shown_cell(cell)}, expected a number of ms >= 0, or blank",
+                               where=where, fix=FIX_ROW)
+    return value
+
+
+def _other_engine(row, columns) -> str | None:
+    """The serving engine a `backend` cell names when it is not vLLM (aiconfigurator's sample
+    also holds TensorRT-LLM and SGLang rows), else None."""
+    if "backend" not in columns or blank_cell(cell := row.backend):
+        return None
+    name = str(cell).strip()
+    return None if name.lower().startswith("vllm") else name
+
+
+def _row_version(row, columns) -> str | None:
+    """The row's vLLM release from the first version column it fills, or None."""
+    for column in VERSION_COLUMNS:
+        if column in columns and not blank_cell(cell := getattr(row, column)):
+            return str(cell).strip()
+    return None
+
+
+def _layout_size(cell: object, column: str, where: str) -> int | None:
+    """An optional layout cell: a whole number >= 1, or None when blank or 0 (aiconfigurator's
+    sample writes moe_ep_size 0 for dense models)."""
+    if blank_cell(cell):
+        return None
+    try:
+        value = float(cell)
+    except (TypeError, ValueError):
+        value = math.nan
+    if value == 0:
+        return None
+    if not (value >= 1 and value == int(value)):
+        raise MeasurementError(f"{column} is {cell!r}, not a whole number >= 1", where=where,
+                               fix=f"give {column} as 1, 2, 4, ... or leave the cell blank (or 0)")
+    return int(value)
+
+
+def _expert_parallel_note(layout: RowLayout, tp: int) -> str | None:
+    """What the run says when the row's EP size is not the one vLLM's flag gives."""
+    gpus = tp * layout.dp
+    if layout.ep <= 1 or layout.ep == gpus:
+        return None
+    return (f"moe_ep_size {layout.ep} is not tp x dp = {gpus}; vLLM's --enable-expert-parallel splits "
+            f"the experts over all {gpus} GPUs, and so does the simulation")
+
+
+class RowLayout(NamedTuple):
+    """What a sweep row's optional layout columns say."""
+
+    assignments: list[str]  # scenario overrides for the sizes above 1
+    labels: list[str]  # the same, for the row's configuration label
+    states_dp: bool  # the row names its DP size (then none is inferred for it, see runner)
+    ep: int  # expert-parallel size (1: none stated)
+    dp: int  # attention data-parallel size (1: none stated)
+
+
+def _row_layout(row: tuple, columns: pd.Index, where: str) -> RowLayout:
+    sizes: dict[str, tuple[int, str]] = {}  # target field -> (size, label prefix)
+    states_dp = False
+    for column, (target, prefix) in SWEEP_LAYOUT_COLUMNS.items():
+        size = _layout_size(getattr(row, column), column, where) if column in columns else None
+        if size is not None:
+            states_dp |= target == "parallelism.dp"
+            if size > 1:
+                sizes[target] = (size, prefix)
+    ep = max((_layout_size(getattr(row, c), c, where) or 1 for c in SWEEP_EP_COLUMNS if c in columns), default=1)
+    assignments = [f"{t}={n}" for t, (n, _) in sizes.items()]
+    labels = [f"{pre}{n}" for n, pre in sizes.values()]
+    if ep > 1:  # vLLM's expert parallelism is one flag: the experts over all tp x dp GPUs
+        assignments.append("parallelism.expert_parallel=true")
+        labels.append(f"ep{ep}")
+    return RowLayout(assignments, labels, states_dp, ep, sizes.get("parallelism.dp", (1, ""))[0])

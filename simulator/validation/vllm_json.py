@@ -1,0 +1,212 @@
+"""`vllm bench serve --save-result` JSON (and SGLang's bench_serving lines): per-request
+details when saved, else the run summary."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from simulator.validation.lengths import length_overrides
+from simulator.validation.measurement import (
+    MeasuredRun,
+    MeasuredSet,
+    MeasurementError,
+    mean_latencies,
+)
+
+
+def vllm_json_documents(path: Path) -> list[dict]:
+    """The result objects in a vLLM (or SGLang) benchmark file: one JSON object, or one per
+    line as `vllm bench serve --append-result` and `sglang.bench_serving` write them."""
+    text = path.read_text()
+    try:
+        return [json.loads(text)]
+    except json.JSONDecodeError as exc:
+        if exc.msg != "Extra data":
+            raise MeasurementError(f"not valid JSON: {exc.msg} (line {exc.lineno})", where=str(path),
+                                   fix="pass the file written by `vllm bench serve --save-result`") from None
+    docs = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            try:
+                docs.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise MeasurementError(f"not valid JSON lines: {exc.msg}", where=f"{path}:{lineno}",
+                                       fix="one result object per line, as --append-result writes them") from None
+    return docs
+
+
+_FIX_JSON = "pass the JSON exactly as `vllm bench serve` saved it"
+
+
+def _json_numbers(values: list, key: str, where: str, *, whole: bool = False,
+                  lowest: float = 0.0) -> np.ndarray:
+    """A per-request list as numbers; a failed request's null reads as 0 (it is dropped)."""
+    out = np.zeros(len(values), dtype=float)
+    for i, value in enumerate(values):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
+                or value < lowest or (whole and not float(value).is_integer()):
+            kind = "a whole number >= 0" if whole else ("a number" if lowest == -math.inf else "a number >= 0")
+            raise MeasurementError(f"`{key}`[{i}] is {json.dumps(value)}, expected {kind}", where=where,
+                                   fix=_FIX_JSON)
+        out[i] = value
+    return out.astype(np.int64) if whole else out
+
+
+def read_vllm_json(path: Path) -> list[MeasuredSet]:
+    """The runs of a `vllm bench serve --save-result --save-detailed` file (one per result
+    object; a file appended to by several runs holds several, labelled `name#k`)."""
+    docs = vllm_json_documents(path)
+    if len(docs) == 1:
+        return [_vllm_run(docs[0], path, path.stem, path.name)]
+    return [_vllm_run(d, path, f"{path.stem}#{k}", f"{path.name}#{k}") for k, d in enumerate(docs, start=1)]
+
+
+def _vllm_run(data: object, path: Path, label: str, source: str) -> MeasuredSet:
+    """One run from one result object.
+
+    Newer vLLM versions also save each request's `start_times` and `latencies`: an
+    open-loop run is then replayed with its exact send times (as a per-request CSV is),
+    and E2E is the measured latency rather than TTFT + sum(ITLs). Failed requests (an
+    entry in `errors`, or no first token) are dropped. `model_id` is kept so the run can
+    follow the model it measured (see `model_id_overrides`).
+    """
+    where = str(path) if label == path.stem else f"{path} ({label})"
+    if not isinstance(data, dict):
+        raise MeasurementError("not a benchmark result object", where=where,
+                               fix="pass the JSON exactly as `vllm bench serve --save-result` saved it")
+    if any(k not in data for k in ("input_lens", "output_lens", "ttfts")):
+        return _vllm_summary_run(data, where, label, source)
+    n = len(data["ttfts"])
+
+    def per_request(key: str) -> list | None:
+        values = data.get(key)
+        if values is None:
+            return None
+        if not isinstance(values, list) or len(values) != n:
+            raise MeasurementError(f"`{key}` has {len(values) if isinstance(values, list) else 'no'} entries "
+                                   f"for {n} requests", where=where,
+                                   fix=_FIX_JSON)
+        return values
+
+    def numbers(key: str, *, whole: bool = False, lowest: float = 0.0) -> np.ndarray | None:
+        values = per_request(key)
+        return None if values is None else _json_numbers(values, key, where, whole=whole, lowest=lowest)
+
+    prompts, out = numbers("input_lens", whole=True), numbers("output_lens", whole=True)
+    ttfts = numbers("ttfts") * 1e3
+    latencies = numbers("latencies")
+    itls = per_request("itls")
+    if latencies is not None:
+        e2e = latencies * 1e3
+    elif itls is not None:
+        if (i := next((i for i, x in enumerate(itls) if not isinstance(x, list | None)), None)) is not None:
+            raise MeasurementError(f"`itls`[{i}] is {json.dumps(itls[i])}, expected a list of gaps in seconds",
+                                   where=where, fix=_FIX_JSON)
+        e2e = ttfts + np.array([_json_numbers(x or [], f"itls[{i}]", where).sum()
+                                for i, x in enumerate(itls)], dtype=float) * 1e3
+    else:  # neither latencies nor ITLs saved: E2E and TPOT were not measured
+        e2e = np.full(n, np.nan)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(out > 1, (e2e - ttfts) / (out - 1), np.nan)
+    errors = per_request("errors") or [""] * n
+    ok = (ttfts > 0) & np.array([not e for e in errors])  # failed requests: no first token
+    if (empty := ok & (prompts < 1)).any():
+        raise MeasurementError(f"`input_lens`[{int(np.flatnonzero(empty)[0])}] is 0 for a request that "
+                               "got a first token", where=where, fix=_FIX_JSON)
+    req = pd.DataFrame({"prompt_tokens": prompts, "output_tokens": out,
+                        "ttft_ms": ttfts, "tpot_ms": tpot, "e2e_ms": e2e})
+    conc, rate, burst = _traffic(data, where)
+    starts = numbers("start_times", lowest=-math.inf)
+    kind = "closed_loop" if conc else "rate"
+    if starts is not None and not conc:
+        kind = "trace"  # exact send times
+        req.insert(0, "arrival_s", starts)
+    req = req[ok].reset_index(drop=True)
+    if kind == "trace" and len(req):
+        req["arrival_s"] -= req["arrival_s"].min()
+    model_id = data.get("model_id")
+    run = MeasuredRun(label=label, source=source, kind=kind, measured=mean_latencies(req), requests=req,
+                      concurrency=conc, rate=rate, burstiness=burst,
+                      model_id=str(model_id) if model_id else None)
+    return MeasuredSet("vllm_json", [run], req, np.zeros(len(req), dtype=int))
+
+
+# Summary keys of the mean latencies, as vLLM (`*_e2el_ms`) and SGLang (`*_e2e_latency_ms`) name them.
+SUMMARY_MEANS = {"ttft_ms": ("mean_ttft_ms",), "tpot_ms": ("mean_tpot_ms",),
+                 "e2e_ms": ("mean_e2el_ms", "mean_e2e_latency_ms")}
+
+
+def _summary_number(data: dict, key: str, where: str) -> float | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if not math.isfinite(number) or number < 0:
+        raise MeasurementError(f"`{key}` is {value!r}, not a non-negative number", where=where,
+                               fix="pass the JSON exactly as the benchmark saved it")
+    return number
+
+
+def _traffic(data: dict, where: str) -> tuple[int | None, float, float]:
+    """(max_concurrency or None, request_rate with inf for "inf", burstiness) of a result."""
+    conc = data.get("max_concurrency")
+    rate = data.get("request_rate", "inf")
+    rate = math.inf if rate in (None, "inf", float("inf")) else _summary_number(data, "request_rate", where)
+    burst = _summary_number(data, "burstiness", where) or 1.0
+    return (int(conc) if conc else None), rate, burst
+
+
+def _vllm_summary_run(data: dict, where: str, label: str, source: str) -> MeasuredSet:
+    """A result saved without per-request details (`vllm bench serve --save-result` without
+    `--save-detailed`, the default): only run-level figures are known.
+
+    The run is re-simulated with its own count, traffic (clients, rate, burstiness) and
+    mean prompt and output lengths (totals / completed requests), every request at those
+    means; its mean TTFT, TPOT and E2E are compared. Length spread is not in the file.
+    """
+    completed = _summary_number(data, "completed", where) or _summary_number(data, "num_prompts", where)
+    tokens_in = _summary_number(data, "total_input_tokens", where)
+    tokens_out = _summary_number(data, "total_output_tokens", where)
+    measured = {}
+    for metric, keys in SUMMARY_MEANS.items():
+        value = next((v for v in (_summary_number(data, k, where) for k in keys) if v is not None), None)
+        if value is not None:
+            measured[metric] = value
+    if not completed or tokens_in is None or tokens_out is None or "ttft_ms" not in measured:
+        raise MeasurementError(
+            "neither per-request details (input_lens, output_lens, ttfts) nor the run summary "
+            "(completed, total_input_tokens, total_output_tokens, mean_ttft_ms)", where=where,
+            fix="pass the file `vllm bench serve --save-result` wrote (add --save-detailed for "
+                "per-request errors)")
+    n = int(completed)
+    isl = max(1, round(tokens_in / n))
+    osl = max(1, round(tokens_out / n))
+    conc, rate, burst = _traffic(data, where)
+    if conc:
+        arrival = f"{{type: closed_loop, concurrency: {int(conc)}"
+        arrival += "}" if math.isinf(rate) else f", rate: {rate}, burstiness: {burst}}}"
+    elif math.isinf(rate):
+        arrival = f"{{type: closed_loop, concurrency: {n}}}"  # every request sent at t = 0
+    elif burst == 1.0:
+        arrival = f"{{type: poisson, rate: {rate}}}"
+    else:
+        arrival = f"{{type: gamma, rate: {rate}, burstiness: {burst}}}"
+    overrides = [f"workload.arrival={arrival}", *length_overrides(isl, osl, 1.0),
+                 f"workload.num_requests={n}", "workload.duration_s=null"]
+    scalars = {k: v for k, v in data.items() if not isinstance(v, (list, dict))}
+    model_id = data.get("model_id")
+    run = MeasuredRun(label=label, source=source, kind="closed_loop" if conc or math.isinf(rate) else "rate",
+                      measured=measured, overrides=overrides, concurrency=conc,
+                      rate=rate, burstiness=burst, isl=isl, osl=osl,
+                      model_id=str(model_id) if model_id else None)
+    return MeasuredSet("vllm_json", [run], pd.DataFrame([scalars]), np.zeros(1, dtype=int))
