@@ -57,30 +57,44 @@ def _round_up(n: int, tile: int) -> int:
     return -(-n // tile) * tile
 
 
-def expert_padding(model: ModelSpec, tp: int, tile: int | None) -> float:
+def expert_padding(model: ModelSpec, tp: int, tile: int | tuple[int, int] | None) -> float:
     """Growth of the routed experts when the MoE kernel pads each expert's per-GPU
-    intermediate width and the hidden width to multiples of `tile` (1 without a tile)."""
+    intermediate width and the hidden width to multiples of `tile` (one for both, or
+    (intermediate, hidden); 1 without a tile)."""
     if not tile or not model.is_moe:
         return 1.0
+    inter_tile, hidden_tile = tile if isinstance(tile, tuple) else (tile, tile)
     inter = max(1, model.moe_ffn_size // tp)
-    return _round_up(inter, tile) * _round_up(model.hidden_size, tile) / (inter * model.hidden_size)
+    return (_round_up(inter, inter_tile) * _round_up(model.hidden_size, hidden_tile)
+            / (inter * model.hidden_size))
 
 
 # vLLM's MXFP4 MoE on Blackwell (FlashInfer/TRT-LLM kernels) allocates each expert with its
 # intermediate and hidden widths rounded up to 256 (vllm model_executor/layers/quantization/
-# mxfp4.py): gpt-oss's 2880 becomes 3072. On Hopper the padding depends on the version
-# (Marlin: 128 and 256; the Triton path: 64 and none) and is left out.
+# mxfp4.py): gpt-oss's 2880 becomes 3072. On Ampere and Ada it runs Marlin, whose kernel
+# needs the intermediate width a multiple of 128 and the hidden one of 256 (the same file:
+# "n % 256 == 0 and k % 128 == 0"): gpt-oss-120b's experts become 2944 x 3072, and vLLM
+# 0.10.1, which still ran Marlin on Hopper, logs 65.97 GiB loaded on one H100
+# (vllm-project/vllm#23278) against 65.8 for that padding. Hopper now runs the Triton path
+# (intermediate to 64, hidden as is: nothing for gpt-oss at TP1) and keeps the checkpoint's
+# size (docs/fidelity.md, GPUStack section).
 MXFP4_BLACKWELL_TILE = 256
+MXFP4_MARLIN_TILE = (128, 256)
 
 
-def moe_kernel_tile(model: ModelSpec, expert_weight_dtype: str | None, gpu: GPUSpec) -> int | None:
+def moe_kernel_tile(model: ModelSpec, expert_weight_dtype: str | None,
+                    gpu: GPUSpec) -> int | tuple[int, int] | None:
     """The tile the serving MoE kernel pads expert weights to, where it is known."""
-    mxfp4 = model.native_expert_dtype == "fp4" and expert_weight_dtype == "fp4"
-    return MXFP4_BLACKWELL_TILE if mxfp4 and gpu.peak_tflops.get("fp4", 0) > 0 else None
+    if not (model.native_expert_dtype == "fp4" and expert_weight_dtype == "fp4"):
+        return None
+    if gpu.peak_tflops.get("fp4", 0) > 0:
+        return MXFP4_BLACKWELL_TILE
+    return MXFP4_MARLIN_TILE if gpu.architecture in ("ampere", "ada") else None
 
 
 def weight_bytes_per_gpu(model: ModelSpec, weight_dtype: str, tp: int, pp: int,
-                         expert_weight_dtype: str | None = None, expert_tile: int | None = None,
+                         expert_weight_dtype: str | None = None,
+                         expert_tile: int | tuple[int, int] | None = None,
                          dp: int = 1, expert_parallel: bool = False) -> float:
     """Decoder weights in the weight dtype (routed experts in theirs, padded to the MoE
     kernel's tile when it has one), with their quantisation scales; embeddings and LM head

@@ -194,9 +194,11 @@ def test_gpt_oss_120b_on_one_h100_keeps_the_kv_cache_vllm_logs():
     assert plan.kv_gib == pytest.approx(3.33, abs=0.35)
 
 
-def test_mxfp4_experts_are_padded_to_the_blackwell_kernel_tile():
+def test_mxfp4_experts_are_padded_to_the_serving_kernels_tile():
     """vLLM's MXFP4 MoE on Blackwell rounds each expert's intermediate and hidden widths up to
-    256 (gpt-oss: 2880 -> 3072; 360 per GPU at TP8 -> 512); Hopper plans keep the checkpoint."""
+    256 (gpt-oss: 2880 -> 3072; 360 per GPU at TP8 -> 512); Marlin on Ampere rounds the
+    intermediate to 128 and the hidden width to 256 (2880 -> 2944 x 3072; 360 -> 384 at TP8);
+    Hopper plans keep the checkpoint."""
     from simulator.hardware import get_gpu
     from simulator.memory import plan_memory
     model = get_model("gpt-oss-120b")
@@ -204,10 +206,18 @@ def test_mxfp4_experts_are_padded_to_the_blackwell_kernel_tile():
               runtime_reserve_gib=1.0, block_size=16, max_batched_tokens=8192, max_num_seqs=64,
               max_model_len=4096)
     experts = model.expert_param_count * 4.25 / 8
-    for tp, growth in ((1, 3072 * 3072 / 2880**2), (8, 512 * 3072 / (360 * 2880))):
-        b200 = plan_memory(model, get_gpu("b200"), tp=tp, **kw).weights_gib
+    checkpoint = weight_bytes_per_gpu(model, "bf16", 1, 1, "fp4") / 2**30
+    for tp, blackwell, marlin in ((1, 3072 * 3072 / 2880**2, 2944 * 3072 / 2880**2),
+                                  (8, 512 * 3072 / (360 * 2880), 384 * 3072 / (360 * 2880))):
         h200 = plan_memory(model, get_gpu("h200"), tp=tp, **kw).weights_gib
-        assert (b200 - h200) * 2**30 == pytest.approx(experts * (growth - 1) / tp, rel=1e-6)
+        assert h200 == pytest.approx(checkpoint / tp, rel=1e-9)
+        for gpu, growth in (("b200", blackwell), ("a100-80gb", marlin)):
+            got = plan_memory(model, get_gpu(gpu), tp=tp, **kw).weights_gib
+            assert (got - h200) * 2**30 == pytest.approx(experts * (growth - 1) / tp, rel=1e-6)
+    # vLLM 0.10.1 still ran Marlin on Hopper: "Model loading took 65.9651 GiB" on one H100
+    # (vllm-project/vllm#23278).
+    marlin = weight_bytes_per_gpu(model, "bf16", 1, 1, "fp4", (128, 256)) / 2**30
+    assert marlin == pytest.approx(65.97, rel=0.005)
 
 
 def test_nvfp4_and_int4_weights_carry_their_scales():
