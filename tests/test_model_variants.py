@@ -194,6 +194,25 @@ def test_gpt_oss_120b_on_one_h100_keeps_the_kv_cache_vllm_logs():
     assert plan.kv_gib == pytest.approx(3.33, abs=0.35)
 
 
+def test_a_model_vllm_cannot_start_does_not_fit_by_as_much():
+    """llm-d-benchmark's Llama-3.3-70B FP8 on one H100: 67.72 GiB of weights, and vLLM refuses
+    to start with -1.44 GiB left for the KV cache; the plan refuses by the same margin."""
+    import re
+
+    from simulator.errors import DoesNotFitError
+    from simulator.hardware import get_gpu
+    from simulator.memory import plan_memory
+    with pytest.raises(DoesNotFitError) as exc:
+        plan_memory(get_model("llama-3.1-70b"), get_gpu("h100-sxm"), tp=1, pp=1, weight_dtype="fp8",
+                    kv_dtype="bf16", utilization=0.9, runtime_reserve_gib=0.14, block_size=16,
+                    max_batched_tokens=8192, max_num_seqs=1024, max_model_len=4096)
+    text = str(exc.value)
+    weights = float(re.search(r"weights \(per GPU\)\s+(-?[\d.]+) GiB", text).group(1))
+    kv = float(re.search(r"KV cache\s+(-?[\d.]+) GiB", text).group(1))
+    assert weights == pytest.approx(67.72, abs=0.15)
+    assert kv == pytest.approx(-1.44, abs=0.15)
+
+
 def test_mxfp4_experts_are_padded_to_the_serving_kernels_tile():
     """vLLM's MXFP4 MoE on Blackwell rounds each expert's intermediate and hidden widths up to
     256 (gpt-oss: 2880 -> 3072; 360 per GPU at TP8 -> 512); Marlin on Ampere rounds the
