@@ -115,7 +115,7 @@ def test_a_profile_from_before_the_ep_column_reads_as_tensor_parallel():
 
 
 def test_a_broken_shipped_profile_is_an_error_not_a_silent_roofline(monkeypatch):
-    import simulator.cost.calibrated as calibrated
+    import simulator.cost.calibrated.profiles as calibrated
 
     def broken(_gpu, _backend="vllm"):
         raise CalibrationError("invalid profile: tables.moe.columns", where="h200_sxm-vllm.json")

@@ -20,7 +20,7 @@ def _roofline(gpu: GPUSpec, config: CostModelConfig, profile: str | None) -> OpT
 
 
 def _calibrated(gpu: GPUSpec, config: CostModelConfig, profile: str | None) -> OpTimer:
-    from simulator.cost.calibrated import calibrated_backend  # loads calibration/ on demand
+    from simulator.cost.calibrated.profiles import calibrated_backend  # loads calibration/ on demand
 
     return calibrated_backend(gpu, config, profile)
 
@@ -33,7 +33,7 @@ def _auto(gpu: GPUSpec, config: CostModelConfig, profile: str | None) -> OpTimer
     peaks (calibration/README.md), most of all on GPUs whose kernels reach an unusual
     fraction of peak (B200 FP8 GEMMs run at ~50%, not the ~70% of Hopper).
     """
-    from simulator.cost.calibrated import NoShippedProfileError, shipped_profile_for
+    from simulator.cost.calibrated.profiles import NoShippedProfileError, shipped_profile_for
 
     if not profile or profile == "auto":
         try:

@@ -1,0 +1,249 @@
+"""Op families of the kernel tables: how a table row and an op of ops.py map onto a
+discrete key and continuous coordinates, and which op a row stands for."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from functools import lru_cache
+
+from calibration.profile import FAMILY_COLUMNS
+from simulator.cost.calibrated.gemm_rows import monotone_gemm_rows
+from simulator.cost.calibrated.trees import TreeNode
+from simulator.cost.ops import Op, ShardedModel, attn_decode_op, attn_prefill_op, fused_moe_op
+from simulator.dtypes import DTYPE_BYTES
+
+FAMILIES = tuple(FAMILY_COLUMNS)
+
+COLLECTIVES = ("allreduce", "allgather", "p2p")
+
+# Elementwise ops of ops.py measured by a dedicated kernel kind; every other one is
+# bandwidth-bound like a copy.
+ELEMENTWISE_KIND = {"input_norm": "rmsnorm", "post_attn_norm": "rmsnorm", "final_norm": "rmsnorm",
+                    "activation": "silu_mul"}
+
+
+@lru_cache(maxsize=512)
+def _attn_model(heads: int, kv_heads: int, head_dim: int, kv_bytes: float) -> ShardedModel:
+    """The per-GPU attention dimensions ops.py needs to build a table row's op.
+
+    Derived from a catalog model through ShardedModel.build, so fields added to
+    ShardedModel later keep sensible values; only what attention reads is replaced.
+    """
+    from simulator.models import get_model
+
+    base = ShardedModel.build(get_model("llama-3.1-8b"), 1, 1, "bf16", "bf16", "bf16", 8)
+    return replace(base, layers_per_stage=1, pp=1, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
+                   hidden=heads * head_dim, act_bytes=2.0, kv_bytes=kv_bytes)
+
+
+def _log_dist(a: float, b: float) -> float:
+    return abs(math.log(a / b))
+
+
+class _Family:
+    """How one op family's rows and ops map onto (key, coordinates)."""
+
+    name = ""
+    scales: tuple[str, ...] = ()
+    # Per axis: interpolate measured/roofline (True: the roofline's FLOP and byte scaling
+    # carries across, e.g. between two measured N) or the time itself (False: plain
+    # piecewise-linear, in log-log on "log" axes). Chosen on held-out rows
+    # (calibration/evaluate.py); plain where the roofline's kinks and tile steps would
+    # misplace the shape (GEMM M, attention).
+    ratio: tuple[bool, ...] = ()
+
+    def split(self, shape: tuple) -> tuple[tuple, tuple]:
+        raise NotImplementedError
+
+    def eq_op(self, key: tuple, c: tuple) -> Op:
+        raise NotImplementedError
+
+    def locate(self, op: Op) -> tuple[tuple, tuple]:
+        raise NotImplementedError
+
+    def distance(self, want: tuple, have: tuple) -> float | None:
+        """How far a measured key is from the wanted one; None if it cannot stand in."""
+        raise NotImplementedError
+
+    def adapt(self, tree: TreeNode, key: tuple, c: tuple) -> tuple:
+        return c
+
+    def clean(self, rows: list[list]) -> list[list]:
+        """Measured rows as the predictor should read them (physical constraints applied)."""
+        return rows
+
+
+class _Gemm(_Family):
+    name = "gemm"
+    scales = ("log", "log", "log")  # N, K, M
+    ratio = (True, True, False)
+
+    def clean(self, rows):
+        return monotone_gemm_rows(rows)
+
+    def split(self, shape):
+        m, n, k, dtype = shape
+        return (dtype,), (float(n), float(k), float(m))
+
+    def eq_op(self, key, c):
+        n, k, m = c
+        dtype = key[0]
+        w = DTYPE_BYTES.get(dtype, 2.0)
+        # Activations stay 16-bit in memory even under W8A8 (ops.py's accounting).
+        return Op("gemm", "gemm", 2.0 * m * n * k, 2.0 * m * k + w * k * n + 2.0 * m * n, 1, (m, n, k), dtype)
+
+    def locate(self, op):
+        m, n, k = op.shape
+        return (op.dtype,), (float(n), float(k), float(m))
+
+    def distance(self, want, have):
+        if want == have:
+            return 0.0
+        # Same tensor-core rate: bf16 and fp16 stand in for each other.
+        return 1.0 if {want[0], have[0]} == {"bf16", "fp16"} else None
+
+
+class _Attention(_Family):
+
+    def distance(self, want, have):
+        h, kvh, d, dt = want
+        h2, kvh2, d2, dt2 = have
+        same_width = DTYPE_BYTES.get(dt, 2) == DTYPE_BYTES.get(dt2, 2)
+        return (_log_dist(h, h2) + _log_dist(kvh, kvh2) + 10 * _log_dist(d, d2)
+                + (0.0 if dt == dt2 else 0.1 if same_width else 5.0))
+
+
+class _Prefill(_Attention):
+    name = "attn_prefill"
+    scales = ("log", "log", "lin")  # chunks, tokens per chunk, prior context
+    ratio = (False, False, False)
+
+    def split(self, shape):
+        b, q, c, h, kvh, d, dt = shape
+        return (int(h), int(kvh), int(d), dt), (float(b), float(q), float(c))
+
+    def eq_op(self, key, c):
+        h, kvh, d, dt = key
+        b, q, ctx = c
+        one = attn_prefill_op(((q, ctx),), _attn_model(h, kvh, d, DTYPE_BYTES.get(dt, 2.0)))
+        return Op("attn_prefill", "attn_prefill", one.flops * b, one.bytes * b, 1,
+                  (q * b, ctx, h, kvh, d, b, q), one.dtype)
+
+    def locate(self, op):
+        q_total, _max_c, h, kvh, d, n, _max_q = op.shape
+        q = q_total / n
+        # The FLOP-weighted mean prior context: n equal chunks of q tokens over it do the
+        # same attention work as the real chunks.
+        c = max(0.0, op.flops / (4.0 * q_total * h * d) - q / 2.0)
+        return (h, kvh, d, op.dtype), (float(n), q, c if c > 1e-6 * q else 0.0)
+
+    def adapt(self, tree, key, c):
+        b, q, ctx = c
+        if ctx > 0 and tree.max_last == 0.0:
+            # Tables without prior context (aiconfigurator's): use the fresh prefill with the
+            # same causal work, q'^2/2 = q (ctx + q/2), rather than a tiny-chunk anchor.
+            return (b, math.sqrt(q * q + 2.0 * q * ctx), 0.0)
+        return c
+
+
+class _Decode(_Attention):
+    name = "attn_decode"
+    scales = ("lin", "lin")  # sequences, context per sequence
+    ratio = (False, False)
+
+    def split(self, shape):
+        b, ctx, h, kvh, d, dt = shape
+        return (int(h), int(kvh), int(d), dt), (float(b), float(ctx))
+
+    def eq_op(self, key, c):
+        h, kvh, d, dt = key
+        b, ctx = c
+        return attn_decode_op(b, b * ctx - b, _attn_model(h, kvh, d, DTYPE_BYTES.get(dt, 2.0)))
+
+    def locate(self, op):
+        n, kv_total, h, kvh, d = op.shape
+        return (h, kvh, d, op.dtype), (float(n), kv_total / n)
+
+
+class _Moe(_Family):
+    """Fused MoE tables: one model's expert shape and expert-parallel size per key; expert
+    width per GPU (TP) and tokens are the axes. Across widths the roofline's scaling
+    carries (as across GEMM N)."""
+
+    name = "moe"
+    scales = ("log", "log")  # inter per GPU, tokens
+    ratio = (True, False)
+
+    def split(self, shape):
+        tokens, hidden, inter, topk, experts, ep, dtype = shape
+        return (int(hidden), int(topk), int(experts), int(ep), dtype), (float(inter), float(tokens))
+
+    def eq_op(self, key, c):
+        hidden, topk, experts, ep, dtype = key
+        inter, tokens = c
+        return fused_moe_op(tokens, hidden, inter, topk, experts, dtype, ep=ep)
+
+    def locate(self, op):
+        m, hidden, inter, topk, experts, *_, ep, label = op.shape
+        return (hidden, topk, experts, ep, label), (float(inter), float(m))
+
+    def distance(self, want, have):
+        """Another model's expert shape stands in only at the same expert-parallel size and
+        kernel format (vLLM runs other MoE kernels under expert parallelism)."""
+        if want[3:] != have[3:]:
+            return None
+        return sum(_log_dist(a, b) for a, b in zip(want[:3], have[:3], strict=True))
+
+
+class _Elementwise(_Family):
+    name = "elementwise"
+    scales = ("log",)
+    ratio = (True,)  # latency + bytes/bandwidth: the roofline's own form
+
+    def split(self, shape):
+        kind, nbytes, _dt = shape
+        return (kind,), (float(nbytes),)
+
+    def eq_op(self, key, c):
+        return Op(key[0], "elementwise", 0.0, c[0], 1, (c[0],), "bf16")
+
+    def locate(self, op):
+        return (ELEMENTWISE_KIND.get(op.name, op.name),), (float(op.bytes),)
+
+    def distance(self, want, have):
+        return 0.0 if want == have else 1.0 if have[0] == "copy" else 2.0
+
+
+class _Collective(_Family):
+    scales = ("log",)
+    ratio = (True,)  # alpha + bytes/bandwidth: the roofline's own form
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def split(self, shape):
+        nbytes, ranks, link, impl, _dt = shape
+        return (int(ranks), link, impl), (float(nbytes),)
+
+    def eq_op(self, key, c):
+        ranks, link, impl = key
+        # The impl rides in the name so that scoring a row compares it with its own impl.
+        return Op(f"{self.name}:{impl}", self.name, 0.0, c[0], 1, (c[0], ranks, link), "bf16")
+
+    def locate(self, op):
+        nbytes, ranks, link = op.shape
+        impl = op.name.partition(":")[2] or None
+        return (int(ranks), link, impl), (float(nbytes),)
+
+    def distance(self, want, have):
+        ranks, link, impl = want
+        if link != have[1] or (impl is not None and impl != have[2]):
+            return None
+        return abs(math.log2(ranks) - math.log2(have[0]))
+
+
+FAMILY_ADAPTERS: dict[str, _Family] = {
+    "gemm": _Gemm(), "attn_prefill": _Prefill(), "attn_decode": _Decode(), "moe": _Moe(),
+    "elementwise": _Elementwise(), **{c: _Collective(c) for c in COLLECTIVES},
+}

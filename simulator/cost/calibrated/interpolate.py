@@ -1,0 +1,127 @@
+"""One family's predictor: per-key interpolation trees over the measured rows, scaled by
+the fitted roofline between measured shapes."""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left
+from dataclasses import dataclass
+
+import numpy as np
+
+from calibration.profile import FAMILY_COLUMNS, CalibrationError
+from simulator.cost.calibrated.families import COLLECTIVES, FAMILY_ADAPTERS
+from simulator.cost.calibrated.fit import fit_roofline
+from simulator.cost.calibrated.trees import build_tree
+from simulator.cost.config import CostModelConfig
+from simulator.cost.ops import Op
+from simulator.hardware import GPUSpec
+
+
+@dataclass
+class _Row:
+    key: tuple
+    coords: tuple
+    seconds: float
+
+
+class FamilyModel:
+    """Interpolating predictor for one op family, with its fitted roofline."""
+
+    def __init__(self, family: str, rows: list[list], gpu: GPUSpec, config: CostModelConfig):
+        self.family = family
+        self.adapter = FAMILY_ADAPTERS[family]
+        n_shape = len(FAMILY_COLUMNS[family])
+        ad = self.adapter
+        self.rows = []
+        for r in ad.clean(rows):
+            key, coords = ad.split(tuple(r[:n_shape]))
+            self.rows.append(_Row(key, coords, float(r[n_shape]) * 1e-6))
+        if not self.rows:
+            raise CalibrationError(f"no {family} rows to fit")
+        ops = [ad.eq_op(r.key, r.coords) for r in self.rows]
+        times = np.array([r.seconds for r in self.rows])
+        self.timer, self.fit_info = fit_roofline(family, ops, times, gpu, config.efficiency,
+                                                 config.overheads().kernel_latency_us)
+        grouped: dict[tuple, list] = {}
+        for r in self.rows:
+            grouped.setdefault(r.key, []).append((r.coords, r.seconds))
+        self.trees = {k: build_tree(v, 0) for k, v in grouped.items()}
+        self._cands: dict[tuple, list[tuple]] = {}
+        # The shape ratios follow. GEMMs use the plain roofline of the fitted timer, without
+        # its tile and wave steps: those depend on N and K, and carried across N or K by a
+        # ratio they would put steps into M that the measurements do not have.
+        self._r = self._smooth_gemm if family == "gemm" else self.timer.op_time
+        self._eq = ad.eq_op
+        self._log = tuple(s == "log" for s in ad.scales)
+        self._ratio = ad.ratio
+        self._ndim = len(ad.scales)
+
+    def _smooth_gemm(self, op: Op) -> float:
+        t = self.timer
+        return (max(op.flops / (t.peak(op.dtype) * t.eff.gemm_compute), op.bytes / (t.bw * t.eff.gemm_memory))
+                + t.latency * t._gemm_kernels(op.dtype))
+
+    def candidates(self, key: tuple) -> list[tuple]:
+        """Measured keys that answer for `key`: itself, or the nearest stand-ins."""
+        found = self._cands.get(key)
+        if found is None:
+            if key in self.trees:
+                found = [key]
+            else:
+                scored = [(d, k) for k in self.trees if (d := self.adapter.distance(key, k)) is not None]
+                best = min((d for d, _ in scored), default=None)
+                found = [k for d, k in scored if d == best]
+                if self.family not in COLLECTIVES:
+                    found = found[:1]
+            self._cands[key] = found
+        return found
+
+    def predict(self, op: Op) -> float | None:
+        """Seconds for one call of `op`, or None when no measured key can stand in."""
+        key, coords = self.adapter.locate(op)
+        cands = self.candidates(key)
+        if not cands:
+            return None
+        r_op = self._r(op)
+        best = math.inf
+        for k in cands:  # collectives: several implementations; the framework takes the fastest
+            tree = self.trees[k]
+            c = self.adapter.adapt(tree, k, coords)
+            t = self._eval(tree, k, c, 0) * r_op / max(self._r(self._eq(k, c)), 1e-15)
+            best = min(best, t)
+        return best
+
+    def _eval(self, node, key: tuple, q: tuple, d: int) -> float:
+        if d == self._ndim:
+            return node
+        vals = node.vals
+        x = q[d]
+        i = bisect_left(vals, x)
+        n = len(vals)
+        if i < n and vals[i] == x:
+            return self._eval(node.kids[i], key, q, d + 1)
+        r, eq = self._r, self._eq
+        if i == 0 or i == n:  # outside the measured range: hold the ratio at the edge
+            j = 0 if i == 0 else n - 1
+            qe = (*q[:d], vals[j], *q[d + 1:])
+            te = self._eval(node.kids[j], key, qe, d + 1)
+            return te * r(eq(key, q)) / max(r(eq(key, qe)), 1e-15)
+        x0, x1 = vals[i - 1], vals[i]
+        q0 = (*q[:d], x0, *q[d + 1:])
+        q1 = (*q[:d], x1, *q[d + 1:])
+        t0 = self._eval(node.kids[i - 1], key, q0, d + 1)
+        t1 = self._eval(node.kids[i], key, q1, d + 1)
+        if self._log[d]:
+            w = math.log(x / x0) / math.log(x1 / x0)
+        else:
+            w = (x - x0) / (x1 - x0)
+            if not self._ratio[d]:
+                return t0 + w * (t1 - t0)
+        if self._ratio[d]:
+            t0r, t1r = t0 / max(r(eq(key, q0)), 1e-15), t1 / max(r(eq(key, q1)), 1e-15)
+            t = r(eq(key, q)) * t0r ** (1.0 - w) * t1r ** w
+        else:
+            t = t0 ** (1.0 - w) * t1 ** w
+        lo, hi = (t0, t1) if t0 <= t1 else (t1, t0)
+        return min(max(t, lo), hi)

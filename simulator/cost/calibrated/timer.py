@@ -1,0 +1,163 @@
+"""CalibratedTimer: op times from a profile's family predictors, with the sustained
+tensor-core rate, the DRAM floor and the roofline where the profile is silent."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from calibration.profile import FAMILY_COLUMNS, Profile
+from simulator.cost.calibrated.families import FAMILIES, FAMILY_ADAPTERS
+from simulator.cost.calibrated.interpolate import FamilyModel
+from simulator.cost.config import MEASURED_LAUNCH_US, CostModelConfig
+from simulator.cost.ops import Op
+from simulator.cost.roofline import RooflineTimer
+from simulator.cost.sustained import SustainedRate, sustained_factor, sustained_rates
+from simulator.hardware import GPUSpec, get_gpu
+
+
+def reference_gpu(profile: Profile, template: GPUSpec) -> GPUSpec:
+    """The peaks the profile's efficiencies are fitted against.
+
+    A catalog GPU gives its datasheet. A device outside the catalog (a CPU) has none, so
+    its best measured throughput stands in for the peaks; links come from `template`.
+    """
+    if profile.metadata.gpu is not None:
+        gpu = get_gpu(profile.metadata.gpu)
+        # The scenario's own spec when it is this GPU: it carries any link overrides.
+        return template if template.name == gpu.name else gpu
+    peaks: dict[str, float] = {}
+    gemm = profile.table("gemm")
+    if gemm is not None:
+        for m, n, k, dt, med, *_ in gemm.rows:
+            peaks[dt] = max(peaks.get(dt, 0.0), 2.0 * m * n * k / (med * 1e-6) / 1e12)
+    prefill = profile.table("attn_prefill")
+    if prefill is not None:
+        ad = FAMILY_ADAPTERS["attn_prefill"]
+        best = max(ad.eq_op(*ad.split(tuple(r[:7]))).flops / (r[7] * 1e-6) for r in prefill.rows) / 1e12
+        peaks["bf16"] = max(peaks.get("bf16", 0.0), best)
+    bw = 0.0
+    for fam in ("elementwise", "attn_decode"):
+        table = profile.table(fam)
+        if table is None:
+            continue
+        ad = FAMILY_ADAPTERS[fam]
+        n_shape = len(FAMILY_COLUMNS[fam])
+        for r in table.rows:
+            key, c = ad.split(tuple(r[:n_shape]))
+            bw = max(bw, ad.eq_op(key, c).bytes / (r[n_shape] * 1e-6))
+    if "bf16" not in peaks:
+        peaks["bf16"] = peaks.get("fp16") or max(peaks.values(), default=0.0) or template.peak_tflops_for("bf16")
+    peaks.setdefault("fp16", peaks["bf16"])
+    ratio = peaks["bf16"] / template.peak_tflops.get("bf16", peaks["bf16"])
+    for dt, v in template.peak_tflops.items():
+        peaks.setdefault(dt, v * ratio)
+    return template.model_copy(update={
+        "name": f"profile:{profile.metadata.gpu_name}",
+        "display_name": profile.metadata.gpu_name,
+        "peak_tflops": peaks,
+        "hbm_tbps": bw / 1e12 if bw > 0 else template.hbm_tbps,
+        "num_sms": profile.metadata.compute_units or template.num_sms,
+    })
+
+
+# Families whose compute-bound part runs at the sustained tensor-core rate (sustained.py).
+SUSTAINED_FAMILIES = ("gemm", "moe")
+
+# Families whose table rows can run from L2 where a serving step reads DRAM (see op_time).
+DRAM_FLOOR_FAMILIES = ("gemm", "attn_decode", "moe")
+
+# Families a profile may lack, timed then by the roofline fitted to another family's rows:
+# MoE by the GPU's dense GEMM fit (our own microbenchmarks time GEMMs, not fused MoE).
+FIT_FROM = {"moe": "gemm"}
+
+
+class _FamilyModels(Mapping[str, "FamilyModel"]):
+    """The profile's per-family models, each fitted when first asked for: a dense model's
+    run never pays for the MoE tables (half of a shipped profile's rows)."""
+
+    def __init__(self, profile: Profile, gpu: GPUSpec, config: CostModelConfig):
+        self._tables = {fam: t for fam in FAMILIES if (t := profile.table(fam)) is not None}
+        self._gpu, self._config = gpu, config
+        self._built: dict[str, FamilyModel] = {}
+
+    def __getitem__(self, family: str) -> FamilyModel:
+        model = self._built.get(family)
+        if model is None:
+            table = self._tables[family]  # KeyError for a family the profile lacks
+            model = self._built[family] = FamilyModel(family, table.rows, self._gpu, self._config)
+        return model
+
+    def __iter__(self):
+        return iter(self._tables)
+
+    def __len__(self) -> int:
+        return len(self._tables)
+
+
+class CalibratedTimer:
+    """Op times from a calibration profile; the fitted or default roofline where it is silent."""
+
+    name = "calibrated"
+
+    def __init__(self, profile: Profile, gpu: GPUSpec, config: CostModelConfig | None = None):
+        config = config or CostModelConfig()
+        self.profile = profile
+        self.gpu = gpu
+        self.dram_bytes_per_s = gpu.hbm_tbps * 1e12
+        self.reference = reference_gpu(profile, gpu)
+        self.default = RooflineTimer(gpu, config.efficiency, config.overheads().kernel_latency_us)
+        # Eager engines pay CPU dispatch per kernel on top of the kernel's measured time.
+        self.extra_launch = max(0.0, config.overheads().kernel_latency_us - MEASURED_LAUNCH_US) * 1e-6
+        self.models = _FamilyModels(profile, self.reference, config)
+        gemm = profile.table("gemm")
+        rates = sustained_rates(gemm.rows) if gemm is not None and config.sustained_tensor_rate else {}
+        # Only the dtypes that measurably slow down: a lookup miss is the common case.
+        self.sustained: dict[str, SustainedRate] = {d: r for d, r in rates.items() if r.fraction < 1.0}
+
+    def _sustain(self, op: Op) -> float:
+        """The factor by which `op` runs longer at the sustained rate (1.0 for most ops)."""
+        rate = self.sustained.get(op.dtype)
+        if rate is None or op.family not in SUSTAINED_FAMILIES:
+            return 1.0
+        rt = self.models["gemm"].timer
+        compute = op.flops / (rt.peak(op.dtype) * rt.eff.gemm_compute)
+        memory = op.bytes / (rt.bw * rt.eff.gemm_memory)
+        return sustained_factor(compute, memory, rate.fraction)
+
+    def _donor(self, op: Op) -> FamilyModel | None:
+        return self.models.get(FIT_FROM.get(op.family, ""))
+
+    def op_time(self, op: Op) -> float:
+        model = self.models.get(op.family)
+        if model is None:
+            donor = self._donor(op)
+            if donor is None:
+                return self.default.op_time(op)
+            return donor.timer.op_time(op) * self._sustain(op) + self.extra_launch * op.kernels
+        t = model.predict(op)
+        if t is None:
+            return model.timer.op_time(op) * self._sustain(op)
+        t *= self._sustain(op)
+        if op.family in DRAM_FLOOR_FAMILIES:
+            # A table row repeats one kernel on the same operands, so those that fit in L2
+            # ran from it (L40S and RTX PRO 6000 rows up to 2.6x the DRAM rate). In a serving
+            # step a layer's weights and KV come from DRAM: gigabytes of other layers pass
+            # through L2 between two reads. No table time undercuts the DRAM read.
+            floor = op.bytes / self.dram_bytes_per_s
+            if t < floor:
+                t = floor
+        if self.extra_launch:
+            kernels = RooflineTimer._gemm_kernels(op.dtype) if op.family == "gemm" else op.kernels
+            t += self.extra_launch * kernels
+        return t
+
+    def source_of(self, op: Op) -> str:
+        """Where `op`'s time comes from: profile, profile-nearest, roofline-fitted or roofline-default."""
+        model = self.models.get(op.family)
+        if model is None:
+            return "roofline-default" if self._donor(op) is None else "roofline-fitted"
+        key, _ = model.adapter.locate(op)
+        cands = model.candidates(key)
+        if not cands:
+            return "roofline-fitted"
+        return "profile" if model.adapter.distance(key, cands[0]) == 0 else "profile-nearest"
