@@ -62,7 +62,7 @@ class GPUSpec(StrictModel):
     vendor: str
     # GPU generation: which kernels an engine runs on it (vLLM's attention back end on
     # Hopper is FlashAttention-3, on Blackwell FlashInfer/TRT-LLM); "" if unknown.
-    architecture: Literal["", "ampere", "ada", "hopper", "blackwell", "cdna3"] = ""
+    architecture: Literal["", "ampere", "ada", "hopper", "blackwell", "cdna3", "cdna4"] = ""
     memory_gb: float = Field(gt=0)  # datasheet capacity, GB (1e9 B)
     usable_memory_gib: float = Field(gt=0)  # driver-reported total, GiB
     hbm_tbps: float = Field(gt=0)  # datasheet memory bandwidth, TB/s (1e12 B/s)
@@ -120,6 +120,18 @@ _GH100_SXM_PEAKS = {"fp32": 67.0, "tf32": 494.5, "bf16": 989.0, "fp16": 989.0, "
 _GA100_PEAKS = {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0, "int8": 624.0}
 _MI300_PEAKS = {"fp32": 163.4, "tf32": 653.7, "bf16": 1307.4, "fp16": 1307.4, "fp8": 2614.9, "int8": 2614.9}
 
+# CDNA4 (MI350X, MI355X): 256 CUs (32 per XCD; ROCm GPU specifications), each 8,192 dense
+# FP8 FLOP per clock (AMD, ISSCC 2026: twice CDNA3's 4,096); BF16/FP16 at half that rate,
+# MXFP4/MXFP6 at twice it; INT8 as FP8. No TF32 matrix path. Peak clocks: MI355X 2.4 GHz,
+# MI350X 2.2 GHz (AMD, Hot Chips 2025). AMD's datasheets round these to 2.5/5.0/10.1 PF
+# (MI355X) and 2.3/4.6/9.2 PF (MI350X); FP32 vector 157.3 and 144.2 TF.
+def _cdna4_peaks(clock_ghz: float) -> dict[str, float]:
+    """Dense peaks (TFLOPS) of the 256-CU CDNA4 die at `clock_ghz`."""
+    fp8 = 8192 * 256 * clock_ghz / 1e3  # TFLOPS
+    fp32 = 256 * 256 * clock_ghz / 1e3  # vector: 256 FP32 FLOP per clock per CU
+    return {"fp32": fp32, "bf16": fp8 / 2, "fp16": fp8 / 2,
+            "fp8": fp8, "int8": fp8, "fp4": fp8 * 2}
+
 
 # ---------------------------------------------------------------------------------------
 # Links. Bandwidths are per GPU per direction; NVIDIA quotes NVLink bidirectional totals.
@@ -165,6 +177,13 @@ _INFINITY_FABRIC = LinkSpec(
     # reach far less than the aggregate, which calibration captures.
     bandwidth_gbps=448.0,
     latency_us=3.0,  # estimate
+)
+_INFINITY_FABRIC_CDNA4 = LinkSpec(
+    name="AMD Infinity Fabric (MI350-series OAM mesh)",
+    # AMD Instinct MI350 series datasheets: 7 links of 153.6 GB/s, 1075.2 GB/s aggregate peak
+    # (bidirectional) -> 537.6 GB/s per direction, read as the MI300X mesh is.
+    bandwidth_gbps=537.6,
+    latency_us=3.0,  # estimate, as the MI300X mesh
 )
 _PCIE4 = LinkSpec(
     name="PCIe Gen4 x16",
@@ -826,6 +845,40 @@ _GPUS: list[GPUSpec] = [
         pcie=_PCIE5,  # AMD MI325X datasheet: PCIe Gen5 x16
         cost_per_gpu_hour=2.75,  # estimate: no public on-demand list checked; MI300X's 2.50 plus 10%
         aliases=("instinct-mi325x", "mi325x-256gb", "mi325"),
+    ),
+    GPUSpec(
+        name="mi355x",
+        display_name="AMD Instinct MI355X 288GB",
+        vendor="amd",
+        architecture="cdna4",
+        memory_gb=288.0,  # AMD Instinct MI355X datasheet: 288 GB HBM3E
+        usable_memory_gib=287.98,  # estimate: as mi300x, HIP/torch total (ROCm specs: 288 GiB VRAM)
+        hbm_tbps=8.0,  # AMD Instinct MI355X datasheet: 8 TB/s
+        peak_tflops=_cdna4_peaks(2.4),  # see _cdna4_peaks
+        num_sms=256,  # ROCm GPU specifications: 256 compute units (32 per XCD)
+        l2_cache_mb=256.0,  # ROCm GPU specifications: 256 MiB Infinity Cache (L3; see mi300x)
+        intra_node_link=_INFINITY_FABRIC_CDNA4,
+        inter_node_link=_IB_NDR,  # estimate: a 400 Gb/s NIC per GPU, as MI300X platforms
+        pcie=_PCIE5,  # AMD Instinct MI355X datasheet: PCIe Gen5 x16
+        cost_per_gpu_hour=3.50,  # estimate: no public on-demand list checked; override per plan
+        aliases=("instinct-mi355x", "mi355x-288gb", "mi355"),
+    ),
+    GPUSpec(
+        name="mi350x",
+        display_name="AMD Instinct MI350X 288GB",
+        vendor="amd",
+        architecture="cdna4",
+        memory_gb=288.0,  # AMD Instinct MI350X datasheet: 288 GB HBM3E
+        usable_memory_gib=287.98,  # estimate: as mi355x
+        hbm_tbps=8.0,  # AMD Instinct MI350X datasheet: 8 TB/s
+        peak_tflops=_cdna4_peaks(2.2),  # the MI355X's die at its lower clock (air-cooled, 1,000 W)
+        num_sms=256,  # ROCm GPU specifications: 256 compute units, as MI355X
+        l2_cache_mb=256.0,  # ROCm GPU specifications: 256 MiB Infinity Cache
+        intra_node_link=_INFINITY_FABRIC_CDNA4,
+        inter_node_link=_IB_NDR,  # estimate: as mi355x
+        pcie=_PCIE5,  # AMD Instinct MI350X datasheet: PCIe Gen5 x16
+        cost_per_gpu_hour=3.00,  # estimate: no public on-demand list checked; override per plan
+        aliases=("instinct-mi350x", "mi350x-288gb", "mi350"),
     ),
 ]
 

@@ -1,5 +1,5 @@
 """GPUs added to the catalog for names that benchmark files use: H800, H20, A800, GH200,
-H100 NVL, L40, RTX A6000, RTX 4090, A10 and MI325X. (No V100: vLLM's V1 engine needs
+H100 NVL, L40, RTX A6000, RTX 4090, A10, MI325X, MI350X and MI355X. (No V100: vLLM's V1 engine needs
 compute capability 8.0, and Volta has no bf16.)
 
 Names resolve (torch device names and short names alike) without stealing any older
@@ -19,7 +19,7 @@ from simulator.hardware import GPU_CATALOG, get_gpu
 
 NEW_GPUS = (
     "h800", "h20", "a800-80gb-sxm", "gh200", "gh200-144gb", "h100-nvl", "l40", "rtx-a6000",
-    "rtx-4090", "a10", "mi325x", "rtx-pro-6000",
+    "rtx-4090", "a10", "mi325x", "rtx-pro-6000", "mi355x", "mi350x",
 )  # fmt: skip
 
 
@@ -40,6 +40,8 @@ NEW_GPUS = (
         ("NVIDIA GeForce RTX 4090", "rtx-4090"),
         ("NVIDIA A10", "a10"),
         ("AMD Instinct MI325X", "mi325x"),
+        ("AMD Instinct MI355X", "mi355x"),
+        ("AMD Instinct MI350X", "mi350x"),
         # short names
         ("h800", "h800"),
         ("H20", "h20"),
@@ -53,6 +55,8 @@ NEW_GPUS = (
         ("RTX4090", "rtx-4090"),
         ("A10", "a10"),
         ("MI325X", "mi325x"),
+        ("MI355X", "mi355x"),
+        ("mi350", "mi350x"),
     ],
 )
 def test_new_names_resolve(alias, expected):
@@ -196,6 +200,20 @@ def test_mi325x_is_an_mi300x_with_more_memory():
         mi300x.usable_memory_gib - mi300x.memory_gb)
 
 
+def test_cdna4_peaks_round_to_amds_datasheet_figures():
+    """AMD's MI355X/MI350X datasheets (dense): FP16/BF16 2.5/2.3 PF, FP8 and INT8 5.0/4.6,
+    MXFP4 10.1/9.2, FP32 vector 157.3/144.2 TF; our peaks derive them from CUs and clocks."""
+    for name, (half, fp8, fp4, fp32) in {"mi355x": (2.5, 5.0, 10.1, 157.3),
+                                         "mi350x": (2.3, 4.6, 9.2, 144.2)}.items():
+        peaks = get_gpu(name).peak_tflops
+        assert round(peaks["bf16"] / 1e3, 1) == round(peaks["fp16"] / 1e3, 1) == half
+        assert round(peaks["fp8"] / 1e3, 1) == round(peaks["int8"] / 1e3, 1) == fp8
+        assert round(peaks["fp4"] / 1e3, 1) == fp4
+        assert round(peaks["fp32"], 1) == fp32
+        assert "tf32" not in peaks  # CDNA4 has no TF32 matrix path
+    _same_except("mi350x", "mi355x", "peak_tflops")
+
+
 @pytest.mark.parametrize("name", NEW_GPUS)
 def test_new_entries_are_consistent(name):
     gpu = GPU_CATALOG[name]
@@ -249,6 +267,7 @@ def _run(d: dict):
         ("a10", "llama-2-7b", {"weight_dtype": "fp16", "activation_dtype": "fp16", "kv_dtype": "fp16"}),
         ("rtx-4090", "llama-3.1-8b", {}),
         ("mi325x", "llama-3.1-8b", {}),
+        ("mi355x", "llama-3.1-8b", {"weight_dtype": "fp8", "activation_dtype": "fp8"}),
     ],
 )
 def test_small_scenario_completes(gpu, model, dtypes):

@@ -20,7 +20,8 @@ def _roofline(gpu: GPUSpec, config: CostModelConfig, profile: str | None) -> OpT
 
 
 def _calibrated(gpu: GPUSpec, config: CostModelConfig, profile: str | None) -> OpTimer:
-    from simulator.cost.calibrated.profiles import calibrated_backend  # loads calibration/ on demand
+    # Imported here: it loads calibration/ on demand.
+    from simulator.cost.calibrated.profiles import calibrated_backend
 
     return calibrated_backend(gpu, config, profile)
 
