@@ -1,0 +1,310 @@
+"""A model outside the catalog, read from its Hugging Face config.json (`model.config_json`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from simulator.errors import CatalogError
+from simulator.models.catalog import GEMMA3_VISION_PARAMS, qwen3_vl_encoder_params
+from simulator.models.spec import ModelSpec
+
+# Hugging Face config.json loader
+# phi3 fuses qkv and gate/up into single tensors of the same total shape; gemma/gemma2
+# default to tied embeddings and name their head_dim.
+_GEMMA = frozenset({"gemma", "gemma2", "gemma3", "gemma3_text"})
+_LLAMA_STYLE = frozenset({"llama", "mistral", "qwen2", "qwen3", "phi3"}) | _GEMMA
+# llama-style attention, a routed MLP (llama4: plus a shared expert; glm4_moe: shared
+# experts and dense-first layers, as DeepSeek)
+_MOE_STYLE = frozenset({"mixtral", "qwen3_moe", "gpt_oss", "llama4", "glm4_moe"})
+# latent attention, shared experts, dense-first layers
+_MLA_STYLE = frozenset({"deepseek_v2", "deepseek_v3", "kimi_k2"})
+# Multimodal wrappers: the language model's config sits under text_config with its own
+# model_type, which maps to the family above.
+_TEXT_TOWERS = {"qwen3_vl_text": "qwen3", "qwen3_vl_moe_text": "qwen3_moe", "llama4_text": "llama4",
+                "gemma3_text": "gemma3", **{t: t for t in _MLA_STYLE}}
+_MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
+
+
+def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
+    """Build a ModelSpec from a Hugging Face config.json (or a directory holding one).
+
+    Supports llama/mistral/qwen2/qwen3/phi3/gemma 1-3-style dense models, OPT,
+    Mixtral/Qwen3-MoE/gpt-oss/Llama-4-Scout/GLM-4.5 mixture-of-experts models, DeepSeek-V2/V3
+    and Kimi-K2 (MLA) models, and the Qwen3-VL and Gemma 3 text towers: the families whose
+    config keys fully determine the shapes above.
+    """
+    p = Path(path)
+    if p.is_dir():
+        p = p / "config.json"
+    where = str(p)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CatalogError(
+            "model config file not found",
+            where=where,
+            fix="pass the path of a Hugging Face config.json "
+            "(e.g. `huggingface-cli download <repo> config.json`)",
+        ) from None
+    except OSError as exc:
+        raise CatalogError(f"cannot read model config: {exc}", where=where) from None
+    try:
+        cfg = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CatalogError(
+            f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
+            where=where,
+            fix="re-download config.json from the model's Hugging Face repository",
+        ) from None
+    if not isinstance(cfg, dict):
+        raise CatalogError(
+            "config.json must be a JSON object", where=where, fix="use a HF config.json"
+        )
+
+    model_type = cfg.get("model_type", "llama")
+    encoder_params = 0
+    text = cfg.get("text_config")
+    if isinstance(text, dict) and text.get("model_type") in _TEXT_TOWERS:
+        # Multimodal wrappers (Kimi-K2.5, Qwen3-VL, Llama 4): the language model's shapes;
+        # Qwen3-VL's vision tower is counted as loaded-but-idle weights.
+        if model_type.startswith("qwen3_vl"):
+            encoder_params = _qwen3_vl_vision(cfg.get("vision_config"), _require(text, "hidden_size", where))
+        elif model_type == "gemma3" and isinstance(cfg.get("vision_config"), dict):
+            encoder_params = GEMMA3_VISION_PARAMS
+        cfg = {"tie_word_embeddings": cfg.get("tie_word_embeddings"), **text}
+        model_type = _TEXT_TOWERS[text["model_type"]]
+    moe = [k for k in _MOE_KEYS if cfg.get(k)]
+    if moe and model_type not in _MOE_STYLE | _MLA_STYLE:
+        raise CatalogError(
+            f"mixture-of-experts config ({moe[0]}={cfg[moe[0]]}, model_type {model_type!r}) is not supported",
+            where=where,
+            fix=f"supported MoE families: {', '.join(sorted(_MOE_STYLE | _MLA_STYLE))}",
+        )
+    if model_type == "opt":
+        fields = _opt_fields(cfg, where)
+    elif model_type in _LLAMA_STYLE or model_type in _MOE_STYLE:
+        fields = _llama_fields(cfg, where, model_type)
+        if model_type in _MOE_STYLE:
+            fields.update(_moe_fields(cfg, where, model_type))
+    elif model_type in _MLA_STYLE:
+        fields = _mla_fields(cfg, where)
+    else:
+        raise CatalogError(
+            f"unsupported model_type {model_type!r}",
+            where=where,
+            fix=f"supported: {', '.join(sorted(_LLAMA_STYLE | _MOE_STYLE | _MLA_STYLE | {'opt'}))}; for other "
+            "architectures construct a ModelSpec directly",
+        )
+
+    name_or_path = cfg.get("_name_or_path")
+    hf_id = name_or_path if isinstance(name_or_path, str) and name_or_path.count("/") == 1 else None
+    if name is None:
+        if isinstance(name_or_path, str) and name_or_path:
+            name = name_or_path.rstrip("/").rsplit("/", 1)[-1].lower()
+        else:
+            name = (p.parent.name or p.stem).lower()
+    quant = cfg.get("quantization_config")
+    if isinstance(quant, dict) and quant.get("quant_method") == "fp8" and quant.get("weight_block_size"):
+        fields.setdefault("native_fp8", True)
+        fields.setdefault("released_in_fp8", True)  # the config is the checkpoint's own
+    if encoder_params:
+        fields["encoder_params"] = encoder_params
+    try:
+        return ModelSpec(name=name, hf_id=hf_id, **fields)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(x) for x in first["loc"]) or "config"
+        raise CatalogError(
+            f"invalid model config ({loc}: {first['msg']})",
+            where=where,
+            fix="check the value in config.json against the model's published config",
+        ) from None
+
+
+def _require(cfg: dict[str, Any], key: str, where: str) -> Any:
+    if key not in cfg or cfg[key] is None:
+        raise CatalogError(
+            f"missing required key {key!r}",
+            where=where,
+            fix=f"add {key!r} to config.json (copy it from the model's published config)",
+        )
+    return cfg[key]
+
+
+def _optional(cfg: dict[str, Any], key: str, default: Any) -> Any:
+    value = cfg.get(key)
+    return default if value is None else value
+
+
+def _llama_fields(cfg: dict[str, Any], where: str, model_type: str) -> dict[str, Any]:
+    hidden = _require(cfg, "hidden_size", where)
+    heads = _require(cfg, "num_attention_heads", where)
+    head_dim_default = hidden // heads if isinstance(hidden, int) and isinstance(heads, int) else 0
+    return {
+        "num_layers": _require(cfg, "num_hidden_layers", where),
+        "hidden_size": hidden,
+        "num_heads": heads,
+        "num_kv_heads": _optional(cfg, "num_key_value_heads", heads),
+        "head_dim": _optional(cfg, "head_dim", head_dim_default),
+        "ffn_size": _require(cfg, "intermediate_size", where),
+        "gated_mlp": True,
+        "vocab_size": _require(cfg, "vocab_size", where),
+        "tied_embeddings": _optional(cfg, "tie_word_embeddings", model_type in _GEMMA),
+        "max_position_embeddings": _require(cfg, "max_position_embeddings", where),
+        # GLM-4.5's attention_bias puts biases on q, k and v only.
+        "attention_bias": _optional(cfg, "attention_bias", False) and model_type != "glm4_moe",
+        "mlp_bias": _optional(cfg, "mlp_bias", False),
+        # Qwen2 hard-codes q/k/v biases
+        "qkv_bias": model_type == "qwen2" or (model_type == "glm4_moe" and _optional(cfg, "attention_bias", False)),
+        "qk_norm": model_type in ("qwen3", "qwen3_moe", "gemma3", "gemma3_text")
+        or (model_type == "glm4_moe" and _optional(cfg, "use_qk_norm", False)),
+        "norm": "rmsnorm",
+        **_gemma_sliding(cfg, model_type),
+    }
+
+
+def _gemma_sliding(cfg: dict[str, Any], model_type: str) -> dict[str, Any]:
+    """Gemma 2 alternates sliding-window (even) and global (odd) layers; Gemma 3 runs
+    five sliding layers to each global one (layer_types lists them in newer configs)."""
+    window = _optional(cfg, "sliding_window", 0) if model_type in _GEMMA - {"gemma"} else 0
+    if not window:
+        return {}
+    layers = _optional(cfg, "num_hidden_layers", 0)
+    types = _optional(cfg, "layer_types", [])
+    if types:
+        sliding = sum(t == "sliding_attention" for t in types)
+    elif model_type == "gemma2":
+        sliding = (layers + 1) // 2
+    else:
+        sliding = layers - layers // _optional(cfg, "sliding_window_pattern", 6)
+    return {"sliding_window": window, "sliding_layers": sliding}
+
+
+def _qwen3_vl_vision(vision: Any, text_hidden: Any) -> int:
+    """Qwen3-VL's vision-tower parameters from its vision_config (0 when it is absent)."""
+    if not isinstance(vision, dict) or not isinstance(text_hidden, int):
+        return 0
+    try:
+        return qwen3_vl_encoder_params(int(vision["depth"]), int(vision["hidden_size"]),
+                                        int(vision["intermediate_size"]),
+                                        int(vision.get("out_hidden_size", text_hidden)),
+                                        len(vision.get("deepstack_visual_indexes", [])))
+    except (KeyError, TypeError, ValueError):
+        return 0
+
+
+def _moe_fields(cfg: dict[str, Any], where: str, model_type: str) -> dict[str, Any]:
+    if model_type == "glm4_moe":
+        return {"num_experts": _require(cfg, "n_routed_experts", where),
+                "experts_per_token": _require(cfg, "num_experts_per_tok", where),
+                "moe_ffn_size": _require(cfg, "moe_intermediate_size", where),
+                "num_shared_experts": _optional(cfg, "n_shared_experts", 0),
+                "first_dense_layers": _optional(cfg, "first_k_dense_replace", 0)}
+    if model_type == "qwen3_moe":
+        if _optional(cfg, "decoder_sparse_step", 1) != 1 or _optional(cfg, "mlp_only_layers", []):
+            raise CatalogError(
+                "dense layers between the MoE layers (decoder_sparse_step / mlp_only_layers) are not modelled",
+                where=where, fix="use a config whose every layer is MoE (decoder_sparse_step 1, no mlp_only_layers)")
+        experts, width = _require(cfg, "num_experts", where), _require(cfg, "moe_intermediate_size", where)
+    else:  # mixtral, gpt_oss, llama4: every expert has intermediate_size
+        experts, width = _require(cfg, "num_local_experts", where), _require(cfg, "intermediate_size", where)
+    fields = {"num_experts": experts, "experts_per_token": _require(cfg, "num_experts_per_tok", where),
+              "moe_ffn_size": width}
+    if model_type == "llama4":
+        fields.update(_llama4_fields(cfg, where))
+    if model_type == "gpt_oss":
+        # Biases on q/k/v/o and on every expert; alternate layers use a sliding window; the
+        # published checkpoints store only the experts in MXFP4.
+        sliding = sum(t == "sliding_attention" for t in _optional(cfg, "layer_types", []))
+        quant = _optional(cfg, "quantization_config", {})
+        mxfp4 = isinstance(quant, dict) and quant.get("quant_method") == "mxfp4"
+        fields.update(attention_bias=True, mlp_bias=True, sliding_layers=sliding,
+                      sliding_window=_optional(cfg, "sliding_window", 0) if sliding else 0,
+                      native_expert_dtype="fp4" if mxfp4 else None,
+                      native_expert_bits=4.25 if mxfp4 else None)  # 4 bits + an E8M0 scale per 32
+    return fields
+
+
+def _llama4_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
+    """Llama 4: a shared expert beside the routed ones; chunked local attention on the
+    layers that use RoPE (no_rope_layers marks them 1), every fourth layer global."""
+    if _optional(cfg, "interleave_moe_layer_step", 1) != 1:
+        raise CatalogError(
+            "MoE layers interleaved with dense ones (interleave_moe_layer_step != 1, e.g. Llama 4 "
+            "Maverick) are not modelled",
+            where=where, fix="use a config whose every layer is MoE (Llama 4 Scout)")
+    layers = _require(cfg, "num_hidden_layers", where)
+    chunk = _optional(cfg, "attention_chunk_size", 0)
+    rope_flags = _optional(cfg, "no_rope_layers", [])
+    local = sum(1 for f in rope_flags if f) if rope_flags else layers - layers // 4
+    return {"num_shared_experts": 1, "ffn_size": _optional(cfg, "intermediate_size_mlp", cfg["intermediate_size"]),
+            "sliding_window": chunk if chunk else 0, "sliding_layers": local if chunk else 0}
+
+
+def _mla_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
+    """DeepSeek-V3-style: MLA attention, shared experts, the first layers dense."""
+    if _optional(cfg, "moe_layer_freq", 1) != 1:
+        raise CatalogError("MoE layers interleaved with dense ones (moe_layer_freq != 1) are not modelled",
+                           where=where, fix="use a config with moe_layer_freq 1")
+    heads = _require(cfg, "num_attention_heads", where)
+    quant = _optional(cfg, "quantization_config", {})
+    # Kimi-K2-Thinking/K2.5 ship INT4 routed experts (compressed-tensors, attention ignored).
+    experts_only = isinstance(quant, dict) and quant.get("quant_method") == "compressed-tensors"
+    return {
+        "num_layers": _require(cfg, "num_hidden_layers", where),
+        "hidden_size": _require(cfg, "hidden_size", where),
+        "num_heads": heads,
+        "num_kv_heads": heads,
+        "head_dim": _require(cfg, "qk_nope_head_dim", where),
+        "ffn_size": _require(cfg, "intermediate_size", where),
+        "gated_mlp": True,
+        "vocab_size": _require(cfg, "vocab_size", where),
+        "tied_embeddings": _optional(cfg, "tie_word_embeddings", False),
+        "max_position_embeddings": _require(cfg, "max_position_embeddings", where),
+        "num_experts": _require(cfg, "n_routed_experts", where),
+        "experts_per_token": _require(cfg, "num_experts_per_tok", where),
+        "moe_ffn_size": _require(cfg, "moe_intermediate_size", where),
+        "num_shared_experts": _optional(cfg, "n_shared_experts", 0),
+        "first_dense_layers": _optional(cfg, "first_k_dense_replace", 0),
+        "kv_lora_rank": _require(cfg, "kv_lora_rank", where),
+        "q_lora_rank": _optional(cfg, "q_lora_rank", 0),
+        "qk_rope_head_dim": _require(cfg, "qk_rope_head_dim", where),
+        "v_head_dim": _require(cfg, "v_head_dim", where),
+        "native_expert_dtype": "int4" if experts_only else None,
+    }
+
+
+def _opt_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
+    hidden = _require(cfg, "hidden_size", where)
+    heads = _require(cfg, "num_attention_heads", where)
+    proj = _optional(cfg, "word_embed_proj_dim", hidden)
+    if proj != hidden:
+        raise CatalogError(
+            f"word_embed_proj_dim={proj} differs from hidden_size={hidden} "
+            "(embedding projections, as in OPT-350m, are not modelled)",
+            where=where,
+            fix="use an OPT size whose word_embed_proj_dim equals hidden_size",
+        )
+    # enable_bias covers attention and fc1/fc2 alike. do_layer_norm_before only moves the
+    # norms (post-LN exists only in OPT-350m, rejected above), so it is not read.
+    bias = _optional(cfg, "enable_bias", True)
+    return {
+        "num_layers": _require(cfg, "num_hidden_layers", where),
+        "hidden_size": hidden,
+        "num_heads": heads,
+        "num_kv_heads": heads,
+        "head_dim": hidden // heads if isinstance(hidden, int) and isinstance(heads, int) else 0,
+        "ffn_size": _require(cfg, "ffn_dim", where),
+        "gated_mlp": False,
+        "vocab_size": _require(cfg, "vocab_size", where),
+        "tied_embeddings": _optional(cfg, "tie_word_embeddings", True),
+        "max_position_embeddings": _require(cfg, "max_position_embeddings", where),
+        "attention_bias": bias,
+        "mlp_bias": bias,
+        "norm": "layernorm",
+        "learned_pos_embeddings": True,
+    }

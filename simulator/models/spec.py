@@ -1,0 +1,237 @@
+"""ModelSpec: the shapes of one model that the cost model and memory plan need (layer
+count and matrix sizes, attention kind, experts), with the parameter and KV-byte counts
+derived from them."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from simulator.strict import StrictModel
+
+# OPT's learned position table has max_position_embeddings + 2 rows (HF OPTLearnedPositional-
+# Embedding offset, a fairseq legacy).
+_OPT_POSITION_OFFSET = 2
+
+
+class ModelSpec(StrictModel):
+    """A decoder-only transformer, described by the shapes that cost time and memory.
+
+    Mixture-of-experts models set num_experts > 0: each MoE layer's MLP is then a router
+    plus num_experts gated experts of width moe_ffn_size, experts_per_token of them per
+    token, plus num_shared_experts experts every token passes through (DeepSeek). The first
+    first_dense_layers layers keep a dense MLP of width ffn_size.
+
+    Multi-head latent attention (DeepSeek-V2/V3, Kimi-K2) sets kv_lora_rank > 0: K and V
+    are cached as one kv_lora_rank + qk_rope_head_dim latent per token and layer, shared by
+    all heads; head_dim is then the non-rotary query/key width and v_head_dim the value width.
+
+    Sliding-window attention (gpt-oss, Gemma-2) sets sliding_window and sliding_layers: that
+    many layers attend to, and keep KV for, only the last sliding_window tokens. Llama 4's
+    chunked local attention (tokens attend within their 8192-token chunk) is entered the
+    same way: vLLM frees the blocks behind the chunk, as it does outside a window.
+    """
+
+    name: str
+    hf_id: str | None = None
+    num_layers: int = Field(gt=0)
+    hidden_size: int = Field(gt=0)
+    num_heads: int = Field(gt=0)
+    num_kv_heads: int = Field(gt=0)
+    head_dim: int = Field(gt=0)
+    ffn_size: int = Field(gt=0)
+    gated_mlp: bool  # SwiGLU: gate, up, down (3 matrices) vs fc1/fc2 (OPT)
+    vocab_size: int = Field(gt=0)
+    tied_embeddings: bool = False
+    max_position_embeddings: int = Field(gt=0)
+    attention_bias: bool = False  # bias on q, k, v and o (OPT, HF Llama attention_bias)
+    mlp_bias: bool = False
+    norm: Literal["rmsnorm", "layernorm"] = "rmsnorm"
+    learned_pos_embeddings: bool = False  # OPT: a (max_pos + 2) x hidden position table
+    published_params_b: float | None = None  # published size, billions, for sanity checks
+    qkv_bias: bool = False  # bias on q, k, v only (Qwen2); ignored if attention_bias
+    qk_norm: bool = False  # per-head RMSNorm on q and k (Qwen3)
+    # One RMSNorm over all of q and one over all of k (MiniMax-M2): under TP each layer
+    # all-reduces their variances across ranks before normalising.
+    qk_norm_spans_heads: bool = False
+    aliases: tuple[str, ...] = ()  # extra names get_model() accepts
+    num_experts: int = Field(0, ge=0)  # routed experts per MoE layer; 0 = dense MLP
+    experts_per_token: int = Field(0, ge=0)  # top-k experts each token is routed to
+    moe_ffn_size: int = Field(0, ge=0)  # intermediate size of one expert
+    published_active_params_b: float | None = None  # MoE: published activated size, billions
+    num_shared_experts: int = Field(0, ge=0)  # MoE: always-on experts of width moe_ffn_size
+    first_dense_layers: int = Field(0, ge=0)  # MoE: leading layers with a dense ffn_size MLP
+    kv_lora_rank: int = Field(0, ge=0)  # MLA: latent KV width; 0 = ordinary (GQA) attention
+    q_lora_rank: int = Field(0, ge=0)  # MLA: low-rank query width (0 = full-rank q projection)
+    qk_rope_head_dim: int = Field(0, ge=0)  # MLA: rotary part of each query/key head
+    v_head_dim: int = Field(0, ge=0)  # MLA: value head width
+    sliding_window: int = Field(0, ge=0)  # tokens a sliding-window layer attends to
+    sliding_layers: int = Field(0, ge=0)  # how many layers use the sliding window
+    # The published checkpoint quantises only the routed experts, to this format (gpt-oss:
+    # MXFP4 "fp4", Kimi-K2.5: INT4 "int4"); attention, shared experts, embeddings stay 16-bit.
+    native_expert_dtype: Literal["fp4", "int4"] | None = None
+    # Bits per stored expert weight of that release, its scales included: gpt-oss MXFP4 has an
+    # 8-bit (E8M0) scale per 32 values (4.25); Kimi-K2.5's INT4 a bf16 scale per 32 (4.5).
+    native_expert_bits: float | None = Field(None, gt=0, le=16)
+    # The publisher's own FP8 release is block-scaled and carries no KV-cache scales (Qwen3
+    # *-FP8, DeepSeek-V3/R1, Kimi-K2, MiniMax-M2): served as is, vLLM keeps a 16-bit KV
+    # cache. Models without one are served FP8 from NVIDIA ModelOpt checkpoints, which
+    # quantise the KV cache to FP8 as well.
+    native_fp8: bool = False
+    # The publisher's base release itself is FP8 (DeepSeek-V3/R1, Kimi-K2, MiniMax-M2), so a
+    # checkpoint named without a quantisation token is FP8. Qwen3's base releases are bf16,
+    # with FP8 as separate `-FP8` repositories.
+    released_in_fp8: bool = False
+    # NVIDIA's NVFP4 (ModelOpt) checkpoint of this model leaves attention in 16-bit and
+    # quantises the MoE MLPs (its `ignore` list names every self_attn): MiniMax-M2.5/M2.7,
+    # Kimi-K2.5/K2.6. Those of Llama and Qwen3 quantise attention too.
+    nvfp4_experts_only: bool = False
+    # Weights of a vision encoder (Qwen3-VL's ViT and its mergers) that the server loads
+    # but a text-only benchmark never runs: they take memory, not time.
+    encoder_params: int = Field(0, ge=0)
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def moe_layers(self) -> int:
+        return self.num_layers - self.first_dense_layers if self.is_moe else 0
+
+    @property
+    def kv_layers(self) -> int:
+        """Layers whose KV grows with the context (sliding-window layers keep a fixed window)."""
+        return self.num_layers - self.sliding_layers
+
+    @property
+    def mlp_matrices(self) -> int:
+        """Weight matrices per MLP (or per expert): gate, up, down, or fc1, fc2."""
+        return 3 if self.gated_mlp else 2
+
+    @property
+    def ffn_per_token(self) -> int:
+        """Intermediate width one token's MLP computes: its routed experts' widths for MoE."""
+        if not self.is_moe:
+            return self.ffn_size
+        return (self.experts_per_token + self.num_shared_experts) * self.moe_ffn_size
+
+    @model_validator(mode="after")
+    def _check_experts(self) -> ModelSpec:
+        if self.is_moe and not (1 <= self.experts_per_token <= self.num_experts and self.moe_ffn_size > 0):
+            raise ValueError(
+                f"a mixture-of-experts model needs 1 <= experts_per_token <= num_experts "
+                f"({self.experts_per_token}, {self.num_experts}) and moe_ffn_size > 0 ({self.moe_ffn_size})")
+        return self
+
+    @model_validator(mode="after")
+    def _check_variants(self) -> ModelSpec:
+        if self.first_dense_layers >= self.num_layers or (self.first_dense_layers and not self.is_moe):
+            raise ValueError("first_dense_layers needs a MoE model and must leave at least one MoE layer")
+        if self.is_mla and not (self.qk_rope_head_dim > 0 and self.v_head_dim > 0):
+            raise ValueError("an MLA model (kv_lora_rank > 0) needs qk_rope_head_dim and v_head_dim > 0")
+        if (self.sliding_window > 0) != (self.sliding_layers > 0) or self.sliding_layers > self.num_layers:
+            raise ValueError("sliding_window and sliding_layers go together; sliding_layers <= num_layers")
+        return self
+
+    @model_validator(mode="after")
+    def _check_heads(self) -> ModelSpec:
+        # head_dim * num_heads may differ from hidden_size (Qwen3-32B: 64 x 128 != 5120);
+        # only grouped-query attention's grouping must be exact.
+        if self.num_heads % self.num_kv_heads:
+            raise ValueError(
+                f"num_heads ({self.num_heads}) must be a multiple of "
+                f"num_kv_heads ({self.num_kv_heads})"
+            )
+        return self
+
+    @property
+    def q_size(self) -> int:
+        return self.num_heads * self.head_dim
+
+    @property
+    def kv_size(self) -> int:
+        return self.num_kv_heads * self.head_dim
+
+    @property
+    def param_count(self) -> int:
+        """Exact parameter count from the architecture (what the weights occupy)."""
+        h = self.hidden_size
+        norm_params = h * (2 if self.norm == "layernorm" else 1)  # LayerNorm has a bias
+        attn = self._attention_params
+        dense_mlp = self._mlp_params(self.ffn_size)
+        if self.is_moe:
+            moe_mlp = ((self.num_experts + self.num_shared_experts) * self._expert_params
+                       + h * self.num_experts)  # + router
+            if self.mlp_bias:
+                moe_mlp += self.num_experts  # router bias
+            mlp_total = self.moe_layers * moe_mlp + self.first_dense_layers * dense_mlp
+        else:
+            mlp_total = self.num_layers * dense_mlp
+        body = self.num_layers * (attn + 2 * norm_params) + mlp_total
+        embed = self.vocab_size * h
+        lm_head = 0 if self.tied_embeddings else self.vocab_size * h
+        positions = (
+            (self.max_position_embeddings + _OPT_POSITION_OFFSET) * h
+            if self.learned_pos_embeddings
+            else 0
+        )
+        return body + embed + lm_head + positions + norm_params + self.encoder_params
+
+    @property
+    def _attention_params(self) -> int:
+        h, q, kv = self.hidden_size, self.q_size, self.kv_size
+        if self.is_mla:
+            qk = self.head_dim + self.qk_rope_head_dim
+            heads = self.num_heads
+            q_proj = (h * self.q_lora_rank + self.q_lora_rank + self.q_lora_rank * heads * qk
+                      if self.q_lora_rank else h * heads * qk)
+            kv_a = h * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank
+            kv_b = self.kv_lora_rank * heads * (self.head_dim + self.v_head_dim)
+            return q_proj + kv_a + kv_b + heads * self.v_head_dim * h
+        attn = h * (q + 2 * kv) + q * h
+        if self.attention_bias:
+            attn += q + 2 * kv + h
+        elif self.qkv_bias:
+            attn += q + 2 * kv
+        if self.qk_norm:
+            attn += 2 * self.head_dim
+        return attn
+
+    def _mlp_params(self, width: int) -> int:
+        n = self.mlp_matrices
+        params = n * self.hidden_size * width
+        if self.mlp_bias:
+            params += (n - 1) * width + self.hidden_size
+        return params
+
+    @property
+    def expert_param_count(self) -> int:
+        """Routed-expert weights (what native_expert_dtype checkpoints quantise)."""
+        return self.moe_layers * self.num_experts * self._expert_params
+
+    @property
+    def active_param_count(self) -> int:
+        """Parameters one token passes through: all but the experts it is not routed to."""
+        if not self.is_moe:
+            return self.param_count
+        idle = self.num_experts - self.experts_per_token
+        return self.param_count - self.moe_layers * idle * self._expert_params
+
+    @property
+    def _expert_params(self) -> int:
+        return self._mlp_params(self.moe_ffn_size)
+
+    def weight_bytes(self, dtype_bytes: float) -> float:
+        return self.param_count * dtype_bytes
+
+    def kv_bytes_per_token(self, kv_dtype_bytes: float) -> float:
+        """K and V of every context-length layer: 2 x layers x kv_heads x head_dim x bytes,
+        or one latent of kv_lora_rank + qk_rope_head_dim per layer under MLA."""
+        if self.is_mla:
+            return self.kv_layers * (self.kv_lora_rank + self.qk_rope_head_dim) * kv_dtype_bytes
+        return 2 * self.kv_layers * self.num_kv_heads * self.head_dim * kv_dtype_bytes
