@@ -97,7 +97,7 @@ class ProfileMetadata(StrictModel):
     """Provenance: which device, which software, which source, and how good the fit is."""
 
     gpu_name: str = Field(description="device name as reported (torch / nvidia-smi / source table)")
-    gpu: str | None = Field(None, description="catalog GPU name (simulator/hardware.py); null for CPUs")
+    gpu: str | None = Field(None, description="catalog GPU name (simulator/hardware/catalog.py); null for CPUs")
     device_kind: Literal["cuda", "cpu"] = "cuda"
     memory_gib: float | None = None
     compute_units: int | None = Field(None, description="SMs (GPU) or CPU cores")

@@ -10,105 +10,27 @@ Prices are defaults for cost reports, meant to be overridden by the user.
 from __future__ import annotations
 
 import re
-from typing import Literal
-
-from pydantic import Field, model_validator
 
 from simulator.catalog import AliasIndex
-from simulator.errors import CatalogError
-from simulator.strict import StrictModel
-
-TENSOR_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
-
-# Spellings of a dtype (torch, HF config, vLLM flags) -> the peak_tflops key.
-_DTYPE_SPELLINGS: dict[str, str] = {
-    "fp32": "fp32", "float32": "fp32", "float": "fp32", "f32": "fp32",
-    "tf32": "tf32", "tensorfloat32": "tf32",
-    "bf16": "bf16", "bfloat16": "bf16",
-    "fp16": "fp16", "float16": "fp16", "half": "fp16", "f16": "fp16",
-    "fp8": "fp8", "float8": "fp8", "fp8e4m3": "fp8", "fp8e5m2": "fp8",
-    "float8e4m3fn": "fp8", "float8e4m3fnuz": "fp8", "float8e5m2": "fp8", "e4m3": "fp8",
-    "e5m2": "fp8", "w8a8fp8": "fp8",
-    "int8": "int8", "i8": "int8", "w8a8": "int8", "w8a8int8": "int8",
-    "fp4": "fp4", "nvfp4": "fp4", "mxfp4": "fp4", "float4": "fp4", "float4e2m1fn": "fp4",
-}  # fmt: skip
-
-
-def canonical_dtype(dtype: str) -> str:
-    """Map any common spelling ("torch.bfloat16", "float8_e4m3fn") to a peak_tflops key."""
-    key = re.sub(r"[^a-z0-9]", "", dtype.lower().removeprefix("torch."))
-    if key not in _DTYPE_SPELLINGS:
-        raise CatalogError(
-            f"unknown compute dtype {dtype!r}",
-            where="dtype",
-            fix=f"use one of {', '.join(TENSOR_DTYPES)}",
-        )
-    return _DTYPE_SPELLINGS[key]
-
-
-class LinkSpec(StrictModel):
-    """A link as collectives see it: alpha (latency) + bytes / beta (bandwidth)."""
-
-    name: str
-    bandwidth_gbps: float = Field(gt=0)  # GB/s per GPU, one direction (bounds ring bus bw)
-    latency_us: float = Field(ge=0)  # per-message alpha term of collectives
-
-
-class GPUSpec(StrictModel):
-    """One accelerator's datasheet figures plus what the driver actually hands out."""
-
-    name: str
-    display_name: str
-    vendor: str
-    # GPU generation: which kernels an engine runs on it (vLLM's attention back end on
-    # Hopper is FlashAttention-3, on Blackwell FlashInfer/TRT-LLM); "" if unknown.
-    architecture: Literal["", "ampere", "ada", "hopper", "blackwell", "cdna3", "cdna4"] = ""
-    memory_gb: float = Field(gt=0)  # datasheet capacity, GB (1e9 B)
-    usable_memory_gib: float = Field(gt=0)  # driver-reported total, GiB
-    hbm_tbps: float = Field(gt=0)  # datasheet memory bandwidth, TB/s (1e12 B/s)
-    peak_tflops: dict[str, float]  # dense tensor peaks; unsupported dtypes omitted
-    num_sms: int = Field(gt=0)  # SMs (NVIDIA) / CUs (AMD), for wave quantization
-    l2_cache_mb: float = Field(gt=0)
-    intra_node_link: LinkSpec
-    inter_node_link: LinkSpec
-    pcie: LinkSpec
-    cost_per_gpu_hour: float = Field(ge=0)  # default on-demand $/GPU-hour; user overrides
-    aliases: tuple[str, ...] = ()  # extra names get_gpu() accepts (e.g. torch device names)
-    # A GPU with the same die, memory and clocks class whose measured kernel tables stand
-    # in when none were measured on this one (GB200 runs B200's kernels). Its table times
-    # are used as measured, so a GPU with higher power limits comes out slightly slow.
-    kernel_tables_from: str | None = None
-
-    @model_validator(mode="after")
-    def _check_peaks(self) -> GPUSpec:
-        bad = sorted(set(self.peak_tflops) - set(TENSOR_DTYPES))
-        if bad:
-            raise ValueError(f"unknown peak_tflops keys {bad}; allowed: {list(TENSOR_DTYPES)}")
-        if any(v <= 0 for v in self.peak_tflops.values()):
-            raise ValueError("peak_tflops values must be > 0 (omit unsupported dtypes)")
-        return self
-
-    @property
-    def supported_dtypes(self) -> list[str]:
-        return [d for d in TENSOR_DTYPES if d in self.peak_tflops]
-
-    def peak_tflops_for(self, dtype: str) -> float:
-        """Dense peak for a compute dtype; an unsupported one is an error, not a silent fallback.
-
-        Silently running FP8 at the BF16 rate on an A100 would hide a configuration mistake
-        (vLLM would fall back to weight-only FP8 there), so the user must choose.
-        """
-        key = canonical_dtype(dtype)
-        if key not in self.peak_tflops:
-            raise CatalogError(
-                f"{self.display_name} has no {key} tensor-core support "
-                f"(supported: {', '.join(self.supported_dtypes)})",
-                where=f"gpu {self.name}",
-                fix=f"pick a compute dtype from {', '.join(self.supported_dtypes)} "
-                "or a GPU that supports " + key,
-            )
-        return self.peak_tflops[key]
-
+from simulator.hardware.links import (
+    ETH_200G,
+    ETH_AWS_100G,
+    ETH_AWS_G6E,
+    IB_HDR,
+    IB_NDR,
+    IB_XDR800,
+    INFINITY_FABRIC,
+    INFINITY_FABRIC_CDNA4,
+    NVLINK3,
+    NVLINK3_8LINKS,
+    NVLINK4,
+    NVLINK4_8LINKS,
+    NVLINK5,
+    NVLINK_C2C,
+    PCIE4,
+    PCIE5,
+)
+from simulator.hardware.spec import GPUSpec
 
 # Dense tensor peaks shared by several parts: the GH100 die at SXM clocks (H100 SXM, H200,
 # H800, GH200; NVIDIA H100 SXM datasheet's sparse figures halved: BF16/FP16 1979* -> 989,
@@ -133,114 +55,6 @@ def _cdna4_peaks(clock_ghz: float) -> dict[str, float]:
             "fp8": fp8, "int8": fp8, "fp4": fp8 * 2}
 
 
-# ---------------------------------------------------------------------------------------
-# Links. Bandwidths are per GPU per direction; NVIDIA quotes NVLink bidirectional totals.
-# Latencies are alpha terms for the collective model: estimates, to be replaced by
-# measured nccl-tests / rccl-tests tables when present.
-# ---------------------------------------------------------------------------------------
-_NVLINK3 = LinkSpec(
-    name="NVLink3 (NVSwitch)",
-    bandwidth_gbps=300.0,  # NVIDIA A100 datasheet: 600 GB/s bidirectional -> 300 per direction
-    latency_us=2.0,  # estimate
-)
-_NVLINK4 = LinkSpec(
-    name="NVLink4 (NVSwitch)",
-    bandwidth_gbps=450.0,  # NVIDIA H100/H200 datasheet: 900 GB/s bidirectional -> 450 each way
-    latency_us=2.0,  # estimate
-)
-_NVLINK5 = LinkSpec(
-    name="NVLink5 (NVSwitch)",
-    bandwidth_gbps=900.0,  # NVIDIA HGX B200 datasheet: 1.8 TB/s per GPU bidirectional
-    latency_us=2.0,  # estimate
-)
-_NVLINK4_8LINKS = LinkSpec(
-    name="NVLink4 (NVSwitch, 8 links: H800)",
-    # NVIDIA H800 product brief: NVLink 400 GB/s bidirectional (8 of H100's 18 links) -> 200
-    # per direction. DeepSeek-V3 technical report (arXiv 2412.19437) measures ~160 GB/s.
-    bandwidth_gbps=200.0,
-    latency_us=2.0,  # estimate, as NVLink4
-)
-_NVLINK3_8LINKS = LinkSpec(
-    name="NVLink3 (NVSwitch, 8 links: A800)",
-    bandwidth_gbps=200.0,  # NVIDIA A800 datasheet: NVLink 400 GB/s bidirectional -> 200 each way
-    latency_us=2.0,  # estimate, as NVLink3
-)
-_NVLINK_C2C = LinkSpec(
-    name="NVLink-C2C (Grace CPU to Hopper GPU)",
-    bandwidth_gbps=450.0,  # NVIDIA GH200 datasheet: NVLink-C2C 900 GB/s bidirectional
-    latency_us=2.0,  # estimate
-)
-_INFINITY_FABRIC = LinkSpec(
-    name="AMD Infinity Fabric (MI300X OAM mesh)",
-    # AMD Instinct MI300X datasheet: 7 links, 896 GB/s aggregate peak (bidirectional) ->
-    # 448 GB/s per direction. A single peer link is 64 GB/s/dir; rings over the full mesh
-    # reach far less than the aggregate, which calibration captures.
-    bandwidth_gbps=448.0,
-    latency_us=3.0,  # estimate
-)
-_INFINITY_FABRIC_CDNA4 = LinkSpec(
-    name="AMD Infinity Fabric (MI350-series OAM mesh)",
-    # AMD Instinct MI350 series datasheets: 7 links of 153.6 GB/s, 1075.2 GB/s aggregate peak
-    # (bidirectional) -> 537.6 GB/s per direction, read as the MI300X mesh is.
-    bandwidth_gbps=537.6,
-    latency_us=3.0,  # estimate, as the MI300X mesh
-)
-_PCIE4 = LinkSpec(
-    name="PCIe Gen4 x16",
-    bandwidth_gbps=32.0,  # PCI-SIG Gen4: 16 GT/s x16 ~ 31.5 GB/s per direction
-    latency_us=10.0,  # estimate (host-staged P2P / DMA setup)
-)
-_PCIE5 = LinkSpec(
-    name="PCIe Gen5 x16",
-    bandwidth_gbps=64.0,  # PCI-SIG Gen5: 32 GT/s x16 ~ 63 GB/s per direction
-    latency_us=10.0,  # estimate
-)
-_IB_XDR800 = LinkSpec(
-    name="800 Gb/s per GPU (ConnectX-8 SuperNIC)",
-    bandwidth_gbps=100.0,  # NVIDIA HGX B300: 800 Gb/s per GPU = 100 GB/s
-    latency_us=5.0,  # estimate, as NDR
-)
-_IB_NDR = LinkSpec(
-    name="InfiniBand NDR 400 Gb/s (ConnectX-7)",
-    bandwidth_gbps=50.0,  # 400 Gb/s per GPU (DGX H100 / DGX B200: one CX-7 per GPU) = 50 GB/s
-    latency_us=5.0,  # estimate (NCCL inter-node step, not raw wire latency)
-)
-_IB_HDR = LinkSpec(
-    name="InfiniBand HDR 200 Gb/s (ConnectX-6)",
-    bandwidth_gbps=25.0,  # DGX A100 datasheet: 8x 200 Gb/s HDR, one per GPU = 25 GB/s
-    latency_us=5.0,  # estimate
-)
-_ETH_200G = LinkSpec(
-    name="200 GbE RoCE (1 NIC per GPU)",
-    bandwidth_gbps=25.0,  # estimate: typical PCIe-card server, 200 Gb/s per GPU
-    latency_us=10.0,  # estimate
-)
-_ETH_AWS_G6E = LinkSpec(
-    name="AWS ENA/EFA 400 Gb/s per 8 GPUs",
-    bandwidth_gbps=6.25,  # AWS g6e.48xlarge: 400 Gbps for 8 L40S = 50 Gb/s per GPU
-    latency_us=20.0,  # estimate (Ethernet/EFA)
-)
-_ETH_AWS_100G = LinkSpec(
-    name="AWS ENA/EFA 100 Gb/s per 8 GPUs",
-    bandwidth_gbps=1.5625,  # AWS g5.48xlarge / g6.48xlarge: 100 Gbps for 8 GPUs = 12.5 Gb/s each
-    latency_us=20.0,  # estimate
-)
-
-# Named links, for the scenario's `hardware.intra_node_link` / `inter_node_link` overrides.
-# The links above that only catalog entries use (H800/A800 8-link NVLink, NVLink-C2C) are
-# not named here: every name here is also a `kv_transfer.link` choice, which the
-# README's scenario reference lists.
-LINKS: dict[str, LinkSpec] = {
-    "nvlink3": _NVLINK3,
-    "nvlink4": _NVLINK4,
-    "nvlink5": _NVLINK5,
-    "infinity-fabric": _INFINITY_FABRIC,
-    "pcie4": _PCIE4,
-    "pcie5": _PCIE5,
-    "ib-ndr": _IB_NDR,
-    "ib-hdr": _IB_HDR,
-    "eth-200g": _ETH_200G,
-}
 
 
 _GPUS: list[GPUSpec] = [
@@ -261,9 +75,9 @@ _GPUS: list[GPUSpec] = [
         peak_tflops=_GH100_SXM_PEAKS,
         num_sms=132,  # NVIDIA Hopper architecture whitepaper: H100 SXM5 has 132 SMs
         l2_cache_mb=50.0,  # NVIDIA Hopper whitepaper: 50 MB L2
-        intra_node_link=_NVLINK4,
-        inter_node_link=_IB_NDR,
-        pcie=_PCIE5,  # H100 datasheet: PCIe Gen5 128 GB/s (bidirectional)
+        intra_node_link=NVLINK4,
+        inter_node_link=IB_NDR,
+        pcie=PCIE5,  # H100 datasheet: PCIe Gen5 128 GB/s (bidirectional)
         cost_per_gpu_hour=2.99,  # typical on-demand price, Lambda Cloud 8x H100 SXM list, 2025
         aliases=("h100", "h100-80gb", "h100-sxm5", "h100-sxm5-80gb", "h100-80gb-hbm3"),
     ),
@@ -289,9 +103,9 @@ _GPUS: list[GPUSpec] = [
         l2_cache_mb=50.0,  # NVIDIA Hopper whitepaper: 50 MB L2
         # NVLink bridges join only pairs of cards, so a TP group of 4-8 talks over PCIe;
         # Gen5 x16 per NVIDIA H100 datasheet (PCIe).
-        intra_node_link=_PCIE5,
-        inter_node_link=_ETH_200G,
-        pcie=_PCIE5,
+        intra_node_link=PCIE5,
+        inter_node_link=ETH_200G,
+        pcie=PCIE5,
         cost_per_gpu_hour=2.49,  # typical on-demand price, Lambda Cloud 1x H100 PCIe list, 2025
         aliases=("h100-pcie-80gb", "h100pcie"),
     ),
@@ -318,9 +132,9 @@ _GPUS: list[GPUSpec] = [
         # NVIDIA H100 datasheet (NVL): NVLink bridge 600 GB/s bidirectional, but it joins only
         # pairs of cards, so (as for h100-pcie) a TP group of 4-8 talks over PCIe Gen5; a
         # bridged TP=2 pair is faster than modelled here.
-        intra_node_link=_PCIE5,
-        inter_node_link=_ETH_200G,
-        pcie=_PCIE5,  # NVIDIA H100 datasheet (NVL): PCIe Gen5 128 GB/s
+        intra_node_link=PCIE5,
+        inter_node_link=ETH_200G,
+        pcie=PCIE5,  # NVIDIA H100 datasheet (NVL): PCIe Gen5 128 GB/s
         # estimate: between the H100 PCIe (2.49) and SXM (2.99) lists above; neocloud H100 NVL
         # offers sit in that range, 2025
         cost_per_gpu_hour=2.79,
@@ -338,9 +152,9 @@ _GPUS: list[GPUSpec] = [
         peak_tflops=_GH100_SXM_PEAKS,
         num_sms=132,  # NVIDIA H200 (GH100, same die config as H100 SXM5): 132 SMs
         l2_cache_mb=50.0,  # NVIDIA Hopper whitepaper: 50 MB L2
-        intra_node_link=_NVLINK4,  # NVIDIA H200 datasheet: NVLink 900 GB/s
-        inter_node_link=_IB_NDR,
-        pcie=_PCIE5,  # NVIDIA H200 datasheet: PCIe Gen5 128 GB/s
+        intra_node_link=NVLINK4,  # NVIDIA H200 datasheet: NVLink 900 GB/s
+        inter_node_link=IB_NDR,
+        pcie=PCIE5,  # NVIDIA H200 datasheet: PCIe Gen5 128 GB/s
         cost_per_gpu_hour=3.50,  # typical on-demand price, neocloud lists (e.g. Nebius), 2025
         aliases=("h200-sxm", "h200-141gb", "h200-sxm-141gb"),
     ),
@@ -357,9 +171,9 @@ _GPUS: list[GPUSpec] = [
         peak_tflops=_GH100_SXM_PEAKS,
         num_sms=132,  # same GH100 configuration as H100 SXM5: 132 SMs
         l2_cache_mb=50.0,  # NVIDIA Hopper whitepaper: 50 MB L2
-        intra_node_link=_NVLINK4_8LINKS,  # NVLink 400 GB/s bidirectional (H800 product brief)
-        inter_node_link=_IB_NDR,  # DeepSeek-V3 report: 400 Gb/s InfiniBand per H800
-        pcie=_PCIE5,
+        intra_node_link=NVLINK4_8LINKS,  # NVLink 400 GB/s bidirectional (H800 product brief)
+        inter_node_link=IB_NDR,  # DeepSeek-V3 report: 400 Gb/s InfiniBand per H800
+        pcie=PCIE5,
         cost_per_gpu_hour=2.99,  # estimate: not rented on public clouds outside China; H100 SXM's list
         aliases=("h800-sxm", "h800-sxm5", "h800-80gb", "h800-sxm5-80gb"),
         kernel_tables_from="h100-sxm",
@@ -384,9 +198,9 @@ _GPUS: list[GPUSpec] = [
         },
         num_sms=78,  # CUDA device query on H20: 78 SMs (SGLang/DeepEP notes on H20)
         l2_cache_mb=60.0,  # estimate: public H20 spec tables list 60 MB L2
-        intra_node_link=_NVLINK4,  # NVIDIA H20 datasheet: NVLink 900 GB/s
-        inter_node_link=_IB_NDR,  # estimate: HGX H20 servers ship a 400 Gb/s NIC per GPU
-        pcie=_PCIE5,  # NVIDIA H20 datasheet: PCIe Gen5 128 GB/s
+        intra_node_link=NVLINK4,  # NVIDIA H20 datasheet: NVLink 900 GB/s
+        inter_node_link=IB_NDR,  # estimate: HGX H20 servers ship a 400 Gb/s NIC per GPU
+        pcie=PCIE5,  # NVIDIA H20 datasheet: PCIe Gen5 128 GB/s
         # estimate: not rented on public clouds outside China; about half H100 SXM's list
         # (more memory, ~15% of the compute)
         cost_per_gpu_hour=1.50,
@@ -406,9 +220,9 @@ _GPUS: list[GPUSpec] = [
         l2_cache_mb=50.0,  # estimate: the H100 SXM5 configuration (Hopper whitepaper: 50 MB L2)
         # No kernel tables borrowed: H100 SXM's memory is 3.35 TB/s and H200's 4.8, both too
         # far from 4.0 for memory-bound kernels.
-        intra_node_link=_NVLINK4,  # NVIDIA GH200 datasheet: NVLink 900 GB/s GPU to GPU (NVL2/NVL32)
-        inter_node_link=_IB_NDR,  # estimate: one ConnectX-7 400 Gb/s per superchip
-        pcie=_NVLINK_C2C,  # the GPU's host link is NVLink-C2C, not PCIe (GH200 datasheet)
+        intra_node_link=NVLINK4,  # NVIDIA GH200 datasheet: NVLink 900 GB/s GPU to GPU (NVL2/NVL32)
+        inter_node_link=IB_NDR,  # estimate: one ConnectX-7 400 Gb/s per superchip
+        pcie=NVLINK_C2C,  # the GPU's host link is NVLink-C2C, not PCIe (GH200 datasheet)
         cost_per_gpu_hour=1.49,  # typical on-demand price, Lambda Cloud 1x GH200 list, 2025
         aliases=("gh200-96gb", "gh200-480gb", "gh200-120gb", "grace-hopper"),
     ),
@@ -424,9 +238,9 @@ _GPUS: list[GPUSpec] = [
         peak_tflops=_GH100_SXM_PEAKS,
         num_sms=132,  # same GH100 configuration as H100 SXM5 / H200: 132 SMs
         l2_cache_mb=50.0,  # estimate: the H100 SXM5 configuration (Hopper whitepaper: 50 MB L2)
-        intra_node_link=_NVLINK4,  # NVIDIA GH200 datasheet: NVLink 900 GB/s GPU to GPU
-        inter_node_link=_IB_NDR,  # estimate: one ConnectX-7 400 Gb/s per superchip
-        pcie=_NVLINK_C2C,  # the GPU's host link is NVLink-C2C, not PCIe (GH200 datasheet)
+        intra_node_link=NVLINK4,  # NVIDIA GH200 datasheet: NVLink 900 GB/s GPU to GPU
+        inter_node_link=IB_NDR,  # estimate: one ConnectX-7 400 Gb/s per superchip
+        pcie=NVLINK_C2C,  # the GPU's host link is NVLink-C2C, not PCIe (GH200 datasheet)
         cost_per_gpu_hour=3.50,  # estimate: no on-demand list checked; H200's price (same GPU and memory)
         aliases=("gh200-144g-hbm3e", "gh200-hbm3e", "gh200-144gb-hbm3e"),
         # H200's die and HBM3e stacks (141 of 144 GB exposed there, 4.8 vs 4.9 TB/s).
@@ -446,9 +260,9 @@ _GPUS: list[GPUSpec] = [
         peak_tflops=_GA100_PEAKS,
         num_sms=108,  # NVIDIA Ampere GA100 whitepaper: A100 has 108 SMs
         l2_cache_mb=40.0,  # NVIDIA Ampere whitepaper: 40 MB L2
-        intra_node_link=_NVLINK3,
-        inter_node_link=_IB_HDR,
-        pcie=_PCIE4,  # NVIDIA A100 datasheet: PCIe Gen4 64 GB/s (bidirectional)
+        intra_node_link=NVLINK3,
+        inter_node_link=IB_HDR,
+        pcie=PCIE4,  # NVIDIA A100 datasheet: PCIe Gen4 64 GB/s (bidirectional)
         cost_per_gpu_hour=1.79,  # typical on-demand price, Lambda Cloud 8x A100 80GB SXM, 2025
         aliases=("a100", "a100-80gb", "a100-sxm", "a100-sxm4", "a100-sxm4-80gb", "a100-80gb-sxm4"),
     ),
@@ -464,9 +278,9 @@ _GPUS: list[GPUSpec] = [
         peak_tflops=_GA100_PEAKS,
         num_sms=108,  # NVIDIA Ampere whitepaper
         l2_cache_mb=40.0,  # NVIDIA Ampere whitepaper
-        intra_node_link=_NVLINK3,
-        inter_node_link=_IB_HDR,
-        pcie=_PCIE4,
+        intra_node_link=NVLINK3,
+        inter_node_link=IB_HDR,
+        pcie=PCIE4,
         cost_per_gpu_hour=1.29,  # typical on-demand price, Lambda Cloud 1x A100 40GB SXM, 2025
         aliases=("a100-40gb-sxm", "a100-sxm4-40gb", "a100-40gb-sxm4"),
     ),
@@ -483,9 +297,9 @@ _GPUS: list[GPUSpec] = [
         peak_tflops=_GA100_PEAKS,
         num_sms=108,  # the A100 GA100 configuration: 108 SMs
         l2_cache_mb=40.0,  # NVIDIA Ampere whitepaper: 40 MB L2
-        intra_node_link=_NVLINK3_8LINKS,  # NVIDIA A800 datasheet: NVLink 400 GB/s bidirectional
-        inter_node_link=_IB_HDR,
-        pcie=_PCIE4,  # NVIDIA A800 datasheet: PCIe Gen4 64 GB/s
+        intra_node_link=NVLINK3_8LINKS,  # NVIDIA A800 datasheet: NVLink 400 GB/s bidirectional
+        inter_node_link=IB_HDR,
+        pcie=PCIE4,  # NVIDIA A800 datasheet: PCIe Gen4 64 GB/s
         cost_per_gpu_hour=1.79,  # estimate: not rented on public clouds outside China; A100 80GB SXM's list
         aliases=("a800", "a800-80gb", "a800-sxm", "a800-sxm4", "a800-sxm4-80gb", "a800-80gb-sxm4"),
         kernel_tables_from="a100-80gb-sxm",
@@ -510,9 +324,9 @@ _GPUS: list[GPUSpec] = [
         },
         num_sms=142,  # NVIDIA Ada (AD102) whitepaper / L40S: 142 SMs
         l2_cache_mb=96.0,  # NVIDIA Ada whitepaper: AD102 96 MB L2
-        intra_node_link=_PCIE4,  # no NVLink on L40S (datasheet); peer traffic over PCIe Gen4
-        inter_node_link=_ETH_AWS_G6E,
-        pcie=_PCIE4,  # NVIDIA L40S datasheet: PCIe Gen4 x16
+        intra_node_link=PCIE4,  # no NVLink on L40S (datasheet); peer traffic over PCIe Gen4
+        inter_node_link=ETH_AWS_G6E,
+        pcie=PCIE4,  # NVIDIA L40S datasheet: PCIe Gen4 x16
         cost_per_gpu_hour=1.86,  # typical on-demand price, AWS g6e.xlarge us-east-1 list, 2025
         aliases=("l40s-48gb",),
     ),
@@ -537,9 +351,9 @@ _GPUS: list[GPUSpec] = [
         },
         num_sms=142,  # NVIDIA Ada (AD102) whitepaper / L40: 142 SMs, as L40S
         l2_cache_mb=96.0,  # NVIDIA Ada whitepaper: AD102 96 MB L2
-        intra_node_link=_PCIE4,  # no NVLink on L40 (datasheet); peer traffic over PCIe Gen4
-        inter_node_link=_ETH_200G,
-        pcie=_PCIE4,  # NVIDIA L40 datasheet: PCIe Gen4 x16
+        intra_node_link=PCIE4,  # no NVLink on L40 (datasheet); peer traffic over PCIe Gen4
+        inter_node_link=ETH_200G,
+        pcie=PCIE4,  # NVIDIA L40 datasheet: PCIe Gen4 x16
         cost_per_gpu_hour=0.99,  # estimate: neocloud L40 offers run ~$1/h, 2025 (no hyperscaler list)
         aliases=("l40-48gb",),
     ),
@@ -563,9 +377,9 @@ _GPUS: list[GPUSpec] = [
         },
         num_sms=58,  # NVIDIA Ada (AD104) in L4 configuration: 58 SMs
         l2_cache_mb=48.0,  # NVIDIA Ada whitepaper: AD104 48 MB L2
-        intra_node_link=_PCIE4,  # no NVLink (datasheet)
-        inter_node_link=_ETH_AWS_100G,
-        pcie=_PCIE4,  # NVIDIA L4 datasheet: PCIe Gen4 x16
+        intra_node_link=PCIE4,  # no NVLink (datasheet)
+        inter_node_link=ETH_AWS_100G,
+        pcie=PCIE4,  # NVIDIA L4 datasheet: PCIe Gen4 x16
         cost_per_gpu_hour=0.80,  # typical on-demand price, AWS g6.xlarge us-east-1 list, 2025
         aliases=("l4-24gb",),
     ),
@@ -583,9 +397,9 @@ _GPUS: list[GPUSpec] = [
         peak_tflops={"fp32": 35.0, "tf32": 35.0, "bf16": 70.0, "fp16": 70.0, "int8": 140.0},
         num_sms=80,  # estimate: commonly reported A10G configuration (GA102, 80 SMs)
         l2_cache_mb=6.0,  # NVIDIA Ampere GA102 whitepaper: 6 MB L2
-        intra_node_link=_PCIE4,  # no NVLink on g5 instances
-        inter_node_link=_ETH_AWS_100G,
-        pcie=_PCIE4,
+        intra_node_link=PCIE4,  # no NVLink on g5 instances
+        inter_node_link=ETH_AWS_100G,
+        pcie=PCIE4,
         cost_per_gpu_hour=1.006,  # typical on-demand price, AWS g5.xlarge us-east-1 list, 2025
         aliases=("a10g-24gb",),
     ),
@@ -603,9 +417,9 @@ _GPUS: list[GPUSpec] = [
         peak_tflops={"fp32": 31.2, "tf32": 62.5, "bf16": 125.0, "fp16": 125.0, "int8": 250.0},
         num_sms=72,  # NVIDIA A10 (GA102): 72 SMs (9,216 CUDA cores)
         l2_cache_mb=6.0,  # NVIDIA Ampere GA102 whitepaper: 6 MB L2
-        intra_node_link=_PCIE4,  # no NVLink on A10 (datasheet)
-        inter_node_link=_ETH_200G,
-        pcie=_PCIE4,  # NVIDIA A10 datasheet: PCIe Gen4 x16
+        intra_node_link=PCIE4,  # no NVLink on A10 (datasheet)
+        inter_node_link=ETH_200G,
+        pcie=PCIE4,  # NVIDIA A10 datasheet: PCIe Gen4 x16
         cost_per_gpu_hour=0.75,  # typical on-demand price, Lambda Cloud 1x A10 list, 2025
         aliases=("a10-24gb", "a10-pcie"),
     ),
@@ -625,9 +439,9 @@ _GPUS: list[GPUSpec] = [
         l2_cache_mb=6.0,  # NVIDIA Ampere GA102 whitepaper: 6 MB L2
         # NVIDIA RTX A6000 datasheet: NVLink bridge 112.5 GB/s bidirectional, pairs of cards
         # only, so (as for h100-pcie) TP groups talk over PCIe Gen4.
-        intra_node_link=_PCIE4,
-        inter_node_link=_ETH_200G,
-        pcie=_PCIE4,  # NVIDIA RTX A6000 datasheet: PCIe Gen4 x16
+        intra_node_link=PCIE4,
+        inter_node_link=ETH_200G,
+        pcie=PCIE4,  # NVIDIA RTX A6000 datasheet: PCIe Gen4 x16
         cost_per_gpu_hour=0.80,  # typical on-demand price, Lambda Cloud 1x A6000 list, 2025
         aliases=("a6000", "rtx-a6000-48gb"),
     ),
@@ -655,9 +469,9 @@ _GPUS: list[GPUSpec] = [
         l2_cache_mb=72.0,  # NVIDIA Ada whitepaper: RTX 4090 72 MB L2
         # No NVLink, and GeForce drivers disable PCIe P2P: NCCL stages through host memory,
         # so real collectives reach less than PCIe Gen4 (calibrate).
-        intra_node_link=_PCIE4,
-        inter_node_link=_ETH_200G,  # estimate
-        pcie=_PCIE4,  # NVIDIA Ada whitepaper (RTX 4090): PCIe Gen4 x16
+        intra_node_link=PCIE4,
+        inter_node_link=ETH_200G,  # estimate
+        pcie=PCIE4,  # NVIDIA Ada whitepaper (RTX 4090): PCIe Gen4 x16
         # estimate: RunPod lists RTX 4090 at ~$0.34 (community) to ~$0.69 (secure cloud), 2025
         cost_per_gpu_hour=0.69,
         aliases=("4090", "rtx4090-24gb", "geforce-rtx-4090"),
@@ -685,9 +499,9 @@ _GPUS: list[GPUSpec] = [
         },
         num_sms=148,  # CUDA device query on B200: 148 SMs (pytorch/ao PR #4002)
         l2_cache_mb=126.5,  # CUDA device query on B200: 126.50 MB L2 (pytorch/ao PR #4002)
-        intra_node_link=_NVLINK5,
-        inter_node_link=_IB_NDR,  # DGX B200 datasheet: 8x ConnectX-7 400 Gb/s
-        pcie=_PCIE5,
+        intra_node_link=NVLINK5,
+        inter_node_link=IB_NDR,  # DGX B200 datasheet: 8x ConnectX-7 400 Gb/s
+        pcie=PCIE5,
         cost_per_gpu_hour=4.99,  # typical on-demand price, Lambda Cloud 8x B200 list, 2025
         aliases=("b200-sxm", "b200-180gb", "hgx-b200"),
     ),
@@ -713,9 +527,9 @@ _GPUS: list[GPUSpec] = [
         },
         num_sms=148,  # same Blackwell die as B200 (148 SMs)
         l2_cache_mb=126.5,  # same die as B200
-        intra_node_link=_NVLINK5,  # NVL72: 1.8 TB/s NVLink 5 per GPU within the rack
-        inter_node_link=_IB_NDR,
-        pcie=_PCIE5,
+        intra_node_link=NVLINK5,  # NVL72: 1.8 TB/s NVLink 5 per GPU within the rack
+        inter_node_link=IB_NDR,
+        pcie=PCIE5,
         cost_per_gpu_hour=6.0,  # estimate: no public on-demand list price checked; override per plan
         aliases=("gb200-nvl72", "gb200-sxm"),
         kernel_tables_from="b200",
@@ -741,9 +555,9 @@ _GPUS: list[GPUSpec] = [
         },
         num_sms=160,  # estimate: Blackwell Ultra enables 160 SMs (NVIDIA Blackwell Ultra blog)
         l2_cache_mb=126.5,  # estimate: B200's L2
-        intra_node_link=_NVLINK5,
-        inter_node_link=_IB_XDR800,
-        pcie=_PCIE5,  # estimate: B300 moves to PCIe Gen6 but host links stay Gen5 on most boards
+        intra_node_link=NVLINK5,
+        inter_node_link=IB_XDR800,
+        pcie=PCIE5,  # estimate: B300 moves to PCIe Gen6 but host links stay Gen5 on most boards
         cost_per_gpu_hour=6.5,  # estimate: no public on-demand list price checked; override per plan
         aliases=("b300-sxm", "b300_sxm", "b300-288gb", "hgx-b300", "blackwell-ultra"),
     ),
@@ -769,9 +583,9 @@ _GPUS: list[GPUSpec] = [
         },
         num_sms=160,  # estimate: the Blackwell Ultra die of B300
         l2_cache_mb=126.5,  # estimate: B200's L2
-        intra_node_link=_NVLINK5,  # NVL72: 1.8 TB/s NVLink 5 per GPU within the rack
-        inter_node_link=_IB_XDR800,  # ConnectX-8, 800 Gb/s per GPU
-        pcie=_PCIE5,
+        intra_node_link=NVLINK5,  # NVL72: 1.8 TB/s NVLink 5 per GPU within the rack
+        inter_node_link=IB_XDR800,  # ConnectX-8, 800 Gb/s per GPU
+        pcie=PCIE5,
         cost_per_gpu_hour=7.0,  # estimate: no public on-demand list price checked; override per plan
         aliases=("gb300-nvl72", "gb300-sxm"),
         kernel_tables_from="b300",
@@ -799,9 +613,9 @@ _GPUS: list[GPUSpec] = [
         },
         num_sms=188,  # NVIDIA RTX PRO 6000 Blackwell: 24,064 CUDA cores = 188 SMs of GB202
         l2_cache_mb=128.0,  # GB202 with its full 128 MB L2 (RTX PRO 6000 launch coverage)
-        intra_node_link=_PCIE5,  # no NVLink: peer traffic over PCIe Gen5 (rtx_pro_6000_server.yaml)
-        inter_node_link=_ETH_200G,  # estimate: a PCIe server with one 200 Gb/s NIC per GPU
-        pcie=_PCIE5,  # NVIDIA RTX PRO 6000 Blackwell: PCIe Gen5 x16
+        intra_node_link=PCIE5,  # no NVLink: peer traffic over PCIe Gen5 (rtx_pro_6000_server.yaml)
+        inter_node_link=ETH_200G,  # estimate: a PCIe server with one 200 Gb/s NIC per GPU
+        pcie=PCIE5,  # NVIDIA RTX PRO 6000 Blackwell: PCIe Gen5 x16
         cost_per_gpu_hour=1.8,  # estimate: no public on-demand list price checked; override per plan
         aliases=("rtx_pro_6000_server", "rtx-pro-6000-server", "rtx-pro-6000-blackwell",
                  "rtx-pro-6000-blackwell-server", "rtx-pro-6000-96gb", "rtxpro6000"),
@@ -821,9 +635,9 @@ _GPUS: list[GPUSpec] = [
         # rocminfo: 256 MB Infinity Cache, the last-level cache shared by all CUs (the role
         # NVIDIA's L2 plays); the CDNA3 L2 proper is only 4 MB per XCD.
         l2_cache_mb=256.0,
-        intra_node_link=_INFINITY_FABRIC,
-        inter_node_link=_IB_NDR,  # estimate: typical MI300X platforms ship a 400 Gb/s NIC per GPU
-        pcie=_PCIE5,  # AMD MI300X datasheet: PCIe Gen5 x16
+        intra_node_link=INFINITY_FABRIC,
+        inter_node_link=IB_NDR,  # estimate: typical MI300X platforms ship a 400 Gb/s NIC per GPU
+        pcie=PCIE5,  # AMD MI300X datasheet: PCIe Gen5 x16
         cost_per_gpu_hour=2.50,  # typical on-demand price, neocloud lists (e.g. Vultr), 2025
         aliases=("mi300", "instinct-mi300x", "mi300x-192gb"),
     ),
@@ -840,9 +654,9 @@ _GPUS: list[GPUSpec] = [
         peak_tflops=_MI300_PEAKS,
         num_sms=304,  # AMD MI325X datasheet: 304 compute units, as MI300X
         l2_cache_mb=256.0,  # AMD MI325X datasheet: 256 MB Infinity Cache (see mi300x)
-        intra_node_link=_INFINITY_FABRIC,  # AMD MI325X datasheet: 896 GB/s aggregate, as MI300X
-        inter_node_link=_IB_NDR,  # estimate: typical MI325X platforms ship a 400 Gb/s NIC per GPU
-        pcie=_PCIE5,  # AMD MI325X datasheet: PCIe Gen5 x16
+        intra_node_link=INFINITY_FABRIC,  # AMD MI325X datasheet: 896 GB/s aggregate, as MI300X
+        inter_node_link=IB_NDR,  # estimate: typical MI325X platforms ship a 400 Gb/s NIC per GPU
+        pcie=PCIE5,  # AMD MI325X datasheet: PCIe Gen5 x16
         cost_per_gpu_hour=2.75,  # estimate: no public on-demand list checked; MI300X's 2.50 plus 10%
         aliases=("instinct-mi325x", "mi325x-256gb", "mi325"),
     ),
@@ -857,9 +671,9 @@ _GPUS: list[GPUSpec] = [
         peak_tflops=_cdna4_peaks(2.4),  # see _cdna4_peaks
         num_sms=256,  # ROCm GPU specifications: 256 compute units (32 per XCD)
         l2_cache_mb=256.0,  # ROCm GPU specifications: 256 MiB Infinity Cache (L3; see mi300x)
-        intra_node_link=_INFINITY_FABRIC_CDNA4,
-        inter_node_link=_IB_NDR,  # estimate: a 400 Gb/s NIC per GPU, as MI300X platforms
-        pcie=_PCIE5,  # AMD Instinct MI355X datasheet: PCIe Gen5 x16
+        intra_node_link=INFINITY_FABRIC_CDNA4,
+        inter_node_link=IB_NDR,  # estimate: a 400 Gb/s NIC per GPU, as MI300X platforms
+        pcie=PCIE5,  # AMD Instinct MI355X datasheet: PCIe Gen5 x16
         cost_per_gpu_hour=3.50,  # estimate: no public on-demand list checked; override per plan
         aliases=("instinct-mi355x", "mi355x-288gb", "mi355"),
     ),
@@ -874,9 +688,9 @@ _GPUS: list[GPUSpec] = [
         peak_tflops=_cdna4_peaks(2.2),  # the MI355X's die at its lower clock (air-cooled, 1,000 W)
         num_sms=256,  # ROCm GPU specifications: 256 compute units, as MI355X
         l2_cache_mb=256.0,  # ROCm GPU specifications: 256 MiB Infinity Cache
-        intra_node_link=_INFINITY_FABRIC_CDNA4,
-        inter_node_link=_IB_NDR,  # estimate: as mi355x
-        pcie=_PCIE5,  # AMD Instinct MI350X datasheet: PCIe Gen5 x16
+        intra_node_link=INFINITY_FABRIC_CDNA4,
+        inter_node_link=IB_NDR,  # estimate: as mi355x
+        pcie=PCIE5,  # AMD Instinct MI350X datasheet: PCIe Gen5 x16
         cost_per_gpu_hour=3.00,  # estimate: no public on-demand list checked; override per plan
         aliases=("instinct-mi350x", "mi350x-288gb", "mi350"),
     ),
@@ -895,7 +709,7 @@ def _key(name: str) -> str:
 
 _GPU_INDEX = AliasIndex(
     "GPU", GPU_CATALOG, lambda g: (g.name, g.display_name, *g.aliases), _key, cutoff=0.5,
-    fix="use one of the known names, or add a GPUSpec entry to simulator/hardware.py")
+    fix="use one of the known names, or add a GPUSpec entry to simulator/hardware/catalog.py")
 
 
 def list_gpus() -> list[str]:
