@@ -57,13 +57,13 @@ def _round_up(n: int, tile: int) -> int:
     return -(-n // tile) * tile
 
 
-def expert_padding(model: ModelSpec, tp: int, tile: int | tuple[int, int] | None) -> float:
+def expert_padding(model: ModelSpec, tp: int, tile: tuple[int, int] | None) -> float:
     """Growth of the routed experts when the MoE kernel pads each expert's per-GPU
-    intermediate width and the hidden width to multiples of `tile` (one for both, or
-    (intermediate, hidden); 1 without a tile)."""
+    intermediate width and the hidden width to multiples of `tile` (intermediate, hidden;
+    1 without a tile)."""
     if not tile or not model.is_moe:
         return 1.0
-    inter_tile, hidden_tile = tile if isinstance(tile, tuple) else (tile, tile)
+    inter_tile, hidden_tile = tile
     inter = max(1, model.moe_ffn_size // tp)
     return (_round_up(inter, inter_tile) * _round_up(model.hidden_size, hidden_tile)
             / (inter * model.hidden_size))
@@ -78,12 +78,12 @@ def expert_padding(model: ModelSpec, tp: int, tile: int | tuple[int, int] | None
 # (vllm-project/vllm#23278) against 65.8 for that padding. Hopper now runs the Triton path
 # (intermediate to 64, hidden as is: nothing for gpt-oss at TP1) and keeps the checkpoint's
 # size (docs/fidelity.md, GPUStack section).
-MXFP4_BLACKWELL_TILE = 256
+MXFP4_BLACKWELL_TILE = (256, 256)
 MXFP4_MARLIN_TILE = (128, 256)
 
 
 def moe_kernel_tile(model: ModelSpec, expert_weight_dtype: str | None,
-                    gpu: GPUSpec) -> int | tuple[int, int] | None:
+                    gpu: GPUSpec) -> tuple[int, int] | None:
     """The tile the serving MoE kernel pads expert weights to, where it is known."""
     if not (model.native_expert_dtype == "fp4" and expert_weight_dtype == "fp4"):
         return None
@@ -94,7 +94,7 @@ def moe_kernel_tile(model: ModelSpec, expert_weight_dtype: str | None,
 
 def weight_bytes_per_gpu(model: ModelSpec, weight_dtype: str, tp: int, pp: int,
                          expert_weight_dtype: str | None = None,
-                         expert_tile: int | tuple[int, int] | None = None,
+                         expert_tile: tuple[int, int] | None = None,
                          dp: int = 1, expert_parallel: bool = False) -> float:
     """Decoder weights in the weight dtype (routed experts in theirs, padded to the MoE
     kernel's tile when it has one), with their quantisation scales; embeddings and LM head

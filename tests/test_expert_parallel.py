@@ -96,8 +96,8 @@ def test_expert_parallel_pads_whole_experts_not_slices():
     """gpt-oss MXFP4 on Blackwell: vLLM pads each expert's width to 256. Sliced 8 ways, 2880
     becomes 360 -> 512 per GPU; whole experts pad 2880 -> 3072 once."""
     model, gpu = get_model("openai/gpt-oss-120b"), get_gpu("b200")
-    sliced = weight_bytes_per_gpu(model, "bf16", 8, 1, "fp4", 256)
-    whole = weight_bytes_per_gpu(model, "bf16", 8, 1, "fp4", 256, expert_parallel=True)
+    sliced = weight_bytes_per_gpu(model, "bf16", 8, 1, "fp4", (256, 256))
+    whole = weight_bytes_per_gpu(model, "bf16", 8, 1, "fp4", (256, 256), expert_parallel=True)
     assert whole < sliced
     assert gpu.peak_tflops.get("fp4")
 

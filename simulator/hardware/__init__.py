@@ -1,11 +1,5 @@
-"""GPU catalog: the datasheet figures the cost and memory models are built on.
-
-Adding a GPU is one entry in ``_GPUS``. Every figure carries its source, because a
-simulator is only as credible as its constants; figures we could not source are marked
-"estimate". Peaks are DENSE (datasheets headline the 2:4-sparsity numbers, twice as
-large); achievable throughput is lower and comes from calibration, not from here.
-Prices are defaults for cost reports, meant to be overridden by the user.
-"""
+"""GPUs and links: what each accelerator offers the cost and memory models (`spec`), the
+interconnects (`links`) and the cited catalog with name lookup (`catalog`)."""
 
 from __future__ import annotations
 

@@ -22,14 +22,15 @@ def _first_at_zero(gaps: np.ndarray) -> np.ndarray:
     return t
 
 
-def _before(t: np.ndarray, duration_s: float | None) -> np.ndarray:
+def times_before(t: np.ndarray, duration_s: float | None) -> np.ndarray:
     """Keep the (sorted) arrivals strictly before ``duration_s``."""
     if duration_s is None:
         return t
     return t[: int(np.searchsorted(t, duration_s, side="left"))]
 
 
-def _check_implied_count(expected: float, field: str) -> None:
+def check_implied_count(expected: float, field: str) -> None:
+    """Refuse a workload that would pre-generate more than MAX_IMPLIED_REQUESTS requests."""
     if expected > MAX_IMPLIED_REQUESTS:
         raise ConfigError(
             f"this would pre-generate about {expected:.3g} requests "
@@ -56,17 +57,17 @@ class _RenewalArrival(StrictModel):
         exactly the first arrivals of the ``n``-request sequence with the same seed.
         """
         if n is not None:
-            return _before(_first_at_zero(self._gaps(rng, n - 1)), duration_s)
+            return times_before(_first_at_zero(self._gaps(rng, n - 1)), duration_s)
         assert duration_s is not None
         expected = self.rate * duration_s
-        _check_implied_count(expected, "workload.duration_s")
+        check_implied_count(expected, "workload.duration_s")
         chunk = int(expected + 6.0 * math.sqrt(expected)) + 16
         parts: list[np.ndarray] = []
         while True:
             parts.append(self._gaps(rng, chunk))
             t = _first_at_zero(np.concatenate(parts))
             if t[-1] >= duration_s:
-                return _before(t, duration_s)
+                return times_before(t, duration_s)
 
 
 class PoissonArrival(_RenewalArrival):
@@ -128,9 +129,9 @@ class ConstantArrival(StrictModel):
         if n is None:
             assert duration_s is not None
             expected = self.rate * duration_s
-            _check_implied_count(expected, "workload.duration_s")
+            check_implied_count(expected, "workload.duration_s")
             n = math.ceil(expected) + 1
-        return _before(np.arange(n, dtype=np.float64) / self.rate, duration_s)
+        return times_before(np.arange(n, dtype=np.float64) / self.rate, duration_s)
 
 
 class ClosedLoopArrival(StrictModel):

@@ -15,13 +15,13 @@ from simulator.workload.arrivals import (
     ClosedLoopArrival,
     GammaArrival,
     TraceArrival,
-    _before,
-    _check_implied_count,
+    check_implied_count,
+    times_before,
 )
 from simulator.workload.config import WorkloadConfig
 from simulator.workload.defaults import CLOSED_LOOP_REQUESTS_PER_CLIENT, DEFAULT_NUM_REQUESTS
 from simulator.workload.lengths import sample_lengths
-from simulator.workload.traces import Trace, _resolve, read_trace
+from simulator.workload.traces import Trace, read_trace, resolve_path
 
 
 def _frozen(a: np.ndarray | None, dtype: type) -> np.ndarray | None:
@@ -261,7 +261,7 @@ def build_workload(
             n = cfg.num_requests
         elif cfg.duration_s is not None:
             n = arrival.concurrency * CLOSED_LOOP_REQUESTS_PER_CLIENT
-            _check_implied_count(n, "workload.arrival.concurrency")
+            check_implied_count(n, "workload.arrival.concurrency")
         else:
             n = DEFAULT_NUM_REQUESTS
         return ClosedLoopWorkload(
@@ -307,7 +307,7 @@ def _build_trace_workload(
     cfg: WorkloadConfig, arrival: TraceArrival, base: Path | None
 ) -> OpenLoopWorkload:
     """Window, rescale and cut a trace, in that order (see the TraceArrival fields)."""
-    path = _resolve(arrival.path, base, "workload.arrival.path")
+    path = resolve_path(arrival.path, base, "workload.arrival.path")
     trace = read_trace(path, arrival.format, label=arrival.path)
     t = trace.arrival_s
     lo = int(np.searchsorted(t, arrival.start_s, side="left"))
@@ -323,7 +323,7 @@ def _build_trace_workload(
             fix=f"use a start_s below {t[-1]:.3f}",
         )
     t = (t[lo:hi] - t[lo]) / arrival.rate_scale
-    hi = lo + _before(t, cfg.duration_s).size
+    hi = lo + times_before(t, cfg.duration_s).size
     t = t[: hi - lo]
 
     def window(a: np.ndarray | None) -> np.ndarray | None:

@@ -10,7 +10,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from simulator.strict import StrictModel
-from simulator.workload.traces import _resolve, read_length_column
+from simulator.workload.traces import read_length_column, resolve_path
 
 
 def _round_clip(x: np.ndarray, lo: int, hi: int | None) -> np.ndarray:
@@ -190,6 +190,6 @@ def sample_lengths(
     """
     if isinstance(cfg, EmpiricalLength) and cfg.path is not None:
         assert cfg.column is not None
-        path = _resolve(cfg.path, base_dir, f"{field}.path")
+        path = resolve_path(cfg.path, base_dir, f"{field}.path")
         return cfg.sample(n, rng, read_length_column(path, cfg.column, label=cfg.path))
     return cfg.sample(n, rng)

@@ -66,7 +66,7 @@ class TraceParser:
     columns: tuple[str, ...] = ()
 
 
-def _resolve(path: str, base_dir: Path | None, field: str) -> Path:
+def resolve_path(path: str, base_dir: Path | None, field: str) -> Path:
     """Resolve a user path against the scenario's folder and check that it is a file."""
     p = Path(path).expanduser()
     if not p.is_absolute() and base_dir is not None:
