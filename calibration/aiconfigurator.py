@@ -226,6 +226,37 @@ def _moe_rows(sys_dir: Path, backend: str, version: str) -> tuple[list[list], st
             sorted(df["kernel_source"].unique()))
 
 
+# MXFP4 experts under MXFP8 inputs (W4A8): vLLM runs FlashInfer's TRT-LLM MoE this way on
+# Blackwell when VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1 (the gpt-oss recipes' setting), a
+# switch aiconfigurator's vLLM collector does not turn. Its SGLang tables time the same
+# FlashInfer kernel in both forms; their W4A16 rows agree with the vLLM 0.24 ones within
+# a few percent (tests/test_aiconfigurator_import.py), so the W4A8 rows are taken from there.
+W4A8_SOURCE_BACKEND = "sglang"
+_W4A8_MOE_DTYPE = "w4a8_mxfp4_mxfp8"
+
+
+def _w4a8_moe_rows(sys_dir: Path) -> tuple[list[list], str, list[str]] | None:
+    """W4A8 (MXFP4 x MXFP8) fused-MoE rows of the newest SGLang MoE table, labelled w4a8."""
+    base = sys_dir / "moe" / W4A8_SOURCE_BACKEND
+    versions = [v for v in _subdirs(base) if (base / v / "moe_perf.parquet").is_file()]
+    if not versions:
+        return None
+    df = _read_parquet(base / versions[-1] / "moe_perf.parquet")
+    tensor_parallel = df["moe_ep_size"] == 1
+    expert_parallel = (df["moe_tp_size"] == 1) & df["moe_ep_size"].between(2, MAX_EP)
+    df = df[(tensor_parallel | expert_parallel) & (df["distribution"] == MOE_DISTRIBUTION)
+            & (df["moe_dtype"] == _W4A8_MOE_DTYPE)].copy()
+    if df.empty:
+        return None
+    df["dtype"] = "w4a8"
+    df["inter"] = df["inter_size"] // df["moe_tp_size"]
+    df["latency_us"] = df["latency"] * _MS_TO_US
+    df = df.rename(columns={"num_tokens": "tokens", "hidden_size": "hidden", "num_experts": "experts",
+                            "moe_ep_size": "ep"})
+    return (_rows(df, ["tokens", "hidden", "inter", "topk", "experts", "ep", "dtype"]), versions[-1],
+            sorted(df["kernel_source"].unique()))
+
+
 def convert(system: str, backend: str = "vllm", version: str | None = None, *, full: bool = False,
             data_root: Path | None = None) -> Profile:
     """Build a profile from one system/backend/version of aiconfigurator's tables.
@@ -286,12 +317,18 @@ def convert(system: str, backend: str = "vllm", version: str | None = None, *, f
         tables[fam] = make_table(fam, _rows(df, cols))
 
     moe = _moe_rows(sys_dir, backend, version)
+    w4a8 = _w4a8_moe_rows(sys_dir) if moe is not None and backend == "vllm" else None
     if moe is not None:
         rows, moe_version, moe_kernels = moe
+        if w4a8 is not None:
+            rows = rows + w4a8[0]
         tables["moe"] = make_table("moe", rows)
-        kernels["moe"] = moe_kernels
+        kernels["moe"] = moe_kernels + (w4a8[2] if w4a8 is not None else [])
         notes.append(f"fused MoE from moe/{backend}/{moe_version}: expert parallelism 1, routing "
                      f"{MOE_DISTRIBUTION}; inter is the expert width per GPU (inter_size / moe_tp_size)")
+        if w4a8 is not None:
+            notes.append(f"W4A8 (MXFP4 x MXFP8) fused MoE from moe/{W4A8_SOURCE_BACKEND}/{w4a8[1]}: the same "
+                         "FlashInfer TRT-LLM kernel vLLM runs under VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1")
 
     comm_rows: dict[str, list] = {"allreduce": [], "allgather": []}
     nccl_dir = _nccl_dir(sys_dir)

@@ -32,6 +32,7 @@ class ModelConfig(StrictModel):
     activation_dtype: Dtype = Field("bf16", description="GEMM input format; fp8 with fp8 weights = W8A8 on FP8 tensor cores")
     kv_dtype: Dtype = Field("bf16", description="KV-cache element format")
     expert_weight_dtype: Dtype | None = Field(None, description="MoE routed experts' weight format when it differs from weight_dtype (gpt-oss: fp4 experts, bf16 rest); default weight_dtype")
+    expert_activation_dtype: Dtype | None = Field(None, description="MoE routed experts' GEMM input format when it differs from activation_dtype (gpt-oss on Blackwell under vLLM's VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1: fp8, MXFP4 x MXFP8 experts); default activation_dtype")
     max_model_len: int | None = Field(None, ge=2, description="longest prompt + output; default the model's max_position_embeddings")
 
     @model_validator(mode="after")

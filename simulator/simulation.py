@@ -100,10 +100,11 @@ def check_parallelism(model: ModelSpec, gpu: GPUSpec, scenario: Scenario, *,
         raise ConfigError(f"pp={pp} exceeds the {model.num_layers} layers of {model.name}",
                           where=f"{where}.pp", fix=f"use pp <= {model.num_layers}")
     _check_block_fp8_expert_split(model, scenario, tp, layout is None, where)
-    act = scenario.model.activation_dtype
-    if act in ("fp8", "int8", "fp4") and act not in gpu.peak_tflops:
-        raise ConfigError(f"{gpu.name} has no {act} tensor cores", where="model.activation_dtype",
-                          fix="use activation_dtype: bf16 (weight-only quantisation) or a GPU that supports it")
+    for field in ("activation_dtype", "expert_activation_dtype"):
+        act = getattr(scenario.model, field)
+        if act in ("fp8", "int8", "fp4") and act not in gpu.peak_tflops:
+            raise ConfigError(f"{gpu.name} has no {act} tensor cores", where=f"model.{field}",
+                              fix=f"use {field}: bf16 (weight-only quantisation) or a GPU that supports it")
 
 
 # Block-scaled FP8 checkpoints (DeepSeek-V3, Qwen3-*-FP8, MiniMax-M2, ...) quantise weights
@@ -221,7 +222,7 @@ class Simulation:
         sharded = ShardedModel.build(self.model, tp, pp, sc.model.weight_dtype,
                                      sc.model.activation_dtype, sc.model.kv_dtype,
                                      sc.hardware.gpus_per_node, sc.model.expert_weight_dtype, dp,
-                                     expert_parallel)
+                                     expert_parallel, sc.model.expert_activation_dtype)
         decode = decode_attention_model(sharded, self.gpu, sc.cost_model.engine_version)
         return InstancePlan(tp, pp, replicas, memory, sharded,
                             IterationCostModel(sharded, timer, sc.cost_model,

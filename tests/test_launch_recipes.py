@@ -51,7 +51,9 @@ def test_every_recipe_names_catalog_entries_and_sets_valid_fields(tmp_path):
         assert recipe.source and (recipe.overrides(1024) or recipe.engine_version)
         load_scenario(BENCH, recipe.overrides(1024))
     assert launch_recipe("MiniMaxAI/MiniMax-M2.5", "b300_sxm", "fp4", 1024, 1024).batched_tokens_per_isl == 2
-    assert launch_recipe("openai/gpt-oss-120b", "b200_sxm", "fp4", 8192, 1024).kv_dtype == "fp8"
+    gpt_oss_b200 = launch_recipe("openai/gpt-oss-120b", "b200_sxm", "fp4", 8192, 1024)
+    assert gpt_oss_b200.kv_dtype == "fp8"
+    assert "model.expert_activation_dtype=fp8" in gpt_oss_b200.overrides(8192)  # MXFP4 x MXFP8 experts
     assert launch_recipe("openai/gpt-oss-120b", "h200_sxm", "fp4", 1024, 1024) is None
     assert "parallelism.expert_parallel=true" in launch_recipe("MiniMaxAI/MiniMax-M2.5", "h200_sxm", "fp8", 1024, 8192).overrides(1024)
     assert launch_recipe("no-such/model", "b200_sxm", "fp8", 1024, 1024) is None

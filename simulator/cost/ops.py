@@ -109,7 +109,8 @@ class ShardedModel:
     @classmethod
     def build(cls, model, tp: int, pp: int, weight_dtype: str, activation_dtype: str,
               kv_dtype: str, gpus_per_node: int, expert_weight_dtype: str | None = None,
-              dp: int = 1, expert_parallel: bool = False) -> ShardedModel:
+              dp: int = 1, expert_parallel: bool = False,
+              expert_activation_dtype: str | None = None) -> ShardedModel:
         layers = math.ceil(model.num_layers / pp)
         dp = dp if model.num_experts else 1  # dense models' DP ranks share nothing
         # vLLM --enable-expert-parallel: each of the dp x tp GPUs holds whole experts.
@@ -139,7 +140,7 @@ class ShardedModel:
             experts_per_token=model.experts_per_token,
             moe_ffn=model.moe_ffn_size if ep > 1 else model.moe_ffn_size // (tp * dp),
             expert_weight_dtype=expert_dtype,
-            expert_gemm_dtype=gemm_compute_dtype(expert_dtype, activation_dtype),
+            expert_gemm_dtype=gemm_compute_dtype(expert_dtype, expert_activation_dtype or activation_dtype),
             moe_passes=round(passes * model.moe_layers / model.num_layers),
             shared_ffn=model.num_shared_experts * model.moe_ffn_size // tp,
             kv_lora=model.kv_lora_rank,
@@ -188,17 +189,21 @@ def active_experts(m: int, experts: int, top_k: int) -> float:
 
 
 def moe_table_dtype(weight_dtype: str, compute_dtype: str) -> str:
-    """The kernel-table label of a fused MoE: what the GEMMs compute in, and W4A16 apart
-    (MXFP4/INT4 experts dequantised in the kernel, e.g. Marlin or OpenAI's triton MoE)."""
+    """The kernel-table label of a fused MoE: what the GEMMs compute in, with 4-bit weights
+    under wider inputs apart: W4A16 (MXFP4/INT4 experts dequantised in the kernel, e.g.
+    Marlin or OpenAI's triton MoE) and W4A8 (MXFP4 weights x MXFP8 inputs on the FP8
+    tensor cores, FlashInfer's TRT-LLM MoE on Blackwell)."""
     if compute_dtype == "fp4":
         return "fp4"
     if DTYPE_BYTES[weight_dtype] < 1 and compute_dtype in ("bf16", "fp16"):
         return "w4a16"
+    if DTYPE_BYTES[weight_dtype] < 1 and compute_dtype == "fp8":
+        return "w4a8"
     return compute_dtype if compute_dtype in ("fp8", "int8") else "bf16"
 
 
-MOE_TABLE_COMPUTE = {"fp4": "fp4", "w4a16": "bf16", "fp8": "fp8", "int8": "int8", "bf16": "bf16"}
-MOE_TABLE_WEIGHT_BYTES = {"fp4": 0.5, "w4a16": 0.5, "fp8": 1.0, "int8": 1.0, "bf16": 2.0}
+MOE_TABLE_COMPUTE = {"fp4": "fp4", "w4a16": "bf16", "w4a8": "fp8", "fp8": "fp8", "int8": "int8", "bf16": "bf16"}
+MOE_TABLE_WEIGHT_BYTES = {"fp4": 0.5, "w4a16": 0.5, "w4a8": 0.5, "fp8": 1.0, "int8": 1.0, "bf16": 2.0}
 
 
 def fused_moe_op(m: int, hidden: int, inter: int, top_k: int, experts: int, label: str,
