@@ -230,7 +230,7 @@ def _moe_rows(sys_dir: Path, backend: str, version: str) -> tuple[list[list], st
 # Blackwell when VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1 (the gpt-oss recipes' setting), a
 # switch aiconfigurator's vLLM collector does not turn. Its SGLang tables time the same
 # FlashInfer kernel in both forms; their W4A16 rows agree with the vLLM 0.24 ones within
-# a few percent (tests/test_aiconfigurator_import.py), so the W4A8 rows are taken from there.
+# 6% (median 1%; docs/fidelity.md, item 20), so the W4A8 rows are taken from there.
 W4A8_SOURCE_BACKEND = "sglang"
 _W4A8_MOE_DTYPE = "w4a8_mxfp4_mxfp8"
 
