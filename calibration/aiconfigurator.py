@@ -198,6 +198,26 @@ def _rows(df, cols: list[str], keep: Callable | None = None) -> list[list]:
     return out
 
 
+def _kept_moe(df, dtypes):
+    """MoE rows of the kept layouts (tensor-parallel experts, pure expert parallelism up to
+    MAX_EP), routing and weight formats (`dtypes`: source label -> profile label)."""
+    tensor_parallel = df["moe_ep_size"] == 1
+    expert_parallel = (df["moe_tp_size"] == 1) & df["moe_ep_size"].between(2, MAX_EP)
+    return df[(tensor_parallel | expert_parallel) & (df["distribution"] == MOE_DISTRIBUTION)
+              & df["moe_dtype"].isin(dtypes)].copy()
+
+
+def _moe_profile_rows(df, dtypes) -> tuple[list[list], list[str]]:
+    """Profile rows (expert width per GPU, microseconds) and the kernels that produced them."""
+    df["dtype"] = df["moe_dtype"].map(dtypes)
+    df["inter"] = df["inter_size"] // df["moe_tp_size"]
+    df["latency_us"] = df["latency"] * _MS_TO_US
+    df = df.rename(columns={"num_tokens": "tokens", "hidden_size": "hidden", "num_experts": "experts",
+                            "moe_ep_size": "ep"})
+    return (_rows(df, ["tokens", "hidden", "inter", "topk", "experts", "ep", "dtype"]),
+            sorted(df["kernel_source"].unique()))
+
+
 def _moe_rows(sys_dir: Path, backend: str, version: str) -> tuple[list[list], str, list[str]] | None:
     """Fused-MoE rows of the newest MoE table at or before `version` (else the oldest)."""
     versions = _subdirs(sys_dir / "moe" / backend)
@@ -206,24 +226,14 @@ def _moe_rows(sys_dir: Path, backend: str, version: str) -> tuple[list[list], st
         return None
     older = [v for v in versions if _vkey(v) <= _vkey(version)]
     chosen = older[-1] if older else versions[0]
-    df = _read_parquet(sys_dir / "moe" / backend / chosen / "moe_perf.parquet")
-    tensor_parallel = df["moe_ep_size"] == 1
-    expert_parallel = (df["moe_tp_size"] == 1) & df["moe_ep_size"].between(2, MAX_EP)
-    df = df[(tensor_parallel | expert_parallel) & (df["distribution"] == MOE_DISTRIBUTION)
-            & df["moe_dtype"].isin(_MOE_DTYPES)].copy()
+    df = _kept_moe(_read_parquet(sys_dir / "moe" / backend / chosen / "moe_perf.parquet"), _MOE_DTYPES)
     if df.empty:
         return None
     shape = ["hidden_size", "topk", "num_experts"]
     blocked = set(map(tuple, df.loc[df["moe_dtype"] == "fp8_block", shape].drop_duplicates().to_numpy().tolist()))
     per_tensor_shadowed = (df["moe_dtype"] == "fp8") & df[shape].apply(tuple, axis=1).isin(blocked)
-    df = df[~per_tensor_shadowed].copy()
-    df["dtype"] = df["moe_dtype"].map(_MOE_DTYPES)
-    df["inter"] = df["inter_size"] // df["moe_tp_size"]
-    df["latency_us"] = df["latency"] * _MS_TO_US
-    df = df.rename(columns={"num_tokens": "tokens", "hidden_size": "hidden", "num_experts": "experts",
-                            "moe_ep_size": "ep"})
-    return (_rows(df, ["tokens", "hidden", "inter", "topk", "experts", "ep", "dtype"]), chosen,
-            sorted(df["kernel_source"].unique()))
+    rows, kernels = _moe_profile_rows(df[~per_tensor_shadowed].copy(), _MOE_DTYPES)
+    return rows, chosen, kernels
 
 
 # MXFP4 experts under MXFP8 inputs (W4A8): vLLM runs FlashInfer's TRT-LLM MoE this way on
@@ -232,7 +242,7 @@ def _moe_rows(sys_dir: Path, backend: str, version: str) -> tuple[list[list], st
 # FlashInfer kernel in both forms; their W4A16 rows agree with the vLLM 0.24 ones within
 # 6% (median 1%; docs/fidelity.md, item 20), so the W4A8 rows are taken from there.
 W4A8_SOURCE_BACKEND = "sglang"
-_W4A8_MOE_DTYPE = "w4a8_mxfp4_mxfp8"
+_W4A8_MOE_DTYPES = {"w4a8_mxfp4_mxfp8": "w4a8"}
 
 
 def _w4a8_moe_rows(sys_dir: Path) -> tuple[list[list], str, list[str]] | None:
@@ -241,20 +251,11 @@ def _w4a8_moe_rows(sys_dir: Path) -> tuple[list[list], str, list[str]] | None:
     versions = [v for v in _subdirs(base) if (base / v / "moe_perf.parquet").is_file()]
     if not versions:
         return None
-    df = _read_parquet(base / versions[-1] / "moe_perf.parquet")
-    tensor_parallel = df["moe_ep_size"] == 1
-    expert_parallel = (df["moe_tp_size"] == 1) & df["moe_ep_size"].between(2, MAX_EP)
-    df = df[(tensor_parallel | expert_parallel) & (df["distribution"] == MOE_DISTRIBUTION)
-            & (df["moe_dtype"] == _W4A8_MOE_DTYPE)].copy()
+    df = _kept_moe(_read_parquet(base / versions[-1] / "moe_perf.parquet"), _W4A8_MOE_DTYPES)
     if df.empty:
         return None
-    df["dtype"] = "w4a8"
-    df["inter"] = df["inter_size"] // df["moe_tp_size"]
-    df["latency_us"] = df["latency"] * _MS_TO_US
-    df = df.rename(columns={"num_tokens": "tokens", "hidden_size": "hidden", "num_experts": "experts",
-                            "moe_ep_size": "ep"})
-    return (_rows(df, ["tokens", "hidden", "inter", "topk", "experts", "ep", "dtype"]), versions[-1],
-            sorted(df["kernel_source"].unique()))
+    rows, kernels = _moe_profile_rows(df, _W4A8_MOE_DTYPES)
+    return rows, versions[-1], kernels
 
 
 def convert(system: str, backend: str = "vllm", version: str | None = None, *, full: bool = False,
