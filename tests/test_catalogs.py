@@ -149,6 +149,7 @@ def test_kv_heads_must_divide_heads():
         ("nvidia/Kimi-K2.6-NVFP4", "kimi-k2"),
         ("Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8", "qwen3-coder-480b-a35b"),
         ("mistralai/Mixtral-8x22B-Instruct-v0.1", "mixtral-8x22b"),
+        ("Qwen/Qwen3-32B-FP8-Static-PerTensor", "qwen3-32b"),  # in aiconfigurator's model list
     ],
 )
 def test_model_aliases(alias, expected):

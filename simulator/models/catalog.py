@@ -1032,7 +1032,7 @@ for _name, _releases in _SAME_SHAPE_RELEASES.items():
 # format is the scenario's model.weight_dtype, not part of the name).
 _SAME_SHAPE_TOKENS = frozenset({"instruct", "chat", "hf", "base", "it", "fp8", "fp4", "nvfp4",
                                 "int4", "int8", "awq", "gptq", "w8a8", "w4a16", "dynamic", "kv",
-                                "thinking"})
+                                "thinking", "static", "pertensor", "mxfp4"})
 
 
 def _is_release_date(token: str) -> bool:
