@@ -160,12 +160,30 @@ def test_loader_reproduces_the_new_families(tmp_path, cfg, catalog):
     assert spec.param_count == want.param_count
 
 
-def test_loader_refuses_llama4_maverick_with_the_reason(tmp_path):
+MAVERICK = {"model_type": "llama4", "text_config": {
+    **SCOUT["text_config"], "num_local_experts": 128, "interleave_moe_layer_step": 2,
+    "max_position_embeddings": 1048576}}
+
+
+def _write(tmp_path: Path, cfg: dict) -> Path:
     path = tmp_path / "config.json"
-    path.write_text(json.dumps({**SCOUT, "text_config": {**SCOUT["text_config"], "interleave_moe_layer_step": 2,
-                                                         "num_local_experts": 128}}))
+    path.write_text(json.dumps(cfg))
+    return path
+
+
+def test_loader_reads_llama4_maverick_interleaved_dense_layers(tmp_path):
+    """Every other layer MoE: 24 dense layers of intermediate_size_mlp, 400B total, 17B active."""
+    spec = load_hf_config(_write(tmp_path, MAVERICK), name="llama-4-maverick")
+    want = MODEL_CATALOG["llama-4-maverick"]
+    assert (spec.first_dense_layers, spec.moe_layers, spec.ffn_size) == (24, 24, 16384)
+    assert spec.param_count == want.param_count
+    assert spec.param_count / 1e9 == pytest.approx(400.0, rel=0.01)
+
+
+def test_loader_refuses_a_bad_interleave_step_with_the_reason(tmp_path):
+    bad = {**MAVERICK, "text_config": {**MAVERICK["text_config"], "interleave_moe_layer_step": 0}}
     with pytest.raises(CatalogError, match="interleave_moe_layer_step") as info:
-        load_hf_config(path)
+        load_hf_config(_write(tmp_path, bad))
     assert info.value.fix
 
 
@@ -176,6 +194,7 @@ def test_loader_refuses_llama4_maverick_with_the_reason(tmp_path):
                                       "model.kv_dtype=fp16"]),
     ("gemma-2-9b", "h100-sxm", 1, []),
     ("llama-4-scout", "h100-sxm", 4, ["model.max_model_len=32768"]),
+    ("llama-4-maverick", "h200", 8, ["model.max_model_len=32768"]),
     ("qwen3-vl-8b", "h100-sxm", 1, []),
     ("deepseek-v2-lite", "h100-sxm", 1, []),
     ("glm-4.5-air", "h200", 2, []),

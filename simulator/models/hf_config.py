@@ -33,7 +33,7 @@ def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
     """Build a ModelSpec from a Hugging Face config.json (or a directory holding one).
 
     Supports llama/mistral/qwen2/qwen3/phi3/gemma 1-3-style dense models, OPT,
-    Mixtral/Qwen3-MoE/gpt-oss/Llama-4-Scout/GLM-4.5 mixture-of-experts models, DeepSeek-V2/V3
+    Mixtral/Qwen3-MoE/gpt-oss/Llama-4 Scout and Maverick/GLM-4.5 mixture-of-experts models, DeepSeek-V2/V3
     and Kimi-K2 (MLA) models, and the Qwen3-VL and Gemma 3 text towers: the families whose
     config keys fully determine the shapes above.
     """
@@ -231,17 +231,20 @@ def _moe_fields(cfg: dict[str, Any], where: str, model_type: str) -> dict[str, A
 
 def _llama4_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
     """Llama 4: a shared expert beside the routed ones; chunked local attention on the
-    layers that use RoPE (no_rope_layers marks them 1), every fourth layer global."""
-    if _optional(cfg, "interleave_moe_layer_step", 1) != 1:
-        raise CatalogError(
-            "MoE layers interleaved with dense ones (interleave_moe_layer_step != 1, e.g. Llama 4 "
-            "Maverick) are not modelled",
-            where=where, fix="use a config whose every layer is MoE (Llama 4 Scout)")
+    layers that use RoPE (no_rope_layers marks them 1), every fourth layer global. With
+    interleave_moe_layer_step s (Maverick: 2) every s-th layer is MoE and the others keep a
+    dense intermediate_size_mlp MLP; where they sit changes no cost, so they are counted as
+    first_dense_layers."""
+    step = _optional(cfg, "interleave_moe_layer_step", 1)
     layers = _require(cfg, "num_hidden_layers", where)
+    if not isinstance(step, int) or not 1 <= step <= layers:
+        raise CatalogError(f"interleave_moe_layer_step must be an integer from 1 to {layers}, got {step!r}",
+                           where=where, fix="use the value of the model's published config.json")
     chunk = _optional(cfg, "attention_chunk_size", 0)
     rope_flags = _optional(cfg, "no_rope_layers", [])
     local = sum(1 for f in rope_flags if f) if rope_flags else layers - layers // 4
     return {"num_shared_experts": 1, "ffn_size": _optional(cfg, "intermediate_size_mlp", cfg["intermediate_size"]),
+            "first_dense_layers": layers - layers // step,
             "sliding_window": chunk if chunk else 0, "sliding_layers": local if chunk else 0}
 
 
