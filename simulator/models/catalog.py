@@ -854,34 +854,6 @@ _MODELS: list[ModelSpec] = [
         published_active_params_b=17.0,
         aliases=("llama-4-scout-17b-16e",),
     ),
-    # https://huggingface.co/meta-llama/Llama-4-Maverick-17B-128E-Instruct/blob/main/config.json
-    # (text_config; as carried by aiconfigurator-core 0.12): Scout's attention with 128 experts
-    # in every other layer (interleave_moe_layer_step 2), each with one shared expert; the
-    # other 24 layers keep a dense 16384-wide MLP. Where the dense layers sit does not change
-    # any cost, so they are entered as first_dense_layers. The vision encoder is not counted.
-    ModelSpec(
-        name="llama-4-maverick",
-        hf_id="meta-llama/Llama-4-Maverick-17B-128E",
-        num_layers=48,
-        hidden_size=5120,
-        num_heads=40,
-        num_kv_heads=8,
-        head_dim=128,
-        ffn_size=16384,
-        gated_mlp=True,
-        vocab_size=202048,
-        max_position_embeddings=1048576,
-        num_experts=128,
-        experts_per_token=1,
-        moe_ffn_size=8192,
-        num_shared_experts=1,
-        first_dense_layers=24,
-        sliding_window=8192,
-        sliding_layers=36,
-        published_params_b=400.0,  # model card: 400B total, 17B active
-        published_active_params_b=17.0,
-        aliases=("llama-4-maverick-17b-128e",),
-    ),
     # https://huggingface.co/deepseek-ai/DeepSeek-V2-Lite/blob/main/config.json: MLA without a
     # low-rank query, 64 routed + 2 shared experts, the first layer dense.
     ModelSpec(
@@ -1024,6 +996,18 @@ _QWEN3_VL = [
     _qwen3_vl("qwen3-235b-a22b", "235b-a22b", (27, 1152, 4304), 236.0),
 ]
 MODEL_CATALOG.update({m.name: m for m in _QWEN3_VL})
+
+# https://huggingface.co/meta-llama/Llama-4-Maverick-17B-128E-Instruct/blob/main/config.json
+# (text_config; as carried by aiconfigurator-core 0.12): Scout's attention and expert width
+# with 128 experts in every other layer (interleave_moe_layer_step 2), each beside one shared
+# expert; the other 24 layers keep the dense 16384-wide MLP. Where the dense layers sit does
+# not change any cost, so they are entered as first_dense_layers. 1M-token context.
+MODEL_CATALOG["llama-4-maverick"] = ModelSpec(**{
+    **MODEL_CATALOG["llama-4-scout"].model_dump(),
+    "name": "llama-4-maverick", "hf_id": "meta-llama/Llama-4-Maverick-17B-128E",
+    "aliases": ("llama-4-maverick-17b-128e",), "max_position_embeddings": 1048576,
+    "num_experts": 128, "first_dense_layers": 24,
+    "published_params_b": 400.0, "published_active_params_b": 17.0})  # model card: 400B, 17B active
 
 # Releases with another entry's shapes and their own context length (config.json's
 # max_position_embeddings), which sets the default max_model_len.
