@@ -218,10 +218,15 @@ def _moe_profile_rows(df, dtypes) -> tuple[list[list], list[str]]:
             sorted(df["kernel_source"].unique()))
 
 
+def _moe_table_versions(sys_dir: Path, backend: str) -> list[str]:
+    """The versions with a fused-MoE table for `backend`, oldest first."""
+    base = sys_dir / "moe" / backend
+    return [v for v in _subdirs(base) if (base / v / "moe_perf.parquet").is_file()]
+
+
 def _moe_rows(sys_dir: Path, backend: str, version: str) -> tuple[list[list], str, list[str]] | None:
     """Fused-MoE rows of the newest MoE table at or before `version` (else the oldest)."""
-    versions = _subdirs(sys_dir / "moe" / backend)
-    versions = [v for v in versions if (sys_dir / "moe" / backend / v / "moe_perf.parquet").is_file()]
+    versions = _moe_table_versions(sys_dir, backend)
     if not versions:
         return None
     older = [v for v in versions if _vkey(v) <= _vkey(version)]
@@ -247,11 +252,11 @@ _W4A8_MOE_DTYPES = {"w4a8_mxfp4_mxfp8": "w4a8"}
 
 def _w4a8_moe_rows(sys_dir: Path) -> tuple[list[list], str, list[str]] | None:
     """W4A8 (MXFP4 x MXFP8) fused-MoE rows of the newest SGLang MoE table, labelled w4a8."""
-    base = sys_dir / "moe" / W4A8_SOURCE_BACKEND
-    versions = [v for v in _subdirs(base) if (base / v / "moe_perf.parquet").is_file()]
+    versions = _moe_table_versions(sys_dir, W4A8_SOURCE_BACKEND)
     if not versions:
         return None
-    df = _kept_moe(_read_parquet(base / versions[-1] / "moe_perf.parquet"), _W4A8_MOE_DTYPES)
+    table = sys_dir / "moe" / W4A8_SOURCE_BACKEND / versions[-1] / "moe_perf.parquet"
+    df = _kept_moe(_read_parquet(table), _W4A8_MOE_DTYPES)
     if df.empty:
         return None
     rows, kernels = _moe_profile_rows(df, _W4A8_MOE_DTYPES)
@@ -318,18 +323,18 @@ def convert(system: str, backend: str = "vllm", version: str | None = None, *, f
         tables[fam] = make_table(fam, _rows(df, cols))
 
     moe = _moe_rows(sys_dir, backend, version)
-    w4a8 = _w4a8_moe_rows(sys_dir) if moe is not None and backend == "vllm" else None
     if moe is not None:
         rows, moe_version, moe_kernels = moe
-        if w4a8 is not None:
-            rows = rows + w4a8[0]
-        tables["moe"] = make_table("moe", rows)
-        kernels["moe"] = moe_kernels + (w4a8[2] if w4a8 is not None else [])
         notes.append(f"fused MoE from moe/{backend}/{moe_version}: expert parallelism 1, routing "
                      f"{MOE_DISTRIBUTION}; inter is the expert width per GPU (inter_size / moe_tp_size)")
+        w4a8 = _w4a8_moe_rows(sys_dir) if backend == "vllm" else None
         if w4a8 is not None:
-            notes.append(f"W4A8 (MXFP4 x MXFP8) fused MoE from moe/{W4A8_SOURCE_BACKEND}/{w4a8[1]}: the same "
+            w4a8_rows, w4a8_version, w4a8_kernels = w4a8
+            rows, moe_kernels = rows + w4a8_rows, moe_kernels + w4a8_kernels
+            notes.append(f"W4A8 (MXFP4 x MXFP8) fused MoE from moe/{W4A8_SOURCE_BACKEND}/{w4a8_version}: the same "
                          "FlashInfer TRT-LLM kernel vLLM runs under VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1")
+        tables["moe"] = make_table("moe", rows)
+        kernels["moe"] = moe_kernels
 
     comm_rows: dict[str, list] = {"allreduce": [], "allgather": []}
     nccl_dir = _nccl_dir(sys_dir)

@@ -195,10 +195,8 @@ def moe_table_dtype(weight_dtype: str, compute_dtype: str) -> str:
     tensor cores, FlashInfer's TRT-LLM MoE on Blackwell)."""
     if compute_dtype == "fp4":
         return "fp4"
-    if DTYPE_BYTES[weight_dtype] < 1 and compute_dtype in ("bf16", "fp16"):
-        return "w4a16"
-    if DTYPE_BYTES[weight_dtype] < 1 and compute_dtype == "fp8":
-        return "w4a8"
+    if DTYPE_BYTES[weight_dtype] < 1 and compute_dtype in ("bf16", "fp16", "fp8"):
+        return "w4a8" if compute_dtype == "fp8" else "w4a16"
     return compute_dtype if compute_dtype in ("fp8", "int8") else "bf16"
 
 
