@@ -480,6 +480,9 @@ _SWEEP_HEADER = "system,model,precision,tp_size,isl,osl,concurrency,ttft_ms,tpot
 
 @pytest.mark.parametrize(("text", "match"), [
     ("a,b,c\n1,2,3\n", "unrecognised CSV header"),
+    ("system,model,precision,tp_size,isl,osl,concurrency,ttft_ms\nh200_sxm,x,fp8,1,1,1,1,1\n",
+     "m.csv:1: a sweep CSV without column[(]s[)] tpot_ms"),
+    ("arrival_s,prompt_tokens,output_tokens,ttft_ms\n0,10,5,1\n", "a per-request CSV without column[(]s[)] tpot_ms"),
     (_PER_REQUEST_HEADER + "1,x,5,1,2,3\n", r"m.csv:3: prompt_tokens is 'x', expected a whole number >= 1"),
     (_PER_REQUEST_HEADER + "1,,5,1,2,3\n", "m.csv:3: prompt_tokens is blank"),
     (_PER_REQUEST_HEADER + "1,10.5,5,1,2,3\n", "prompt_tokens is '10.5'"),
@@ -498,6 +501,22 @@ def test_bad_measurement_files(tmp_path, text, match):
     src = _write(tmp_path / "m.csv", text)
     with pytest.raises(ServesimError, match=match):
         read_measured([src])
+
+
+def test_spreadsheet_headers_name_the_same_columns(tmp_path):
+    """A CSV exported from a spreadsheet (byte-order mark, quoted, padded or capitalised
+    header cells, CRLF lines) reads as the plain file does, in both CSV formats."""
+    row = "h200_sxm,llama-3.1-70b,fp8,2,1000,100,8,100,20"
+    plain = read_measured([_write(tmp_path / "plain.csv", _SWEEP_HEADER + row + "\n")])
+    header = ",".join(f'" {c.upper()} "' for c in _SWEEP_HEADER.strip().split(","))
+    exported = tmp_path / "exported.csv"
+    exported.write_bytes(("\ufeff" + header + "\r\n" + row + "\r\n").encode())
+    got = read_measured([exported])
+    assert [r.overrides for r in got.runs] == [r.overrides for r in plain.runs]
+    assert list(got.table.columns) == list(plain.table.columns)
+    per_request = tmp_path / "requests.csv"
+    per_request.write_bytes(("\ufeff" + _PER_REQUEST_HEADER.replace("ttft_ms", "TTFT_ms")).encode())
+    assert read_measured([per_request]).table["ttft_ms"].tolist() == ["1"]
 
 
 def test_a_row_measured_on_another_engine_gets_no_vllm_release_rules(tmp_path):

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from simulator.validation.measurement import MeasuredSet, MeasurementError
+from simulator.validation.measurement import MeasuredSet, MeasurementError, csv_header
 from simulator.validation.per_request_csv import PER_REQUEST_COLUMNS, read_per_request_csv
 from simulator.validation.sweep_csv import SWEEP_COLUMNS, read_sweep_csv
 from simulator.validation.vllm_json import read_vllm_json
@@ -72,12 +72,20 @@ def read_measured(paths: list[Path], rounds: int = 10, length_ratio: float | str
 def _read_one(path: Path, rounds: int, length_ratio: float | None, recipes: bool) -> list[MeasuredSet]:
     if path.suffix in (".json", ".jsonl"):
         return read_vllm_json(path)
-    header = path.read_text().splitlines()[0] if path.stat().st_size else ""
-    cols = {c.strip() for c in header.split(",")}
+    cols = set(csv_header(path)) if path.stat().st_size else set()
     if set(SWEEP_COLUMNS) <= cols:
         return [read_sweep_csv(path, rounds, length_ratio, recipes)]
     if set(PER_REQUEST_COLUMNS) <= cols:
         return [read_per_request_csv(path)]
+    # Name what the nearer format lacks: a sweep missing tpot_ms is not a per-request file.
+    sweep_missing = [c for c in SWEEP_COLUMNS if c not in cols]
+    request_missing = [c for c in PER_REQUEST_COLUMNS if c not in cols]
+    if cols & (set(SWEEP_COLUMNS) - set(PER_REQUEST_COLUMNS)):
+        raise MeasurementError(f"a sweep CSV without column(s) {', '.join(sweep_missing)}", where=f"{path}:1",
+                               fix=f"a sweep CSV needs: {','.join(SWEEP_COLUMNS)}")
+    if cols & (set(PER_REQUEST_COLUMNS) - set(SWEEP_COLUMNS)):
+        raise MeasurementError(f"a per-request CSV without column(s) {', '.join(request_missing)}",
+                               where=f"{path}:1", fix=f"a per-request CSV needs: {','.join(PER_REQUEST_COLUMNS)}[,e2e_ms]")
     raise MeasurementError("unrecognised CSV header", where=f"{path}:1",
                            fix=f"per-request: {','.join(PER_REQUEST_COLUMNS)}[,e2e_ms]; "
                            f"sweep: {','.join(SWEEP_COLUMNS)}")

@@ -3,6 +3,7 @@ validation.csv, and the error a malformed file raises; cell helpers the CSV read
 
 from __future__ import annotations
 
+import csv
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,8 +73,23 @@ def mean_latencies(df: pd.DataFrame) -> dict[str, float]:
 
 def read_as_written(path: Path) -> pd.DataFrame:
     """A CSV's cells as text, so validation.csv gives the input rows back unchanged (pandas
-    would write 1 as 1.0 in a column with a blank cell)."""
-    return pd.read_csv(path, dtype=str, keep_default_na=False)
+    would write 1 as 1.0 in a column with a blank cell); column names as `column_name` reads
+    them."""
+    df = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
+    return df.rename(columns=column_name)
+
+
+def column_name(header: str) -> str:
+    """A header cell as the readers match it: spreadsheet exports add a byte-order mark,
+    quotes, padding or capitals (`"TTFT_ms "`) that name the same column."""
+    return str(header).strip().strip('"').strip().lower()
+
+
+def csv_header(path: Path) -> list[str]:
+    """The first line's column names, as `column_name` reads them."""
+    with path.open(newline="", encoding="utf-8-sig") as handle:
+        first = next(csv.reader(handle), [])
+    return [column_name(c) for c in first]
 
 
 FIX_ROW = "fix or drop that row"  # the fix a malformed CSV row's error names

@@ -18,6 +18,7 @@ from simulator.validation.measurement import (
     MeasuredSet,
     MeasurementError,
     blank_cell,
+    column_name,
     read_as_written,
     shown_cell,
 )
@@ -51,7 +52,7 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None,
     """One closed-loop run per row; `length_ratio` None picks it per row (harness_length_ratio).
     With `recipes`, a row of a known harness (its length grid, model, GPU and precision) also
     gets that harness's server flags, release and length spread (recipes.py)."""
-    df = pd.read_csv(path)
+    df = pd.read_csv(path, encoding="utf-8-sig").rename(columns=column_name)
     missing = [c for c in SWEEP_COLUMNS if c not in df.columns]
     if missing:
         raise MeasurementError(f"missing column(s) {', '.join(missing)}", where=str(path),

@@ -22,7 +22,7 @@ from simulator.validation.measurement import (
 def vllm_json_documents(path: Path) -> list[dict]:
     """The result objects in a vLLM (or SGLang) benchmark file: one JSON object, or one per
     line as `vllm bench serve --append-result` and `sglang.bench_serving` write them."""
-    text = path.read_text()
+    text = path.read_text(encoding="utf-8-sig")
     try:
         return [json.loads(text)]
     except json.JSONDecodeError as exc:
