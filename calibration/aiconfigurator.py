@@ -238,7 +238,17 @@ def _moe_rows(sys_dir: Path, backend: str, version: str) -> tuple[list[list], st
     blocked = set(map(tuple, df.loc[df["moe_dtype"] == "fp8_block", shape].drop_duplicates().to_numpy().tolist()))
     per_tensor_shadowed = (df["moe_dtype"] == "fp8") & df[shape].apply(tuple, axis=1).isin(blocked)
     rows, kernels = _moe_profile_rows(df[~per_tensor_shadowed].copy(), _MOE_DTYPES)
+    marlin = df[df["kernel_source"].str.contains("marlin") & df["moe_dtype"].isin(_MARLIN_MOE_DTYPES)]
+    if not marlin.empty:
+        rows += _moe_profile_rows(marlin.copy(), _MARLIN_MOE_DTYPES)[0]
     return rows, chosen, kernels
+
+
+# vLLM's Marlin MoE (4-bit weights dequantised to BF16 in the kernel, Ampere-era mma
+# instructions) is a choice on Hopper (VLLM_MXFP4_USE_MARLIN=1 for gpt-oss) where another
+# kernel is the default. Its rows are also kept apart, labelled w4a16m, so a run that
+# selects it is timed by Marlin's own rows (model.expert_kernel).
+_MARLIN_MOE_DTYPES = {"w4a16_mxfp4": "w4a16m", "int4_wo": "w4a16m"}
 
 
 # MXFP4 experts under MXFP8 inputs (W4A8): vLLM runs FlashInfer's TRT-LLM MoE this way on

@@ -77,16 +77,19 @@ def expert_padding(model: ModelSpec, tp: int, tile: tuple[int, int] | None) -> f
 # 0.10.1, which still ran Marlin on Hopper, logs 65.97 GiB loaded on one H100
 # (vllm-project/vllm#23278) against 65.8 for that padding. Hopper now runs the Triton path
 # (intermediate to 64, hidden as is: nothing for gpt-oss at TP1) and keeps the checkpoint's
-# size (docs/fidelity.md, GPUStack section).
+# size (docs/fidelity.md, GPUStack section), unless the run selects Marlin
+# (`model.expert_kernel: marlin`, vLLM's VLLM_MXFP4_USE_MARLIN=1).
 MXFP4_BLACKWELL_TILE = (256, 256)
 MXFP4_MARLIN_TILE = (128, 256)
 
 
 def moe_kernel_tile(model: ModelSpec, expert_weight_dtype: str | None,
-                    gpu: GPUSpec) -> tuple[int, int] | None:
+                    gpu: GPUSpec, expert_kernel: str = "auto") -> tuple[int, int] | None:
     """The tile the serving MoE kernel pads expert weights to, where it is known."""
     if not (model.native_expert_dtype == "fp4" and expert_weight_dtype == "fp4"):
         return None
+    if expert_kernel == "marlin":
+        return MXFP4_MARLIN_TILE
     if gpu.peak_tflops.get("fp4", 0) > 0:
         return MXFP4_BLACKWELL_TILE
     return MXFP4_MARLIN_TILE if gpu.architecture in ("ampere", "ada") else None
@@ -175,13 +178,14 @@ def plan_memory(
     dp: int = 1,
     split_experts: bool = True,
     expert_parallel: bool = False,
+    expert_kernel: str = "auto",
 ) -> MemoryPlan:
     """Build the memory plan of one GPU (of one attention-DP rank), or raise
     DoesNotFitError with the breakdown. `split_experts`: whether the fix may suggest
     attention data parallelism (not for disaggregated pools)."""
     total = gpu.usable_memory_gib - CUDA_INVISIBLE_GIB
     weights = weight_bytes_per_gpu(model, weight_dtype, tp, pp, expert_weight_dtype,
-                                   moe_kernel_tile(model, expert_weight_dtype, gpu), dp,
+                                   moe_kernel_tile(model, expert_weight_dtype, gpu, expert_kernel), dp,
                                    expert_parallel) / GIB
     act = activation_bytes_per_gpu(model, tp, max_batched_tokens, max_num_seqs) / GIB
     per_token = kv_bytes_per_token_per_gpu(model, kv_dtype, tp, pp)

@@ -100,11 +100,25 @@ def check_parallelism(model: ModelSpec, gpu: GPUSpec, scenario: Scenario, *,
         raise ConfigError(f"pp={pp} exceeds the {model.num_layers} layers of {model.name}",
                           where=f"{where}.pp", fix=f"use pp <= {model.num_layers}")
     _check_block_fp8_expert_split(model, scenario, tp, layout is None, where)
+    _check_expert_kernel(model, scenario.model)
     for field in ("activation_dtype", "expert_activation_dtype"):
         act = getattr(scenario.model, field)
         if act in ("fp8", "int8", "fp4") and act not in gpu.peak_tflops:
             raise ConfigError(f"{gpu.name} has no {act} tensor cores", where=f"model.{field}",
                               fix=f"use {field}: bf16 (weight-only quantisation) or a GPU that supports it")
+
+
+def _check_expert_kernel(model: ModelSpec, m) -> None:
+    """Marlin MoE runs 4-bit experts under 16-bit inputs only (vLLM's weight-only path)."""
+    if m.expert_kernel != "marlin":
+        return
+    experts = m.expert_weight_dtype or m.weight_dtype
+    inputs = m.expert_activation_dtype or m.activation_dtype
+    if not model.num_experts or experts not in ("fp4", "int4") or inputs not in ("bf16", "fp16"):
+        raise ConfigError(f"Marlin MoE needs routed experts in fp4 or int4 under bf16/fp16 inputs; {model.name} "
+                          f"has {'no routed experts' if not model.num_experts else f'{experts} experts under {inputs} inputs'}",
+                          where="model.expert_kernel",
+                          fix="use expert_kernel: auto, or 4-bit experts (expert_weight_dtype: fp4) with 16-bit inputs")
 
 
 # Block-scaled FP8 checkpoints (DeepSeek-V3, Qwen3-*-FP8, MiniMax-M2, ...) quantise weights
@@ -212,7 +226,8 @@ class Simulation:
                 runtime_reserve_gib=sc.memory.runtime_reserve_gib, block_size=sc.memory.block_size,
                 max_batched_tokens=self.token_budget, max_num_seqs=self.max_num_seqs,
                 max_model_len=self.max_model_len, kv_cache_tokens=sc.memory.kv_cache_tokens,
-                dp=dp, split_experts=role is None, expert_parallel=expert_parallel)
+                dp=dp, split_experts=role is None, expert_parallel=expert_parallel,
+                expert_kernel=sc.model.expert_kernel)
         except DoesNotFitError as exc:
             if role is None:
                 raise
@@ -222,7 +237,7 @@ class Simulation:
         sharded = ShardedModel.build(self.model, tp, pp, sc.model.weight_dtype,
                                      sc.model.activation_dtype, sc.model.kv_dtype,
                                      sc.hardware.gpus_per_node, sc.model.expert_weight_dtype, dp,
-                                     expert_parallel, sc.model.expert_activation_dtype)
+                                     expert_parallel, sc.model.expert_activation_dtype, sc.model.expert_kernel)
         decode = decode_attention_model(sharded, self.gpu, sc.cost_model.engine_version)
         return InstancePlan(tp, pp, replicas, memory, sharded,
                             IterationCostModel(sharded, timer, sc.cost_model,

@@ -35,7 +35,7 @@ def test_rows_off_the_grid_other_models_and_no_recipes_keep_the_base_flags(tmp_p
         tmp_path,
         "b200_sxm,MiniMaxAI/MiniMax-M2.5,fp8,2,2000,500,64,100.0,10.0",
         "b200_sxm,meta-llama/Llama-3.1-70B,fp8,8,1024,1024,4,50.0,8.0",
-        "h100_sxm,openai/gpt-oss-120b,fp4,2,1024,1024,4,50.0,8.0")
+        "h100_sxm,openai/gpt-oss-120b,fp4,2,1000,1000,4,50.0,8.0")
     for run in (off_grid, llama_b200, gpt_h100):
         assert run.launch_flags is None
         assert not any(o.startswith(("memory.", "scheduler.max_num_batched")) for o in run.overrides)
@@ -54,7 +54,10 @@ def test_every_recipe_names_catalog_entries_and_sets_valid_fields(tmp_path):
     gpt_oss_b200 = launch_recipe("openai/gpt-oss-120b", "b200_sxm", "fp4", 8192, 1024)
     assert gpt_oss_b200.kv_dtype == "fp8"
     assert "model.expert_activation_dtype=fp8" in gpt_oss_b200.overrides(8192)  # MXFP4 x MXFP8 experts
-    assert launch_recipe("openai/gpt-oss-120b", "h200_sxm", "fp4", 1024, 1024) is None
+    gpt_oss_h200 = launch_recipe("openai/gpt-oss-120b", "h200_sxm", "fp4", 1024, 1024)
+    assert "model.expert_kernel=marlin" in gpt_oss_h200.overrides(1024, "0.15.1")  # VLLM_MXFP4_USE_MARLIN=1
+    assert not any("expert_kernel" in o for o in gpt_oss_h200.overrides(1024, "0.11.2") + gpt_oss_h200.overrides(1024))
+    assert launch_recipe("openai/gpt-oss-120b", "h200_sxm", "fp4", 1000, 1000) is None
     assert "parallelism.expert_parallel=true" in launch_recipe("MiniMaxAI/MiniMax-M2.5", "h200_sxm", "fp8", 1024, 8192).overrides(1024)
     assert launch_recipe("no-such/model", "b200_sxm", "fp8", 1024, 1024) is None
 

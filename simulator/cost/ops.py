@@ -95,6 +95,7 @@ class ShardedModel:
     dp: int = 1  # attention data-parallel ranks sharing the MoE layers (experts split dp x tp ways)
     moe_link: str = "intra"  # the link the dp x tp MoE group communicates over
     ep: int = 1  # GPUs the routed experts are split over by expert (1: sliced by width instead)
+    expert_kernel: str = "auto"  # "marlin": vLLM's Marlin MoE chosen over the default kernel
 
     @property
     def total_layer_passes(self) -> int:
@@ -110,7 +111,7 @@ class ShardedModel:
     def build(cls, model, tp: int, pp: int, weight_dtype: str, activation_dtype: str,
               kv_dtype: str, gpus_per_node: int, expert_weight_dtype: str | None = None,
               dp: int = 1, expert_parallel: bool = False,
-              expert_activation_dtype: str | None = None) -> ShardedModel:
+              expert_activation_dtype: str | None = None, expert_kernel: str = "auto") -> ShardedModel:
         layers = math.ceil(model.num_layers / pp)
         dp = dp if model.num_experts else 1  # dense models' DP ranks share nothing
         # vLLM --enable-expert-parallel: each of the dp x tp GPUs holds whole experts.
@@ -154,6 +155,7 @@ class ShardedModel:
             dp=dp,
             moe_link="intra" if tp * dp <= gpus_per_node else "inter",
             ep=ep,
+            expert_kernel=expert_kernel if model.num_experts else "auto",
         )
 
 
@@ -188,20 +190,25 @@ def active_experts(m: int, experts: int, top_k: int) -> float:
     return experts * (1.0 - (1.0 - top_k / experts) ** m)
 
 
-def moe_table_dtype(weight_dtype: str, compute_dtype: str) -> str:
+def moe_table_dtype(weight_dtype: str, compute_dtype: str, kernel: str = "auto") -> str:
     """The kernel-table label of a fused MoE: what the GEMMs compute in, with 4-bit weights
-    under wider inputs apart: W4A16 (MXFP4/INT4 experts dequantised in the kernel, e.g.
-    Marlin or OpenAI's triton MoE) and W4A8 (MXFP4 weights x MXFP8 inputs on the FP8
-    tensor cores, FlashInfer's TRT-LLM MoE on Blackwell)."""
+    under wider inputs apart: W4A16 (MXFP4/INT4 experts dequantised in the kernel by the
+    kernel vLLM picks for the format and GPU, e.g. OpenAI's triton MoE for gpt-oss on
+    Hopper), W4A16M (the same on vLLM's Marlin MoE, where it is chosen instead) and W4A8
+    (MXFP4 weights x MXFP8 inputs on the FP8 tensor cores, FlashInfer's TRT-LLM MoE on
+    Blackwell)."""
     if compute_dtype == "fp4":
         return "fp4"
     if DTYPE_BYTES[weight_dtype] < 1 and compute_dtype in ("bf16", "fp16", "fp8"):
-        return "w4a8" if compute_dtype == "fp8" else "w4a16"
+        if compute_dtype == "fp8":
+            return "w4a8"
+        return "w4a16m" if kernel == "marlin" else "w4a16"
     return compute_dtype if compute_dtype in ("fp8", "int8") else "bf16"
 
 
-MOE_TABLE_COMPUTE = {"fp4": "fp4", "w4a16": "bf16", "w4a8": "fp8", "fp8": "fp8", "int8": "int8", "bf16": "bf16"}
-MOE_TABLE_WEIGHT_BYTES = {"fp4": 0.5, "w4a16": 0.5, "w4a8": 0.5, "fp8": 1.0, "int8": 1.0, "bf16": 2.0}
+MOE_TABLE_COMPUTE = {"fp4": "fp4", "w4a16": "bf16", "w4a16m": "bf16", "w4a8": "fp8", "fp8": "fp8", "int8": "int8",
+                     "bf16": "bf16"}
+MOE_TABLE_WEIGHT_BYTES = {"fp4": 0.5, "w4a16": 0.5, "w4a16m": 0.5, "w4a8": 0.5, "fp8": 1.0, "int8": 1.0, "bf16": 2.0}
 
 
 def fused_moe_op(m: int, hidden: int, inter: int, top_k: int, experts: int, label: str,
@@ -241,7 +248,7 @@ def moe_ops(m: int, sm: ShardedModel, moe_m: int | None = None) -> list[Op]:
     which takes the place of the TP all-reduce that ends a MoE layer."""
     h, layers = sm.hidden, sm.moe_passes
     moe_m = m if moe_m is None else moe_m
-    label = moe_table_dtype(sm.expert_weight_dtype or "bf16", sm.expert_gemm_dtype or sm.gemm_dtype)
+    label = moe_table_dtype(sm.expert_weight_dtype or "bf16", sm.expert_gemm_dtype or sm.gemm_dtype, sm.expert_kernel)
     ops = [
         gemm("moe_router", m, sm.num_experts, h, sm, layers, quantized=False),
         fused_moe_op(moe_m, h, sm.moe_ffn, sm.experts_per_token, sm.num_experts, label,

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from simulator.cost.releases import parse_version
 from simulator.errors import CatalogError
 from simulator.hardware import get_gpu
 from simulator.models import get_model
@@ -52,14 +53,21 @@ class LaunchRecipe:
     expert_parallel: bool = False  # --enable-expert-parallel
     async_scheduling: bool | None = None  # --async-scheduling, where the script passed it
     engine_version: str | None = None  # the vLLM image the script ran, for rows that do not name one
+    expert_kernel: str | None = None  # VLLM_MXFP4_USE_MARLIN=1: marlin
+    expert_kernel_since: str | None = None  # the first image the script set it for (rows naming a release)
 
-    def describe(self, isl: int) -> str:
-        """The flags as applied to a row of this ISL, and where they come from."""
+    def describe(self, isl: int, version: str | None = None) -> str:
+        """The flags as applied to a row of this ISL (and release), and where they come from."""
         image = [f"vLLM {self.engine_version}"] if self.engine_version else []
-        return f"{', '.join([*self.overrides(isl), *image])} ({self.harness} {self.source})"
+        flags = [*self.overrides(isl, version), *image] or ["no flags beyond the base scenario's"]
+        return f"{', '.join(flags)} ({self.harness} {self.source})"
 
-    def overrides(self, isl: int) -> list[str]:
+    def overrides(self, isl: int, version: str | None = None) -> list[str]:
+        """The scenario assignments for a row of this ISL; a flag the script set only from
+        some image on applies to rows that name that release or a later one."""
         out = []
+        if self.expert_kernel and _at_least(version, self.expert_kernel_since):
+            out.append(f"model.expert_kernel={self.expert_kernel}")
         if self.kv_dtype:
             out.append(f"model.kv_dtype={self.kv_dtype}")
         if self.expert_activation_dtype:
@@ -75,6 +83,14 @@ class LaunchRecipe:
         if self.async_scheduling is not None:
             out.append(f"scheduler.async_scheduling={str(self.async_scheduling).lower()}")
         return out
+
+
+def _at_least(version: str | None, since: str | None) -> bool:
+    """Whether a row's release is `since` or later (always, where there is no `since`)."""
+    if since is None:
+        return True
+    release = parse_version(version)
+    return release is not None and release >= parse_version(since)
 
 
 BLACKWELL = frozenset({"b200", "b300"})
@@ -101,12 +117,21 @@ INFERENCEX_RECIPES: tuple[LaunchRecipe, ...] = (
         gpu_memory_utilization=0.95, expert_parallel=True),
     # The B200 script also exports VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1 (in every version
     # since the Dec 2025 docker script): MXFP4 experts under MXFP8 inputs, 0.75x the W4A16
-    # kernel's time at decode batches and under 0.3x at 8k-token prefills.
+    # kernel's time at decode batches and under 0.3x at 8k-token prefills. The gpt-oss scripts
+    # passed --async-scheduling up to vLLM 0.13 (PR 789 dropped it as the default from 0.14).
     LaunchRecipe(
         frozenset({"gpt-oss-120b"}), frozenset({"b200"}), frozenset({"fp4"}),
         "benchmarks/single_node/gptoss_fp4_b200.sh (kv-cache-dtype fp8 since PR 273, "
         "VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1)",
-        kv_dtype="fp8", expert_activation_dtype="fp8"),
+        kv_dtype="fp8", expert_activation_dtype="fp8", async_scheduling=True),
+    # The H100/H200 scripts export VLLM_MXFP4_USE_MARLIN=1 from the move to vLLM 0.13.0 (PR 327,
+    # January 2026) on; before it they ran vLLM's default, OpenAI's Triton MoE. A row that
+    # does not name its release keeps the default (the shipped InferenceMAX run of
+    # 2026-01-02 ran 0.11.2: validation/inferencemax-gptoss120b-vllm/README.md).
+    LaunchRecipe(
+        frozenset({"gpt-oss-120b"}), frozenset({"h100-sxm", "h200"}), frozenset({"fp4"}),
+        "benchmarks/single_node/gptoss_fp4_{h100,h200}.sh (VLLM_MXFP4_USE_MARLIN=1 since PR 327, vLLM 0.13.0)",
+        expert_kernel="marlin", expert_kernel_since="0.13.0", async_scheduling=True),
     LaunchRecipe(
         frozenset({"kimi-k2"}), frozenset({"b200", "h200"}), frozenset({"int4"}),
         "benchmarks/single_node/kimik2.5_int4_{b200,h200}.sh (PRs 735, 847)",

@@ -74,6 +74,7 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None,
             note = "; ".join(filter(None, [note, f"measured on {other_engine}, simulated with the base "
                                                  "scenario's scheduler, without vLLM's release rules or recipes"]))
         overrides, error, recipe = [], None, None
+        version = None if other_engine else _row_version(row, df.columns)
         if prec is None:  # one row we cannot map is reported and skipped, like an unknown model
             error = MeasurementError(f"unknown precision {row.precision!r}", where=where,
                                      fix=f"use one of: {', '.join([*PRECISIONS, *PRECISION_ALIASES])}, "
@@ -93,13 +94,13 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None,
             overrides += [*length_overrides(isl, osl, ratio),
                           f"workload.num_requests={conc * rounds}", "workload.duration_s=null"]
             if recipe is not None:
-                overrides += recipe.overrides(isl)
+                overrides += recipe.overrides(isl, version)
         runs.append(MeasuredRun(label=f"{group} c{conc}", source=path.name, kind="closed_loop",
                                 measured=measured,
                                 overrides=overrides, concurrency=conc, isl=isl, osl=osl, group=group,
                                 family=family, error=error, infer_dp=not layout.states_dp, note=note,
-                                launch_flags=recipe and recipe.describe(isl),
-                                engine_version=None if other_engine else _row_version(row, df.columns),
+                                launch_flags=recipe and recipe.describe(isl, version),
+                                engine_version=version,
                                 recipe_version=recipe and recipe.engine_version))
     return MeasuredSet("sweep", runs, read_as_written(path), np.arange(len(df)))
 
