@@ -16,7 +16,7 @@ import simpy
 
 from simulator import __version__
 from simulator.cluster import DisaggregatedCluster, Replica
-from simulator.config import LoadedScenario, ParallelismConfig, Scenario
+from simulator.config import LoadedScenario, ModelConfig, ParallelismConfig, Scenario
 from simulator.cost import COST_BACKENDS, IterationCostModel, ShardedModel, kernel_times_source
 from simulator.cost.releases import decode_attention_model, untuned_fp8_decode_note
 from simulator.engine import Engine
@@ -108,7 +108,7 @@ def check_parallelism(model: ModelSpec, gpu: GPUSpec, scenario: Scenario, *,
                               fix=f"use {field}: bf16 (weight-only quantisation) or a GPU that supports it")
 
 
-def _check_expert_kernel(model: ModelSpec, m) -> None:
+def _check_expert_kernel(model: ModelSpec, m: ModelConfig) -> None:
     """Marlin MoE runs 4-bit experts under 16-bit inputs only (vLLM's weight-only path)."""
     if m.expert_kernel != "marlin":
         return
