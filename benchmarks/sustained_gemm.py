@@ -40,9 +40,13 @@ def _clock_and_power() -> str:
     return "nvidia-smi unavailable" if vals is None else "SM {} of {} MHz, {} of {} W".format(*vals)
 
 
+_calls: list[int] = []  # calls per window of the last sustained_us run, for --series
+
+
 def sustained_us(fn, sync, seconds: float, window_s: float = 0.25) -> list[float]:
     """Per-call µs in consecutive windows of back-to-back calls over `seconds`."""
     out = []
+    _calls.clear()
     end = time.perf_counter() + seconds
     calls = 1
     while time.perf_counter() < end:
@@ -52,6 +56,7 @@ def sustained_us(fn, sync, seconds: float, window_s: float = 0.25) -> list[float
         sync()
         dt = time.perf_counter() - t0
         out.append(dt / calls * 1e6)
+        _calls.append(calls)
         calls = max(1, int(calls * window_s / max(dt, 1e-9)))  # aim each window at window_s
     return out
 
@@ -62,6 +67,10 @@ def main() -> None:
     parser.add_argument("--dtype", default="fp8", choices=["fp8", "bf16"])
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--device", default=None)
+    parser.add_argument("--series", action="store_true",
+                        help="also print every window (seconds since the start, µs per call): how fast the clocks drop")
+    parser.add_argument("--window", type=float, default=0.25, help="seconds per timing window")
+    parser.add_argument("--rest", type=float, default=0.0, help="seconds idle before starting (cool down)")
     args = parser.parse_args()
     m, n, k = (int(x) for x in args.shape.split(","))
     torch = require_torch()
@@ -71,7 +80,8 @@ def main() -> None:
     watch = Stopwatch(torch, dev, warmup=5, repeats=25, flush_mb=256.0 if dev.type == "cuda" else 0.0)
     before = _clock_and_power()
     alone = statistics.median(watch.samples(fn))
-    windows = sustained_us(fn, watch.sync, args.seconds)
+    time.sleep(args.rest)
+    windows = sustained_us(fn, watch.sync, args.seconds, args.window)
     after = _clock_and_power()
     steady = statistics.median(windows[-max(1, len(windows) // 4):])
     tflops = 2.0 * m * n * k / 1e6
@@ -79,6 +89,11 @@ def main() -> None:
     print(f"alone      {alone:,.1f} µs/call  ({tflops / alone:,.4g} TFLOP/s)   [{before}]")
     print(f"sustained  {steady:,.1f} µs/call  ({tflops / steady:,.4g} TFLOP/s)   [{after}]")
     print(f"sustained / alone = {steady / alone:.3f} over {len(windows)} windows in {args.seconds:g} s")
+    if args.series:
+        t = 0.0
+        for i, (us, calls) in enumerate(zip(windows, _calls, strict=True)):
+            t += us * calls * 1e-6
+            print(f"  window {i:3d}  t={t:6.3f} s  {us:9.1f} µs/call  ({us / alone:.3f} of alone)")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 
@@ -32,6 +33,9 @@ from calibration.profile import (
     round_sig,
 )
 
+# Kernels faster than this are timed back to back in a CUDA graph (Stopwatch); slower ones
+# one call at a time after an L2 flush, where a few µs of launch and drain do not matter.
+GRAPH_BELOW_US = 300.0
 TORCH_MISSING = "calibration needs torch: pip install -e '.[calibrate]'"
 _TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
@@ -155,10 +159,19 @@ class OverBudget(Exception):
 
 
 class Stopwatch:
-    """Samples one callable: CUDA events with an L2 flush, or perf_counter on CPU."""
+    """Samples one callable: CUDA events with an L2 flush, or perf_counter on CPU.
+
+    Short CUDA kernels (under `graph_below_us`) are timed as a serving engine runs them
+    instead: back to back in a captured CUDA graph, cycling over enough copies of their
+    operands (from `make`) that those copies overflow the L2 cache, so every call reads
+    HBM. A single event-timed call after a flush overstates a short kernel by a few µs:
+    the flush leaves L2 full of dirty lines and the kernel's ramp-up and drain are not
+    overlapped with a neighbour's, as they are in a decode step's graph.
+    """
 
     def __init__(self, torch, device, *, warmup: int, repeats: int, flush_mb: float,
-                 deadline: float | None = None):
+                 deadline: float | None = None, graph_below_us: float = 0.0,
+                 rotate_l2_multiple: float = 3.0, max_copies: int = 128, graph_calls: int = 32):
         self.torch = torch
         self.deadline = deadline
         self.cuda = device.type == "cuda"
@@ -167,9 +180,22 @@ class Stopwatch:
         self.flush = (torch.empty(int(flush_mb * 2**20), dtype=torch.uint8, device=device)
                       if self.cuda and flush_mb > 0 else None)
         self.sync = torch.cuda.synchronize if self.cuda else torch.cpu.synchronize
+        self.graph_below_us = graph_below_us if self.cuda else 0.0
+        self.l2_bytes = (getattr(torch.cuda.get_device_properties(device.index or 0), "L2_cache_size", 50 * 2**20)
+                         if self.cuda else 0)
+        self.rotate_l2_multiple = rotate_l2_multiple
+        self.max_copies = max_copies
+        self.graph_calls = graph_calls
+        self.graphed = 0  # points timed in graphs, for the metadata
+        self.graph_failures: dict[str, str] = {}
 
-    def samples(self, fn: Callable[[], object]) -> list[float]:
-        """Per-call times, µs; OverBudget if the first call says the rest cannot fit."""
+    def samples(self, fn: Callable[[], object], make: Callable[[], Callable[[], object]] | None = None,
+                footprint_bytes: float = 0.0) -> list[float]:
+        """Per-call times, µs; OverBudget if the first call says the rest cannot fit.
+
+        `make` builds another instance of the kernel with its own operands and
+        `footprint_bytes` is what one call reads from HBM; both are needed for the graph path.
+        """
         t0 = time.perf_counter()
         fn()
         self.sync()
@@ -179,6 +205,15 @@ class Stopwatch:
         for _ in range(self.warmup - 1):
             fn()
         self.sync()
+        if (self.cuda and make is not None and self.graph_below_us > 0
+                and self._event_us(fn) < self.graph_below_us):
+            try:
+                out = self._graph_samples(fn, make, footprint_bytes)
+                self.graphed += 1
+                return out
+            except Exception as exc:  # capture refused (or out of memory): fall back to single calls
+                self.graph_failures.setdefault(type(exc).__name__, str(exc).splitlines()[0][:120])
+                self.sync()
         if self.cuda:
             ev = self.torch.cuda.Event
             pairs = []
@@ -200,6 +235,52 @@ class Stopwatch:
             out.append((time.perf_counter() - t0) * 1e6)
         return out
 
+    def _event_us(self, fn: Callable[[], object]) -> float:
+        """One call's GPU time, µs, without a flush: only to pick the timing path."""
+        start, end = self.torch.cuda.Event(enable_timing=True), self.torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        self.sync()
+        return start.elapsed_time(end) * 1e3
+
+    def copies_for(self, footprint_bytes: float) -> int:
+        """How many operand copies make one pass over them overflow L2 `rotate_l2_multiple` times."""
+        want = self.rotate_l2_multiple * self.l2_bytes / max(footprint_bytes, 1.0)
+        return int(max(1, min(self.max_copies, -(-want // 1))))
+
+    def _graph_samples(self, fn, make, footprint_bytes: float) -> list[float]:
+        torch = self.torch
+        copies = self.copies_for(footprint_bytes)
+        fns = [fn] + [make() for _ in range(copies - 1)]
+        calls = copies * max(1, -(-self.graph_calls // copies))  # whole passes over the copies
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm each instance outside capture (workspaces, handles)
+            for f in fns:
+                f()
+        torch.cuda.current_stream().wait_stream(side)
+        self.sync()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for i in range(calls):
+                fns[i % copies]()
+        for _ in range(2):
+            graph.replay()
+        self.sync()
+        ev = torch.cuda.Event
+        pairs = []
+        for _ in range(min(self.repeats, 10)):  # each sample already averages `calls` calls
+            start, end = ev(enable_timing=True), ev(enable_timing=True)
+            start.record()
+            graph.replay()
+            end.record()
+            pairs.append((start, end))
+        self.sync()
+        out = [s.elapsed_time(e) * 1e3 / calls for s, e in pairs]
+        del graph
+        return out
+
 
 def stats(samples: list[float]) -> list:
     a = np.asarray(samples)
@@ -207,9 +288,32 @@ def stats(samples: list[float]) -> list:
             round_sig(float(np.percentile(a, 90))), len(samples)]
 
 
+# -- bytes one call reads and writes (what the graph path must overflow L2 with) ----------
+def gemm_bytes(m: int, n: int, k: int, dtype: str) -> float:
+    elem = 1 if dtype == "fp8" else 2
+    return (n * k + m * k) * elem + m * n * 2
+
+
+def prefill_bytes(b: int, q: int, ctx: int, h: int, kvh: int, d: int) -> float:
+    return 2.0 * b * d * (2 * h * q + 2 * kvh * (ctx + q))
+
+
+def decode_bytes(b: int, ctx: int, h: int, kvh: int, d: int) -> float:
+    return 2.0 * b * d * (2 * h + 2 * kvh * ctx)
+
+
+def _first(builder, *args):
+    """The callable of a builder that also returns labels."""
+    return builder(*args)[0]
+
+
 # -- kernels -----------------------------------------------------------------------------
 def _dtype(torch, name: str):
     return getattr(torch, _TORCH_DTYPES.get(name, "bfloat16"))
+
+
+def fp8_shape_ok(n: int, k: int) -> bool:
+    return n % 16 == 0 and k % 16 == 0
 
 
 def fp8_supported(torch, device) -> bool:
@@ -438,10 +542,22 @@ def _interleave(groups: list[list]) -> list:
     return out
 
 
+def _timing_note(watch: Stopwatch) -> str:
+    if not watch.graph_below_us:
+        return "times are per call: CUDA-event (or perf_counter) time around one kernel launch"
+    note = (f"kernels under {watch.graph_below_us:g} µs: mean per call of a CUDA graph of back-to-back calls "
+            f"cycling over operand copies that overflow L2 {watch.rotate_l2_multiple:g}x "
+            f"({watch.graphed} points); longer ones: CUDA events around one call after an L2 flush")
+    if watch.graph_failures:
+        note += "; graph capture refused for some points, timed singly: " + "; ".join(
+            f"{k}: {v}" for k, v in watch.graph_failures.items())
+    return note
+
+
 def run_benchmarks(plan: BenchPlan, *, device: str | None = None, budget_s: float = 600.0,
                    quick: bool = False, warmup: int | None = None, repeats: int | None = None,
                    flush_mb: float = 256.0, lock_clock_mhz: int | None = None,
-                   cpu_threads: int | None = None,
+                   cpu_threads: int | None = None, graph_below_us: float = GRAPH_BELOW_US,
                    progress: Callable[[int, int, str], None] | None = None) -> Profile:
     """Measure every grid point (until the budget runs out) and return an unfitted profile."""
     torch = require_torch()
@@ -456,17 +572,22 @@ def run_benchmarks(plan: BenchPlan, *, device: str | None = None, budget_s: floa
     if lock_clock_mhz and dev.type == "cuda":
         clocks["lock"] = lock_clocks(lock_clock_mhz, dev.index or 0)
     start = time.perf_counter()
-    watch = Stopwatch(torch, dev, warmup=warmup, repeats=repeats, flush_mb=flush_mb, deadline=start + budget_s)
+    watch = Stopwatch(torch, dev, warmup=warmup, repeats=repeats, flush_mb=flush_mb, deadline=start + budget_s,
+                      graph_below_us=graph_below_us)
     dtypes = ["bf16"] + (["fp8"] if fp8_supported(torch, dev) else [])
+    not_measured: dict[str, str] = {}
     gemm = [g for g in plan.gemm if g[3] in dtypes] + [(m, n, k, "fp8") for m, n, k, dt in plan.gemm
-                                                       if dt == "bf16" and "fp8" in dtypes]
+                                                       if dt == "bf16" and "fp8" in dtypes and fp8_shape_ok(n, k)]
+    odd = sorted({(n, k) for _, n, k, dt in plan.gemm if dt == "bf16" and "fp8" in dtypes and not fp8_shape_ok(n, k)})
+    if odd:
+        not_measured["gemm.fp8 (N, K) " + ", ".join(map(str, odd))] = (
+            "torch._scaled_mm needs N and K divisible by 16; such layers are timed by the FP8 roofline fit")
     tasks = _interleave([[("gemm", g) for g in gemm], [("attn_prefill", p) for p in plan.attn_prefill],
                          [("attn_decode", d) for d in plan.attn_decode],
                          [("elementwise", e) for e in plan.elementwise]])
     rows: dict[str, list] = {f: [] for f in ("gemm", "attn_prefill", "attn_decode", "elementwise")}
     backends: dict[str, set] = {"attn_prefill": set(), "attn_decode": set()}
     impls: dict[str, str] = {}
-    not_measured: dict[str, str] = {}
     if "fp8" not in dtypes:
         not_measured["gemm.fp8"] = f"{env['gpu_name']} has no FP8 tensor cores (or torch lacks _scaled_mm)"
     done = skipped = 0
@@ -481,19 +602,23 @@ def run_benchmarks(plan: BenchPlan, *, device: str | None = None, budget_s: floa
             try:
                 if fam == "gemm":
                     m, n, k, dt = spec
-                    rows[fam].append([m, n, k, dt, *stats(watch.samples(gemm_fn(torch, dev, m, n, k, dt)))])
+                    make = partial(gemm_fn, torch, dev, m, n, k, dt)
+                    rows[fam].append([m, n, k, dt, *stats(watch.samples(make(), make, gemm_bytes(m, n, k, dt)))])
                 elif fam == "attn_prefill":
                     fn, label = prefill_fn(torch, dev, *spec)
                     backends[fam].add(label)
-                    rows[fam].append([*spec, "bf16", *stats(watch.samples(fn))])
+                    make = partial(_first, prefill_fn, torch, dev, *spec)
+                    rows[fam].append([*spec, "bf16", *stats(watch.samples(fn, make, prefill_bytes(*spec)))])
                 elif fam == "attn_decode":
                     fn, label = decode_fn(torch, dev, *spec)
                     backends[fam].add(label)
-                    rows[fam].append([*spec, "bf16", *stats(watch.samples(fn))])
+                    make = partial(_first, decode_fn, torch, dev, *spec)
+                    rows[fam].append([*spec, "bf16", *stats(watch.samples(fn, make, decode_bytes(*spec)))])
                 else:
                     fn, nbytes, kind, impl = elementwise_fn(torch, dev, *spec)
                     impls[kind] = impl
-                    rows[fam].append([kind, nbytes, "bf16", *stats(watch.samples(fn))])
+                    make = partial(_first, elementwise_fn, torch, dev, *spec)
+                    rows[fam].append([kind, nbytes, "bf16", *stats(watch.samples(fn, make, nbytes))])
             except OverBudget:
                 skipped += 1
             except (RuntimeError, MemoryError) as exc:  # out of memory on a big point: skip it
@@ -533,8 +658,10 @@ def run_benchmarks(plan: BenchPlan, *, device: str | None = None, budget_s: floa
         method=MethodInfo(timer="cuda-events" if dev.type == "cuda" else "perf_counter", warmup=warmup,
                           repeats=repeats, l2_flush_mb=flush_mb if dev.type == "cuda" else 0.0,
                           budget_s=budget_s, elapsed_s=round(elapsed, 2), truncated=skipped > 0,
-                          skipped=skipped, quick=quick),
+                          skipped=skipped, quick=quick, graph_below_us=watch.graph_below_us,
+                          rotate_l2_multiple=watch.rotate_l2_multiple if watch.graph_below_us else None,
+                          graphed_points=watch.graphed),
         models=plan.models, tp=plan.tp, not_measured=not_measured,
-        notes=["times are per call: CUDA-event (or perf_counter) time around one kernel launch"],
+        notes=[_timing_note(watch)],
     )
     return Profile(metadata=meta, tables=tables)

@@ -79,6 +79,7 @@ def calibrate(
     repeats: Annotated[int | None, typer.Option("--repeats", help="timed samples per point (>= 10)")] = None,
     cpu_threads: Annotated[int | None, typer.Option("--cpu-threads", help="torch threads for a CPU run")] = None,
     lock_clocks: Annotated[int | None, typer.Option("--lock-clocks", help="pin the SM clock to this MHz during the run (needs root; reset after)")] = None,
+    graph_below_us: Annotated[float, typer.Option("--graph-below-us", help="time CUDA kernels faster than this back to back in a CUDA graph over L2-overflowing operand copies; 0: every point one call after an L2 flush")] = 300.0,
 ) -> None:
     """Measure kernels and write a calibration profile plus a roofline PNG."""
     if ctx.invoked_subcommand is not None:
@@ -108,7 +109,8 @@ def calibrate(
             bar.update(task, completed=done, total=total, description=f"measuring {label[:60]}")
 
         profile = run_benchmarks(plan, device=dev, budget_s=budget_s, quick=quick, repeats=repeats,
-                                 lock_clock_mhz=lock_clocks, cpu_threads=cpu_threads, progress=progress)
+                                 lock_clock_mhz=lock_clocks, cpu_threads=cpu_threads,
+                                 graph_below_us=graph_below_us, progress=progress)
     profile = with_fit(profile)
     path = save_profile(profile, out)
     png = _plot(profile, path)

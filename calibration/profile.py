@@ -91,6 +91,10 @@ class MethodInfo(StrictModel):
     truncated: bool = Field(False, description="the time budget ran out before the grid finished")
     skipped: int = Field(0, ge=0, description="grid points not measured because of the budget")
     quick: bool = False
+    graph_below_us: float = Field(0.0, ge=0, description="kernels faster than this were timed back to back in a "
+                                  "CUDA graph over operand copies that overflow L2; 0 = every point one call at a time")
+    rotate_l2_multiple: float | None = Field(None, ge=0, description="those copies' bytes, in multiples of the L2 size")
+    graphed_points: int = Field(0, ge=0, description="grid points timed in CUDA graphs")
 
 
 class ProfileMetadata(StrictModel):

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# How the measured profile in calibration/profiles/*-measured.json was made: one GPU,
+# one command. Usage: bash benchmarks/gpu_calibration_run.sh OUT_DIR [NAME] [BUDGET_S]
+# 1. a --quick smoke run (fails fast if this torch/GPU cannot run the benchmarks);
+# 2. the full grid for the models servesim's validation sets use, at TP 1, 2, 4, 8
+#    (per-GPU shapes, measured on this one GPU);
+# 3. benchmarks/sustained_gemm.py: the same GEMM alone and back to back (docs/fidelity.md
+#    item 16's power-limit question), in FP8 and bf16, with the time series of the slow-down.
+set -uo pipefail
+out=${1:?OUT_DIR}; name=${2:-gpu}; budget=${3:-300}
+mkdir -p "$out"
+sim() { python3 -m simulator.cli "$@"; }
+nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm,clocks.max.mem,memory.total --format=csv
+python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0))"
+sim calibrate --model llama-3.1-8b --quick --out /tmp/smoke.json || { echo "smoke run failed"; exit 1; }
+method() { python3 -c "import json,sys; m=json.load(open(sys.argv[1]))['metadata']; print(m['method'], m['notes'])" "$1"; }
+method /tmp/smoke.json
+sim calibrate --model llama-3.1-70b,llama-3.1-8b,gpt-oss-120b --tp 1,2,4,8 --budget-s "$budget" \
+    --out "$out/$name.json" || echo "full run failed: rc $?"
+method "$out/$name.json"
+# Alone vs back to back for 8 s, after 3 s idle, with the per-call time every 50 ms.
+python3 benchmarks/sustained_gemm.py --dtype fp8 --seconds 8 --rest 3 --window 0.05 --series || true
+python3 benchmarks/sustained_gemm.py --dtype bf16 --seconds 8 --rest 3 --window 0.05 --series || true
+python3 benchmarks/sustained_gemm.py --dtype fp8 --shape 2048,10240,8192 --seconds 8 --rest 3 --window 0.05 --series || true
