@@ -2,6 +2,7 @@
 
     simulate calibrate --model llama-3.1-8b --tp 1,2,4,8 --out profiles/mine.json
     simulate calibrate show h100_sxm-vllm
+    simulate calibrate compare mine.json --against h100_sxm-vllm
     simulate calibrate import-aiconfigurator --system h100_sxm --backend vllm --out x.json
 
 torch is imported only inside the measuring command, so `simulate` itself (and
@@ -218,6 +219,27 @@ def show_profile(profile: Profile, label: str) -> None:
         lines.append(f"errors are on held-out rows ({k}-fold cross-validation); η are fractions of "
                      f"{'the datasheet' if known else 'the best measured throughput'}")
     console.print("\n".join(lines))
+
+
+@calibrate_app.command("compare")
+def compare_cmd(
+    profile: Annotated[str, typer.Argument(help="profile to check: a path or shipped name")],
+    against: Annotated[str, typer.Option("--against", help="reference profile (path or shipped name), e.g. h200_sxm-vllm")],
+) -> None:
+    """Ratio of each family's kernel times to a reference profile's, regime by regime."""
+    from calibration.compare import compare
+
+    mine, ref = load_profile(profile), load_profile(against)
+    table = Table(title=f"{profile} / {against}: measured ÷ reference time", title_justify="left")
+    for col in ("family", "regime", "rows", "median", "p10", "p90"):
+        table.add_column(col, justify="left" if col in ("family", "regime") else "right")
+    for r in compare(mine, ref):
+        table.add_row(r.family, r.regime, str(r.rows), f"{r.median:.2f}", f"{r.p10:.2f}", f"{r.p90:.2f}")
+    console.print(table)
+    console.print(f"{profile}: {mine.metadata.gpu_name}, {mine.metadata.source}, {mine.metadata.date}\n"
+                  f"{against}: {ref.metadata.gpu_name}, {ref.metadata.source}, {ref.metadata.date}\n"
+                  "each row of the first profile is predicted by the second as a simulation reads it "
+                  "(interpolated between its rows, its fitted roofline outside them)")
 
 
 @calibrate_app.command("import-aiconfigurator")

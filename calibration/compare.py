@@ -1,0 +1,87 @@
+"""How one profile's kernel times compare with another's, regime by regime.
+
+    simulate calibrate compare my-h200.json --against h200_sxm-vllm
+
+Every row of the first profile is predicted by the second (its own interpolation, as a
+simulation would read it) and the ratio measured / reference is summarised per family
+and regime: GEMMs by dtype and M (decode-sized, mid, prefill-sized), attention by head
+size, chunk length and prior context or batch. It answers "do my GPU's kernels run like
+the shipped tables?" before a simulation is trusted with them, and shows where a
+measuring method or a kernel library differs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from calibration.profile import FAMILY_COLUMNS, CalibrationError, Profile
+from simulator.cost.calibrated.families import FAMILIES
+from simulator.cost.calibrated.interpolate import FamilyModel
+from simulator.cost.calibrated.timer import reference_gpu
+from simulator.cost.config import CostModelConfig
+from simulator.hardware import get_gpu
+
+
+@dataclass(frozen=True)
+class RegimeRatio:
+    family: str
+    regime: str
+    rows: int
+    median: float
+    p10: float
+    p90: float
+
+
+def _regime(family: str, shape: tuple) -> tuple[tuple, str]:
+    """A row's regime (sort key, label): the axes along which kernels change character."""
+    if family == "gemm":
+        m, _, _, dtype = shape
+        size = 0 if m <= 64 else (1 if m <= 1024 else 2)
+        return (dtype, size), f"{dtype}, " + ("M ≤ 64", "M 65–1024", "M > 1024")[size]
+    if family == "attn_prefill":
+        _, q, ctx, _, _, d, _ = shape
+        key = (d, q > 512, ctx > 0)
+        return key, (f"head {d}, chunk {'> 512' if q > 512 else '≤ 512'}, "
+                     f"{'over a prior context' if ctx else 'fresh'}")
+    if family == "attn_decode":
+        b, _, _, _, d, _ = shape
+        return (d, b > 8), f"head {d}, batch {'> 8' if b > 8 else '≤ 8'}"
+    if family == "moe":
+        return (shape[-1], shape[0] > 64), f"{shape[-1]}, tokens {'> 64' if shape[0] > 64 else '≤ 64'}"
+    if family == "elementwise":
+        return (shape[0],), str(shape[0])
+    return (shape[1],), f"{shape[1]} ranks"  # collectives
+
+
+def compare(profile: Profile, reference: Profile) -> list[RegimeRatio]:
+    """measured / reference time per regime, over the families both profiles have."""
+    gpu = reference_gpu(reference, get_gpu(reference.metadata.gpu or "h100-sxm"))
+    config = CostModelConfig()
+    out: list[RegimeRatio] = []
+    for fam in FAMILIES:
+        mine, theirs = profile.table(fam), reference.table(fam)
+        if mine is None or theirs is None:
+            continue
+        model = FamilyModel(fam, theirs.rows, gpu, config)
+        ad = model.adapter
+        n = len(FAMILY_COLUMNS[fam])
+        ratios: dict[tuple, list[float]] = {}
+        for row in ad.clean(mine.rows):
+            shape = tuple(row[:n])
+            key, coords = ad.split(shape)
+            op = ad.eq_op(key, coords)
+            predicted = model.predict(op)
+            if predicted is None:
+                predicted = model.timer.op_time(op)
+            if predicted > 0:
+                ratios.setdefault(_regime(fam, shape), []).append(float(row[n]) * 1e-6 / predicted)
+        for (_, regime), vals in sorted(ratios.items()):
+            a = np.asarray(vals)
+            out.append(RegimeRatio(fam, regime, len(a), float(np.median(a)), float(np.percentile(a, 10)),
+                                   float(np.percentile(a, 90))))
+    if not out:
+        raise CalibrationError("the two profiles share no op family", where="simulate calibrate compare",
+                               fix="compare profiles that both hold e.g. gemm or attention rows")
+    return out

@@ -1,0 +1,46 @@
+"""`simulate calibrate compare`: a profile's kernel times against a reference's, by regime."""
+
+from __future__ import annotations
+
+import pytest
+from test_calibration import synthetic_profile
+
+from calibration.compare import compare
+from calibration.profile import CalibrationError, Profile, make_table
+
+
+def _scaled(profile: Profile, factor: float, families: tuple[str, ...]) -> Profile:
+    tables = {}
+    for fam, table in profile.tables.items():
+        if fam in families:
+            n = table.columns.index("median_us")
+            tables[fam] = make_table(fam, [[*r[:n], r[n] * factor, *r[n + 1:]] for r in table.rows])
+    return profile.model_copy(update={"tables": tables})
+
+
+def test_a_uniformly_slower_profile_reads_that_ratio_in_every_regime():
+    ref = synthetic_profile()
+    slower = _scaled(ref, 1.25, ("gemm", "attn_decode", "attn_prefill"))
+    out = compare(slower, ref)
+    assert {r.family for r in out} == {"gemm", "attn_decode", "attn_prefill"}
+    for r in out:
+        assert r.median == pytest.approx(1.25, rel=1e-6) and r.p10 <= r.median <= r.p90
+    gemm = [r.regime for r in out if r.family == "gemm"]
+    assert gemm == ["bf16, M ≤ 64", "bf16, M 65–1024", "bf16, M > 1024"]
+    assert sum(r.rows for r in out if r.family == "gemm") == len(ref.table("gemm").rows)
+
+
+def test_profiles_without_a_common_family_are_an_error():
+    ref = synthetic_profile()
+    only_gemm = _scaled(ref, 1.0, ("gemm",))
+    only_decode = _scaled(ref, 1.0, ("attn_decode",))
+    with pytest.raises(CalibrationError, match="share no op family"):
+        compare(only_gemm, only_decode)
+
+
+def test_compare_command_prints_the_shipped_measured_profile_against_the_tables(capsys):
+    from calibration.cli import compare_cmd
+
+    compare_cmd("h200_sxm-measured", against="h200_sxm-vllm")
+    out = capsys.readouterr().out
+    assert "bf16, M ≤ 64" in out and "measured ÷ reference" in out
