@@ -214,6 +214,9 @@ def show_profile(profile: Profile, label: str) -> None:
         said = ", ".join(f"{d} {r.fraction:.2f} ({r.long_rows} rows)" for d, r in sorted(rates.items()))
         lines.append(f"sustained  GEMM rate in rows >= 10 ms, of the short rows': {said or 'too few long rows'}"
                      " (docs/fidelity.md item 16)")
+    if known and gpu.sustained_tensor_fraction:
+        said = ", ".join(f"{d} {f:.2f}" for d, f in sorted(gpu.sustained_tensor_fraction.items()))
+        lines.append(f"           measured for {meta.gpu} back to back (GPU catalog), used instead: {said}")
     if meta.fit:
         k = next(iter(meta.fit.values())).cv_folds
         lines.append(f"errors are on held-out rows ({k}-fold cross-validation); η are fractions of "

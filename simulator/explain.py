@@ -50,9 +50,13 @@ def _sources(cost: IterationCostModel, shape: IterationShape) -> dict[str, str]:
 def _sustained_notes(cost: IterationCostModel) -> tuple[str, ...]:
     """Which dtypes' compute-bound GEMMs run below the tables' short-burst rate, and why."""
     rates = sustained_rates_used(cost.timer, (cost.sharded.gemm_dtype, cost.sharded.expert_gemm_dtype))
+    def why(r) -> str:
+        if r.source == "measured":
+            return "as measured on this GPU run back to back for seconds (GPU catalog)"
+        return f"as the profile's {r.long_rows} GEMM rows of >= 10 ms sustain it"
+
     return tuple(f"{dtype} GEMMs and experts: compute at {r.fraction:.2f} of the tables' short-burst rate, "
-                 f"as the profile's {r.long_rows} GEMM rows of >= 10 ms sustain it"
-                 for dtype, r in sorted(rates.items()))
+                 + why(r) for dtype, r in sorted(rates.items()))
 
 
 def explain(loaded: LoadedScenario, *, batch: int, context: int, prefill: int) -> Explanation:

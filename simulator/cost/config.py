@@ -88,8 +88,9 @@ class CostModelConfig(StrictModel):
         0.0, ge=0, description="API-server tokenisation time per prompt token, µs (serial, as above)")
     sustained_tensor_rate: bool = Field(
         True, description="calibrated back end: run the compute-bound part of GEMMs and MoE experts at the "
-        "rate the profile's own long (>= 10 ms) GEMM rows of that dtype sustain, where it is measurably below "
-        "the rate of its short rows (FP8/FP4 on H100/H200/B200/B300: power-limited clocks); false: every "
+        "rate the GPU sustains under its power limit: measured back to back where the GPU catalog has it "
+        "(H100/H200: BF16 and FP8), else the rate the profile's own long (>= 10 ms) GEMM rows of that dtype "
+        "reach, where it is measurably below that of its short rows (FP8/FP4 on B200/B300/GB300); false: every "
         "row's short-burst rate, as measured")
     efficiency: RooflineEfficiency = Field(default_factory=RooflineEfficiency)
 

@@ -45,6 +45,12 @@ class SustainedRate:
     fraction: float  # 1.0: no slowdown told apart from noise
     long_rows: int
     burst_rows: int
+    source: str = "tables"  # or "measured": the GPU catalog's sustained_tensor_fraction
+
+
+def with_measured(rates: dict[str, SustainedRate], measured: dict[str, float]) -> dict[str, SustainedRate]:
+    """The table-derived rates, overridden per dtype by the GPU's direct measurement."""
+    return rates | {d: SustainedRate(f, 0, 0, "measured") for d, f in measured.items()}
 
 
 def sustained_rates(rows: list[list]) -> dict[str, SustainedRate]:

@@ -80,6 +80,11 @@ _GPUS: list[GPUSpec] = [
         pcie=PCIE5,  # H100 datasheet: PCIe Gen5 128 GB/s (bidirectional)
         cost_per_gpu_hour=2.99,  # typical on-demand price, Lambda Cloud 8x H100 SXM list, 2025
         aliases=("h100", "h100-80gb", "h100-sxm5", "h100-sxm5-80gb", "h100-80gb-hbm3"),
+        # benchmarks/sustained_gemm.py on one H100 SXM (700 W, driver 580.159.04), 2026-11-26:
+        # steady per-call time after ~0.2 s back to back against the unthrottled time, GEMMs
+        # 8192x28672x8192 and 2048x10240x8192: FP8 0.835, 0.825; BF16 0.849, 0.843 (SM clock
+        # 1980 -> 1215-1320 MHz at 690-698 W). docs/fidelity.md item 16.
+        sustained_tensor_fraction={"fp8": 0.83, "bf16": 0.85},
     ),
     GPUSpec(
         name="h100-pcie",
@@ -157,6 +162,11 @@ _GPUS: list[GPUSpec] = [
         pcie=PCIE5,  # NVIDIA H200 datasheet: PCIe Gen5 128 GB/s
         cost_per_gpu_hour=3.50,  # typical on-demand price, neocloud lists (e.g. Nebius), 2025
         aliases=("h200-sxm", "h200-141gb", "h200-sxm-141gb"),
+        # benchmarks/sustained_gemm.py on one H200 (700 W, driver 580.159.04), two runs on
+        # 2026-11-26: FP8 8192x28672x8192 0.922, 0.929 and 2048x10240x8192 0.830, 0.819 (median
+        # 0.876); BF16 8192x28672x8192 0.850 (SM clock 1980 -> 1320-1455 MHz at 683-690 W).
+        # docs/fidelity.md item 16.
+        sustained_tensor_fraction={"fp8": 0.88, "bf16": 0.85},
     ),
     GPUSpec(
         name="h800",

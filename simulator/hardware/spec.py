@@ -71,6 +71,11 @@ class GPUSpec(StrictModel):
     # in when none were measured on this one (GB200 runs B200's kernels). Its table times
     # are used as measured, so a GPU with higher power limits comes out slightly slow.
     kernel_tables_from: str | None = None
+    # Measured fraction of the short-burst tensor rate a compute-bound GEMM keeps when the
+    # GPU runs it back to back for seconds (its power limit pulls the clocks down), per
+    # dtype, from benchmarks/sustained_gemm.py on this GPU. It overrides the fraction the
+    # calibrated back end reads off a kernel table's long rows (simulator/cost/sustained.py).
+    sustained_tensor_fraction: dict[str, float] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _check_peaks(self) -> GPUSpec:
@@ -79,6 +84,11 @@ class GPUSpec(StrictModel):
             raise ValueError(f"unknown peak_tflops keys {bad}; allowed: {list(TENSOR_DTYPES)}")
         if any(v <= 0 for v in self.peak_tflops.values()):
             raise ValueError("peak_tflops values must be > 0 (omit unsupported dtypes)")
+        odd = sorted(d for d, f in self.sustained_tensor_fraction.items()
+                     if d not in self.peak_tflops or not 0 < f <= 1)
+        if odd:
+            raise ValueError(f"sustained_tensor_fraction {odd}: give a fraction in (0, 1] for a dtype "
+                             "of peak_tflops")
         return self
 
     @property

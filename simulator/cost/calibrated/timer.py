@@ -11,7 +11,7 @@ from simulator.cost.calibrated.interpolate import FamilyModel
 from simulator.cost.config import MEASURED_LAUNCH_US, CostModelConfig
 from simulator.cost.ops import Op
 from simulator.cost.roofline import RooflineTimer
-from simulator.cost.sustained import SustainedRate, sustained_factor, sustained_rates
+from simulator.cost.sustained import SustainedRate, sustained_factor, sustained_rates, with_measured
 from simulator.hardware import GPUSpec, get_gpu
 
 
@@ -110,7 +110,12 @@ class CalibratedTimer:
         self.extra_launch = max(0.0, config.overheads().kernel_latency_us - MEASURED_LAUNCH_US) * 1e-6
         self.models = _FamilyModels(profile, self.reference, config)
         gemm = profile.table("gemm")
-        rates = sustained_rates(gemm.rows) if gemm is not None and config.sustained_tensor_rate else {}
+        rates = {}
+        if config.sustained_tensor_rate:
+            # The GPU's own measurement, where the catalog has one, for profiles timed on a GPU
+            # (a CPU profile's times have nothing to do with a GPU's power limit).
+            measured = gpu.sustained_tensor_fraction if profile.metadata.device_kind == "cuda" else {}
+            rates = with_measured(sustained_rates(gemm.rows) if gemm is not None else {}, measured)
         # Only the dtypes that measurably slow down: a lookup miss is the common case.
         self.sustained: dict[str, SustainedRate] = {d: r for d, r in rates.items() if r.fraction < 1.0}
 
