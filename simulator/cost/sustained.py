@@ -2,14 +2,16 @@
 
 A kernel table times each shape in a short burst on an idle GPU, at boost clocks. A
 serving engine's prefill keeps the tensor cores busy for hundreds of milliseconds to
-seconds; at FP8 and FP4 that draws more than the board's power limit, and the clocks
-drop. The tables show it themselves: on H100, H200, B200 and B300 the FP8/FP4 GEMM rows
-that last 10 ms or more reach 77-87% of the rate that the same (N, K) shape reaches in
-rows of 0.3-3 ms, while their BF16 rows (lower power per cycle) keep within the rows'
-own ±5% scatter, as does every dtype on A100 and L40S (docs/fidelity.md, item 16).
+seconds; that draws more than the board's power limit, and the clocks drop. The tables
+show it themselves for FP8/FP4: on H100, H200, B200 and B300 the rows that last 10 ms or
+more reach 77-87% of the rate that the same (N, K) shape reaches in rows of 0.3-3 ms.
+Their BF16 rows keep within the rows' own ±5% scatter, as does every dtype on A100 and
+L40S, but BF16 GEMMs run back to back for seconds on H100/H200 slow down by as much as
+FP8 ones (benchmarks/sustained_gemm.py; docs/fidelity.md, item 16), so a GPU whose
+catalog entry holds such a direct measurement uses it (`with_measured`).
 
-So this module reads, per dtype, the ratio of the long rows' typical efficiency to the
-short rows' (each row's rate relative to the fastest row of its (N, K)), and the
+Otherwise this module reads, per dtype, the ratio of the long rows' typical efficiency to
+the short rows' (each row's rate relative to the fastest row of its (N, K)), and the
 calibrated timer slows the compute-bound part of an op by it:
 t' = t · max(c / s, m) / max(c, m), with c and m the op's compute and memory times under
 the GEMM family's fitted roofline. A memory-bound GEMM (a decode step's) keeps its time:
@@ -33,8 +35,8 @@ MIN_NK = 4096
 MIN_M = 1024
 # Fewer long rows than this is no evidence.
 MIN_LONG_ROWS = 5
-# BF16 rows, which do not throttle, scatter by ±5% between the two groups: a ratio above
-# this is not told apart from 1.
+# The tables' BF16 rows, which show no slowdown, scatter by ±5% between the two groups: a
+# ratio above this is not told apart from 1.
 NOISE_FLOOR = 0.95
 
 
