@@ -3,7 +3,8 @@
 # one command. Usage: bash benchmarks/gpu_calibration_run.sh OUT_DIR [NAME] [BUDGET_S]
 # 1. a --quick smoke run (fails fast if this torch/GPU cannot run the benchmarks);
 # 2. the full grid for the models servesim's validation sets use, at TP 1, 2, 4, 8
-#    (per-GPU shapes, measured on this one GPU);
+#    (per-GPU shapes, measured on this one GPU), and since calibrate gained --sustained-s
+#    its sustained-rate runs (~35 s; the shipped h200_sxm-measured predates them);
 # 3. benchmarks/sustained_gemm.py: the same GEMM alone and back to back (docs/fidelity.md
 #    item 16's power-limit question), in FP8 and bf16, with the time series of the slow-down.
 set -uo pipefail

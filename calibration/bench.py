@@ -32,10 +32,14 @@ from calibration.profile import (
     make_table,
     round_sig,
 )
+from calibration.sustained import SHAPES as SUSTAINED_SHAPES
+from calibration.sustained import measure_sustained, sustained_fractions
 
 # Kernels faster than this are timed back to back in a CUDA graph (Stopwatch); slower ones
 # one call at a time after an L2 flush, where a few µs of launch and drain do not matter.
 GRAPH_BELOW_US = 300.0
+# Idle seconds before each sustained-rate run, so the clocks recover from the one before.
+SUSTAINED_REST_S = 2.0
 TORCH_MISSING = "calibration needs torch: pip install -e '.[calibrate]'"
 _TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
@@ -542,6 +546,36 @@ def _interleave(groups: list[list]) -> list:
     return out
 
 
+def _measure_sustained(torch, dev, plan: list, seconds: float, deadline: float, not_measured: dict,
+                       progress, done: int, total: int) -> tuple[dict[str, float], str]:
+    """The sustained fractions per dtype (calibration/sustained.py) and a note of the runs."""
+    if not plan:
+        if dev.type != "cuda":
+            not_measured["sustained"] = "not a GPU run: no power limit to measure"
+        return {}, ""
+    runs = []
+    for shape, dtype in plan:
+        if time.perf_counter() + seconds + SUSTAINED_REST_S > deadline:
+            not_measured["sustained " + dtype] = "the time budget ran out"
+            continue
+        if progress:
+            progress(done, total, f"sustained {dtype} {shape}")
+        try:
+            runs.append(measure_sustained(torch, dev, shape, dtype, seconds=seconds, rest_s=SUSTAINED_REST_S,
+                                          clocks=_clock_and_power))
+        except (RuntimeError, MemoryError) as exc:
+            not_measured[f"sustained {dtype} {shape}"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
+    note = "sustained: " + "; ".join(
+        f"{r.dtype} {'x'.join(map(str, r.shape))} {r.burst_us:.1f} -> {r.steady_us:.1f} µs/call "
+        f"({r.fraction:.3f}; {r.clocks_after or 'clocks not read'})" for r in runs)
+    return sustained_fractions(runs), note if runs else ""
+
+
+def _clock_and_power() -> str:
+    vals = _nvidia_smi("clocks.sm,power.draw")
+    return "nvidia-smi unavailable" if vals is None else "SM {}, {}".format(*vals)
+
+
 def _timing_note(watch: Stopwatch) -> str:
     if not watch.graph_below_us:
         return "times are per call: CUDA-event (or perf_counter) time around one kernel launch"
@@ -558,6 +592,7 @@ def run_benchmarks(plan: BenchPlan, *, device: str | None = None, budget_s: floa
                    quick: bool = False, warmup: int | None = None, repeats: int | None = None,
                    flush_mb: float = 256.0, lock_clock_mhz: int | None = None,
                    cpu_threads: int | None = None, graph_below_us: float = GRAPH_BELOW_US,
+                   sustained_s: float = 0.0,
                    progress: Callable[[int, int, str], None] | None = None) -> Profile:
     """Measure every grid point (until the budget runs out) and return an unfitted profile."""
     torch = require_torch()
@@ -572,8 +607,14 @@ def run_benchmarks(plan: BenchPlan, *, device: str | None = None, budget_s: floa
     if lock_clock_mhz and dev.type == "cuda":
         clocks["lock"] = lock_clocks(lock_clock_mhz, dev.index or 0)
     start = time.perf_counter()
-    watch = Stopwatch(torch, dev, warmup=warmup, repeats=repeats, flush_mb=flush_mb, deadline=start + budget_s,
-                      graph_below_us=graph_below_us)
+    # The sustained-rate runs (after the grid) get their time set aside from the budget.
+    sustained_plan = ([(shape, dt) for dt in ("bf16", "fp8") for shape in SUSTAINED_SHAPES
+                       if dt == "bf16" or fp8_supported(torch, dev)]
+                      if dev.type == "cuda" and sustained_s > 0 and not quick else [])
+    reserve = min(budget_s / 2, len(sustained_plan) * (sustained_s + SUSTAINED_REST_S + 1.0))
+    grid_budget = budget_s - reserve
+    watch = Stopwatch(torch, dev, warmup=warmup, repeats=repeats, flush_mb=flush_mb,
+                      deadline=start + grid_budget, graph_below_us=graph_below_us)
     dtypes = ["bf16"] + (["fp8"] if fp8_supported(torch, dev) else [])
     not_measured: dict[str, str] = {}
     gemm = [g for g in plan.gemm if g[3] in dtypes] + [(m, n, k, "fp8") for m, n, k, dt in plan.gemm
@@ -594,7 +635,7 @@ def run_benchmarks(plan: BenchPlan, *, device: str | None = None, budget_s: floa
     total = len(tasks) + (1 if plan.collectives else 0)
     try:
         for fam, spec in tasks:
-            if time.perf_counter() - start > budget_s:
+            if time.perf_counter() - start > grid_budget:
                 skipped += 1
                 continue
             if progress:
@@ -640,6 +681,8 @@ def run_benchmarks(plan: BenchPlan, *, device: str | None = None, budget_s: floa
                 for fam in ("allreduce", "allgather", "p2p"):
                     not_measured.setdefault(fam, why)
             done += 1
+        sustained, sustained_note = _measure_sustained(torch, dev, sustained_plan, sustained_s,
+                                                       start + budget_s, not_measured, progress, done, total)
         if progress:
             progress(done, total, "done")
     finally:
@@ -661,7 +704,7 @@ def run_benchmarks(plan: BenchPlan, *, device: str | None = None, budget_s: floa
                           skipped=skipped, quick=quick, graph_below_us=watch.graph_below_us,
                           rotate_l2_multiple=watch.rotate_l2_multiple if watch.graph_below_us else None,
                           graphed_points=watch.graphed),
-        models=plan.models, tp=plan.tp, not_measured=not_measured,
-        notes=[_timing_note(watch)],
+        models=plan.models, tp=plan.tp, not_measured=not_measured, sustained_fraction=sustained,
+        notes=[_timing_note(watch), *([sustained_note] if sustained_note else [])],
     )
     return Profile(metadata=meta, tables=tables)

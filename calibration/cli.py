@@ -81,6 +81,7 @@ def calibrate(
     cpu_threads: Annotated[int | None, typer.Option("--cpu-threads", help="torch threads for a CPU run")] = None,
     lock_clocks: Annotated[int | None, typer.Option("--lock-clocks", help="pin the SM clock to this MHz during the run (needs root; reset after)")] = None,
     graph_below_us: Annotated[float, typer.Option("--graph-below-us", help="time CUDA kernels faster than this back to back in a CUDA graph over L2-overflowing operand copies; 0: every point one call after an L2 flush")] = 300.0,
+    sustained_s: Annotated[float, typer.Option("--sustained-s", help="GPU runs: seconds of back-to-back GEMMs per dtype and shape (4 runs) to measure the rate kept under the power limit; 0: skip (set aside from --budget-s)")] = 6.0,
 ) -> None:
     """Measure kernels and write a calibration profile plus a roofline PNG."""
     if ctx.invoked_subcommand is not None:
@@ -111,7 +112,7 @@ def calibrate(
 
         profile = run_benchmarks(plan, device=dev, budget_s=budget_s, quick=quick, repeats=repeats,
                                  lock_clock_mhz=lock_clocks, cpu_threads=cpu_threads,
-                                 graph_below_us=graph_below_us, progress=progress)
+                                 graph_below_us=graph_below_us, sustained_s=sustained_s, progress=progress)
     profile = with_fit(profile)
     path = save_profile(profile, out)
     png = _plot(profile, path)
@@ -214,7 +215,10 @@ def show_profile(profile: Profile, label: str) -> None:
         said = ", ".join(f"{d} {r.fraction:.2f} ({r.long_rows} rows)" for d, r in sorted(rates.items()))
         lines.append(f"sustained  GEMM rate in rows >= 10 ms, of the short rows': {said or 'too few long rows'}"
                      " (docs/fidelity.md item 16)")
-    if known and gpu.sustained_tensor_fraction:
+    if meta.sustained_fraction:
+        said = ", ".join(f"{d} {f:.2f}" for d, f in sorted(meta.sustained_fraction.items()))
+        lines.append(f"           measured back to back in this run, used instead: {said}")
+    elif known and gpu.sustained_tensor_fraction and meta.device_kind == "cuda":
         said = ", ".join(f"{d} {f:.2f}" for d, f in sorted(gpu.sustained_tensor_fraction.items()))
         lines.append(f"           measured for {meta.gpu} back to back (GPU catalog), used instead: {said}")
     if meta.fit:

@@ -119,6 +119,9 @@ class ProfileMetadata(StrictModel):
     models: list[str] = Field(default_factory=list)
     tp: list[int] = Field(default_factory=list)
     not_measured: dict[str, str] = Field(default_factory=dict, description="family -> why")
+    sustained_fraction: dict[str, float] = Field(
+        default_factory=dict, description="dtype -> fraction of its short-burst rate a compute-bound GEMM keeps "
+        "when run back to back for seconds on this GPU (calibration/sustained.py); overrides the GPU catalog's")
     fit: dict[str, FamilyFit] = Field(default_factory=dict)
     notes: list[str] = Field(default_factory=list)
 

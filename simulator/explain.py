@@ -51,8 +51,9 @@ def _sustained_notes(cost: IterationCostModel) -> tuple[str, ...]:
     """Which dtypes' compute-bound GEMMs run below the tables' short-burst rate, and why."""
     rates = sustained_rates_used(cost.timer, (cost.sharded.gemm_dtype, cost.sharded.expert_gemm_dtype))
     def why(r) -> str:
-        if r.source == "measured":
-            return "as measured on this GPU run back to back for seconds (GPU catalog)"
+        if r.source in ("catalog", "profile"):
+            where = "GPU catalog" if r.source == "catalog" else "the profile's own measurement"
+            return f"as measured on this GPU run back to back for seconds ({where})"
         return f"as the profile's {r.long_rows} GEMM rows of >= 10 ms sustain it"
 
     return tuple(f"{dtype} GEMMs and experts: compute at {r.fraction:.2f} of the tables' short-burst rate, "

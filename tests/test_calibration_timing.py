@@ -139,3 +139,26 @@ def test_footprints_count_operands_and_outputs():
     # decode: q and output per head, K and V over the context per KV head
     assert decode_bytes(2, 1000, 8, 1, 128) == 2 * 2 * 128 * (2 * 8 + 2 * 1000)
     assert prefill_bytes(1, 512, 0, 8, 1, 128) == 2 * 128 * (2 * 8 * 512 + 2 * 512)
+
+
+def test_sustained_runs_are_recorded_per_dtype_and_skipped_past_the_budget(monkeypatch):
+    import time as _time
+
+    import calibration.bench as bench
+    from calibration.sustained import SustainedRun
+
+    steady = {"bf16": 11.8, "fp8": 12.0}
+    monkeypatch.setattr(bench, "measure_sustained", lambda torch, dev, shape, dtype, **kw:
+                        SustainedRun(shape, dtype, 10.0, 10.0, steady[dtype], clocks_after="SM 1320 MHz"))
+    dev = SimpleNamespace(type="cuda", index=0)
+    plan = [((8, 8, 8), "bf16"), ((16, 16, 16), "bf16"), ((8, 8, 8), "fp8")]
+    missing: dict = {}
+    fractions, note = bench._measure_sustained(None, dev, plan, 1.0, _time.perf_counter() + 1e6, missing,
+                                               None, 0, 1)
+    assert fractions == {"bf16": 0.85, "fp8": 0.83} and missing == {}
+    assert note.startswith("sustained: bf16 8x8x8 10.0 -> 11.8 µs/call (0.847; SM 1320 MHz)")
+    fractions, _ = bench._measure_sustained(None, dev, plan, 1.0, _time.perf_counter(), missing, None, 0, 1)
+    assert fractions == {} and set(missing) == {"sustained bf16", "sustained fp8"}
+    cpu: dict = {}
+    assert bench._measure_sustained(None, SimpleNamespace(type="cpu"), [], 1.0, 0.0, cpu, None, 0, 1) == ({}, "")
+    assert "not a GPU run" in cpu["sustained"]

@@ -68,7 +68,7 @@ def test_a_gpus_measured_fraction_overrides_the_tables():
     (timed for well under the ~0.1 s the clocks take to drop) do not show it."""
     timer = calibrated_backend(get_gpu("h200"), CostModelConfig(), "h200_sxm-vllm")
     assert {d: (r.fraction, r.source) for d, r in timer.sustained.items()} == {
-        "fp8": (0.88, "measured"), "bf16": (0.85, "measured")}
+        "fp8": (0.88, "catalog"), "bf16": (0.85, "catalog")}
     b200 = calibrated_backend(get_gpu("b200"), CostModelConfig(), "b200_sxm-vllm")
     assert {r.source for r in b200.sustained.values()} == {"tables"}
     assert calibrated_backend(get_gpu("h200"), CostModelConfig(sustained_tensor_rate=False),
@@ -128,3 +128,32 @@ def test_a_lone_request_prefills_slower_and_decodes_as_fast():
     ratio = on["ttft_ms"]["mean"] / off["ttft_ms"]["mean"]
     assert 1.0 + 0.6 * (1 / fraction - 1) < ratio < 1 / fraction
     assert on["tpot_ms"]["mean"] == pytest.approx(off["tpot_ms"]["mean"], rel=0.01)
+
+
+def test_a_profiles_own_measurement_overrides_the_catalog():
+    """`simulate calibrate` on a GPU records the fractions it measured; they win."""
+    from test_calibration import synthetic_profile
+
+    from simulator.cost.calibrated import CalibratedTimer
+
+    prof = synthetic_profile()
+    assert CalibratedTimer(prof, get_gpu("h100-sxm")).sustained["bf16"].source == "catalog"
+    own = prof.model_copy(update={"metadata": prof.metadata.model_copy(update={"sustained_fraction": {"bf16": 0.7}})})
+    rate = CalibratedTimer(own, get_gpu("h100-sxm")).sustained["bf16"]
+    assert (rate.fraction, rate.source) == (0.7, "profile")
+    cpu = synthetic_profile(gpu=None)  # a CPU profile: no GPU power limit applies
+    assert CalibratedTimer(cpu, get_gpu("h100-sxm")).sustained == {}
+
+
+def test_the_sustained_measurement_runs_and_reports_a_fraction():
+    """calibration/sustained.py on this machine's CPU (tiny GEMM): the bookkeeping, not a GPU finding."""
+    torch = pytest.importorskip("torch")
+    from calibration.sustained import SustainedRun, measure_sustained, sustained_fractions
+
+    run = measure_sustained(torch, torch.device("cpu"), (64, 128, 128), "bf16", seconds=0.3, rest_s=0.0,
+                            window_s=0.05, clocks=lambda: "n/a")
+    assert len(run.windows) >= 3 and all(t2 > t1 for (t1, _), (t2, _) in zip(run.windows, run.windows[1:], strict=False))
+    assert 0 < run.fraction <= 1.0 and run.burst_us <= run.alone_us and run.clocks_after == "n/a"
+    slow = SustainedRun((1, 1, 1), "fp8", 10.0, 10.0, 12.5)
+    fast = SustainedRun((2, 2, 2), "fp8", 10.0, 10.0, 10.0)
+    assert slow.fraction == 0.8 and sustained_fractions([slow, fast, run])["fp8"] == 0.9

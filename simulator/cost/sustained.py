@@ -47,12 +47,17 @@ class SustainedRate:
     fraction: float  # 1.0: no slowdown told apart from noise
     long_rows: int
     burst_rows: int
-    source: str = "tables"  # or "measured": the GPU catalog's sustained_tensor_fraction
+    # "tables": read off the profile's long rows; "catalog": the GPU catalog's measurement;
+    # "profile": the profile's own back-to-back measurement (`simulate calibrate`)
+    source: str = "tables"
 
 
-def with_measured(rates: dict[str, SustainedRate], measured: dict[str, float]) -> dict[str, SustainedRate]:
-    """The table-derived rates, overridden per dtype by the GPU's direct measurement."""
-    return rates | {d: SustainedRate(f, 0, 0, "measured") for d, f in measured.items()}
+def with_measured(rates: dict[str, SustainedRate], catalog: dict[str, float],
+                  profile: dict[str, float]) -> dict[str, SustainedRate]:
+    """The table-derived rates, overridden per dtype by a direct measurement: the profile's
+    own first, then the GPU catalog's."""
+    return (rates | {d: SustainedRate(f, 0, 0, "catalog") for d, f in catalog.items()}
+            | {d: SustainedRate(f, 0, 0, "profile") for d, f in profile.items()})
 
 
 def sustained_rates(rows: list[list]) -> dict[str, SustainedRate]:

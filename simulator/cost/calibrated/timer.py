@@ -114,8 +114,10 @@ class CalibratedTimer:
         if config.sustained_tensor_rate:
             # The GPU's own measurement, where the catalog has one, for profiles timed on a GPU
             # (a CPU profile's times have nothing to do with a GPU's power limit).
-            measured = gpu.sustained_tensor_fraction if profile.metadata.device_kind == "cuda" else {}
-            rates = with_measured(sustained_rates(gemm.rows) if gemm is not None else {}, measured)
+            on_gpu = profile.metadata.device_kind == "cuda"
+            rates = with_measured(sustained_rates(gemm.rows) if gemm is not None else {},
+                                  gpu.sustained_tensor_fraction if on_gpu else {},
+                                  profile.metadata.sustained_fraction)
         # Only the dtypes that measurably slow down: a lookup miss is the common case.
         self.sustained: dict[str, SustainedRate] = {d: r for d, r in rates.items() if r.fraction < 1.0}
 

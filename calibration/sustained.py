@@ -1,0 +1,88 @@
+"""How much of its short-burst rate a GEMM keeps when the GPU runs it for seconds.
+
+A kernel table times each shape for a fraction of a second, at boost clocks. A serving
+engine's long prefill keeps the tensor cores busy for seconds, and the board's power limit
+pulls the SM clock down within ~0.1-0.2 s (H100/H200 at 700 W: 1980 -> 1215-1455 MHz, in
+BF16 as in FP8; docs/fidelity.md item 16). `simulate calibrate` measures that fraction
+per dtype with `measure_sustained` and records it in the profile, whose timer then slows
+the compute-bound part of long GEMMs by it (simulator/cost/sustained.py).
+`benchmarks/sustained_gemm.py` prints the same measurement with its time series.
+
+torch is imported by the caller (calibration.bench.require_torch) and passed in.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+# Compute-bound shapes: Llama-3.1-70B's gate/up projection at TP1 on an 8k-token chunk,
+# and a mid-size one (~0.25 ms in FP8 on Hopper) whose short calls show the drop clearest.
+SHAPES = ((8192, 28672, 8192), (2048, 10240, 8192))
+
+
+@dataclass
+class SustainedRun:
+    """One shape and dtype: the unthrottled and steady per-call times, µs."""
+
+    shape: tuple[int, int, int]
+    dtype: str
+    alone_us: float  # single calls after an L2 flush, median (the Stopwatch's way)
+    burst_us: float  # the faster of that and the first back-to-back windows: clocks still high
+    steady_us: float  # median of the last quarter of the windows
+    windows: list[tuple[float, float]] = field(default_factory=list)  # (seconds since start, µs per call)
+    clocks_before: str = ""
+    clocks_after: str = ""
+
+    @property
+    def fraction(self) -> float:
+        """Steady rate over burst rate, at most 1."""
+        return min(1.0, self.burst_us / self.steady_us)
+
+
+def back_to_back(fn: Callable[[], object], sync: Callable[[], object], seconds: float,
+                 window_s: float = 0.25) -> list[tuple[float, float]]:
+    """(seconds since start, µs per call) for consecutive windows of back-to-back calls."""
+    out: list[tuple[float, float]] = []
+    start = time.perf_counter()
+    end = start + seconds
+    calls = 1
+    while time.perf_counter() < end:
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        sync()
+        t1 = time.perf_counter()
+        out.append((t1 - start, (t1 - t0) / calls * 1e6))
+        calls = max(1, int(calls * window_s / max(t1 - t0, 1e-9)))  # aim each window at window_s
+    return out
+
+
+def measure_sustained(torch, device, shape: tuple[int, int, int], dtype: str, *, seconds: float = 6.0,
+                      rest_s: float = 2.0, window_s: float = 0.05,
+                      clocks: Callable[[], str] | None = None) -> SustainedRun:
+    """Time one GEMM alone (after `rest_s` idle, so the clocks recover), then back to back."""
+    from calibration.bench import Stopwatch, gemm_fn
+
+    m, n, k = shape
+    fn = gemm_fn(torch, device, m, n, k, dtype)
+    watch = Stopwatch(torch, device, warmup=3, repeats=10, flush_mb=256.0 if device.type == "cuda" else 0.0)
+    time.sleep(rest_s)
+    before = clocks() if clocks else ""
+    alone = statistics.median(watch.samples(fn))
+    windows = back_to_back(fn, watch.sync, seconds, window_s)
+    after = clocks() if clocks else ""
+    times = [us for _, us in windows]
+    early = min(times[1:3]) if len(times) > 2 else alone  # window 0 pays the first call's set-up
+    steady = statistics.median(times[-max(1, len(times) // 4):])
+    return SustainedRun(shape, dtype, alone, min(alone, early), steady, windows, before, after)
+
+
+def sustained_fractions(runs: list[SustainedRun]) -> dict[str, float]:
+    """Per dtype, the median fraction over its shapes, rounded to two places."""
+    by_dtype: dict[str, list[float]] = {}
+    for run in runs:
+        by_dtype.setdefault(run.dtype, []).append(run.fraction)
+    return {d: round(statistics.median(v), 2) for d, v in by_dtype.items()}
