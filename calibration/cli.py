@@ -207,6 +207,12 @@ def show_profile(profile: Profile, label: str) -> None:
     ]
     if meta.clocks:
         lines.append("clocks     " + ", ".join(f"{k} {v}" for k, v in meta.clocks.items()))
+    m = meta.method
+    if m.timer == "cuda-events":
+        graphed = (f"kernels < {m.graph_below_us:g} µs back to back in CUDA graphs over operand copies "
+                   f"({m.graphed_points} points), longer ones " if m.graph_below_us else "")
+        lines.append(f"timing     {graphed}one call after a {m.l2_flush_mb:g} MB L2 flush; "
+                     f"{m.warmup} warm-up, {m.repeats} samples, {m.elapsed_s or 0:.0f} s")
     for fam, why in meta.not_measured.items():
         lines.append(f"not measured: {fam}: {why}")
     gemm = profile.table("gemm")
