@@ -338,9 +338,11 @@ def test_sources_and_fallbacks(timer):
     op = attn_decode_op(8, 8 * 1000, sm4)
     assert timer.source_of(op) == "profile-nearest"
     assert 0 < timer.op_time(op) < timer.op_time(attn_decode_op(8, 8 * 1000, _sm()))
-    # No data at all for a family: the default roofline answers.
-    no_coll = CalibratedTimer(synthetic_profile(collectives=False), H100)
+    # No data at all for a family: the shipped tables of the GPU stand in where they exist,
+    # else the default roofline answers.
     ar = Op("tp_allreduce", "allreduce", 0.0, 1e6, 1, (1e6, 4, "intra"), "bf16")
+    assert CalibratedTimer(synthetic_profile(collectives=False), H100).source_of(ar) == "shipped:h100_sxm-vllm"
+    no_coll = CalibratedTimer(synthetic_profile(gpu="l4", collectives=False), get_gpu("l4"))
     assert no_coll.source_of(ar) == "roofline-default"
     assert no_coll.op_time(ar) == no_coll.default.op_time(ar)
     # A dtype without rows (int8 GEMMs): the family's fitted roofline.

@@ -44,3 +44,29 @@ def test_compare_command_prints_the_shipped_measured_profile_against_the_tables(
     compare_cmd("h200_sxm-measured", against="h200_sxm-vllm")
     out = capsys.readouterr().out
     assert "bf16, M ≤ 64" in out and "measured ÷ reference" in out
+
+
+def test_our_measurement_borrows_the_shipped_tables_only_for_what_it_lacks():
+    """A GPU profile of ours has no fused-MoE rows and, from one GPU, no collectives: those
+    come from the shipped tables of the same GPU; what it measured stays its own."""
+    from test_calibration import synthetic_profile
+
+    from calibration.profile import load_profile
+    from simulator.cost import CostModelConfig
+    from simulator.cost.calibrated import CalibratedTimer, calibrated_backend
+    from simulator.cost.ops import Op
+    from simulator.hardware import get_gpu
+
+    h200 = get_gpu("h200")
+    ours = CalibratedTimer(load_profile("h200_sxm-measured"), h200)
+    tables = calibrated_backend(h200, CostModelConfig(), "h200_sxm-vllm")
+    allreduce = Op("tp_allreduce", "allreduce", 0.0, 8 * 2**20, 1, (8 * 2**20, 4, "intra"), "bf16")
+    assert ours.source_of(allreduce) == "shipped:h200_sxm-vllm"
+    assert ours.op_time(allreduce) == tables.op_time(allreduce)
+    gemm = Op("gemm", "gemm", 2.0 * 64 * 8192 * 8192, 2.0 * 8192 * 8192, 1, (64, 8192, 8192), "bf16")
+    assert ours.source_of(gemm) == "profile" and ours.op_time(gemm) != tables.op_time(gemm)
+    # No stand-in for a shipped profile itself, for a CPU profile, or where no tables ship.
+    assert tables.shipped_for("allreduce") is None
+    assert CalibratedTimer(synthetic_profile(gpu=None, collectives=False), h200).shipped_for("allreduce") is None
+    l4 = synthetic_profile(gpu="l4", collectives=False)
+    assert CalibratedTimer(l4, get_gpu("l4")).source_of(allreduce) == "roofline-default"

@@ -94,6 +94,20 @@ class _FamilyModels(Mapping[str, "FamilyModel"]):
         return len(self._tables)
 
 
+def _shipped_stand_in(profile: Profile, gpu: GPUSpec) -> str | None:
+    """The shipped profile whose tables fill the families a GPU measurement of ours lacks;
+    None for shipped (imported) and CPU profiles, or where no tables ship for the GPU."""
+    meta = profile.metadata
+    if meta.source != "measured" or meta.device_kind != "cuda":
+        return None
+    from simulator.cost.calibrated.profiles import NoShippedProfileError, shipped_profile_for
+
+    try:
+        return shipped_profile_for(gpu)
+    except NoShippedProfileError:
+        return None
+
+
 class CalibratedTimer:
     """Op times from a calibration profile; the fitted or default roofline where it is silent."""
 
@@ -120,6 +134,21 @@ class CalibratedTimer:
                                   profile.metadata.sustained_fraction)
         # Only the dtypes that measurably slow down: a lookup miss is the common case.
         self.sustained: dict[str, SustainedRate] = {d: r for d, r in rates.items() if r.fraction < 1.0}
+        self._config = config
+        self._shipped_name = _shipped_stand_in(profile, gpu)
+        self._shipped_timer: CalibratedTimer | None = None
+
+    def shipped_for(self, family: str) -> CalibratedTimer | None:
+        """For a family our own measurement lacks (fused MoE, collectives on one GPU), the
+        shipped tables of the same GPU, when there are any: NVIDIA's measurement of the
+        engine's kernel beats a roofline fitted to dense GEMMs or datasheet links."""
+        if self._shipped_name is None or family in self.models:
+            return None
+        if self._shipped_timer is None:
+            from simulator.cost.calibrated.profiles import calibrated_backend
+
+            self._shipped_timer = calibrated_backend(self.gpu, self._config, self._shipped_name)
+        return self._shipped_timer if family in self._shipped_timer.models else None
 
     def _sustain(self, op: Op) -> float:
         """The factor by which `op` runs longer at the sustained rate (1.0 for most ops)."""
@@ -137,6 +166,9 @@ class CalibratedTimer:
     def op_time(self, op: Op) -> float:
         model = self.models.get(op.family)
         if model is None:
+            shipped = self.shipped_for(op.family)
+            if shipped is not None:
+                return shipped.op_time(op)
             donor = self._donor(op)
             if donor is None:
                 return self.default.op_time(op)
@@ -162,6 +194,8 @@ class CalibratedTimer:
         """Where `op`'s time comes from: profile, profile-nearest, roofline-fitted or roofline-default."""
         model = self.models.get(op.family)
         if model is None:
+            if self.shipped_for(op.family) is not None:
+                return f"shipped:{self._shipped_name}"
             return "roofline-default" if self._donor(op) is None else "roofline-fitted"
         key, _ = model.adapter.locate(op)
         cands = model.candidates(key)
