@@ -108,10 +108,14 @@ def test_prefill_gemms_slow_down_and_decode_gemms_do_not():
     assert on.op_time(bf16) == pytest.approx(off.op_time(bf16) / on.sustained["bf16"].fraction)
     from test_calibration import _sm
 
-    from simulator.cost.ops import attn_prefill_op
+    from simulator.cost.ops import attn_decode_op, attn_prefill_op
 
+    # Prefill attention (compute-bound) runs at the lowered clock too; decode attention
+    # (memory-bound) keeps its time.
     attn = attn_prefill_op(((8192, 0),), _sm())
-    assert on.op_time(attn) == off.op_time(attn)  # attention is not measured to slow down
+    assert on.op_time(attn) == pytest.approx(off.op_time(attn) / on.sustained["bf16"].fraction)
+    decode = attn_decode_op(32, 32 * 4096, _sm())
+    assert on.op_time(decode) == off.op_time(decode)
 
 
 def test_a_lone_request_prefills_slower_and_decodes_as_fast():

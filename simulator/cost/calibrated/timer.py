@@ -61,7 +61,9 @@ def reference_gpu(profile: Profile, template: GPUSpec) -> GPUSpec:
 
 
 # Families whose compute-bound part runs at the sustained tensor-core rate (sustained.py).
-SUSTAINED_FAMILIES = ("gemm", "moe")
+# Prefill attention too: the SM clock the power limit lowers is the chip's, so the
+# attention kernels between a long prefill's GEMMs run at it as well (not measured apart).
+SUSTAINED_FAMILIES = ("gemm", "moe", "attn_prefill")
 
 # Families whose table rows can run from L2 where a serving step reads DRAM (see op_time).
 DRAM_FLOOR_FAMILIES = ("gemm", "attn_decode", "moe")
