@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from simulator.config import LoadedScenario
 from simulator.cost import sustained_rates_used
 from simulator.cost.model import IterationCostModel
-from simulator.cost.ops import IterationShape
+from simulator.cost.ops import IterationShape, kv_kernel_dtype
 from simulator.cost.releases import untuned_fp8_decode_note
 from simulator.errors import ConfigError
 from simulator.simulation import Simulation
@@ -49,14 +49,16 @@ def _sources(cost: IterationCostModel, shape: IterationShape) -> dict[str, str]:
 
 def _sustained_notes(cost: IterationCostModel) -> tuple[str, ...]:
     """Which dtypes' compute-bound GEMMs run below the tables' short-burst rate, and why."""
-    rates = sustained_rates_used(cost.timer, (cost.sharded.gemm_dtype, cost.sharded.expert_gemm_dtype))
+    sm = cost.sharded
+    rates = sustained_rates_used(cost.timer, (sm.gemm_dtype, sm.expert_gemm_dtype, kv_kernel_dtype(sm)))
     def why(r) -> str:
         if r.source in ("catalog", "profile"):
             where = "GPU catalog" if r.source == "catalog" else "the profile's own measurement"
             return f"as measured on this GPU run back to back for seconds ({where})"
         return f"as the profile's {r.long_rows} GEMM rows of >= 10 ms sustain it"
 
-    return tuple(f"{dtype} GEMMs and experts: compute at {r.fraction:.2f} of the tables' short-burst rate, "
+    return tuple(f"{dtype} kernels (GEMMs, experts, prefill attention): compute at {r.fraction:.2f} of the "
+                 "tables' short-burst rate, "
                  + why(r) for dtype, r in sorted(rates.items()))
 
 

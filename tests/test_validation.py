@@ -657,7 +657,8 @@ def test_sweep_base_scenario_times_kernels_from_the_gpus_tables():
 
     tables = Simulation(load(BENCH_SCENARIO))
     assert tables.cost.timer.name == "calibrated"
-    assert tables.kernel_times == "aiconfigurator:h200_sxm/vllm/0.24.0 (measured on NVIDIA H200); sustained fp8 0.88"
+    assert tables.kernel_times == ("aiconfigurator:h200_sxm/vllm/0.24.0 (measured on NVIDIA H200); "
+                                   "sustained bf16 0.85, fp8 0.88")
     fallback = Simulation(load(BENCH_SCENARIO, ["hardware.gpu=mi300x", "model.weight_dtype=bf16",
                                                 "model.activation_dtype=bf16"]))
     assert fallback.cost.timer.name == "roofline"

@@ -87,7 +87,8 @@ class CostModelConfig(StrictModel):
     frontend_us_per_token: float = Field(
         0.0, ge=0, description="API-server tokenisation time per prompt token, µs (serial, as above)")
     sustained_tensor_rate: bool = Field(
-        True, description="calibrated back end: run the compute-bound part of GEMMs and MoE experts at the "
+        True, description="calibrated back end: run the compute-bound part of GEMMs, MoE experts and prefill "
+        "attention at the "
         "rate the GPU sustains under its power limit: measured back to back where the GPU catalog has it "
         "(H100/H200: BF16 and FP8), else the rate the profile's own long (>= 10 ms) GEMM rows of that dtype "
         "reach, where it is measurably below that of its short rows (FP8/FP4 on B200/B300/GB300); false: every "
