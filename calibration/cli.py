@@ -22,7 +22,7 @@ from calibration.profile import CalibrationError, Profile, load_profile, save_pr
 
 calibrate_app = typer.Typer(
     help="Measure kernels on this machine into a calibration profile (`--model ... --out ...`), "
-    "or inspect (`show`) and import (`import-aiconfigurator`) profiles.",
+    "or inspect (`show`), compare (`compare`) and import (`import-aiconfigurator`) profiles.",
     invoke_without_command=True,
 )
 console = Console()
