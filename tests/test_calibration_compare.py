@@ -84,3 +84,27 @@ def test_the_shipped_measured_profile_carries_its_provenance():
     assert meta.method.graphed_points > 3000 and not meta.method.truncated
     assert meta.fit["gemm"].cv_median_ape_pct < 5.0 and meta.fit["attn_decode"].cv_median_ape_pct < 5.0
     assert "allreduce" in meta.not_measured  # one GPU: collectives come from the shipped tables
+
+
+def test_our_fp8_gemms_pay_the_input_quantisation_vllm_runs_before_them():
+    """torch._scaled_mm alone is what we time; vLLM quantises the 16-bit input first (one
+    memory-bound kernel: 2 bytes read and 1 written per element), which the tables include."""
+    from calibration.profile import load_profile
+    from simulator.cost import CostModelConfig
+    from simulator.cost.calibrated import CalibratedTimer, calibrated_backend
+    from simulator.cost.ops import Op, elementwise
+    from simulator.hardware import get_gpu
+
+    h200 = get_gpu("h200")
+    ours = CalibratedTimer(load_profile("h200_sxm-measured"), h200)
+
+    def gemm(dtype: str) -> Op:
+        m, n, k = 32, 8192, 8192
+        return Op("gemm", "gemm", 2.0 * m * n * k, 1.0 * n * k, 1, (m, n, k), dtype)
+
+    quant = ours._table_time(elementwise("fp8_input_quant", 3.0 * 32 * 8192, 1))
+    assert 1e-6 < quant < 2e-5
+    assert ours.op_time(gemm("fp8")) == pytest.approx(ours._table_time(gemm("fp8")) + quant)
+    assert ours.op_time(gemm("bf16")) == ours._table_time(gemm("bf16"))
+    tables = calibrated_backend(h200, CostModelConfig(), "h200_sxm-vllm")
+    assert tables.op_time(gemm("fp8")) == tables._table_time(gemm("fp8"))

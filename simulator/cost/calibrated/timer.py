@@ -9,7 +9,7 @@ from calibration.profile import FAMILY_COLUMNS, Profile
 from simulator.cost.calibrated.families import FAMILIES, FAMILY_ADAPTERS
 from simulator.cost.calibrated.interpolate import FamilyModel
 from simulator.cost.config import MEASURED_LAUNCH_US, CostModelConfig
-from simulator.cost.ops import Op
+from simulator.cost.ops import Op, elementwise
 from simulator.cost.roofline import RooflineTimer
 from simulator.cost.sustained import SustainedRate, sustained_factor, sustained_rates, with_measured
 from simulator.hardware import GPUSpec, get_gpu
@@ -137,6 +137,10 @@ class CalibratedTimer:
         # Only the dtypes that measurably slow down: a lookup miss is the common case.
         self.sustained: dict[str, SustainedRate] = {d: r for d, r in rates.items() if r.fraction < 1.0}
         self._config = config
+        # Our own FP8 GEMM rows time torch._scaled_mm alone; vLLM's FP8 linear layer first
+        # quantises its 16-bit input (one memory-bound kernel), which NVIDIA's tables time
+        # with the GEMM. So a measured profile's FP8 GEMMs get that kernel added.
+        self._fp8_input_quant = profile.metadata.source == "measured"
         self._shipped_name = _shipped_stand_in(profile, gpu)
         self._shipped_timer: CalibratedTimer | None = None
 
@@ -166,6 +170,13 @@ class CalibratedTimer:
         return self.models.get(FIT_FROM.get(op.family, ""))
 
     def op_time(self, op: Op) -> float:
+        t = self._table_time(op)
+        if self._fp8_input_quant and op.family == "gemm" and op.dtype == "fp8":
+            m, _, k = op.shape
+            t += self._table_time(elementwise("fp8_input_quant", 3.0 * m * k, 1))
+        return t
+
+    def _table_time(self, op: Op) -> float:
         model = self.models.get(op.family)
         if model is None:
             shipped = self.shipped_for(op.family)
