@@ -111,7 +111,8 @@ def _shipped_stand_in(profile: Profile, gpu: GPUSpec) -> str | None:
 
 
 class CalibratedTimer:
-    """Op times from a calibration profile; the fitted or default roofline where it is silent."""
+    """Op times from a calibration profile; where it is silent, the shipped tables of the
+    GPU (for a profile we measured) or the fitted or default roofline."""
 
     name = "calibrated"
 
@@ -204,7 +205,8 @@ class CalibratedTimer:
         return t
 
     def source_of(self, op: Op) -> str:
-        """Where `op`'s time comes from: profile, profile-nearest, roofline-fitted or roofline-default."""
+        """Where `op`'s time comes from: profile, profile-nearest, shipped:<name> (a shipped
+        profile standing in for a family ours lacks), roofline-fitted or roofline-default."""
         model = self.models.get(op.family)
         if model is None:
             if self.shipped_for(op.family) is not None:
