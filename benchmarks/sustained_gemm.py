@@ -23,13 +23,8 @@ from __future__ import annotations
 
 import argparse
 
-from calibration.bench import _nvidia_smi, fp8_supported, pick_device, require_torch
+from calibration.bench import clock_and_power, fp8_supported, pick_device, require_torch
 from calibration.sustained import measure_sustained
-
-
-def _clock_and_power() -> str:
-    vals = _nvidia_smi("clocks.sm,clocks.max.sm,power.draw,power.limit")
-    return "nvidia-smi unavailable" if vals is None else "SM {} of {}, {} of {}".format(*vals)
 
 
 def main() -> None:
@@ -48,7 +43,7 @@ def main() -> None:
     dev = pick_device(torch, args.device)
     dtype = args.dtype if args.dtype != "fp8" or fp8_supported(torch, dev) else "bf16"
     run = measure_sustained(torch, dev, (m, n, k), dtype, seconds=args.seconds, rest_s=args.rest,
-                            window_s=args.window, clocks=_clock_and_power)
+                            window_s=args.window, clocks=clock_and_power)
     tflops = 2.0 * m * n * k / 1e6
     print(f"{dtype} GEMM M={m} N={n} K={k} on {dev}")
     print(f"alone      {run.alone_us:,.1f} µs/call  ({tflops / run.alone_us:,.4g} TFLOP/s)   [{run.clocks_before}]")

@@ -562,7 +562,7 @@ def _measure_sustained(torch, dev, plan: list, seconds: float, deadline: float, 
             progress(done, total, f"sustained {dtype} {shape}")
         try:
             runs.append(measure_sustained(torch, dev, shape, dtype, seconds=seconds, rest_s=SUSTAINED_REST_S,
-                                          clocks=_clock_and_power))
+                                          clocks=clock_and_power))
         except (RuntimeError, MemoryError) as exc:
             not_measured[f"sustained {dtype} {shape}"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
     note = "sustained: " + "; ".join(
@@ -571,9 +571,10 @@ def _measure_sustained(torch, dev, plan: list, seconds: float, deadline: float, 
     return sustained_fractions(runs), note if runs else ""
 
 
-def _clock_and_power() -> str:
-    vals = _nvidia_smi("clocks.sm,power.draw")
-    return "nvidia-smi unavailable" if vals is None else "SM {}, {}".format(*vals)
+def clock_and_power() -> str:
+    """SM clock and board power against their limits, for notes; nvidia-smi's absence said."""
+    vals = _nvidia_smi("clocks.sm,clocks.max.sm,power.draw,power.limit")
+    return "nvidia-smi unavailable" if vals is None else "SM {} of {}, {} of {}".format(*vals)
 
 
 def _timing_note(watch: Stopwatch) -> str:
@@ -608,14 +609,13 @@ def run_benchmarks(plan: BenchPlan, *, device: str | None = None, budget_s: floa
         clocks["lock"] = lock_clocks(lock_clock_mhz, dev.index or 0)
     start = time.perf_counter()
     # The sustained-rate runs (after the grid) get their time set aside from the budget.
-    sustained_plan = ([(shape, dt) for dt in ("bf16", "fp8") for shape in SUSTAINED_SHAPES
-                       if dt == "bf16" or fp8_supported(torch, dev)]
+    dtypes = ["bf16"] + (["fp8"] if fp8_supported(torch, dev) else [])
+    sustained_plan = ([(shape, dt) for dt in dtypes for shape in SUSTAINED_SHAPES]
                       if dev.type == "cuda" and sustained_s > 0 and not quick else [])
     reserve = min(budget_s / 2, len(sustained_plan) * (sustained_s + SUSTAINED_REST_S + 1.0))
     grid_budget = budget_s - reserve
     watch = Stopwatch(torch, dev, warmup=warmup, repeats=repeats, flush_mb=flush_mb,
                       deadline=start + grid_budget, graph_below_us=graph_below_us)
-    dtypes = ["bf16"] + (["fp8"] if fp8_supported(torch, dev) else [])
     not_measured: dict[str, str] = {}
     gemm = [g for g in plan.gemm if g[3] in dtypes] + [(m, n, k, "fp8") for m, n, k, dt in plan.gemm
                                                        if dt == "bf16" and "fp8" in dtypes and fp8_shape_ok(n, k)]

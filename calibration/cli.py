@@ -221,12 +221,12 @@ def show_profile(profile: Profile, label: str) -> None:
         said = ", ".join(f"{d} {r.fraction:.2f} ({r.long_rows} rows)" for d, r in sorted(rates.items()))
         lines.append(f"sustained  GEMM rate in rows >= 10 ms, of the short rows': {said or 'too few long rows'}"
                      " (docs/fidelity.md item 16)")
-    if meta.sustained_fraction:
-        said = ", ".join(f"{d} {f:.2f}" for d, f in sorted(meta.sustained_fraction.items()))
-        lines.append(f"           measured back to back in this run, used instead: {said}")
-    elif known and gpu.sustained_tensor_fraction and meta.device_kind == "cuda":
-        said = ", ".join(f"{d} {f:.2f}" for d, f in sorted(gpu.sustained_tensor_fraction.items()))
-        lines.append(f"           measured for {meta.gpu} back to back (GPU catalog), used instead: {said}")
+    measured, where = meta.sustained_fraction, "in this run"
+    if not measured and known and meta.device_kind == "cuda":
+        measured, where = gpu.sustained_tensor_fraction, f"for {meta.gpu} (GPU catalog)"
+    if measured:
+        said = ", ".join(f"{d} {f:.2f}" for d, f in sorted(measured.items()))
+        lines.append(f"           measured back to back {where}, used instead: {said}")
     if meta.fit:
         k = next(iter(meta.fit.values())).cv_folds
         lines.append(f"errors are on held-out rows ({k}-fold cross-validation); η are fractions of "

@@ -65,16 +65,11 @@ def compare(profile: Profile, reference: Profile) -> list[RegimeRatio]:
         if mine is None or theirs is None:
             continue
         model = FamilyModel(fam, theirs.rows, gpu, config)
-        ad = model.adapter
         n = len(FAMILY_COLUMNS[fam])
         ratios: dict[tuple, list[float]] = {}
-        for row in ad.clean(mine.rows):
+        for row in model.adapter.clean(mine.rows):
             shape = tuple(row[:n])
-            key, coords = ad.split(shape)
-            op = ad.eq_op(key, coords)
-            predicted = model.predict(op)
-            if predicted is None:
-                predicted = model.timer.op_time(op)
+            predicted = model.predict_or_fit(model.row_op(shape))
             if predicted > 0:
                 ratios.setdefault(_regime(fam, shape), []).append(float(row[n]) * 1e-6 / predicted)
         for (_, regime), vals in sorted(ratios.items()):

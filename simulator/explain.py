@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from simulator.config import LoadedScenario
 from simulator.cost import sustained_rates_used
 from simulator.cost.model import IterationCostModel
-from simulator.cost.ops import IterationShape, kv_kernel_dtype
+from simulator.cost.ops import IterationShape, compute_dtypes
 from simulator.cost.releases import untuned_fp8_decode_note
 from simulator.errors import ConfigError
 from simulator.simulation import Simulation
@@ -49,8 +49,7 @@ def _sources(cost: IterationCostModel, shape: IterationShape) -> dict[str, str]:
 
 def _sustained_notes(cost: IterationCostModel) -> tuple[str, ...]:
     """Which dtypes' compute-bound GEMMs run below the tables' short-burst rate, and why."""
-    sm = cost.sharded
-    rates = sustained_rates_used(cost.timer, (sm.gemm_dtype, sm.expert_gemm_dtype, kv_kernel_dtype(sm)))
+    rates = sustained_rates_used(cost.timer, compute_dtypes(cost.sharded))
     def why(r) -> str:
         if r.source in ("catalog", "profile"):
             where = "GPU catalog" if r.source == "catalog" else "the profile's own measurement"

@@ -18,7 +18,7 @@ from simulator import __version__
 from simulator.cluster import DisaggregatedCluster, Replica
 from simulator.config import LoadedScenario, ModelConfig, ParallelismConfig, Scenario
 from simulator.cost import COST_BACKENDS, IterationCostModel, ShardedModel, kernel_times_source
-from simulator.cost.ops import kv_kernel_dtype
+from simulator.cost.ops import compute_dtypes
 from simulator.cost.releases import decode_attention_model, untuned_fp8_decode_note
 from simulator.engine import Engine
 from simulator.errors import ConfigError, DoesNotFitError, ExpertSplitError
@@ -208,8 +208,7 @@ class Simulation:
         # The pool whose KV capacity bounds the batch: the only one, or the decode pool.
         main = self.pools["serve" if dis is None else "decode"]
         self.memory, self.sharded, self.cost = main.memory, main.sharded, main.cost
-        dtypes = {d for p in self.pools.values()
-                  for d in (p.sharded.gemm_dtype, p.sharded.expert_gemm_dtype, kv_kernel_dtype(p.sharded))}
+        dtypes = {d for p in self.pools.values() for d in compute_dtypes(p.sharded)}
         self.kernel_times = kernel_times_source(timer, dtypes)
         if any(p.cost.older_decode_kernel for p in self.pools.values()):
             self.kernel_times += "; " + untuned_fp8_decode_note(sc.cost_model.engine_version)

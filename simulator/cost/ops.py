@@ -394,6 +394,11 @@ def kv_kernel_dtype(sm: ShardedModel) -> str:
     return "fp8" if sm.kv_bytes < 2 else "bf16"
 
 
+def compute_dtypes(sm: ShardedModel) -> tuple[str, ...]:
+    """The dtypes a model's compute-bound kernels run in: GEMMs, experts, prefill attention."""
+    return (sm.gemm_dtype, sm.expert_gemm_dtype, kv_kernel_dtype(sm))
+
+
 def attn_prefill_op(chunks: tuple[tuple[int, int], ...], sm: ShardedModel) -> Op:
     """Causal attention of each chunk over its prior context plus itself, one varlen launch.
 

@@ -28,14 +28,11 @@ def score_family(family: str, train: list[list], test: list[list], gpu: GPUSpec,
     config = config or CostModelConfig()
     model = FamilyModel(family, train, gpu, config)
     default = RooflineTimer(gpu, config.efficiency, config.overheads().kernel_latency_us)
-    ad = model.adapter
     n_shape = len(FAMILY_COLUMNS[family])
     cal, fit, dft, true = [], [], [], []
     for r in test:
-        key, c = ad.split(tuple(r[:n_shape]))
-        op = ad.eq_op(key, c)
-        p = model.predict(op)
-        cal.append(model.timer.op_time(op) if p is None else p)
+        op = model.row_op(tuple(r[:n_shape]))
+        cal.append(model.predict_or_fit(op))
         fit.append(model.timer.op_time(op))
         dft.append(default.op_time(op))
         true.append(r[n_shape] * 1e-6)

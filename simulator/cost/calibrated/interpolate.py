@@ -77,6 +77,16 @@ class FamilyModel:
             self._cands[key] = found
         return found
 
+    def row_op(self, shape: tuple) -> Op:
+        """The op a table row's shape columns stand for."""
+        key, coords = self.adapter.split(shape)
+        return self.adapter.eq_op(key, coords)
+
+    def predict_or_fit(self, op: Op) -> float:
+        """Seconds as a simulation reads them: interpolated, else the fitted roofline."""
+        t = self.predict(op)
+        return self.timer.op_time(op) if t is None else t
+
     def predict(self, op: Op) -> float | None:
         """Seconds for one call of `op`, or None when no measured key can stand in."""
         key, coords = self.adapter.locate(op)
