@@ -6,7 +6,10 @@
 #    (per-GPU shapes, measured on this one GPU), and since calibrate gained --sustained-s
 #    its sustained-rate runs (~35 s; the shipped h200_sxm-measured predates them);
 # 3. benchmarks/sustained_gemm.py: the same GEMM alone and back to back (docs/fidelity.md
-#    item 16's power-limit question), in FP8 and bf16, with the time series of the slow-down.
+#    item 16's power-limit question), with the time series of the slow-down; then prefill
+#    attention alone and a whole Llama-3.1-70B prefill layer, each kernel timed at the start
+#    and after seconds of back-to-back load (does attention slow down with the GEMMs?).
+#    SERIES=all adds the bf16 and mid-size FP8 GEMM series of the first (2026-11-26) runs.
 set -uo pipefail
 out=${1:?OUT_DIR}; name=${2:-gpu}; budget=${3:-300}
 mkdir -p "$out"
@@ -21,5 +24,10 @@ sim calibrate --model llama-3.1-70b,llama-3.1-8b,gpt-oss-120b --tp 1,2,4,8 --bud
 method "$out/$name.json"
 # Alone vs back to back for 8 s, after 3 s idle, with the per-call time every 50 ms.
 python3 benchmarks/sustained_gemm.py --dtype fp8 --seconds 8 --rest 3 --window 0.05 --series || true
-python3 benchmarks/sustained_gemm.py --dtype bf16 --seconds 8 --rest 3 --window 0.05 --series || true
-python3 benchmarks/sustained_gemm.py --dtype fp8 --shape 2048,10240,8192 --seconds 8 --rest 3 --window 0.05 --series || true
+if [ "${SERIES:-}" = all ]; then
+    python3 benchmarks/sustained_gemm.py --dtype bf16 --seconds 8 --rest 3 --window 0.05 --series || true
+    python3 benchmarks/sustained_gemm.py --dtype fp8 --shape 2048,10240,8192 --seconds 8 --rest 3 --window 0.05 --series || true
+fi
+python3 benchmarks/sustained_gemm.py --op attention --tokens 8192 --seconds 8 --rest 3 --window 0.25 || true
+python3 benchmarks/sustained_gemm.py --op layer --dtype fp8 --tokens 8192 --seconds 8 --rest 3 --window 0.25 || true
+python3 benchmarks/sustained_gemm.py --op layer --dtype fp8 --tokens 2048 --tp 4 --seconds 8 --rest 3 --window 0.25 || true

@@ -1,6 +1,7 @@
 """Does a GEMM run slower when the GPU is kept busy than when timed alone?
 
     python benchmarks/sustained_gemm.py [--shape 8192,28672,8192] [--dtype fp8] [--seconds 5] [--series]
+    python benchmarks/sustained_gemm.py --op layer [--tokens 8192] [--tp 1]   # each kernel of a prefill layer
 
 The shipped kernel tables time each kernel alone, a few calls at a time. A serving engine
 prefilling a burst of prompts keeps the GPU at full load for seconds, where the power
@@ -15,7 +16,13 @@ This script measures it on the GPU at hand with calibration/sustained.py, the co
    nvidia-smi's SM clock and power are read before and after where available.
 
 It prints both times, their ratio, the clocks, and with --series every window; nothing
-is written. Defaults are Llama-3.1-70B's gate/up GEMM at TP1 on an 8,192-token chunk. On a
+is written.
+
+`--op attention` and `--op layer` ask the same of what runs between a prefill's GEMMs:
+causal prefill attention over `--tokens` alone, or one Llama-3.1-70B layer per GPU at
+`--tp` (QKV, attention, O, gate/up, down) with each kernel timed by CUDA events at the
+start and after `--seconds` of the layer back to back (calibration/sustained.py's
+measure_sequence). The simulator assumes attention slows down with the GEMMs around it. Defaults are Llama-3.1-70B's gate/up GEMM at TP1 on an 8,192-token chunk. On a
 CPU it runs (small shapes make sense there) but says nothing about GPUs.
 """
 
@@ -23,13 +30,56 @@ from __future__ import annotations
 
 import argparse
 
-from calibration.bench import clock_and_power, fp8_supported, pick_device, require_torch
-from calibration.sustained import measure_sustained
+from calibration.bench import (
+    clock_and_power,
+    fp8_supported,
+    gemm_fn,
+    pick_device,
+    prefill_fn,
+    require_torch,
+)
+from calibration.sustained import measure_sequence, measure_sustained
+
+# Llama-3.1-70B: hidden 8192, 64 query and 8 KV heads of 128, MLP 28672.
+HIDDEN, HEADS, KV_HEADS, HEAD_DIM, MLP = 8192, 64, 8, 128, 28672
+
+
+def layer_parts(torch, dev, tokens: int, tp: int, dtype: str, attention_only: bool) -> list:
+    """(label, callable) for one Llama-3.1-70B layer's prefill kernels on one of `tp` GPUs."""
+    heads, kv_heads = HEADS // tp, max(1, KV_HEADS // tp)
+    attention = ("attention", prefill_fn(torch, dev, 1, tokens, 0, heads, kv_heads, HEAD_DIM)[0])
+    if attention_only:
+        return [attention]
+    qkv = (heads + 2 * kv_heads) * HEAD_DIM
+    gemms = {"qkv": (tokens, qkv, HIDDEN), "o": (tokens, HIDDEN, heads * HEAD_DIM),
+             "gate_up": (tokens, 2 * MLP // tp, HIDDEN), "down": (tokens, HIDDEN, MLP // tp)}
+    make = {name: (f"{name} GEMM", gemm_fn(torch, dev, *shape, dtype)) for name, shape in gemms.items()}
+    return [make["qkv"], attention, make["o"], make["gate_up"], make["down"]]
+
+
+def report_sequence(args, torch, dev, dtype: str) -> None:
+    parts = layer_parts(torch, dev, args.tokens, args.tp, dtype, attention_only=args.op == "attention")
+    run = measure_sequence(torch, dev, parts, seconds=args.seconds, rest_s=args.rest, window_s=args.window,
+                           clocks=clock_and_power)
+    print(f"{args.op}: Llama-3.1-70B at TP{args.tp}, {args.tokens} prompt tokens, {dtype} GEMMs, on {dev}")
+    print(f"clocks before [{run.clocks_before}]  after [{run.clocks_after}]")
+    for label, burst, steady, frac in zip(run.labels, run.burst_us, run.steady_us, run.fractions, strict=True):
+        print(f"  {label:14s} burst {burst:10,.1f} µs  sustained {steady:10,.1f} µs  fraction {frac:.3f}")
+    total_b, total_s = sum(run.burst_us), sum(run.steady_us)
+    print(f"  {'whole pass':14s} burst {total_b:10,.1f} µs  sustained {total_s:10,.1f} µs  "
+          f"fraction {min(1.0, total_b / total_s):.3f} over {len(run.windows)} windows in {args.seconds:g} s")
+    if args.series:
+        for i, (t, us) in enumerate(run.windows):
+            print(f"  window {i:3d}  t={t:6.3f} s  {us:9.1f} µs/pass  ({us / total_b:.3f} of burst)")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shape", default="8192,28672,8192", help="M,N,K")
+    parser.add_argument("--op", default="gemm", choices=["gemm", "attention", "layer"],
+                        help="a GEMM (--shape), prefill attention alone, or a whole prefill layer")
+    parser.add_argument("--shape", default="8192,28672,8192", help="M,N,K (--op gemm)")
+    parser.add_argument("--tokens", type=int, default=8192, help="prompt tokens (--op attention/layer)")
+    parser.add_argument("--tp", type=int, default=1, choices=[1, 2, 4, 8], help="per-GPU share (--op attention/layer)")
     parser.add_argument("--dtype", default="fp8", choices=["fp8", "bf16"])
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--device", default=None)
@@ -42,6 +92,9 @@ def main() -> None:
     torch = require_torch()
     dev = pick_device(torch, args.device)
     dtype = args.dtype if args.dtype != "fp8" or fp8_supported(torch, dev) else "bf16"
+    if args.op != "gemm":
+        report_sequence(args, torch, dev, dtype)
+        return
     run = measure_sustained(torch, dev, (m, n, k), dtype, seconds=args.seconds, rest_s=args.rest,
                             window_s=args.window, clocks=clock_and_power)
     tflops = 2.0 * m * n * k / 1e6

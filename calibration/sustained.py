@@ -86,3 +86,75 @@ def sustained_fractions(runs: list[SustainedRun]) -> dict[str, float]:
     for run in runs:
         by_dtype.setdefault(run.dtype, []).append(run.fraction)
     return {d: round(statistics.median(v), 2) for d, v in by_dtype.items()}
+
+
+@dataclass
+class SequenceRun:
+    """Kernels run in a fixed order (one transformer layer, say), timed each on its own."""
+
+    labels: list[str]
+    burst_us: list[float]  # per kernel, right after an idle rest: clocks high
+    steady_us: list[float]  # per kernel, after `seconds` of the sequence back to back
+    windows: list[tuple[float, float]] = field(default_factory=list)  # (seconds since start, µs per pass)
+    clocks_before: str = ""
+    clocks_after: str = ""
+
+    @property
+    def fractions(self) -> list[float]:
+        """Per kernel, steady rate over burst rate, at most 1."""
+        return [min(1.0, b / s) for b, s in zip(self.burst_us, self.steady_us, strict=True)]
+
+
+def split_pass(torch, fns: list[Callable[[], object]], sync: Callable[[], object], cuda: bool,
+               passes: int = 3) -> list[float]:
+    """Per-kernel µs inside back-to-back passes over `fns` (the median over `passes`).
+
+    On a GPU, CUDA events between the kernels split one pass without stalling it, so each
+    kernel is timed at the clock its neighbours left it; on a CPU each call is synced.
+    """
+    per: list[list[float]] = [[] for _ in fns]
+    for _ in range(passes):
+        if cuda:
+            events = [torch.cuda.Event(enable_timing=True) for _ in range(len(fns) + 1)]
+            events[0].record()
+            for fn, end in zip(fns, events[1:], strict=True):
+                fn()
+                end.record()
+            sync()
+            for i in range(len(fns)):
+                per[i].append(events[i].elapsed_time(events[i + 1]) * 1e3)
+        else:
+            for i, fn in enumerate(fns):
+                t0 = time.perf_counter()
+                fn()
+                sync()
+                per[i].append((time.perf_counter() - t0) * 1e6)
+    return [statistics.median(p) for p in per]
+
+
+def measure_sequence(torch, device, parts: list[tuple[str, Callable[[], object]]], *, seconds: float = 6.0,
+                     rest_s: float = 2.0, window_s: float = 0.05,
+                     clocks: Callable[[], str] | None = None) -> SequenceRun:
+    """Each kernel's time in a sequence at boost clocks, then after `seconds` of it back to back.
+
+    Answers whether the kernels between a long prefill's GEMMs (attention, say) slow down
+    with them: the power limit lowers the clock of the whole chip, not of one kernel.
+    """
+    cuda = device.type == "cuda"
+    sync = torch.cuda.synchronize if cuda else torch.cpu.synchronize
+    labels = [label for label, _ in parts]
+    fns = [fn for _, fn in parts]
+
+    def one_pass() -> None:
+        for fn in fns:
+            fn()
+
+    one_pass()  # compile, allocate, pick algorithms
+    sync()
+    time.sleep(rest_s)
+    before = clocks() if clocks else ""
+    burst = split_pass(torch, fns, sync, cuda)
+    windows = back_to_back(one_pass, sync, seconds, window_s)
+    steady = split_pass(torch, fns, sync, cuda, passes=5)
+    after = clocks() if clocks else ""
+    return SequenceRun(labels, burst, steady, windows, before, after)
