@@ -22,7 +22,9 @@ is written.
 causal prefill attention over `--tokens` alone, or one Llama-3.1-70B layer per GPU at
 `--tp` (QKV, attention, O, gate/up, down) with each kernel timed by CUDA events at the
 start and after `--seconds` of the layer back to back (calibration/sustained.py's
-measure_sequence). The simulator assumes attention slows down with the GEMMs around it. Defaults are Llama-3.1-70B's gate/up GEMM at TP1 on an 8,192-token chunk. On a
+measure_sequence). The simulator assumes attention slows down with the GEMMs around it.
+`--op decode-layer` times a decode step's layer the same way: the simulator assumes a
+memory-bound step keeps its speed. Defaults are Llama-3.1-70B's gate/up GEMM at TP1 on an 8,192-token chunk. On a
 CPU it runs (small shapes make sense there) but says nothing about GPUs.
 """
 
@@ -32,6 +34,7 @@ import argparse
 
 from calibration.bench import (
     clock_and_power,
+    decode_fn,
     fp8_supported,
     gemm_fn,
     pick_device,
@@ -44,11 +47,18 @@ from calibration.sustained import measure_sequence, measure_sustained
 HIDDEN, HEADS, KV_HEADS, HEAD_DIM, MLP = 8192, 64, 8, 128, 28672
 
 
-def layer_parts(torch, dev, tokens: int, tp: int, dtype: str, attention_only: bool) -> list:
-    """(label, callable) for one Llama-3.1-70B layer's prefill kernels on one of `tp` GPUs."""
+def layer_parts(torch, dev, op: str, tokens: int, tp: int, dtype: str, context: int) -> list:
+    """(label, callable) for one Llama-3.1-70B layer's kernels on one of `tp` GPUs.
+
+    A prefill of `tokens` prompt tokens, or (decode-layer) one decode step of `tokens`
+    sequences over `context` cached tokens each.
+    """
     heads, kv_heads = HEADS // tp, max(1, KV_HEADS // tp)
-    attention = ("attention", prefill_fn(torch, dev, 1, tokens, 0, heads, kv_heads, HEAD_DIM)[0])
-    if attention_only:
+    if op == "decode-layer":
+        attention = ("attention", decode_fn(torch, dev, tokens, context, heads, kv_heads, HEAD_DIM)[0])
+    else:
+        attention = ("attention", prefill_fn(torch, dev, 1, tokens, 0, heads, kv_heads, HEAD_DIM)[0])
+    if op == "attention":
         return [attention]
     qkv = (heads + 2 * kv_heads) * HEAD_DIM
     gemms = {"qkv": (tokens, qkv, HIDDEN), "o": (tokens, HIDDEN, heads * HEAD_DIM),
@@ -58,10 +68,12 @@ def layer_parts(torch, dev, tokens: int, tp: int, dtype: str, attention_only: bo
 
 
 def report_sequence(args, torch, dev, dtype: str) -> None:
-    parts = layer_parts(torch, dev, args.tokens, args.tp, dtype, attention_only=args.op == "attention")
+    parts = layer_parts(torch, dev, args.op, args.tokens, args.tp, dtype, args.context)
     run = measure_sequence(torch, dev, parts, seconds=args.seconds, rest_s=args.rest, window_s=args.window,
                            clocks=clock_and_power)
-    print(f"{args.op}: Llama-3.1-70B at TP{args.tp}, {args.tokens} prompt tokens, {dtype} GEMMs, on {dev}")
+    what = (f"{args.tokens} sequences over {args.context} cached tokens" if args.op == "decode-layer"
+            else f"{args.tokens} prompt tokens")
+    print(f"{args.op}: Llama-3.1-70B at TP{args.tp}, {what}, {dtype} GEMMs, on {dev}")
     print(f"clocks before [{run.clocks_before}]  after [{run.clocks_after}]")
     for label, burst, steady, frac in zip(run.labels, run.burst_us, run.steady_us, run.fractions, strict=True):
         print(f"  {label:14s} burst {burst:10,.1f} µs  sustained {steady:10,.1f} µs  fraction {frac:.3f}")
@@ -75,10 +87,12 @@ def report_sequence(args, torch, dev, dtype: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--op", default="gemm", choices=["gemm", "attention", "layer"],
-                        help="a GEMM (--shape), prefill attention alone, or a whole prefill layer")
+    parser.add_argument("--op", default="gemm", choices=["gemm", "attention", "layer", "decode-layer"],
+                        help="a GEMM (--shape), prefill attention alone, a whole prefill layer, or a decode step's layer")
     parser.add_argument("--shape", default="8192,28672,8192", help="M,N,K (--op gemm)")
-    parser.add_argument("--tokens", type=int, default=8192, help="prompt tokens (--op attention/layer)")
+    parser.add_argument("--tokens", type=int, default=8192,
+                        help="prompt tokens (--op attention/layer) or sequences (--op decode-layer)")
+    parser.add_argument("--context", type=int, default=2048, help="cached tokens per sequence (--op decode-layer)")
     parser.add_argument("--tp", type=int, default=1, choices=[1, 2, 4, 8], help="per-GPU share (--op attention/layer)")
     parser.add_argument("--dtype", default="fp8", choices=["fp8", "bf16"])
     parser.add_argument("--seconds", type=float, default=5.0)

@@ -155,6 +155,6 @@ def measure_sequence(torch, device, parts: list[tuple[str, Callable[[], object]]
     before = clocks() if clocks else ""
     burst = split_pass(torch, fns, sync, cuda)
     windows = back_to_back(one_pass, sync, seconds, window_s)
-    steady = split_pass(torch, fns, sync, cuda, passes=5)
+    steady = split_pass(torch, fns, sync, cuda, passes=10)
     after = clocks() if clocks else ""
     return SequenceRun(labels, burst, steady, windows, before, after)
