@@ -153,8 +153,17 @@ def measure_sequence(torch, device, parts: list[tuple[str, Callable[[], object]]
     sync()
     time.sleep(rest_s)
     before = clocks() if clocks else ""
+    back_to_back(one_pass, sync, 0.03, 0.01)  # out of the idle power state, well before the limit bites
     burst = split_pass(torch, fns, sync, cuda)
-    windows = back_to_back(one_pass, sync, seconds, window_s)
-    steady = split_pass(torch, fns, sync, cuda, passes=10)
+    # The clocks oscillate about their steady value at the power limit, so the steady split
+    # is the median over passes spread across the last third of the run, not a few at its end.
+    tail_s = seconds / 3
+    windows = back_to_back(one_pass, sync, seconds - tail_s, window_s)
+    per: list[list[float]] = [[] for _ in fns]
+    end = time.perf_counter() + tail_s
+    while time.perf_counter() < end:
+        for i, us in enumerate(split_pass(torch, fns, sync, cuda, passes=1)):
+            per[i].append(us)
+    steady = [statistics.median(p) for p in per]
     after = clocks() if clocks else ""
     return SequenceRun(labels, burst, steady, windows, before, after)
