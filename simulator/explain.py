@@ -56,9 +56,15 @@ def _sustained_notes(cost: IterationCostModel) -> tuple[str, ...]:
             return f"as measured on this GPU run back to back for seconds ({where})"
         return f"as the profile's {r.long_rows} GEMM rows of >= 10 ms sustain it"
 
-    return tuple(f"{dtype} kernels (GEMMs, experts, prefill attention): compute at {r.fraction:.2f} of the "
-                 "tables' short-burst rate, "
-                 + why(r) for dtype, r in sorted(rates.items()))
+    attention = getattr(cost.timer, "attention_sustained", None)
+    kernels = "GEMMs, experts" if attention is not None else "GEMMs, experts, prefill attention"
+    notes = tuple(f"{dtype} kernels ({kernels}): compute at {r.fraction:.2f} of the "
+                  "tables' short-burst rate, "
+                  + why(r) for dtype, r in sorted(rates.items()))
+    if attention is not None:
+        notes += (f"prefill attention: compute at {attention.fraction:.2f} of the tables' short-burst rate, "
+                  "as measured inside a prefill layer run back to back on this GPU (GPU catalog)",)
+    return notes
 
 
 def explain(loaded: LoadedScenario, *, batch: int, context: int, prefill: int) -> Explanation:

@@ -76,7 +76,8 @@ def test_run_subcommand_prints_a_summary(tmp_path, capsys):
     # Which kernel times drove the run is printed and kept in summary.json.
     kernels = strict_json((out / "summary.json").read_text())["config"]["kernel_times"]
     assert kernels.startswith("aiconfigurator:h100_sxm/vllm/")  # chatbot: backend auto, one H100
-    assert kernels.endswith("sustained bf16 0.85")  # H100's BF16 rate measured back to back
+    # H100's BF16 rate measured back to back, and prefill attention's inside a prefill layer
+    assert kernels.endswith("sustained bf16 0.85; prefill attention 0.74")
     assert "kernels" in text and kernels.split(" ")[0] in text
     assert "cost       1 GPU, $" in text  # one H100: singular
     assert cli("run", CHATBOT, *SMALL, "--set", "parallelism.tp=2", "-o", tmp_path / "tp2", "--no-report") == 0
@@ -241,8 +242,9 @@ def test_explain_adds_up_to_the_iteration_times_a_run_uses(capsys):
     text = capsys.readouterr().out
     assert "gate_up_proj" in text and "total" in text and "TP1 PP1" in text
     # FP8 GEMMs and a BF16 KV cache (the base scenario's): both dtypes' compute runs slower.
-    assert [n.split(":")[0] for n in e.notes] == ["bf16 kernels (GEMMs, experts, prefill attention)",
-                                                 "fp8 kernels (GEMMs, experts, prefill attention)"]
+    assert [n.split(":")[0] for n in e.notes] == ["bf16 kernels (GEMMs, experts)", "fp8 kernels (GEMMs, experts)",
+                                                 "prefill attention"]
+    assert "compute at 0.71" in e.notes[2]  # H200's attention measured inside a prefill layer
     assert "measured on this GPU" in e.notes[1] and "compute at 0.88" in " ".join(text.split())
     # A disaggregated scenario: the decode column is the decode pool's, the prefill the prefill pool's.
     disagg = ROOT / "scenarios" / "validation" / "distserve-opt13b-a100-disagg.yaml"

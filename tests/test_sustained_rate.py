@@ -110,12 +110,65 @@ def test_prefill_gemms_slow_down_and_decode_gemms_do_not():
 
     from simulator.cost.ops import attn_decode_op, attn_prefill_op
 
-    # Prefill attention (compute-bound) runs at the lowered clock too; decode attention
-    # (memory-bound) keeps its time.
+    # Prefill attention (compute-bound) runs at the lowered clock too, at the fraction
+    # measured for it inside a prefill layer; decode attention (memory-bound) keeps its time.
     attn = attn_prefill_op(((8192, 0),), _sm())
-    assert on.op_time(attn) == pytest.approx(off.op_time(attn) / on.sustained["bf16"].fraction)
+    assert on.attention_sustained.fraction == get_gpu("h200").sustained_attention_fraction
+    assert on.op_time(attn) == pytest.approx(off.op_time(attn) / on.attention_sustained.fraction)
     decode = attn_decode_op(32, 32 * 4096, _sm())
     assert on.op_time(decode) == off.op_time(decode)
+
+
+def test_prefill_attention_takes_its_own_measured_fraction_where_the_catalog_has_one():
+    """Inside a long prefill, attention slows with the lowered SM clock more than the GEMMs
+    around it (H100 0.74, H200 0.71 against FP8 GEMMs' 0.83, 0.88); elsewhere, and for a
+    CPU-timed profile, it keeps its dtype's fraction (or none)."""
+    from test_calibration import _sm, synthetic_profile
+
+    from simulator.cost import kernel_times_source
+    from simulator.cost.calibrated import CalibratedTimer
+    from simulator.cost.ops import attn_prefill_op
+
+    for gpu in ("h100-sxm", "h200"):
+        spec = get_gpu(gpu)
+        assert spec.sustained_attention_fraction < min(spec.sustained_tensor_fraction.values())
+    h200 = calibrated_backend(get_gpu("h200"), CostModelConfig(), "h200_sxm-vllm")
+    assert "prefill attention 0.71" in kernel_times_source(h200)
+    b200 = calibrated_backend(get_gpu("b200"), CostModelConfig(), "b200_sxm-vllm")
+    assert b200.attention_sustained is None and "prefill attention" not in kernel_times_source(b200)
+    assert calibrated_backend(get_gpu("h200"), CostModelConfig(sustained_tensor_rate=False),
+                              "h200_sxm-vllm").attention_sustained is None
+    assert CalibratedTimer(synthetic_profile(gpu=None), get_gpu("h200")).attention_sustained is None
+    # A GPU without the attention measurement: prefill attention at its dtype's fraction.
+    plain = get_gpu("h200").model_copy(update={"sustained_attention_fraction": None})
+    on = calibrated_backend(plain, CostModelConfig(), "h200_sxm-vllm")
+    off = calibrated_backend(plain, CostModelConfig(sustained_tensor_rate=False), "h200_sxm-vllm")
+    attn = attn_prefill_op(((8192, 0),), _sm())
+    assert on.op_time(attn) == pytest.approx(off.op_time(attn) / on.sustained[attn.dtype].fraction)
+
+
+def test_an_attention_fraction_must_be_a_fraction():
+    from pydantic import ValidationError
+
+    h200 = get_gpu("h200")
+    for bad in (0.0, 1.2, -0.5):
+        with pytest.raises(ValidationError, match="sustained_attention_fraction"):
+            type(h200).model_validate(h200.model_dump() | {"sustained_attention_fraction": bad})
+
+
+def test_a_sequences_kernels_are_timed_at_the_start_and_after_the_load():
+    """calibration/sustained.py's measure_sequence on this machine's CPU: the bookkeeping."""
+    torch = pytest.importorskip("torch")
+    from calibration.sustained import SequenceRun, measure_sequence
+
+    a, b = torch.randn(64, 64), torch.randn(64, 64)
+    parts = [("matmul", lambda: a @ b), ("add", lambda: a + b)]
+    run = measure_sequence(torch, torch.device("cpu"), parts, seconds=0.3, rest_s=0.0, window_s=0.05,
+                           clocks=lambda: "n/a")
+    assert run.labels == ["matmul", "add"] and len(run.burst_us) == len(run.steady_us) == 2
+    assert all(t > 0 for t in run.burst_us + run.steady_us) and run.windows and run.clocks_before == "n/a"
+    assert all(0 < f <= 1.0 for f in run.fractions)
+    assert SequenceRun(["x", "y"], [8.0, 10.0], [10.0, 9.0]).fractions == [0.8, 1.0]
 
 
 def test_a_lone_request_prefills_slower_and_decodes_as_fast():

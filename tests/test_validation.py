@@ -171,7 +171,7 @@ def test_sweep_outputs_keep_rows(silicon):
     # Every run says which kernel tables timed it, and the page names them.
     result, _ = silicon
     assert {r["kernel_times"] for r in result["per_run"]} == {
-        "aiconfigurator:h200_sxm/vllm/0.24.0 (measured on NVIDIA H200); sustained fp8 0.88; FP8-KV decode "
+        "aiconfigurator:h200_sxm/vllm/0.24.0 (measured on NVIDIA H200); sustained fp8 0.88; prefill attention 0.71; FP8-KV decode "
         "attention at the BF16 kernel's speed (vLLM 0.10.2 ran FlashAttention-3's FP8 decode tiles before "
         "their tuning)"}
     assert "Kernel times from:</p><ul><li>aiconfigurator:h200_sxm/vllm/0.24.0" in (out / "validation.html").read_text()
@@ -658,7 +658,7 @@ def test_sweep_base_scenario_times_kernels_from_the_gpus_tables():
     tables = Simulation(load(BENCH_SCENARIO))
     assert tables.cost.timer.name == "calibrated"
     assert tables.kernel_times == ("aiconfigurator:h200_sxm/vllm/0.24.0 (measured on NVIDIA H200); "
-                                   "sustained bf16 0.85, fp8 0.88")
+                                   "sustained bf16 0.85, fp8 0.88; prefill attention 0.71")
     fallback = Simulation(load(BENCH_SCENARIO, ["hardware.gpu=mi300x", "model.weight_dtype=bf16",
                                                 "model.activation_dtype=bf16"]))
     assert fallback.cost.timer.name == "roofline"

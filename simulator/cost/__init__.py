@@ -69,6 +69,9 @@ def kernel_times_source(timer: OpTimer, gemm_dtypes: Iterable[str] | None = None
     sustained = sustained_rates_used(timer, gemm_dtypes)
     if sustained:
         where += "; sustained " + ", ".join(f"{d} {r.fraction:.2f}" for d, r in sorted(sustained.items()))
+    attention = getattr(timer, "attention_sustained", None)
+    if attention is not None:
+        where += f"; prefill attention {attention.fraction:.2f}"
     return where
 
 

@@ -85,6 +85,10 @@ _GPUS: list[GPUSpec] = [
         # 8192x28672x8192 and 2048x10240x8192: FP8 0.835, 0.825; BF16 0.849, 0.843 (SM clock
         # 1980 -> 1215-1320 MHz at 690-698 W). docs/fidelity.md item 16.
         sustained_tensor_fraction={"fp8": 0.83, "bf16": 0.85},
+        # benchmarks/sustained_gemm.py --op layer, same H100: Llama-3.1-70B FP8 layer at TP1 on
+        # 8,192 tokens, attention 1,705 -> 2,293 µs after 8 s back to back (0.744; SM clock
+        # 1320 MHz). benchmarks/logs/2026-11-26-h100-calibration-and-layers.log.
+        sustained_attention_fraction=0.74,
     ),
     GPUSpec(
         name="h100-pcie",
@@ -167,6 +171,10 @@ _GPUS: list[GPUSpec] = [
         # 0.876); BF16 8192x28672x8192 0.850 (SM clock 1980 -> 1320-1455 MHz at 683-690 W).
         # docs/fidelity.md item 16.
         sustained_tensor_fraction={"fp8": 0.88, "bf16": 0.85},
+        # benchmarks/sustained_gemm.py --op layer, same H200: Llama-3.1-70B FP8 layer, attention's
+        # unthrottled over steady time, TP1 8,192 tokens 0.696 and 0.716, TP2 4,096 tokens 0.701
+        # and 0.734 (two runs; SM clock 1350-1425 MHz). benchmarks/logs/2026-11-26-h200-layers-*.log.
+        sustained_attention_fraction=0.71,
     ),
     GPUSpec(
         name="h800",

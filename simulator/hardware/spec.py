@@ -76,6 +76,11 @@ class GPUSpec(StrictModel):
     # dtype, from benchmarks/sustained_gemm.py on this GPU. It overrides the fraction the
     # calibrated back end reads off a kernel table's long rows (simulator/cost/sustained.py).
     sustained_tensor_fraction: dict[str, float] = Field(default_factory=dict)
+    # Measured fraction of its short-burst speed that prefill attention keeps inside a long
+    # prefill run back to back (benchmarks/sustained_gemm.py --op layer). Attention slows with
+    # the SM clock, which the power limit lowers for the whole chip, more than the GEMMs
+    # around it do. None: prefill attention takes its dtype's sustained_tensor_fraction.
+    sustained_attention_fraction: float | None = Field(default=None, gt=0, le=1)
 
     @model_validator(mode="after")
     def _check_peaks(self) -> GPUSpec:

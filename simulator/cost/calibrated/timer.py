@@ -62,7 +62,8 @@ def reference_gpu(profile: Profile, template: GPUSpec) -> GPUSpec:
 
 # Families whose compute-bound part runs at the sustained tensor-core rate (sustained.py).
 # Prefill attention too: the SM clock the power limit lowers is the chip's, so the
-# attention kernels between a long prefill's GEMMs run at it as well (not measured apart).
+# attention kernels between a long prefill's GEMMs run at it as well; measured inside a
+# prefill layer, they slow down more than the GEMMs (GPUSpec.sustained_attention_fraction).
 SUSTAINED_FAMILIES = ("gemm", "moe", "attn_prefill")
 
 # Families whose table rows can run from L2 where a serving step reads DRAM (see op_time).
@@ -137,6 +138,11 @@ class CalibratedTimer:
                                   profile.metadata.sustained_fraction)
         # Only the dtypes that measurably slow down: a lookup miss is the common case.
         self.sustained: dict[str, SustainedRate] = {d: r for d, r in rates.items() if r.fraction < 1.0}
+        # Prefill attention's own measured fraction replaces its dtype's (GPU-timed profiles).
+        attention = gpu.sustained_attention_fraction
+        self.attention_sustained = (SustainedRate(attention, 0, 0, "catalog")
+                                    if config.sustained_tensor_rate and attention is not None
+                                    and profile.metadata.device_kind == "cuda" else None)
         self._config = config
         # Our own FP8 GEMM rows time torch._scaled_mm alone; vLLM's FP8 linear layer first
         # quantises its 16-bit input (one memory-bound kernel), which NVIDIA's tables time
@@ -160,6 +166,8 @@ class CalibratedTimer:
     def _sustain(self, op: Op) -> float:
         """The factor by which `op` runs longer at the sustained rate (1.0 for most ops)."""
         rate = self.sustained.get(op.dtype)
+        if op.family == "attn_prefill" and self.attention_sustained is not None:
+            rate = self.attention_sustained
         if rate is None or op.family not in SUSTAINED_FAMILIES:
             return 1.0
         rt = self.models["gemm"].timer
