@@ -72,18 +72,22 @@ def test_our_measurement_borrows_the_shipped_tables_only_for_what_it_lacks():
     assert CalibratedTimer(l4, get_gpu("l4")).source_of(allreduce) == "roofline-default"
 
 
-def test_the_shipped_measured_profile_carries_its_provenance():
-    """h200_sxm-measured: our own GPU run, with what it ran on and how it was timed."""
+@pytest.mark.parametrize("name, gpu", [("h200_sxm-measured", "h200"), ("h100_sxm-measured", "h100-sxm")])
+def test_the_shipped_measured_profiles_carry_their_provenance(name, gpu):
+    """Our own GPU runs, with what they ran on and how they were timed."""
     from calibration.profile import load_profile
 
-    meta = load_profile("h200_sxm-measured").metadata
-    assert (meta.source, meta.gpu, meta.device_kind) == ("measured", "h200", "cuda")
+    meta = load_profile(name).metadata
+    assert (meta.source, meta.gpu, meta.device_kind) == ("measured", gpu, "cuda")
     assert meta.driver == "580.159.04" and meta.cuda == "13.0" and meta.torch.startswith("2.11.0")
     assert meta.date.startswith("2026-11-26") and meta.models == ["llama-3.1-70b", "llama-3.1-8b", "gpt-oss-120b"]
     assert meta.method.timer == "cuda-events" and meta.method.graph_below_us == 300.0
     assert meta.method.graphed_points > 3000 and not meta.method.truncated
     assert meta.fit["gemm"].cv_median_ape_pct < 5.0 and meta.fit["attn_decode"].cv_median_ape_pct < 5.0
     assert "allreduce" in meta.not_measured  # one GPU: collectives come from the shipped tables
+    if name == "h100_sxm-measured":  # made after calibrate gained --sustained-s: its own fractions
+        assert meta.sustained_fraction == {"bf16": 0.86, "fp8": 0.84}
+        assert any(n.startswith("sustained: bf16 8192x28672x8192") for n in meta.notes)
 
 
 def test_our_fp8_gemms_pay_the_input_quantisation_vllm_runs_before_them():
