@@ -60,6 +60,9 @@ BENCH = ROOT / "scenarios" / "benchmark-concurrency.yaml"
     ("nvidia/Llama-3.1-Nemotron-70B-Instruct-HF", "llama-3.1-70b"),
     ("lmsys/vicuna-13b-v1.5", "llama-2-13b"),
     ("Qwen/Qwen2-72B-Instruct", "qwen2.5-72b"),
+    ("Qwen/QwQ-32B", "qwen2.5-32b"),
+    ("mistralai/Mistral-Small-3.1-24B-Instruct-2503", "mistral-small-24b"),
+    ("mistralai/Mistral-Small-3.2-24B-Instruct-2506", "mistral-small-24b"),
 ])
 def test_new_names_resolve(name, expected):
     assert get_model(name).name == expected

@@ -346,6 +346,9 @@ _MODELS: list[ModelSpec] = [
         max_position_embeddings=131072,
         qkv_bias=True,
         published_params_b=32.5,  # model card: 32.5B
+        # QwQ-32B's config.json has the same shapes (64 layers, 5120 hidden, 40/8 heads,
+        # 27648 MLP, 152064 vocabulary); only its context length differs.
+        aliases=("Qwen/QwQ-32B",),
     ),
     # https://huggingface.co/Qwen/Qwen2.5-72B/blob/main/config.json (bias on q, k, v only)
     ModelSpec(
@@ -377,6 +380,9 @@ _MODELS: list[ModelSpec] = [
         vocab_size=131072,
         max_position_embeddings=32768,
         published_params_b=23.6,  # HF parameter count 23.6B
+        # Mistral-Small-3.1/3.2-24B-Instruct's text_config has these shapes; their vision
+        # encoder is not modelled (text-only requests do not run it).
+        aliases=("mistralai/Mistral-Small-3.1-24B-Instruct-2503", "mistralai/Mistral-Small-3.2-24B-Instruct-2506"),
     ),
     # https://huggingface.co/mistralai/Mistral-Nemo-Base-2407/blob/main/config.json
     ModelSpec(
