@@ -227,6 +227,9 @@ def show_profile(profile: Profile, label: str) -> None:
     if measured:
         said = ", ".join(f"{d} {f:.2f}" for d, f in sorted(measured.items()))
         lines.append(f"           measured back to back {where}, used instead: {said}")
+    if known and meta.device_kind == "cuda" and gpu.sustained_attention_fraction is not None:
+        lines.append(f"           prefill attention: {gpu.sustained_attention_fraction:.2f}, measured inside a "
+                     f"prefill layer for {meta.gpu} (GPU catalog)")
     if meta.fit:
         k = next(iter(meta.fit.values())).cv_folds
         lines.append(f"errors are on held-out rows ({k}-fold cross-validation); η are fractions of "

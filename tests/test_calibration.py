@@ -421,7 +421,11 @@ def test_show_command(capsys):
     _main(["calibrate", "show", "h100_sxm-vllm"])
     out = capsys.readouterr().out
     assert "attn_decode" in out and "aiconfigurator:h100_sxm/vllm" in out
-    assert "fp8 0.82 (76 rows)" in " ".join(out.split())  # the sustained FP8 GEMM rate
+    text = " ".join(out.split())
+    assert "fp8 0.82 (76 rows)" in text  # the sustained FP8 GEMM rate
+    assert "used instead: bf16 0.85, fp8 0.83" in text and "prefill attention: 0.74" in text  # the catalog's
+    _main(["calibrate", "show", "b200_sxm-vllm"])
+    assert "prefill attention" not in capsys.readouterr().out  # not measured on a B200
 
 
 def test_calibrate_without_torch_says_how_to_install(monkeypatch, tmp_path, capsys):
