@@ -22,10 +22,13 @@ is written.
 causal prefill attention over `--tokens` alone, or one Llama-3.1-70B layer per GPU at
 `--tp` (QKV, attention, O, gate/up, down) with each kernel timed by CUDA events at the
 start and after `--seconds` of the layer back to back (calibration/sustained.py's
-measure_sequence). The simulator assumes attention slows down with the GEMMs around it.
+measure_sequence). The simulator slows prefill attention by what this measures
+(GPUSpec.sustained_attention_fraction).
 `--op decode-layer` times a decode step's layer the same way: the simulator assumes a
-memory-bound step keeps its speed. Defaults are Llama-3.1-70B's gate/up GEMM at TP1 on an 8,192-token chunk. On a
-CPU it runs (small shapes make sense there) but says nothing about GPUs.
+memory-bound step keeps its speed.
+
+Defaults are Llama-3.1-70B's gate/up GEMM at TP1 on an 8,192-token chunk. On a CPU it runs
+(small shapes make sense there) but says nothing about GPUs.
 """
 
 from __future__ import annotations
