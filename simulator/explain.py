@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simulator.config import LoadedScenario
-from simulator.cost import sustained_rates_used
+from simulator.cost import prefill_attention_rate, sustained_rates_used
 from simulator.cost.model import IterationCostModel
 from simulator.cost.ops import IterationShape, compute_dtypes
 from simulator.cost.releases import untuned_fp8_decode_note
@@ -56,7 +56,7 @@ def _sustained_notes(cost: IterationCostModel) -> tuple[str, ...]:
             return f"as measured on this GPU run back to back for seconds ({where})"
         return f"as the profile's {r.long_rows} GEMM rows of >= 10 ms sustain it"
 
-    attention = getattr(cost.timer, "attention_sustained", None)
+    attention = prefill_attention_rate(cost.timer)
     kernels = "GEMMs, experts" if attention is not None else "GEMMs, experts, prefill attention"
     notes = tuple(f"{dtype} kernels ({kernels}): compute at {r.fraction:.2f} of the "
                   "tables' short-burst rate, "

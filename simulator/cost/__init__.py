@@ -54,6 +54,12 @@ def sustained_rates_used(timer: OpTimer, gemm_dtypes: Iterable[str] | None = Non
     return {d: r for d, r in rates.items() if d in used}
 
 
+def prefill_attention_rate(timer: OpTimer):
+    """The timer's own sustained rate for prefill attention (a GPU catalog measurement), or
+    None where prefill attention takes its dtype's rate (or there is none)."""
+    return getattr(timer, "attention_sustained", None)
+
+
 def kernel_times_source(timer: OpTimer, gemm_dtypes: Iterable[str] | None = None) -> str:
     """Where this run's kernel times come from, for the summary: the profile's source and
     measuring GPU (and date, for our own measurements), or the datasheet roofline; and the
@@ -69,7 +75,7 @@ def kernel_times_source(timer: OpTimer, gemm_dtypes: Iterable[str] | None = None
     sustained = sustained_rates_used(timer, gemm_dtypes)
     if sustained:
         where += "; sustained " + ", ".join(f"{d} {r.fraction:.2f}" for d, r in sorted(sustained.items()))
-    attention = getattr(timer, "attention_sustained", None)
+    attention = prefill_attention_rate(timer)
     if attention is not None:
         where += f"; prefill attention {attention.fraction:.2f}"
     return where
@@ -91,5 +97,6 @@ __all__ = [
     "RooflineTimer",
     "ShardedModel",
     "kernel_times_source",
+    "prefill_attention_rate",
     "sustained_rates_used",
 ]

@@ -129,6 +129,7 @@ class CalibratedTimer:
         self.models = _FamilyModels(profile, self.reference, config)
         gemm = profile.table("gemm")
         rates = {}
+        self.attention_sustained: SustainedRate | None = None
         if config.sustained_tensor_rate:
             # The GPU's own measurement, where the catalog has one, for profiles timed on a GPU
             # (a CPU profile's times have nothing to do with a GPU's power limit).
@@ -136,13 +137,11 @@ class CalibratedTimer:
             rates = with_measured(sustained_rates(gemm.rows) if gemm is not None else {},
                                   gpu.sustained_tensor_fraction if on_gpu else {},
                                   profile.metadata.sustained_fraction)
+            if on_gpu and gpu.sustained_attention_fraction is not None:
+                # Prefill attention's own measured fraction replaces its dtype's.
+                self.attention_sustained = SustainedRate(gpu.sustained_attention_fraction, 0, 0, "catalog")
         # Only the dtypes that measurably slow down: a lookup miss is the common case.
         self.sustained: dict[str, SustainedRate] = {d: r for d, r in rates.items() if r.fraction < 1.0}
-        # Prefill attention's own measured fraction replaces its dtype's (GPU-timed profiles).
-        attention = gpu.sustained_attention_fraction
-        self.attention_sustained = (SustainedRate(attention, 0, 0, "catalog")
-                                    if config.sustained_tensor_rate and attention is not None
-                                    and profile.metadata.device_kind == "cuda" else None)
         self._config = config
         # Our own FP8 GEMM rows time torch._scaled_mm alone; vLLM's FP8 linear layer first
         # quantises its 16-bit input (one memory-bound kernel), which NVIDIA's tables time
