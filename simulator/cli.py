@@ -130,8 +130,11 @@ def run_cmd(
 ) -> None:
     """Simulate one scenario and write summary.json, requests.csv, iterations.csv and report.html."""
     from simulator import api
+    from simulator.output import check_output_dir
 
     loaded = api.load(scenario, set_ or [])
+    if output_dir is not None:  # a bad folder is reported before the run, not after it
+        check_output_dir(output_dir)
     progress = LazyProgress(f"simulating {loaded.name}", enabled=not quiet)
     try:
         result = api.run(loaded, progress=progress)
@@ -266,22 +269,45 @@ def explain_cmd(
     console.print(table)
 
 
+def _numeric(cell: str) -> bool:
+    return cell.replace(".", "", 1).replace("/", "", 1).isdigit()
+
+
+def names_table(rows: list[tuple[str, ...]], *columns: str, fold: tuple[str, ...] = (),
+                caption: str | None = None) -> Table:
+    """A catalog listing that stays whole in 80 columns or a pipe: names and numbers are
+    never cut or wrapped (the first column is what a scenario types); only the `fold`
+    columns (descriptions) wrap."""
+    table = Table(box=None, pad_edge=False, padding=(0, 1, 0, 0), header_style="bold underline", caption=caption,
+                  caption_justify="left")
+    for i, col in enumerate(columns):
+        widest = max(len(col), *(len(r[i]) for r in rows))
+        whole = col not in fold
+        table.add_column(col, no_wrap=whole, min_width=widest if whole else min(widest, 14),
+                         overflow="fold", justify="right" if all(map(_numeric, (r[i] for r in rows))) else "left")
+    for r in rows:
+        table.add_row(*r)
+    return table
+
+
 @list_app.command("gpus")
 def list_gpus() -> None:
     """GPUs in the catalog, and the kernel tables `cost_model.backend: auto` times each with."""
     from simulator.cost.calibrated import NoShippedProfileError, shipped_profile_for
     from simulator.hardware import GPU_CATALOG
 
-    table = Table("name", "GPU", "memory GB", "HBM TB/s", "bf16 TFLOP/s", "fp8 TFLOP/s", "$/h", "kernel tables")
+    rows = []
     for g in GPU_CATALOG.values():
         try:
             tables = shipped_profile_for(g)
         except NoShippedProfileError:
             tables = "— (roofline)"
-        table.add_row(g.name, g.display_name, f"{g.memory_gb:g}", f"{g.hbm_tbps:g}",
-                      f"{g.peak_tflops.get('bf16', 0):g}", f"{g.peak_tflops.get('fp8', 0):g}",
-                      f"{g.cost_per_gpu_hour:.2f}", tables)
-    console.print(table)
+        rows.append((g.name, f"{g.memory_gb:g}", f"{g.hbm_tbps:g}", f"{g.peak_tflops.get('bf16', 0):g}",
+                     f"{g.peak_tflops.get('fp8', 0):g}", f"{g.cost_per_gpu_hour:.2f}", tables, g.display_name))
+    console.print(names_table(rows, "name", "GB", "TB/s", "bf16", "fp8", "$/h", "kernel tables", "GPU",
+                              fold=("GPU",),
+                              caption="GB: memory; TB/s: HBM bandwidth; bf16, fp8: dense TFLOP/s; "
+                                      "$/h: per GPU (hardware.cost_per_gpu_hour overrides)"))
 
 
 @list_app.command("models")
@@ -289,14 +315,13 @@ def list_models() -> None:
     """Models in the catalog."""
     from simulator.models import MODEL_CATALOG
 
-    table = Table("name", "params (B)", "layers", "hidden", "heads", "KV heads", "ffn", "vocab", "max len")
+    rows = []
     for m in MODEL_CATALOG.values():
-        table.add_row(m.name, f"{m.param_count / 1e9:.2f}", str(m.num_layers), str(m.hidden_size),
-                      str(m.num_heads), str(m.num_kv_heads),
-                      f"{m.num_experts}×{m.moe_ffn_size} top-{m.experts_per_token}" if m.is_moe else str(m.ffn_size),
-                      str(m.vocab_size),
-                      str(m.max_position_embeddings))
-    console.print(table)
+        ffn = f"{m.num_experts}×{m.moe_ffn_size} top-{m.experts_per_token}" if m.is_moe else str(m.ffn_size)
+        rows.append((m.name, f"{m.param_count / 1e9:.1f}", str(m.num_layers), str(m.hidden_size),
+                     f"{m.num_heads}/{m.num_kv_heads}", str(m.vocab_size), str(m.max_position_embeddings), ffn))
+    console.print(names_table(rows, "name", "params B", "layers", "hidden", "heads", "vocab", "max len", "ffn",
+                              fold=("ffn",), caption="heads: query/KV heads; ffn: width, or experts × width"))
 
 
 @list_app.command("policies")
@@ -320,16 +345,21 @@ def _argv_with_default_command(argv: list[str]) -> list[str]:
     return argv
 
 
+# The shell's status for a run stopped by SIGINT.
+INTERRUPTED = 130
+
+
 def main(argv: list[str] | None = None) -> None:
     args = _argv_with_default_command(list(sys.argv[1:] if argv is None else argv))
     try:
-        app(args=args, prog_name="simulate", standalone_mode=False)
+        # Out of standalone mode, typer returns an Exit's code instead of exiting: a Ctrl-C
+        # comes back as 130, which must not end the process with status 0.
+        code = app(args=args, prog_name="simulate", standalone_mode=False)
     except ServesimError as exc:
         err_console.print(Text("error: ", style="bold red") + Text(exc.render()), highlight=False)
         raise SystemExit(2) from None
     except KeyboardInterrupt:
-        err_console.print("interrupted; no output was written for the unfinished run")
-        raise SystemExit(130) from None
+        code = INTERRUPTED
     except SystemExit:
         raise
     except Exception as exc:
@@ -337,9 +367,14 @@ def main(argv: list[str] | None = None) -> None:
         if hasattr(exc, "show") and hasattr(exc, "exit_code"):
             exc.show()
             raise SystemExit(exc.exit_code) from None
-        if type(exc).__name__ == "Abort":
-            raise SystemExit(1) from None
-        raise
+        if type(exc).__name__ != "Abort":
+            raise
+        # Older typer/click turn a Ctrl-C into Abort.
+        code = INTERRUPTED if isinstance(exc.__context__, KeyboardInterrupt) else 1
+    if code == INTERRUPTED:
+        err_console.print("interrupted; no output was written for the unfinished run")
+    if isinstance(code, int) and not isinstance(code, bool) and code != 0:
+        raise SystemExit(code)
 
 
 if __name__ == "__main__":

@@ -27,8 +27,32 @@ OWN_FILES = {"summary.json", "requests.csv", "iterations.csv", "report.html", "s
              "validation.json", "validation.csv", "validation.html"}
 
 
+def check_creatable(final: Path) -> None:
+    """Refuse a path whose folders cannot be made, before any work is done: a parent that
+    is a file, or a folder this user may not write into."""
+    ancestor = final.parent.absolute()
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise ServesimError(f"{ancestor} is a file, so no folder can be made below it", where=str(final),
+                            fix="pass a folder path to --output-dir")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise ServesimError(f"no permission to create folders in {ancestor}", where=str(final),
+                            fix="choose a folder you can write to for --output-dir")
+
+
+def make_dirs(path: Path) -> None:
+    """mkdir -p, with an OS refusal (read-only disk, quota) as a clean error."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ServesimError(f"cannot create the folder: {exc.strerror or exc}", where=str(path),
+                            fix="choose another folder for --output-dir") from None
+
+
 def check_output_dir(final: Path) -> None:
-    """Refuse to overwrite anything that is not a previous servesim output folder."""
+    """Refuse to overwrite anything that is not a previous servesim output folder, and a
+    path that cannot be created."""
     if final.exists() and not final.is_dir():
         raise ServesimError("the output path exists and is a file", where=str(final),
                             fix="pass a folder path to --output-dir")
@@ -38,6 +62,8 @@ def check_output_dir(final: Path) -> None:
             shown = ", ".join(sorted(foreign)[:5])
             raise ServesimError(f"the output folder holds files servesim did not write ({shown})",
                                 where=str(final), fix="choose a new or empty folder for --output-dir")
+    else:
+        check_creatable(final)
 
 
 def publish(tmp: Path, final: Path) -> None:
@@ -51,11 +77,11 @@ def publish(tmp: Path, final: Path) -> None:
 def staging_dir(final: Path) -> Path:
     """A fresh temporary sibling of `final`, so nothing half-written ever appears there."""
     check_output_dir(final)
-    final.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(final.parent)
     tmp = final.parent / f".{final.name}.tmp-{os.getpid()}"
     if tmp.exists():
         shutil.rmtree(tmp)
-    tmp.mkdir()
+    make_dirs(tmp)
     return tmp
 
 

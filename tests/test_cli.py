@@ -119,12 +119,25 @@ def test_list_commands(what, capsys, monkeypatch):
 def test_list_gpus_names_the_kernel_tables_auto_uses(capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "300")
     assert cli("list", "gpus") == 0
-    rows = {line.split("│")[1].strip(): line.split("│")[-2].strip()
-            for line in capsys.readouterr().out.splitlines() if line.startswith("│")}
-    assert rows["h200"] == "h200_sxm-vllm"
-    assert rows["gb200"] == "b200_sxm-vllm"  # its die's tables
-    assert rows["gb300"] == "gb300-vllm"  # its own
-    assert rows["h20"] == "— (roofline)"
+    rows = {line.split()[0]: line.split()[6:] for line in capsys.readouterr().out.splitlines() if line.strip()}
+    assert rows["h200"][0] == "h200_sxm-vllm"
+    assert rows["gb200"][0] == "b200_sxm-vllm"  # its die's tables
+    assert rows["gb300"][0] == "gb300-vllm"  # its own
+    assert rows["h20"][:2] == ["—", "(roofline)"]
+
+
+@pytest.mark.parametrize("what", ["gpus", "models"])
+def test_list_never_cuts_the_names_a_scenario_types(what, capsys, monkeypatch):
+    """At 80 columns (a pipe's width) every catalog name stands whole at the start of a line."""
+    from simulator.hardware import GPU_CATALOG
+    from simulator.models import MODEL_CATALOG
+
+    monkeypatch.setenv("COLUMNS", "80")
+    assert cli("list", what) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert max(map(len, lines)) <= 80
+    firsts = {line.split()[0] for line in lines if line.strip()}
+    assert set(GPU_CATALOG if what == "gpus" else MODEL_CATALOG) <= firsts
 
 
 def test_help_exits_zero(capsys):
@@ -252,3 +265,31 @@ def test_explain_adds_up_to_the_iteration_times_a_run_uses(capsys):
     assert "prefill TP2 PP1, decode TP1 PP1" in fp16.layout and fp16.notes == ()  # roofline: none
     assert cli("explain", bench, "--batch", 0) == 2
     assert "--batch must be >= 1" in capsys.readouterr().err
+
+
+def test_ctrl_c_exits_130_and_writes_nothing(tmp_path, capsys, monkeypatch):
+    """typer hands a Ctrl-C back as a return value out of standalone mode; it must still
+    end the process with 130, not 0, so `simulate ... && next` stops."""
+    from simulator import api
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(api, "run", interrupted)
+    assert cli(CHATBOT, *SMALL, "-o", tmp_path / "out", "-q") == 130
+    assert "interrupted" in capsys.readouterr().err
+    no_leftovers(tmp_path)
+
+
+def test_output_dir_below_a_file_is_refused_before_the_run(tmp_path, capsys, monkeypatch):
+    from simulator import api
+
+    def never(*args, **kwargs):
+        raise AssertionError("the run started although its output folder cannot be made")
+
+    monkeypatch.setattr(api, "run", never)
+    blocker = tmp_path / "file.txt"
+    blocker.write_text("x")
+    assert cli(CHATBOT, *SMALL, "-o", blocker / "sub", "-q") == 2
+    err = " ".join(capsys.readouterr().err.split())  # rich wraps long paths
+    assert err.startswith("error:") and "is a file" in err and "Traceback" not in err
