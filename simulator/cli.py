@@ -69,6 +69,18 @@ def _fmt(v, unit: str = "") -> str:
     return f"{v}{unit}"
 
 
+def rejection_lines(req: dict, shown: int = 3) -> list[str]:
+    """Why requests were turned away, a line per cause (an example of each)."""
+    groups = req.get("rejected_reasons") or []
+    lines = [f"  rejected {g['count']:,}× e.g. {g['reason']}" for g in groups[:shown]]
+    if len(groups) > shown:
+        lines.append(f"  rejected {sum(g['count'] for g in groups[shown:]):,}× for {len(groups) - shown} "
+                     "other reason(s): see reject_reason in requests.csv")
+    if groups and not req["completed"]:
+        lines.append("  no request completed: every metric below is empty")
+    return lines
+
+
 def print_summary(summary: dict, out_dir: Path | None) -> None:
     cfg = summary.get("config", {})
     req = summary["requests"]
@@ -101,6 +113,7 @@ def print_summary(summary: dict, out_dir: Path | None) -> None:
         + (f", {kv['prefix_cache_hit_rate']:.0%} of prompt tokens from the prefix cache"
            if kv.get("prefix_cache_hit_rate") else ""),
     ]
+    lines[1:1] = rejection_lines(req)
     if dis:
         lines.append(f"KV moves   {_fmt(dis['kv_transfer']['ms']['mean'])} ms mean, "
                      f"{_fmt(dis['kv_transfer']['ms']['p99'])} ms p99 over "

@@ -8,6 +8,7 @@ share the same gap: a run of 10M tokens needs a few hundred thousand pairs, not 
 from __future__ import annotations
 
 import math
+import re
 from array import array
 
 import numpy as np
@@ -154,6 +155,22 @@ def itl_stats(itl: ItlSink) -> dict[str, float | None]:
     return {"mean": float((v * w).sum() / w.sum()), **{f"p{p}": x for p, x in zip(PERCENTILES, pct, strict=True)}}
 
 
+# Numbers that differ from request to request ("prompt + output = 10384 tokens"); a
+# setting's value ("max_model_len=8192") follows "=" directly and is kept.
+_PER_REQUEST_NUMBER = re.compile(r"(?<![=\w.])\d+")
+
+
+def rejection_reasons(req: pd.DataFrame) -> list[dict]:
+    """Rejections grouped by cause, most common first, each with its first request's own
+    words: a run that turns requests away says why without opening requests.csv."""
+    rejected = req.loc[req["status"] != "completed", "reject_reason"].fillna("").astype(str)
+    groups: dict[str, list] = {}
+    for reason in rejected:
+        entry = groups.setdefault(_PER_REQUEST_NUMBER.sub("N", reason), [reason or "no reason recorded", 0])
+        entry[1] += 1
+    return [{"reason": example, "count": n} for example, n in sorted(groups.values(), key=lambda e: -e[1])]
+
+
 def summarize(req: pd.DataFrame, itl: ItlSink, slo: dict[str, float | None]) -> dict:
     """The metric block of summary.json (the contract other tools read)."""
     done = req[req["status"] == "completed"]
@@ -173,7 +190,8 @@ def summarize(req: pd.DataFrame, itl: ItlSink, slo: dict[str, float | None]) -> 
             meets &= np.where(np.isnan(vals), key == "tpot_ms", vals <= limit)
     good = int(meets.sum())
     return {
-        "requests": {"total": total, "completed": len(done), "rejected": total - len(done)},
+        "requests": {"total": total, "completed": len(done), "rejected": total - len(done),
+                     "rejected_reasons": rejection_reasons(req)},
         "duration_s": duration,
         "throughput": {
             "requests_per_s": rate(len(done)),

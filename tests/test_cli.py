@@ -293,3 +293,13 @@ def test_output_dir_below_a_file_is_refused_before_the_run(tmp_path, capsys, mon
     assert cli(CHATBOT, *SMALL, "-o", blocker / "sub", "-q") == 2
     err = " ".join(capsys.readouterr().err.split())  # rich wraps long paths
     assert err.startswith("error:") and "is a file" in err and "Traceback" not in err
+
+
+def test_summary_says_why_requests_were_rejected(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    assert cli(CHATBOT, *SMALL, "--set", "model.max_model_len=600", "-o", tmp_path / "out", "--no-report") == 0
+    summary = strict_json((tmp_path / "out" / "summary.json").read_text())
+    groups = summary["requests"]["rejected_reasons"]
+    assert summary["requests"]["rejected"] == sum(g["count"] for g in groups) > 0
+    out = capsys.readouterr().out
+    assert f"rejected {groups[0]['count']}× e.g. " in out and "max_model_len=600" in out

@@ -89,7 +89,8 @@ def test_requests_frame_latencies():
 def test_summarize_follows_bench_serve_semantics():
     df, itl = hand_made()
     s = summarize(df, itl, {"ttft_ms": 300.0, "tpot_ms": 200.0, "e2e_ms": None})
-    assert s["requests"] == {"total": 4, "completed": 3, "rejected": 1}
+    assert s["requests"] == {"total": 4, "completed": 3, "rejected": 1,
+                             "rejected_reasons": [{"reason": "too long", "count": 1}]}
     assert s["duration_s"] == pytest.approx(3.5)  # first arrival (0) to last completion (3.5)
     thr = s["throughput"]
     assert thr["requests_per_s"] == pytest.approx(3 / 3.5)
@@ -129,7 +130,8 @@ def test_goodput_counts_requests_meeting_every_given_slo(slo, good):
 def test_summarize_with_nothing_completed():
     df = requests_frame([make_request(0, 0.0, 10, 10), make_request(1, 1.0, 10, 10)])
     s = summarize(df, ItlSink(), {"ttft_ms": 100.0})
-    assert s["requests"] == {"total": 2, "completed": 0, "rejected": 2}
+    assert s["requests"] == {"total": 2, "completed": 0, "rejected": 2,
+                             "rejected_reasons": [{"reason": "too long", "count": 2}]}
     assert s["duration_s"] == 0.0
     assert s["throughput"]["requests_per_s"] == 0.0
     for key in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
@@ -191,3 +193,17 @@ def test_summary_agrees_with_the_frames(run):
     peak = (it["kv_blocks_used"] / it["kv_blocks_total"]).max()
     assert s["kv_cache"]["peak_utilization"] == pytest.approx(peak)
     assert s["iterations"] == len(it)
+
+
+def test_rejections_are_grouped_by_cause_not_by_request():
+    """Per-request numbers do not split a cause; a setting's value (after "=") does."""
+    reqs = [make_request(i, float(i), 10, 10) for i in range(4)]
+    texts = ["prompt + output = 2419 tokens exceeds max_model_len=2048",
+             "prompt + output = 3001 tokens exceeds max_model_len=2048",
+             "needs 300 KV blocks at full length; the cache holds 200",
+             "prompt + output = 2419 tokens exceeds max_model_len=1024"]
+    for r, text in zip(reqs, texts, strict=True):
+        r.status, r.reject_reason = "rejected", text
+    s = summarize(requests_frame(reqs), ItlSink(), {})
+    assert s["requests"]["rejected_reasons"] == [
+        {"reason": texts[0], "count": 2}, {"reason": texts[2], "count": 1}, {"reason": texts[3], "count": 1}]
