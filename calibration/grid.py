@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from calibration.profile import CalibrationError
 from simulator.cost.ops import ShardedModel, emit_ops, expert_gemm_shapes, token_ops
 from simulator.models import ModelSpec
 
@@ -62,11 +63,26 @@ def _coarse_first(values: list) -> list:
     return [values[i] for i in order]
 
 
+def _shardable(model: ModelSpec, tp: int) -> bool:
+    """vLLM's rule: TP divides the query heads, and the KV heads divide evenly or replicate."""
+    return not (model.num_heads % tp or (model.num_kv_heads % tp and tp % model.num_kv_heads))
+
+
+def _check_shardable(models: list[ModelSpec], tps: list[int]) -> None:
+    """A TP degree no model can be split over would measure nothing: say so up front."""
+    for tp in tps:
+        if not any(_shardable(m, tp) for m in models):
+            heads = ", ".join(f"{m.name}: {m.num_heads} heads, {m.num_kv_heads} KV heads" for m in models)
+            raise CalibrationError(f"TP {tp} cannot split the attention heads of any model measured ({heads})",
+                                   where="--tp", fix="use TP degrees that divide the head counts, e.g. --tp 1,2,4,8")
+
+
 def build_plan(models: list[ModelSpec], tps: list[int], *, quick: bool = False, device: str = "cuda",
                token_budget: int = 8192, dtypes: tuple[str, ...] = ("bf16",)) -> BenchPlan:
     """The grid for these models and TP degrees; `quick` is a seconds-long smoke grid."""
     caps = _CPU_CAPS if device == "cpu" else _GPU_CAPS
     tps = sorted(set(tps))
+    _check_shardable(models, tps)
     if quick:
         tps = tps[-1:]  # the largest TP has the smallest shapes
     plan = BenchPlan(models=[m.name for m in models], tp=tps)
@@ -75,7 +91,7 @@ def build_plan(models: list[ModelSpec], tps: list[int], *, quick: bool = False, 
     widths: dict[tuple[int, int], None] = {}  # (hidden, ffn per GPU)
     for model in models:
         for tp in tps:
-            if model.num_heads % tp or (model.num_kv_heads % tp and tp % model.num_kv_heads):
+            if not _shardable(model, tp):
                 continue
             sm = ShardedModel.build(model, tp, 1, "bf16", "bf16", "bf16", 8)
             for op in (*token_ops(1, sm), *emit_ops(1, sm)):

@@ -415,6 +415,19 @@ def test_simulation_uses_the_calibrated_profile(cpu_profile):
     assert calibrated["requests"]["completed"] == roofline["requests"]["completed"] == 6
     # CPU kernels are orders of magnitude slower than an H100's roofline.
     assert calibrated["tpot_ms"]["p50"] > 10 * roofline["tpot_ms"]["p50"]
+    # ... which the summary says, so nobody reads those times as the GPU's.
+    assert "a CPU: a development profile" in calibrated["config"]["kernel_times"]
+
+
+def test_a_tp_that_splits_no_model_is_refused_before_measuring():
+    from calibration.grid import build_plan
+
+    with pytest.raises(CalibrationError, match="TP 3 cannot split") as err:
+        build_plan([get_model("llama-3.1-8b")], [1, 3], device="cpu")
+    assert err.value.where == "--tp"
+    # A TP that suits one of several models is measured for that one.
+    plan = build_plan([get_model("llama-3.1-8b"), get_model("opt-13b")], [1, 5], device="cpu")
+    assert plan.tp == [1, 5]
 
 
 def test_show_command(capsys):

@@ -68,7 +68,10 @@ def kernel_times_source(timer: OpTimer, gemm_dtypes: Iterable[str] | None = None
     if profile is None:
         return "roofline (datasheet peaks x cost_model.efficiency)"
     meta = profile.metadata
-    if meta.source == "measured":
+    if meta.source == "measured" and meta.device_kind == "cpu":
+        where = (f"measured on {meta.gpu_name} ({meta.date[:10]}), a CPU: a development profile whose "
+                 "times are that CPU's, not this GPU's")
+    elif meta.source == "measured":
         where = f"measured on {meta.gpu_name} ({meta.date[:10]})"
     else:
         where = f"{meta.source} (measured on {meta.gpu_name})"
