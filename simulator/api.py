@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from simulator.config import LoadedScenario, load_scenario
+from simulator.errors import ServesimError
 from simulator.output import write_outputs
 from simulator.simulation import Simulation, SimulationResult
 
@@ -32,8 +33,20 @@ def run(scenario: LoadedScenario | str | Path | dict, overrides: list[str] | Non
         loaded = scenario if not overrides else load(scenario.path, overrides)
     else:
         loaded = load(scenario, overrides)
-    return Simulation(loaded).run(record_iterations=record_iterations, fast_forward=fast_forward,
-                                  progress=progress)
+    try:
+        sim = Simulation(loaded)
+    except ServesimError as exc:
+        raise naming_the_file(exc, loaded.path) from None
+    return sim.run(record_iterations=record_iterations, fast_forward=fast_forward, progress=progress)
+
+
+def naming_the_file(exc: ServesimError, path: Path | None) -> ServesimError:
+    """A problem found while building the run (an unknown model, a model that does not fit)
+    names its field; prefix the scenario file, so the message says where to look."""
+    if path is not None and not str(exc.where or "").startswith(str(path)):
+        exc.where = f"{path}: {exc.where}" if exc.where else str(path)
+        exc.args = (exc.render(),)
+    return exc
 
 
 __all__ = ["LoadedScenario", "SimulationResult", "load", "run", "write_outputs"]

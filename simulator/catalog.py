@@ -15,8 +15,9 @@ class AliasIndex(Generic[T]):
     """Maps every alias of every entry (normalised by `key`) to its canonical name."""
 
     def __init__(self, kind: str, entries: dict[str, T], aliases: Callable[[T], Iterable[str]],
-                 key: Callable[[str], str], *, cutoff: float, fix: str):
+                 key: Callable[[str], str], *, cutoff: float, fix: str, field: str):
         self.kind = kind
+        self.field = field  # the scenario field that names an entry, for error messages
         self.entries = entries
         self.key = key
         self.cutoff = cutoff
@@ -35,9 +36,7 @@ class AliasIndex(Generic[T]):
             return self.entries[canonical]
         close = difflib.get_close_matches(self.key(name), list(self.index), n=3, cutoff=self.cutoff)
         guesses = list(dict.fromkeys(self.index[k] for k in close))
-        hint = f"did you mean {' or '.join(repr(g) for g in guesses)}? " if guesses else ""
-        raise CatalogError(
-            f"unknown {self.kind} {name!r}; {hint}known {self.kind}s: {', '.join(sorted(self.entries))}",
-            where=self.kind.lower(),
-            fix=self.fix,
-        )
+        # With a guess, the guess is the help; without one, the whole list is.
+        known = (f"did you mean {' or '.join(repr(g) for g in guesses)}?" if guesses
+                 else f"known {self.kind}s: {', '.join(sorted(self.entries))}")
+        raise CatalogError(f"unknown {self.kind} {name!r}; {known}", where=self.field, fix=self.fix)

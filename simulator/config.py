@@ -23,6 +23,7 @@ from simulator.scheduler import POLICIES, SchedulerConfig
 from simulator.scheduler.vllm_v1 import VllmV1Config
 from simulator.strict import StrictModel
 from simulator.workload import WorkloadConfig
+from simulator.yaml_input import load_yaml, yaml_error
 
 
 class ModelConfig(StrictModel):
@@ -174,7 +175,7 @@ def apply_override(data: dict, assignment: str) -> None:
         raise ConfigError(f"override {assignment!r} has an empty path", where="--set",
                           fix="write it as dotted.path=value")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else None
+        value = load_yaml(raw) if raw.strip() else None
     except yaml.YAMLError:
         value = raw
     node = data
@@ -262,6 +263,8 @@ def _fix_for(err: dict) -> str:
         return "use a value in the allowed range"
     if kind == "literal_error":
         return f"use one of: {err.get('ctx', {}).get('expected', '')}"
+    if kind == "value_error":  # our own validators' messages already say what to do
+        return ""
     return "see the scenario reference in README for this field's type"
 
 
@@ -284,10 +287,11 @@ def format_validation_error(exc: ValidationError, source: str) -> ConfigError:
         got = err.get("input")
         shown = "" if isinstance(got, dict) or err["type"] == "missing" else f" (got {got!r})"
         lines.append(f"{loc}: {err['msg']}{shown}")
-        fixes.append(f"{loc}: {_fix_for(err)}")
+        if fix := _fix_for(err):
+            fixes.append(f"{loc}: {fix}")
     n = len(lines)
     head = f"invalid scenario ({n} problem{'s' if n > 1 else ''}):\n  " + "\n  ".join(lines)
-    return ConfigError(head, where=source, fix="\n       ".join(fixes))
+    return ConfigError(head, where=source, fix="\n       ".join(fixes) or None)
 
 
 # -- loading -------------------------------------------------------------------------
@@ -303,12 +307,9 @@ def load_scenario(path: str | Path | None = None, overrides: list[str] | None = 
             raise ConfigError("scenario file not found", where=source,
                               fix="check the path; example scenarios live in scenarios/")
         try:
-            data = yaml.safe_load(p.read_text())
+            data = load_yaml(p.read_text())
         except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f"{source}:{mark.line + 1}" if mark else source
-            raise ConfigError(f"not valid YAML: {getattr(exc, 'problem', exc)}", where=where,
-                              fix="fix the YAML syntax at that line (indentation, a missing ':')") from None
+            raise yaml_error(exc, source) from None
         if data is None:
             data = {}
         if not isinstance(data, dict):

@@ -156,13 +156,14 @@ def test_model_aliases(alias, expected):
     assert get_model(alias).name == expected
 
 
-def test_unknown_model_lists_known_names():
+def test_unknown_model_guesses_or_lists_known_names():
     with pytest.raises(CatalogError) as info:
         get_model("llama-3.1-60b")
-    msg = str(info.value)
-    assert "llama-3.1-70b" in msg  # did-you-mean
+    assert "llama-3.1-70b" in str(info.value) and info.value.where == "model.name"  # did-you-mean
+    with pytest.raises(CatalogError) as info:
+        get_model("zzzzzzzz")  # no guess: the whole catalog
     for name in MODEL_CATALOG:
-        assert name in msg
+        assert name in str(info.value)
 
 
 # ----------------------------------------------------------------------------- HF loader
@@ -325,13 +326,14 @@ def test_gpu_aliases(alias, expected):
     assert get_gpu(alias).name == expected
 
 
-def test_unknown_gpu_lists_known_names():
+def test_unknown_gpu_guesses_or_lists_known_names():
     with pytest.raises(CatalogError) as info:
         get_gpu("h100-sxm4")
-    msg = str(info.value)
-    assert "did you mean 'h100-sxm'" in msg
+    assert "did you mean 'h100-sxm'" in str(info.value) and info.value.where == "hardware.gpu"
+    with pytest.raises(CatalogError) as info:
+        get_gpu("zzzzzzzz")
     for name in GPU_CATALOG:
-        assert name in msg
+        assert name in str(info.value)
 
 
 def test_specs_are_immutable():

@@ -303,3 +303,18 @@ def test_summary_says_why_requests_were_rejected(tmp_path, capsys, monkeypatch):
     assert summary["requests"]["rejected"] == sum(g["count"] for g in groups) > 0
     out = capsys.readouterr().out
     assert f"rejected {groups[0]['count']}× e.g. " in out and "max_model_len=600" in out
+
+
+def test_unknown_model_names_the_file_the_field_and_the_way_out(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "300")
+    assert cli(CHATBOT, "--set", "model.name=llama-3.1-8bb", "-q") == 2
+    err = capsys.readouterr().err
+    assert f"{CHATBOT}: model.name: unknown model 'llama-3.1-8bb'; did you mean 'llama-3.1-8b'" in err
+    assert "model.config_json" in err and "known models" not in err  # a guess, not the whole list
+
+
+def test_a_validator_message_is_not_followed_by_a_generic_fix(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "300")
+    assert cli(CHATBOT, "--set", "workload.prompt_tokens.min=10000", "-q") == 2
+    err = capsys.readouterr().err
+    assert "swap them" in err and "fix:" not in err

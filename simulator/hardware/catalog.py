@@ -727,7 +727,9 @@ def _key(name: str) -> str:
 
 _GPU_INDEX = AliasIndex(
     "GPU", GPU_CATALOG, lambda g: (g.name, g.display_name, *g.aliases), _key, cutoff=0.5,
-    fix="use one of the known names, or add a GPUSpec entry to simulator/hardware/catalog.py")
+    field="hardware.gpu",
+    fix="use a name from `simulate list gpus`; a GPU not listed is one GPUSpec entry in "
+        "simulator/hardware/catalog.py")
 
 
 def list_gpus() -> list[str]:

@@ -1068,7 +1068,9 @@ def _key(name: str) -> str:
 
 _MODEL_INDEX = AliasIndex(
     "model", MODEL_CATALOG, lambda m: (m.name, m.hf_id or m.name, *m.aliases), _key, cutoff=0.6,
-    fix="use a known name, or load the model's Hugging Face config.json (simulator.models.load_hf_config)")
+    field="model.name",
+    fix="use a name from `simulate list models`, or describe the model by its Hugging Face config.json "
+        "(model.config_json: PATH, in place of model.name)")
 
 
 def list_models() -> list[str]:

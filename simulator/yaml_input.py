@@ -1,0 +1,52 @@
+"""YAML as scenario and plan authors expect it: `1e3` is a number, and a key given twice
+is an error rather than a silent overwrite.
+
+PyYAML follows YAML 1.1, where a float needs a dot (`1e3` is the string "1e3", which the
+strict configs then refuse as "not a number"), and a repeated key keeps its last value,
+so a second `model:` block silently replaces the first.
+"""
+
+from __future__ import annotations
+
+import re
+
+import yaml
+
+from simulator.errors import ConfigError
+
+# YAML 1.2's core-schema floats that YAML 1.1 reads as strings: an exponent with no dot.
+_EXPONENT_FLOAT = re.compile(r"^[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+$")
+
+
+class DuplicateKeyError(yaml.constructor.ConstructorError):
+    """A mapping names the same key twice."""
+
+
+class _ScenarioLoader(yaml.SafeLoader):
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise DuplicateKeyError(
+                    None, None, f"the key {key!r} is given twice (first at line {seen[key] + 1}); "
+                    "the second would silently replace the first", key_node.start_mark)
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
+
+
+_ScenarioLoader.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+0123456789"))
+
+
+def load_yaml(text: str):
+    """Parse scenario/plan YAML; raises yaml.YAMLError (with a line mark) on bad input."""
+    return yaml.load(text, Loader=_ScenarioLoader)  # a SafeLoader subclass: no arbitrary objects
+
+
+def yaml_error(exc: yaml.YAMLError, source: str) -> ConfigError:
+    """A parse failure as a user-facing error at its line."""
+    mark = getattr(exc, "problem_mark", None)
+    where = f"{source}:{mark.line + 1}" if mark else source
+    fix = ("keep one of them (merge their fields)" if isinstance(exc, DuplicateKeyError)
+           else "fix the YAML syntax at that line (indentation, a missing ':')")
+    return ConfigError(f"not valid YAML: {getattr(exc, 'problem', exc)}", where=where, fix=fix)
