@@ -67,14 +67,27 @@ def _sustained_notes(cost: IterationCostModel) -> tuple[str, ...]:
     return notes
 
 
-def explain(loaded: LoadedScenario, *, batch: int, context: int, prefill: int) -> Explanation:
+# The sizes shown when none is asked for, shortened to fit a smaller max_model_len.
+DEFAULT_TOKENS = 2048
+
+
+def explain(loaded: LoadedScenario, *, batch: int = 32, context: int | None = None,
+            prefill: int | None = None) -> Explanation:
     """Time a decode step of `batch` sequences at `context` tokens each, and one prefill of
     `prefill` tokens, on the scenario's layout (its decode and prefill pools when
     disaggregated). Sums run over every pipeline stage: one micro-batch's path."""
     for name, value in (("--batch", batch), ("--context", context), ("--prefill", prefill)):
-        if value < 1:
+        if value is not None and value < 1:
             raise ConfigError(f"{name} must be >= 1, got {value}", where=name, fix="pass a positive count")
     sim = Simulation(loaded)
+    context = min(DEFAULT_TOKENS, sim.max_model_len - 1) if context is None else context
+    prefill = min(DEFAULT_TOKENS, sim.max_model_len) if prefill is None else prefill
+    # A decode step's sequence holds its context plus the token it makes.
+    for name, value, limit in (("--context", context, sim.max_model_len - 1),
+                               ("--prefill", prefill, sim.max_model_len)):
+        if value > limit:  # the server would refuse such a request
+            raise ConfigError(f"{name} {value} is longer than max_model_len={sim.max_model_len} allows",
+                              where=name, fix=f"pass at most {limit}, or raise model.max_model_len with --set")
     decode_pool = sim.pools.get("serve") or sim.pools["decode"]
     prefill_pool = sim.pools.get("serve") or sim.pools["prefill"]
     decode_shape = IterationShape(batch, batch, batch, batch * context)

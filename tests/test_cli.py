@@ -318,3 +318,15 @@ def test_a_validator_message_is_not_followed_by_a_generic_fix(capsys, monkeypatc
     assert cli(CHATBOT, "--set", "workload.prompt_tokens.min=10000", "-q") == 2
     err = capsys.readouterr().err
     assert "swap them" in err and "fix:" not in err
+
+
+def test_explain_refuses_a_context_beyond_max_model_len_and_fits_its_defaults(capsys, monkeypatch):
+    from simulator import api
+    from simulator.explain import explain
+
+    monkeypatch.setenv("COLUMNS", "300")
+    bench = ROOT / "scenarios" / "benchmark-concurrency.yaml"
+    assert cli("explain", bench, "--context", "10000000") == 2
+    assert "max_model_len=16384" in capsys.readouterr().err
+    short = explain(api.load(bench, ["model.max_model_len=1024"]))
+    assert "at 1023 tokens of context" in short.decode_label and "1024 prompt tokens" in short.prefill_label
