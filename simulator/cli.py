@@ -36,9 +36,10 @@ PROGRESS_AFTER_S = 1.5
 class LazyProgress:
     """A progress bar that appears only once a run has taken longer than PROGRESS_AFTER_S."""
 
-    def __init__(self, label: str, enabled: bool = True):
+    def __init__(self, label: str, enabled: bool = True, unit: str = "requests"):
         self.label = label
         self.enabled = enabled
+        self.unit = unit
         self.start = time.perf_counter()
         self.bar: Progress | None = None
         self.task = None
@@ -50,7 +51,7 @@ class LazyProgress:
             if time.perf_counter() - self.start < PROGRESS_AFTER_S:
                 return
             self.bar = Progress(TextColumn("{task.description}"), BarColumn(),
-                                TextColumn("{task.completed}/{task.total} requests"),
+                                TextColumn("{task.completed}/{task.total} " + self.unit),
                                 TimeElapsedColumn(), console=err_console, transient=True)
             self.bar.start()
             self.task = self.bar.add_task(self.label, total=total)
@@ -182,14 +183,14 @@ def validate_cmd(
     workers: Annotated[int | None, typer.Option(
         "--workers", "-j", min=1,
         help="runs simulated in parallel processes; default one per CPU, as many as free memory holds")] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no tables, no progress bar; the files only")] = False,
 ) -> None:
     """Simulate measured benchmarks under SCENARIO and report the prediction error."""
     from simulator.validation import run_validation
     from simulator.validation.occupancy import occupancy_hint
     from simulator.workers import default_workers
 
-    progress = LazyProgress("validating", enabled=not quiet)
+    progress = LazyProgress("validating", enabled=not quiet, unit="runs")
     try:
         result, out = run_validation(measured, scenario, set_ or [], output_dir, rounds=rounds,
                                      length_ratio=length_ratio, recipes=recipes,
