@@ -7,7 +7,7 @@ runtime memory come off the top, and the rest becomes KV blocks.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from simulator.dtypes import DTYPE_BYTES, stored_weight_bytes
 from simulator.errors import DoesNotFitError, KVBelowMaxModelLenError
@@ -179,41 +179,82 @@ def plan_memory(
     split_experts: bool = True,
     expert_parallel: bool = False,
     expert_kernel: str = "auto",
+    gpus_per_node: int = 8,
 ) -> MemoryPlan:
     """Build the memory plan of one GPU (of one attention-DP rank), or raise
-    DoesNotFitError with the breakdown. `split_experts`: whether the fix may suggest
-    attention data parallelism (not for disaggregated pools)."""
-    total = gpu.usable_memory_gib - CUDA_INVISIBLE_GIB
-    weights = weight_bytes_per_gpu(model, weight_dtype, tp, pp, expert_weight_dtype,
-                                   moe_kernel_tile(model, expert_weight_dtype, gpu, expert_kernel), dp,
-                                   expert_parallel) / GIB
-    act = activation_bytes_per_gpu(model, tp, max_batched_tokens, max_num_seqs) / GIB
-    per_token = kv_bytes_per_token_per_gpu(model, kv_dtype, tp, pp)
-    kv = total * utilization - weights - act - runtime_reserve_gib
-    if kv_cache_tokens is not None:
-        blocks = -(-kv_cache_tokens // block_size)
-        kv = blocks * block_size * per_token / GIB
-    else:
-        blocks = int(max(kv, 0.0) * GIB // (block_size * per_token))
-    plan = MemoryPlan(total, utilization, weights, act, runtime_reserve_gib, kv, per_token,
-                      block_size, blocks)
+    DoesNotFitError with the breakdown and the changes that would fit. `split_experts`:
+    whether the fix may suggest attention data parallelism (not for disaggregated pools);
+    `gpus_per_node` bounds the tensor-parallel sizes it suggests."""
+    setup = MemorySetup(model, gpu, tp, pp, dp, weight_dtype, expert_weight_dtype, kv_dtype, utilization,
+                        runtime_reserve_gib, block_size, max_batched_tokens, max_num_seqs, max_model_len,
+                        kv_cache_tokens, expert_parallel, expert_kernel)
+    plan = setup.plan()
+    if plan.num_blocks > 0 and plan.capacity_tokens >= max_model_len:
+        return plan
+    from simulator import memory_fit  # only on the error path (it imports this module)
+
     where = f"model {model.name} on {gpu.name} with tp={tp}, pp={pp}" + (f", dp={dp}" if dp > 1 else "")
-    if blocks <= 0:
-        more = ("parallelism.tp, parallelism.pp or parallelism.dp (which splits the experts)"
-                if model.num_experts and split_experts else "parallelism.tp or parallelism.pp")
+    if plan.num_blocks <= 0:
         raise DoesNotFitError(
             f"does not fit: no memory left for the KV cache\n{plan.table()}",
-            where=where,
-            fix=f"raise {more}, use a larger GPU, a smaller weight dtype "
-            "(model.weight_dtype: fp8), or raise memory.gpu_memory_utilization",
+            where=where, fix=memory_fit.fit_fix(setup, split_experts, gpus_per_node),
         )
     if plan.capacity_tokens < max_model_len:
+        more = ([f"memory.kv_cache_tokens: {max_model_len} or more"] if kv_cache_tokens is not None
+                else memory_fit.fit_fixes(setup, split_experts, gpus_per_node))
+        fixes = [f"model.max_model_len: {plan.capacity_tokens} or less", *more]
         raise KVBelowMaxModelLenError(
             f"the KV cache holds {plan.capacity_tokens} tokens, fewer than max_model_len="
             f"{max_model_len} (vLLM refuses to start in this case)\n{plan.table()}",
             capacity_tokens=plan.capacity_tokens,
             where=where,
-            fix=f"set model.max_model_len to at most {plan.capacity_tokens}, or add GPU memory "
-            "(more tp/pp, a larger GPU, fp8 weights or KV)",
+            fix=memory_fit.one_of(fixes),
         )
     return plan
+
+
+@dataclass(frozen=True)
+class MemorySetup:
+    """Everything one GPU's memory plan depends on, so a fix can change one field and re-plan."""
+
+    model: ModelSpec
+    gpu: GPUSpec
+    tp: int
+    pp: int
+    dp: int
+    weight_dtype: str
+    expert_weight_dtype: str | None
+    kv_dtype: str
+    utilization: float
+    runtime_reserve_gib: float
+    block_size: int
+    max_batched_tokens: int
+    max_num_seqs: int
+    max_model_len: int
+    kv_cache_tokens: int | None
+    expert_parallel: bool
+    expert_kernel: str
+
+    def plan(self) -> MemoryPlan:
+        """vLLM's accounting: the budget less weights, activations and the runtime is KV."""
+        model, gpu = self.model, self.gpu
+        total = gpu.usable_memory_gib - CUDA_INVISIBLE_GIB
+        tile = moe_kernel_tile(model, self.expert_weight_dtype, gpu, self.expert_kernel)
+        weights = weight_bytes_per_gpu(model, self.weight_dtype, self.tp, self.pp, self.expert_weight_dtype,
+                                       tile, self.dp, self.expert_parallel) / GIB
+        act = activation_bytes_per_gpu(model, self.tp, self.max_batched_tokens, self.max_num_seqs) / GIB
+        per_token = kv_bytes_per_token_per_gpu(model, self.kv_dtype, self.tp, self.pp)
+        kv = total * self.utilization - weights - act - self.runtime_reserve_gib
+        if self.kv_cache_tokens is not None:
+            blocks = -(-self.kv_cache_tokens // self.block_size)
+            kv = blocks * self.block_size * per_token / GIB
+        else:
+            blocks = int(max(kv, 0.0) * GIB // (self.block_size * per_token))
+        return MemoryPlan(total, self.utilization, weights, act, self.runtime_reserve_gib, kv, per_token,
+                          self.block_size, blocks)
+
+    def starts(self) -> bool:
+        """Whether vLLM would start: a KV cache of at least max_model_len tokens (its own
+        size, not a forced kv_cache_tokens)."""
+        plan = replace(self, kv_cache_tokens=None).plan()
+        return plan.num_blocks > 0 and plan.capacity_tokens >= self.max_model_len

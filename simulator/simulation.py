@@ -228,7 +228,7 @@ class Simulation:
                 max_batched_tokens=self.token_budget, max_num_seqs=self.max_num_seqs,
                 max_model_len=self.max_model_len, kv_cache_tokens=sc.memory.kv_cache_tokens,
                 dp=dp, split_experts=role is None, expert_parallel=expert_parallel,
-                expert_kernel=sc.model.expert_kernel)
+                expert_kernel=sc.model.expert_kernel, gpus_per_node=sc.hardware.gpus_per_node)
         except DoesNotFitError as exc:
             if role is None:
                 raise

@@ -77,6 +77,7 @@ def plan_cmd(
 ) -> None:
     """Find the cheapest deployment that meets an SLO (or the most traffic a budget carries)."""
     from simulator.plan.config import load_plan
+    from simulator.plan.infeasible import reason_groups
     from simulator.plan.report import headline, why_it_fits
     from simulator.plan.runner import run_plan
 
@@ -104,9 +105,13 @@ def plan_cmd(
                       + (f", {n_err} failed" if n_err else "") + f"); {outcome.searched} computed, "
                       f"{outcome.reused} reused, {time.perf_counter() - t0:,.1f} s with {workers} "
                       f"{'Ray CPUs' if executor == 'ray' and not address else 'workers'}")
+    groups = reason_groups(rows, outcome.records)
+    if groups and (not quiet or not n_ok):
+        _print_infeasible(groups)
     best, second = outcome.recommendation, outcome.runner_up
     if best is None:
-        console.print(f"recommended: none — no configuration meets the target under the SLO ({loaded.plan.slo.describe()})")
+        console.print(f"recommended: none — {_why_none(groups, n_ok, n_err, loaded)}", soft_wrap=True,
+                      markup=False, highlight=False)
     else:
         console.print(f"recommended: {headline(best, loaded)}", soft_wrap=True)
         if not quiet and best.get("weights_gib_per_gpu") is not None:
@@ -118,6 +123,25 @@ def plan_cmd(
             err_console.print(f"[red]failed[/red] {r['label']}: {r['reason']}", highlight=False)
     console.print(f"output       {outcome.out_dir}/  (plan.html, plan.csv, plan.json, results.jsonl"
                   + (", recommended/report.html)" if (outcome.out_dir / "recommended").is_dir() else ")"))
+
+
+def _print_infeasible(groups) -> None:
+    """The infeasible configurations' reasons, grouped (full reasons are in plan.csv)."""
+    from simulator.plan.infeasible import summary_lines
+
+    for i, line in enumerate(summary_lines(groups)):
+        console.print(f"{'infeasible:' if i == 0 else '':<13}{line}", soft_wrap=True, markup=False, highlight=False)
+
+
+def _why_none(groups, n_ok: int, n_err: int, loaded) -> str:
+    """Blame what stopped every configuration: infeasibility, failures, or the SLO."""
+    from simulator.plan.infeasible import none_feasible
+
+    if n_ok:
+        return f"no configuration meets the target under the SLO ({loaded.plan.slo.describe()})"
+    if groups:
+        return none_feasible(groups)
+    return f"every configuration failed ({n_err} errors, below)" if n_err else "no configuration was searched"
 
 
 def _table(rows: list[dict], loaded) -> None:

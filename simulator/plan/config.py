@@ -25,6 +25,7 @@ from simulator.errors import ConfigError, ServesimError
 from simulator.hardware import get_gpu
 from simulator.scheduler import POLICIES
 from simulator.strict import StrictModel
+from simulator.yaml_input import load_yaml, yaml_error
 
 #: Arrival processes whose rate the search can turn (rate-driven open loops).
 RATE_ARRIVALS = ("poisson", "gamma", "constant")
@@ -292,12 +293,9 @@ def _read_yaml(path: Path, what: str) -> dict:
         raise ConfigError(f"{what} not found", where=str(path),
                           fix="check the path; example plans live in scenarios/plans/")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = load_yaml(path.read_text())
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise ConfigError(f"not valid YAML: {getattr(exc, 'problem', exc)}",
-                          where=f"{path}:{mark.line + 1}" if mark else str(path),
-                          fix="fix the YAML syntax at that line (indentation, a missing ':')") from None
+        raise yaml_error(exc, str(path)) from None
     if not isinstance(data, dict):
         raise ConfigError(f"a {what} must be a YAML mapping (key: value)", where=str(path),
                           fix="start from scenarios/plans/tiny.yaml")
@@ -317,7 +315,7 @@ def load_plan(path: str | Path | None = None, *, data: dict | None = None) -> Lo
         raise _validation_error(exc, source) from None
     plan_dir = Path(path).resolve().parent if path is not None else Path.cwd()
     base = _load_base(plan, plan_dir, source)
-    base_data = yaml.safe_load(base.text)
+    base_data = load_yaml(base.text)
     arrival = base.scenario.workload.arrival.type
     if arrival not in RATE_ARRIVALS:
         raise ConfigError(f"the base scenario's arrival is `{arrival}`; a plan searches over the "

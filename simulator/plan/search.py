@@ -69,8 +69,9 @@ def _search(task: dict) -> dict:
     base_dir = loaded.base_dir
     try:
         sim = Simulation(loaded)  # memory plan, parallelism and dtype checks
-    except ServesimError as exc:
-        return {"status": "infeasible", "reason": exc.render()}
+    except ServesimError as exc:  # the message and fix apart, so the terminal can group them
+        return {"status": "infeasible", "reason": exc.render(), "message": exc.message.splitlines()[0],
+                "fix": exc.fix}
     sc = loaded.scenario
     gpu = get_gpu(sc.hardware.gpu)
     price = sc.hardware.cost_per_gpu_hour if sc.hardware.cost_per_gpu_hour is not None else gpu.cost_per_gpu_hour
