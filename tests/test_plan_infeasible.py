@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from conftest import ROOT
 
 from simulator.cli import main
@@ -64,3 +65,13 @@ def test_scenario_fixes_become_space_fields():
     assert plan_fix("set one of: parallelism.tp: 8 with parallelism.pp: 2; hardware.gpu: b200; "
                     "memory.gpu_memory_utilization: 0.8") == (
         "set one of: space.tp: [8] with space.pp: [2]; space.gpu: [b200]; memory.gpu_memory_utilization: 0.8")
+
+
+def test_plan_output_below_a_file_is_a_clean_error(tmp_path, capsys):
+    blocker = tmp_path / "file.txt"
+    blocker.write_text("x")
+    with pytest.raises(SystemExit) as exit_:
+        main(["plan", str(TINY), "-o", str(blocker / "sub")])
+    assert exit_.value.code == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "is a file" in err and "Traceback" not in err

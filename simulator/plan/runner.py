@@ -21,7 +21,7 @@ import numpy as np
 
 from simulator.config import load_scenario
 from simulator.errors import ServesimError
-from simulator.output import write_outputs
+from simulator.output import check_creatable, make_dirs, write_outputs
 from simulator.plan.analysis import derive, sort_key, within_caps
 from simulator.plan.config import LoadedPlan, gpus_per_replica
 from simulator.plan.executor import run_tasks
@@ -70,7 +70,9 @@ def prepare_output_dir(out: Path, resume: bool) -> None:
         if (out / RESULTS).exists() and not resume:
             raise ServesimError("the output folder holds a previous sweep", where=str(out),
                                 fix="add --resume to continue it, or choose a new folder for --output-dir")
-    out.mkdir(parents=True, exist_ok=True)
+    else:
+        check_creatable(out)
+    make_dirs(out)
 
 
 def read_results(path: Path) -> dict[str, dict]:
