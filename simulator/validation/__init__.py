@@ -8,12 +8,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from simulator.config import load_scenario
+from simulator.config import ModelConfig, load_scenario
 from simulator.errors import ServesimError
-from simulator.output import _clean, publish, staging_dir
+from simulator.output import _clean, check_output_dir, publish, staging_dir
 from simulator.validation.measured import parse_length_ratio, read_measured
 from simulator.validation.measurement import MeasuredSet
-from simulator.validation.precision import model_id_overrides
+from simulator.validation.precision import model_id_overrides, unknown_model_id_note
 from simulator.validation.report import write_validation_report
 from simulator.validation.runner import RunPrediction, sets_field, validate
 from simulator.validation.scoring import prediction_table, runs_frame, score
@@ -29,6 +29,8 @@ def run_validation(paths: list[Path], scenario: Path, overrides: list[str], out_
     engine_version: the vLLM release of runs whose file does not name one (versions.py)."""
     engine_version = check_version(engine_version, "--engine-version")
     base = load_scenario(scenario, overrides)  # fail early on a bad base scenario
+    if out_dir is not None:  # and on an output folder that cannot be written
+        check_output_dir(Path(out_dir))
     length_ratio = parse_length_ratio(length_ratio)
     measured, followed = prepare_measured(paths, base, overrides, rounds=rounds, length_ratio=length_ratio,
                                           recipes=recipes, engine_version=engine_version)
@@ -63,7 +65,7 @@ def prepare_measured(paths: list[Path], base, overrides: list[str], *, rounds: i
     models followed from the files. `base` is the loaded base scenario."""
     measured = read_measured(paths, rounds=rounds, length_ratio=length_ratio, recipes=recipes)
     named = sets_field(overrides, "model", "model.name", "model.config_json")
-    followed = {} if named else _follow_model_ids(measured, base.scenario.model.name, base.scenario.hardware.gpu)
+    followed = {} if named else _follow_model_ids(measured, base.scenario.model, base.scenario.hardware.gpu)
     _servers_sized_to_clients(measured, base.scenario.scheduler)
     release_defaults(measured, base.scenario.scheduler.policy, overrides, engine_version)
     return measured, followed
@@ -72,7 +74,9 @@ def prepare_measured(paths: list[Path], base, overrides: list[str], *, rounds: i
 def _require_one_simulated(preds: list[RunPrediction]) -> None:
     """With no run simulated there is nothing to score: say why instead of writing an
     empty report. The first reason stands for all when they are the same."""
-    if not preds or any(p.error is None for p in preds):
+    if not preds:  # the readers refuse a file without runs; this keeps scoring off an empty frame
+        raise ServesimError("no measured run to simulate", fix="pass a file with at least one measured run")
+    if any(p.error is None for p in preds):
         return
     reasons = {p.error for p in preds}
     first = preds[0].error
@@ -109,18 +113,22 @@ def release_defaults(measured: MeasuredSet, policy: str, overrides: list[str], d
             run.note = f"{run.note}; {note}" if run.note else note
 
 
-def _follow_model_ids(measured: MeasuredSet, base_model: str, gpu: str) -> dict[str, str]:
+def _follow_model_ids(measured: MeasuredSet, base_model: ModelConfig, gpu: str) -> dict[str, str]:
     """Runs whose file names another catalog model simulate that model.
 
     Only when the user has not named one with --set: the file's model_id is then the best
     evidence of what was measured, and the base scenario's model is a template default.
+    A model_id outside the catalog keeps the scenario's model, and the run says so.
     """
     followed = {}
+    shown = base_model.name or f"the scenario's {base_model.config_json}"
     for run in measured.runs:
-        extra = model_id_overrides(run.model_id, base_model, gpu)
+        extra = model_id_overrides(run.model_id, base_model.name, gpu)
         if extra:
             run.overrides = [*extra, *run.overrides]
             followed[run.label] = extra[0].split("=", 1)[1]
+        elif note := unknown_model_id_note(run.model_id, shown):
+            run.note = f"{run.note}; {note}" if run.note else note
     return followed
 
 

@@ -4,7 +4,9 @@ validation.csv, and the error a malformed file raises; cell helpers the CSV read
 from __future__ import annotations
 
 import csv
+import io
 import math
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -71,12 +73,45 @@ def mean_latencies(df: pd.DataFrame) -> dict[str, float]:
     return out
 
 
+def read_text(path: Path) -> str:
+    """A measurement file's text. One that is not UTF-8 (a spreadsheet's UTF-16 export, a
+    binary file) is named as such rather than ending in a decoding traceback."""
+    try:
+        return path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise MeasurementError(f"not UTF-8 text (byte {exc.start} is 0x{exc.object[exc.start]:02x})",
+                               where=str(path),
+                               fix="save it as UTF-8 text (a spreadsheet's \"CSV UTF-8\" for a CSV), or pass the "
+                                   "file the benchmark wrote") from None
+
+
+def read_csv(path: Path, **options) -> pd.DataFrame:
+    """A measurement CSV through pandas, column names as `column_name` reads them.
+
+    A row with more filled cells than the header is refused first: pandas would take the
+    extra leading cells as an index and shift every other cell of the file into the wrong
+    column. Empty extra cells (a trailing comma, as some exporters write) are dropped."""
+    rows = csv.reader(io.StringIO(read_text(path)))
+    width = len(next(rows, []))
+    for row in rows:
+        if any(cell.strip() for cell in row[width:]):
+            raise MeasurementError(f"{len(row)} cells under a header of {width} columns",
+                                   where=f"{path}:{rows.line_num}",
+                                   fix="remove the extra cells (a stray comma?), or fix the header")
+    try:  # index_col=False: trailing empty cells (checked above) are not an index
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", pd.errors.ParserWarning)
+            df = pd.read_csv(path, encoding="utf-8-sig", index_col=False, **options)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise MeasurementError(f"not a readable CSV: {str(exc).strip()}", where=str(path),
+                               fix="check the file's quoting and delimiters (comma-separated)") from None
+    return df.rename(columns=column_name)
+
+
 def read_as_written(path: Path) -> pd.DataFrame:
     """A CSV's cells as text, so validation.csv gives the input rows back unchanged (pandas
-    would write 1 as 1.0 in a column with a blank cell); column names as `column_name` reads
-    them."""
-    df = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
-    return df.rename(columns=column_name)
+    would write 1 as 1.0 in a column with a blank cell)."""
+    return read_csv(path, dtype=str, keep_default_na=False)
 
 
 def column_name(header: str) -> str:
@@ -87,8 +122,7 @@ def column_name(header: str) -> str:
 
 def csv_header(path: Path) -> list[str]:
     """The first line's column names, as `column_name` reads them."""
-    with path.open(newline="", encoding="utf-8-sig") as handle:
-        first = next(csv.reader(handle), [])
+    first = next(csv.reader(io.StringIO(read_text(path))), [])
     return [column_name(c) for c in first]
 
 

@@ -97,7 +97,7 @@ def checkpoint_precision(model_id: str) -> str:
     return "fp8" if model.released_in_fp8 else "bf16"
 
 
-def model_id_overrides(model_id: str | None, base_model: str, gpu_name: str) -> list[str]:
+def model_id_overrides(model_id: str | None, base_model: str | None, gpu_name: str) -> list[str]:
     """Overrides that make a run follow the model its result file names.
 
     Empty when the file names no model, a model outside the catalog (a local path), the
@@ -105,7 +105,7 @@ def model_id_overrides(model_id: str | None, base_model: str, gpu_name: str) -> 
     when the scenario's own model is not a catalog entry (a config.json it loads).
     Otherwise the catalog entry and the precision its checkpoint name implies.
     """
-    if not model_id:
+    if not model_id or not base_model:  # no name, or a scenario model loaded from config.json
         return []
     try:
         model = get_model(model_id)
@@ -116,3 +116,16 @@ def model_id_overrides(model_id: str | None, base_model: str, gpu_name: str) -> 
         return []
     prec = checkpoint_precision(model_id)
     return [f"model.name={model.name}", "model.config_json=null", *precision_overrides(prec, model.name, gpu_name)]
+
+
+def unknown_model_id_note(model_id: str | None, scenario_model: str) -> str | None:
+    """What a run says when its file names a model outside the catalog: it is simulated as
+    the scenario's model, which may not be the one measured (the user may mean it so)."""
+    if not model_id:
+        return None
+    try:
+        get_model(model_id)
+    except CatalogError:
+        return (f"its model_id {model_id!r} is not in the catalog; simulated as {scenario_model} "
+                "(set model.name or model.config_json to choose)")
+    return None

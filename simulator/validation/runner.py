@@ -184,6 +184,9 @@ def _with_smallest_fitting_dp(builder: _Builder) -> tuple[Simulation, str] | Non
 def simulate_run(run: MeasuredRun, scenario_path: Path, overrides: list[str],
                  fast_forward: bool = True) -> RunPrediction:
     """`fast_forward=False` steps every decode iteration (benchmarks/fast_forward_check.py)."""
+    if run.requests is not None and run.requests.empty:  # the readers refuse these; a caller's own may not
+        return RunPrediction.failed(run, f"{run.label}: no successful request to replay\n  fix: pass a run "
+                                         "in which requests completed")
     simulation, note = _simulation(run, scenario_path, overrides)
     result = simulation.run(record_iterations=False, fast_forward=fast_forward)
     sim = result.requests
@@ -195,13 +198,19 @@ def simulate_run(run: MeasuredRun, scenario_path: Path, overrides: list[str],
         sim = sim.set_index("request_id").loc[back].reset_index()
     done = sim[sim["status"] == "completed"]
     if done.empty:
-        # Nothing to compare: say why the simulated server refused every request.
-        return RunPrediction.failed(run, (
-            f"{run.label}: every simulated request was rejected ({len(sim)}; the first: "
-            f"{sim['reject_reason'].iloc[0]})\n  fix: check the base scenario against the "
-            "measured server's settings (model.max_model_len, memory), or leave them to validate"))
+        return RunPrediction.failed(run, _none_completed(run, sim))
     predicted = {m: float(done[m].mean()) for m in METRICS if done[m].notna().any()}
     return RunPrediction(run, predicted, sim, result.summary, note=note)
+
+
+def _none_completed(run: MeasuredRun, sim: pd.DataFrame) -> str:
+    """Why a run has nothing to compare: the simulated server refused every request (the
+    first one's reason stands for all), or there was no request to simulate."""
+    if sim.empty:
+        return f"{run.label}: the simulation ran no request\n  fix: check the run's request count"
+    return (f"{run.label}: every simulated request was rejected ({len(sim)}; the first: "
+            f"{sim['reject_reason'].iloc[0]})\n  fix: check the base scenario against the "
+            "measured server's settings (model.max_model_len, memory), or leave them to validate")
 
 
 def _predict(run: MeasuredRun, scenario_path: Path, overrides: list[str]) -> RunPrediction:

@@ -18,8 +18,8 @@ from simulator.validation.measurement import (
     MeasuredSet,
     MeasurementError,
     blank_cell,
-    column_name,
     read_as_written,
+    read_csv,
     shown_cell,
 )
 from simulator.validation.precision import (
@@ -52,21 +52,28 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None,
     """One closed-loop run per row; `length_ratio` None picks it per row (harness_length_ratio).
     With `recipes`, a row of a known harness (its length grid, model, GPU and precision) also
     gets that harness's server flags, release and length spread (recipes.py)."""
-    df = pd.read_csv(path, encoding="utf-8-sig").rename(columns=column_name)
+    if rounds < 1:  # else every row fails later, blaming the scenario's workload.num_requests
+        raise MeasurementError(f"rounds {rounds} is not a whole number >= 1", where="--rounds",
+                               fix="give each client at least one request (the default is 10)")
+    df = read_csv(path)
     missing = [c for c in SWEEP_COLUMNS if c not in df.columns]
     if missing:
         raise MeasurementError(f"missing column(s) {', '.join(missing)}", where=str(path),
                                fix=f"a sweep CSV needs: {', '.join(SWEEP_COLUMNS)}")
+    if df.empty:
+        raise MeasurementError("the file has no rows", where=str(path),
+                               fix="point to a CSV with one row per measured configuration and concurrency")
     runs = []
     for i, row in enumerate(df.itertuples(index=False)):
         where = f"{path}:{i + 2}"
-        prec = _row_precision(row.precision, str(row.model))
+        system, model = (_name_cell(getattr(row, c), c, where) for c in ("system", "model"))
+        prec = _row_precision(row.precision, model)
         conc, isl, osl, tp = (_whole_cell(getattr(row, c), c, where)
                               for c in ("concurrency", "isl", "osl", "tp_size"))
         measured = {c: ms for c in ("ttft_ms", "tpot_ms")
                     if (ms := _latency_cell(getattr(row, c), c, where)) is not None}
         other_engine = _other_engine(row, df.columns)
-        family = f"{row.system} {row.model} {prec or row.precision}{f' {other_engine}' if other_engine else ''}"
+        family = f"{system} {model} {prec or row.precision}{f' {other_engine}' if other_engine else ''}"
         layout = _row_layout(row, df.columns, where)
         group = f"{family} tp{tp}{''.join(f' {label}' for label in layout.labels)} isl{isl} osl{osl}"
         note = _expert_parallel_note(layout, tp)
@@ -81,13 +88,13 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None,
                                          "or leave it blank for the checkpoint's own").render()
         else:
             overrides = [
-                f"model.name={row.model}", "model.config_json=null",
-                *precision_overrides(prec, str(row.model), str(row.system)),
-                f"hardware.gpu={row.system}", f"parallelism.tp={tp}",
+                f"model.name={model}", "model.config_json=null",
+                *precision_overrides(prec, model, system),
+                f"hardware.gpu={system}", f"parallelism.tp={tp}",
                 *layout.assignments,
                 f"workload.arrival={{type: closed_loop, concurrency: {conc}}}",
             ]
-            recipe = launch_recipe(str(row.model), str(row.system), prec, isl, osl) \
+            recipe = launch_recipe(model, system, prec, isl, osl) \
                 if recipes and not other_engine else None
             ratio = harness_length_ratio(isl, osl, recipe and recipe.length_ratio) \
                 if length_ratio is None else length_ratio
@@ -114,6 +121,14 @@ def _row_precision(cell: object, model: str) -> str | None:
         return checkpoint_precision(model)
     except CatalogError:  # an unknown model is reported later, with the catalog's reason
         return "bf16"
+
+
+def _name_cell(cell: object, column: str, where: str) -> str:
+    """A sweep row's GPU or model name; a blank one would be simulated as the GPU or model `nan`."""
+    if blank_cell(cell):
+        raise MeasurementError(f"{column} is blank, expected a {'GPU' if column == 'system' else 'model'} name",
+                               where=where, fix=FIX_ROW)
+    return str(cell).strip()
 
 
 def _cell_number(cell: object) -> float:

@@ -16,13 +16,14 @@ from simulator.validation.measurement import (
     MeasuredSet,
     MeasurementError,
     mean_latencies,
+    read_text,
 )
 
 
 def vllm_json_documents(path: Path) -> list[dict]:
     """The result objects in a vLLM (or SGLang) benchmark file: one JSON object, or one per
     line as `vllm bench serve --append-result` and `sglang.bench_serving` write them."""
-    text = path.read_text(encoding="utf-8-sig")
+    text = read_text(path)
     try:
         return [json.loads(text)]
     except json.JSONDecodeError as exc:
@@ -59,6 +60,54 @@ def _json_numbers(values: list, key: str, where: str, *, whole: bool = False,
     return out.astype(np.int64) if whole else out
 
 
+# What each per-request key holds, for the error that says it is not a list.
+_REQUEST_LISTS = {"itls": "a list of per-request lists of gaps in seconds",
+                  "errors": "a list of error texts (\"\" for a success), one per request"}
+
+
+def _shown(value: object, limit: int = 40) -> str:
+    """A JSON value as an error message quotes it, cut short."""
+    text = json.dumps(value)
+    return text if len(text) <= limit else f"{text[:limit]}..."
+
+
+def _request_list(data: dict, key: str, where: str, n: int | None = None) -> list | None:
+    """A per-request key's list, or None when the file leaves it out (`ttfts`, which counts
+    the requests, must be there). A scalar or a list of another length would pair the
+    wrong measurements with each request."""
+    values = data.get(key)
+    if values is None and key != "ttfts":
+        return None
+    if not isinstance(values, list):
+        what = _REQUEST_LISTS.get(key, "a list of numbers, one per request")
+        raise MeasurementError(f"`{key}` is {_shown(values)}, must be {what}", where=where, fix=_FIX_JSON)
+    if n is not None and len(values) != n:
+        raise MeasurementError(f"`{key}` has {len(values)} entries for {n} requests (one per entry of `ttfts`)",
+                               where=where, fix=_FIX_JSON)
+    return values
+
+
+# Per-request keys a successful request must fill: a null there would read as 0.
+_FILLED_WHEN_OK = ("input_lens", "output_lens", "latencies", "start_times", "itls")
+
+
+def _require_successes(data: dict, ok: np.ndarray, where: str) -> None:
+    """Refuse a run with no successful request (nothing to compare) and a successful request
+    with a null measurement, before anything is simulated."""
+    if not ok.any():
+        what = "`ttfts` is empty" if not len(ok) else \
+            f"all {len(ok)} requests failed (an entry in `errors`, or a `ttfts` of 0 or null)"
+        raise MeasurementError(f"no successful request to compare against: {what}", where=where,
+                               fix="pass a run in which requests completed (the benchmark's `errors` say why "
+                                   "these did not)")
+    for key in _FILLED_WHEN_OK:
+        values = _request_list(data, key, where, len(ok)) or []
+        i = next((int(i) for i in np.flatnonzero(ok) if values and values[i] is None), None)
+        if i is not None:
+            raise MeasurementError(f"`{key}`[{i}] is null for a request that got a first token", where=where,
+                                   fix=_FIX_JSON)
+
+
 def read_vllm_json(path: Path) -> list[MeasuredSet]:
     """The runs of a `vllm bench serve --save-result --save-detailed` file (one per result
     object; a file appended to by several runs holds several, labelled `name#k`)."""
@@ -83,17 +132,10 @@ def _vllm_run(data: object, path: Path, label: str, source: str) -> MeasuredSet:
                                fix="pass the JSON exactly as `vllm bench serve --save-result` saved it")
     if any(k not in data for k in ("input_lens", "output_lens", "ttfts")):
         return _vllm_summary_run(data, where, label, source)
-    n = len(data["ttfts"])
+    n = len(_request_list(data, "ttfts", where))
 
     def per_request(key: str) -> list | None:
-        values = data.get(key)
-        if values is None:
-            return None
-        if not isinstance(values, list) or len(values) != n:
-            raise MeasurementError(f"`{key}` has {len(values) if isinstance(values, list) else 'no'} entries "
-                                   f"for {n} requests", where=where,
-                                   fix=_FIX_JSON)
-        return values
+        return _request_list(data, key, where, n)
 
     def numbers(key: str, *, whole: bool = False, lowest: float = 0.0) -> np.ndarray | None:
         values = per_request(key)
@@ -116,7 +158,8 @@ def _vllm_run(data: object, path: Path, label: str, source: str) -> MeasuredSet:
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(out > 1, (e2e - ttfts) / (out - 1), np.nan)
     errors = per_request("errors") or [""] * n
-    ok = (ttfts > 0) & np.array([not e for e in errors])  # failed requests: no first token
+    ok = (ttfts > 0) & np.array([not e for e in errors], dtype=bool)  # failed requests: no first token
+    _require_successes(data, ok, where)
     if (empty := ok & (prompts < 1)).any():
         raise MeasurementError(f"`input_lens`[{int(np.flatnonzero(empty)[0])}] is 0 for a request that "
                                "got a first token", where=where, fix=_FIX_JSON)
@@ -159,11 +202,50 @@ def _summary_number(data: dict, key: str, where: str) -> float | None:
 
 def _traffic(data: dict, where: str) -> tuple[int | None, float, float]:
     """(max_concurrency or None, request_rate with inf for "inf", burstiness) of a result."""
-    conc = data.get("max_concurrency")
     rate = data.get("request_rate", "inf")
-    rate = math.inf if rate in (None, "inf", float("inf")) else _summary_number(data, "request_rate", where)
-    burst = _summary_number(data, "burstiness", where) or 1.0
-    return (int(conc) if conc else None), rate, burst
+    rate = math.inf if rate in (None, "inf", math.inf) else _positive_number(data, "request_rate", where)
+    burst = 1.0 if data.get("burstiness") is None else _positive_number(data, "burstiness", where)
+    return _max_concurrency(data, where), rate, burst
+
+
+def _positive_number(data: dict, key: str, where: str) -> float:
+    """A traffic setting above 0, as vLLM requires it: a rate or burstiness of 0 has no gaps to draw."""
+    number = _summary_number(data, key, where)
+    if not number:
+        raise MeasurementError(f"`{key}` is {_shown(data[key])}, must be a number > 0", where=where, fix=_FIX_JSON)
+    return number
+
+
+def _max_concurrency(data: dict, where: str) -> int | None:
+    """vLLM's --max-concurrency: None (no limit) or a whole number of clients >= 1."""
+    value = data.get("max_concurrency")
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if isinstance(value, bool) or not (math.isfinite(number) and number >= 1 and number.is_integer()):
+        raise MeasurementError(f"`max_concurrency` is {_shown(value)}, must be a positive whole number (or null)",
+                               where=where, fix=_FIX_JSON)
+    return int(number)
+
+
+def _completed(data: dict, where: str) -> int | None:
+    """The requests a summary averages over: `completed`, else (a file without it) `num_prompts`.
+    A run that sent requests and completed none has nothing to compare."""
+    completed = _summary_number(data, "completed", where)
+    prompts = _summary_number(data, "num_prompts", where)
+    if completed == 0 and prompts:
+        raise MeasurementError(f"no successful request to compare against: `completed` is 0 of "
+                               f"{prompts:g} `num_prompts`", where=where,
+                               fix="pass a run in which requests completed")
+    count = completed or prompts
+    if count and not count.is_integer():
+        key = "completed" if completed else "num_prompts"
+        raise MeasurementError(f"`{key}` is {_shown(data[key])}, must be a whole number of requests",
+                               where=where, fix=_FIX_JSON)
+    return int(count) if count else None
 
 
 def _vllm_summary_run(data: dict, where: str, label: str, source: str) -> MeasuredSet:
@@ -174,7 +256,7 @@ def _vllm_summary_run(data: dict, where: str, label: str, source: str) -> Measur
     mean prompt and output lengths (totals / completed requests), every request at those
     means; its mean TTFT, TPOT and E2E are compared. Length spread is not in the file.
     """
-    completed = _summary_number(data, "completed", where) or _summary_number(data, "num_prompts", where)
+    completed = _completed(data, where)
     tokens_in = _summary_number(data, "total_input_tokens", where)
     tokens_out = _summary_number(data, "total_output_tokens", where)
     measured = {}
@@ -188,12 +270,12 @@ def _vllm_summary_run(data: dict, where: str, label: str, source: str) -> Measur
             "(completed, total_input_tokens, total_output_tokens, mean_ttft_ms)", where=where,
             fix="pass the file `vllm bench serve --save-result` wrote (add --save-detailed for "
                 "per-request errors)")
-    n = int(completed)
+    n = completed
     isl = max(1, round(tokens_in / n))
     osl = max(1, round(tokens_out / n))
     conc, rate, burst = _traffic(data, where)
     if conc:
-        arrival = f"{{type: closed_loop, concurrency: {int(conc)}"
+        arrival = f"{{type: closed_loop, concurrency: {conc}"
         arrival += "}" if math.isinf(rate) else f", rate: {rate}, burstiness: {burst}}}"
     elif math.isinf(rate):
         arrival = f"{{type: closed_loop, concurrency: {n}}}"  # every request sent at t = 0
