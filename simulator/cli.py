@@ -165,7 +165,7 @@ def validate_cmd(
     scenario: Annotated[Path, typer.Option("--scenario", "-s", help="base scenario: model, GPU, scheduler, SLOs")],
     set_: Annotated[list[str] | None, typer.Option("--set", help="override a field of the base scenario: dotted.path=value, or ~dotted.path to remove one (repeatable)")] = None,
     output_dir: Annotated[Path | None, typer.Option("--output-dir", "-o", help="default reports/validate-<scenario>-<timestamp>/")] = None,
-    rounds: Annotated[int, typer.Option(help="closed-loop sweeps: requests per client in each simulated run")] = 10,
+    rounds: Annotated[int, typer.Option(min=1, help="closed-loop sweeps: requests per client in each simulated run")] = 10,
     length_ratio: Annotated[str, typer.Option(
         help="closed-loop sweeps: lengths are uniform from ratio x isl/osl up to isl/osl; 1 = fixed; auto = "
              "0.8 (the InferenceMAX/InferenceX harness) on its isl/osl grid, fixed elsewhere")] = "auto",
