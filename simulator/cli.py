@@ -297,7 +297,7 @@ def names_table(rows: list[tuple[str, ...]], *columns: str, fold: tuple[str, ...
     for i, col in enumerate(columns):
         widest = max(len(col), *(len(r[i]) for r in rows))
         whole = col not in fold
-        table.add_column(col, no_wrap=whole, min_width=widest if whole else min(widest, 14),
+        table.add_column(col, no_wrap=whole, min_width=widest if whole else None,
                          overflow="fold", justify="right" if all(map(_numeric, (r[i] for r in rows))) else "left")
     for r in rows:
         table.add_row(*r)

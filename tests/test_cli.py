@@ -138,6 +138,12 @@ def test_list_never_cuts_the_names_a_scenario_types(what, capsys, monkeypatch):
     assert max(map(len, lines)) <= 80
     firsts = {line.split()[0] for line in lines if line.strip()}
     assert set(GPU_CATALOG if what == "gpus" else MODEL_CATALOG) <= firsts
+    # Nothing is cropped: a folded description still reads whole, word by word.
+    words = " ".join(lines).split()
+    for text in ([g.display_name for g in GPU_CATALOG.values()] if what == "gpus"
+                 else [f"top-{m.experts_per_token}" for m in MODEL_CATALOG.values() if m.is_moe]):
+        for word in text.split():
+            assert word in words, word
 
 
 def test_help_exits_zero(capsys):
