@@ -9,10 +9,11 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic.fields import FieldInfo
 
 from simulator.cost.config import CostModelConfig
 from simulator.dtypes import Dtype
@@ -131,7 +132,9 @@ class Scenario(StrictModel):
     model: ModelConfig
     hardware: HardwareConfig = Field(default_factory=HardwareConfig)
     parallelism: ParallelismConfig = Field(default_factory=ParallelismConfig)
-    scheduler: SchedulerConfig = Field(default_factory=VllmV1Config)
+    scheduler: SchedulerConfig = Field(
+        default_factory=VllmV1Config, description="batching policy and its limits; left out, vLLM v1 "
+        "with vLLM's defaults")
     router: RouterConfig = Field(default_factory=RouterConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     workload: WorkloadConfig
@@ -201,6 +204,41 @@ def _remove_field(data: dict, key: str) -> None:
     del node[parts[-1]]
 
 
+# -- discriminated unions ------------------------------------------------------------
+def variants(field: FieldInfo) -> tuple[str, dict[str, type[BaseModel]]] | None:
+    """(tag field, {tag: model}) of a discriminated-union field, else None.
+
+    Read from the models themselves, so a new policy, arrival or length type shows up in
+    the reference and in error messages without an edit elsewhere."""
+    tag = field.discriminator if isinstance(field.discriminator, str) else _discriminator_in(field.annotation)
+    if tag is None:
+        return None
+    return tag, {m.model_fields[tag].default: m for m in models_in(field.annotation)}
+
+
+def _discriminator_in(ann: Any) -> str | None:
+    """The tag field of an `Annotated[Union, Field(discriminator=...)]` nested in `ann`
+    (pydantic lifts it onto the FieldInfo only when it is the whole annotation)."""
+    if get_origin(ann) is Annotated:
+        for meta in get_args(ann)[1:]:
+            if isinstance(getattr(meta, "discriminator", None), str):
+                return meta.discriminator
+    return next((d for arg in get_args(ann) if (d := _discriminator_in(arg))), None)
+
+
+def models_in(ann: Any) -> list[type[BaseModel]]:
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        return [ann]
+    return [m for arg in get_args(ann) for m in models_in(arg)]
+
+
+def default_variant(field: FieldInfo, tag: str) -> str | None:
+    """The tag a union field takes when its section is left out, if it has one."""
+    if field.default_factory is None:
+        return None
+    return getattr(field.get_default(call_default_factory=True), tag, None)
+
+
 # -- error formatting ----------------------------------------------------------------
 def _model_at(loc: tuple) -> type[BaseModel] | None:
     """The pydantic model class that owns the last element of `loc`, for fix hints."""
@@ -257,6 +295,8 @@ def _fix_for(err: dict) -> str:
         return f"{hint}{remove}; allowed here: {', '.join(allowed)}" if allowed else remove
     if kind == "union_tag_invalid":
         return f"use one of: {err.get('ctx', {}).get('expected_tags', '')}"
+    if kind == "union_tag_not_found":
+        return _missing_tag_fix(loc, _tag_name(err))
     if kind == "missing":
         return "add this field (see the scenario reference in README)"
     if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
@@ -266,6 +306,31 @@ def _fix_for(err: dict) -> str:
     if kind == "value_error":  # our own validators' messages already say what to do
         return ""
     return "see the scenario reference in README for this field's type"
+
+
+def _tag_name(err: dict) -> str:
+    return str(err.get("ctx", {}).get("discriminator", "type")).strip("'\"")
+
+
+def _missing_tag_fix(loc: tuple, tag: str) -> str:
+    """Name the tag field and its allowed values: pydantic's message gives neither."""
+    owner = _model_at(loc)
+    field = owner.model_fields.get(loc[-1]) if owner else None
+    found = variants(field) if field is not None else None
+    if found is None:
+        return f"add `{tag}` (see the scenario reference in README)"
+    tag, by_tag = found
+    default = default_variant(field, tag)
+    example = f"`{tag}: {default}` (the default when the section is left out)" if default else \
+        f"`{tag}: {next(iter(by_tag))}`"
+    return f"add `{tag}`, one of: {', '.join(by_tag)}; e.g. {example}"
+
+
+def _message_for(err: dict) -> str:
+    if err["type"] == "union_tag_not_found":
+        tag = _tag_name(err)
+        return f"`{tag}` is missing: it picks which fields this section takes, so a written section needs it"
+    return err["msg"]
 
 
 def _dotted(loc: tuple) -> str:
@@ -286,7 +351,7 @@ def format_validation_error(exc: ValidationError, source: str) -> ConfigError:
         loc = _dotted(tuple(err["loc"]))
         got = err.get("input")
         shown = "" if isinstance(got, dict) or err["type"] == "missing" else f" (got {got!r})"
-        lines.append(f"{loc}: {err['msg']}{shown}")
+        lines.append(f"{loc}: {_message_for(err)}{shown}")
         if fix := _fix_for(err):
             fixes.append(f"{loc}: {fix}")
     n = len(lines)
