@@ -227,6 +227,7 @@ def _discriminator_in(ann: Any) -> str | None:
 
 
 def models_in(ann: Any) -> list[type[BaseModel]]:
+    """The models anywhere in an annotation: unions, Optional and Annotated unwrapped."""
     if isinstance(ann, type) and issubclass(ann, BaseModel):
         return [ann]
     return [m for arg in get_args(ann) for m in models_in(arg)]

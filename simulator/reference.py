@@ -6,24 +6,17 @@ the docs cannot drift from the code. Regenerate with `python -m simulator.refere
 
 from __future__ import annotations
 
+import types
 import typing
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel
+from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 BEGIN = "<!-- scenario-reference:begin -->"
 END = "<!-- scenario-reference:end -->"
-
-
-def _models_in(ann: Any) -> list[type[BaseModel]]:
-    if isinstance(ann, type) and issubclass(ann, BaseModel):
-        return [ann]
-    out: list[type[BaseModel]] = []
-    for arg in get_args(ann):
-        out.extend(_models_in(arg))
-    return out
 
 
 def _type_name(ann: Any) -> str:
@@ -32,7 +25,7 @@ def _type_name(ann: Any) -> str:
         return " \\| ".join(f"`{a}`" for a in get_args(ann))
     if origin is typing.Annotated:
         return _type_name(get_args(ann)[0])
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+    if origin in (typing.Union, types.UnionType):
         parts = [_type_name(a) for a in get_args(ann) if a is not type(None)]
         return " \\| ".join(parts)
     if isinstance(ann, type) and issubclass(ann, BaseModel):
@@ -42,35 +35,50 @@ def _type_name(ann: Any) -> str:
     return getattr(ann, "__name__", str(ann))
 
 
-def _default(field) -> str:
+def _default(field: FieldInfo, within: bool) -> str:
+    """`within`: the field sits in an optional section, so it is required only there."""
     if field.default is PydanticUndefined:
         if field.default_factory is not None:
-            return "(section defaults)"
-        return "**required**"
+            return f"`{field.get_default(call_default_factory=True)}`"
+        return "**required** within the section" if within else "**required**"
     if field.default is None:
         return "—"
     return f"`{field.default}`"
 
 
-def _rows(model: type[BaseModel], prefix: str, out: list[str], seen_variant: str = "") -> None:
+def _cell(text: str | None) -> str:
+    return (text or "").replace("|", "\\|").replace("\n", " ")
+
+
+def _rows(model: type[BaseModel], prefix: str, out: list[str], skip: str = "", within: bool = False) -> None:
+    """One row per field; sections recurse, and unions and optional sections get a row of
+    their own, as that row is where the reader learns what leaving them out means."""
+    from simulator.config import default_variant, models_in, variants
+
     for name, field in model.model_fields.items():
-        if seen_variant and name in ("type", "policy"):
+        if name == skip:  # a variant's tag: its heading row already names it
             continue
         path = f"{prefix}{name}"
-        subs = _models_in(field.annotation)
-        desc = (field.description or "").replace("|", "\\|").replace("\n", " ")
-        if len(subs) > 1:
-            out.append(f"| `{path}` | one of the variants below | {_default(field)} | {desc} |")
-            for sub in subs:
-                tag_field = sub.model_fields.get("type") or sub.model_fields.get("policy")
-                tag_name = "type" if "type" in sub.model_fields else "policy"
-                tag = tag_field.default if tag_field is not None else sub.__name__
-                out.append(f"| `{path}.{tag_name}: {tag}` | variant | | {(sub.__doc__ or '').strip().splitlines()[0] if sub.__doc__ else ''} |")
-                _rows(sub, f"{path}.", out, seen_variant=str(tag))
+        desc = _cell(field.description)
+        union = variants(field)
+        subs = models_in(field.annotation)
+        if union is not None:
+            tag, by_tag = union
+            default = default_variant(field, tag)
+            shown = f"`{tag}: {default}`" if default else _default(field, within)
+            out.append(f"| `{path}` | one of the variants below, picked by `{tag}` "
+                       f"(which the section must set) | {shown} | {desc} |")
+            for value, sub in by_tag.items():
+                doc = (sub.__doc__ or "").strip().splitlines()
+                out.append(f"| `{path}.{tag}: {value}` | variant | | {_cell(doc[0]) if doc else ''} |")
+                _rows(sub, f"{path}.", out, skip=tag)
         elif len(subs) == 1 and _type_name(field.annotation) == "section":
-            _rows(subs[0], f"{path}.", out)
+            optional = field.default is None
+            if optional:
+                out.append(f"| `{path}` | optional section | absent: off | {desc} |")
+            _rows(subs[0], f"{path}.", out, within=within or optional)
         else:
-            out.append(f"| `{path}` | {_type_name(field.annotation)} | {_default(field)} | {desc} |")
+            out.append(f"| `{path}` | {_type_name(field.annotation)} | {_default(field, within)} | {desc} |")
 
 
 def render() -> str:

@@ -189,7 +189,9 @@ def summary_dict(loaded: LoadedPlan, outcome: PlanOutcome) -> dict:
         "counts": {"configurations": len(rows), "feasible": status.count("ok"),
                    "infeasible": status.count("infeasible"), "errors": status.count("error"),
                    "meeting_target": sum(1 for r in rows if r["rank"] is not None),
-                   "searched": outcome.searched, "reused": outcome.reused},
+                   # searched: configurations whose rate was searched (feasible ones), as the
+                   # terminal and page count them; computed/reused: this run's work vs --resume's
+                   "searched": status.count("ok"), "computed": outcome.searched, "reused": outcome.reused},
         "wall_s": outcome.wall_s,
         "recommendation": None if best is None else {"headline": headline(best, loaded), **_public(best)},
         "runner_up": None if second is None else {"headline": headline(second, loaded), **_public(second)},
