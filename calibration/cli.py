@@ -231,10 +231,19 @@ def show_profile(profile: Profile, label: str) -> None:
         lines.append(f"           prefill attention: {gpu.sustained_attention_fraction:.2f}, measured inside a "
                      f"prefill layer for {meta.gpu} (GPU catalog)")
     if meta.fit:
-        k = next(iter(meta.fit.values())).cv_folds
-        lines.append(f"errors are on held-out rows ({k}-fold cross-validation); η are fractions of "
+        lines.append(f"errors are on held-out rows ({_folds(meta.fit)}); η are fractions of "
                      f"{'the datasheet' if known else 'the best measured throughput'}")
     console.print("\n".join(lines))
+
+
+def _folds(fit: dict) -> str:
+    """How the families were cross-validated: small ones leave one row out at a time."""
+    loo = {f.cv_folds for f in fit.values() if f.cv_folds and f.cv_folds == f.cv_points}
+    kfold = sorted({f.cv_folds for f in fit.values() if f.cv_folds and f.cv_folds != f.cv_points})
+    parts = [f"{'/'.join(map(str, kfold))}-fold cross-validation"] if kfold else []
+    if loo:
+        parts.append("leave-one-out" + (" for the smaller families" if kfold else ""))
+    return ", ".join(parts) or "no cross-validation"
 
 
 @calibrate_app.command("compare")

@@ -613,3 +613,14 @@ def test_gemm_slowdown_shared_by_most_shapes_is_kept():
     assert out[(32, 1024)] == 12.0 and out[(32, 2048)] == 12.0  # kept as measured
     assert out[(48, 1024)] == 9.0 and out[(16, 1024)] == 9.0  # the one fast M=64 caps its shape
     assert out[(48, 2048)] == 10.5
+
+
+def test_show_names_each_cross_validation_used():
+    from types import SimpleNamespace
+
+    from calibration.cli import _folds
+
+    big, small = SimpleNamespace(cv_folds=5, cv_points=400), SimpleNamespace(cv_folds=8, cv_points=8)
+    assert _folds({"gemm": big}) == "5-fold cross-validation"
+    assert _folds({"gemm": big, "p2p": small}) == "5-fold cross-validation, leave-one-out for the smaller families"
+    assert _folds({"p2p": small}) == "leave-one-out"
