@@ -92,8 +92,10 @@ def print_summary(summary: dict, out_dir: Path | None) -> None:
                             for role in ("prefill", "decode"))
         title = f"{summary['scenario']}: {cfg.get('model')} on {layout} {cfg.get('gpu')}, {cfg.get('scheduler')}"
     else:
+        dp, ep = cfg.get("dp", 1), cfg.get("ep", 1)
+        extra = (f", DP{dp}" if dp > 1 else "") + (f", EP{ep}" if ep > 1 else "")
         title = (f"{summary['scenario']}: {cfg.get('model')} on {cfg.get('replicas')}× "
-                 f"({cfg.get('tp')}×{cfg.get('pp')} {cfg.get('gpu')}), {cfg.get('scheduler')}")
+                 f"({cfg.get('tp')}×{cfg.get('pp')} {cfg.get('gpu')}{extra}), {cfg.get('scheduler')}")
     table = Table(title=title, title_justify="left")
     table.add_column("metric")
     for col in ("mean", "p50", "p90", "p99"):

@@ -336,3 +336,10 @@ def test_explain_refuses_a_context_beyond_max_model_len_and_fits_its_defaults(ca
     assert "max_model_len=16384" in capsys.readouterr().err
     short = explain(api.load(bench, ["model.max_model_len=1024"]))
     assert "at 1023 tokens of context" in short.decode_label and "1024 prompt tokens" in short.prefill_label
+
+
+def test_summary_title_shows_attention_data_parallelism(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    assert cli(CHATBOT, *SMALL, "--set", "model.name=qwen3-30b-a3b", "--set", "parallelism.dp=2",
+               "-o", tmp_path / "out", "--no-report") == 0
+    assert "(1×1 h100-sxm, DP2)" in capsys.readouterr().out
