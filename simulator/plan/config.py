@@ -272,6 +272,8 @@ def _fix(err: dict) -> str:
         return "add this field (see `## Capacity planning` in README, or scenarios/plans/)"
     if err["type"] == "literal_error":
         return f"use one of: {err.get('ctx', {}).get('expected', '')}"
+    if err["type"] == "value_error":  # our validators' messages already say what to do
+        return ""
     return "see `## Capacity planning` in README for this field"
 
 
@@ -282,10 +284,11 @@ def _validation_error(exc: ValidationError, source: str) -> ConfigError:
         got = err.get("input")
         shown = "" if isinstance(got, dict) or err["type"] == "missing" else f" (got {got!r})"
         lines.append(f"{loc}: {err['msg']}{shown}")
-        fixes.append(f"{loc}: {_fix(err)}")
+        if fix := _fix(err):
+            fixes.append(f"{loc}: {fix}")
     n = len(lines)
     return ConfigError(f"invalid plan ({n} problem{'s' if n > 1 else ''}):\n  " + "\n  ".join(lines),
-                       where=source, fix="\n       ".join(fixes))
+                       where=source, fix="\n       ".join(fixes) or None)
 
 
 def _read_yaml(path: Path, what: str) -> dict:
