@@ -8,9 +8,12 @@ so a partial frame still renders instead of crashing the whole report.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
+
+from simulator.report.html import get
 
 MAX_TIME_BINS = 2000
 MAX_THROUGHPUT_BINS = 200
@@ -132,33 +135,92 @@ def bin_completions(
     return edges, count / width, toks / width
 
 
-def per_replica(requests: pd.DataFrame) -> pd.DataFrame:
-    """Per-replica request counts, mean TTFT/TPOT and preemptions, to spot load imbalance."""
-    cols = ["replica", "requests", "completed", "rejected", "ttft_mean", "tpot_mean", "preemptions"]
-    if requests.empty:
-        return pd.DataFrame(columns=cols)
-    done = completed_mask(requests)
-    frame = pd.DataFrame(
-        {
-            "replica": _replicas(requests).to_numpy(),
-            "completed": done,
-            "ttft": column(requests, "ttft_ms"),
-            "tpot": column(requests, "tpot_ms"),
-            "preemptions": np.nan_to_num(column(requests, "preemptions")),
-        }
+PER_INSTANCE_COLUMNS = [
+    "pool", "replica", "requests", "completed", "rejected", "ttft_mean", "tpot_mean", "preemptions",
+]  # fmt: skip
+POOLS = ("prefill", "decode")
+
+
+def instance_pools(summary: Mapping, iterations: pd.DataFrame) -> dict[int, str]:
+    """Pool role of every instance of a disaggregated run; {} for a colocated one.
+
+    The summary's pool sizes name idle instances too (global numbers, prefill first, as
+    the simulator assigns them); the iteration log's `pool` column is the fallback.
+    """
+    dis = get(summary, "disaggregation")
+    sizes = [get(dis, role, "replicas") for role in POOLS]
+    if all(isinstance(n, int) and n > 0 for n in sizes):
+        roles = [role for role, n in zip(POOLS, sizes, strict=True) for _ in range(n)]
+        return dict(enumerate(roles))
+    if "pool" in iterations.columns and "replica" in iterations.columns:
+        pairs = iterations[["replica", "pool"]].drop_duplicates("replica")
+        return {int(r): str(p) for r, p in zip(pairs["replica"], pairs["pool"], strict=True)}
+    return {}
+
+
+def _instance_stats(frame: pd.DataFrame, ids: list[int] | None = None) -> pd.DataFrame:
+    """Counts and means per `replica` of `frame`; with `ids`, exactly those rows, idle ones zero."""
+    out = frame.groupby("replica", sort=True, dropna=False).agg(
+        requests=("completed", "size"),
+        completed=("completed", "sum"),
+        ttft_mean=("ttft", "mean"),
+        tpot_mean=("tpot", "mean"),
+        preemptions=("preemptions", "sum"),
     )
-    out = (
-        frame.groupby("replica", sort=True, dropna=False)
-        .agg(
-            requests=("completed", "size"),
-            completed=("completed", "sum"),
-            ttft_mean=("ttft", "mean"),
-            tpot_mean=("tpot", "mean"),
-            preemptions=("preemptions", "sum"),
-        )
-        .reset_index()
-    )
-    out["completed"] = out["completed"].astype(np.int64)
-    out["preemptions"] = out["preemptions"].astype(np.int64)
+    if ids is not None:
+        out = out.reindex(ids)
+        out[["requests", "completed", "preemptions"]] = out[
+            ["requests", "completed", "preemptions"]
+        ].fillna(0)
+    out = out.rename_axis("replica").reset_index()
+    for col in ("requests", "completed", "preemptions"):
+        out[col] = out[col].astype(np.int64)
     out["rejected"] = out["requests"] - out["completed"]
-    return out[cols]
+    return out
+
+
+def _stage_instances(requests: pd.DataFrame, pools: Mapping[int, str]) -> tuple[np.ndarray, ...]:
+    """Each request's prefill and decode instance, -1 where it had none.
+
+    `replica` is the decode instance, or the prefill instance for a request that never
+    reached decode (one output token, or rejected there); `prefill_replica` is only set
+    when the KV moved.
+    """
+    replica = column(requests, "replica")
+    moved = column(requests, "prefill_replica")
+    role = pd.Series(replica).map(pools).to_numpy()
+    prefill = np.where(moved >= 0, moved, np.where(role == "prefill", replica, -1))
+    decode = np.where(role == "decode", replica, -1)
+    return prefill, decode
+
+
+def per_instance(requests: pd.DataFrame, pools: Mapping[int, str] | None = None) -> pd.DataFrame:
+    """Per-instance request counts, mean TTFT/TPOT and preemptions, to spot load imbalance.
+
+    Colocated runs get one row per replica seen. Disaggregated runs (`pools`) get a row
+    for every instance of both pools: a prefill row covers the requests it prefilled and
+    their TTFT, a decode row those it decoded and their TPOT; preemptions count where
+    the request ended, since requests.csv does not say where each one happened.
+    """
+    if requests.empty and not pools:
+        return pd.DataFrame(columns=PER_INSTANCE_COLUMNS)
+    done = completed_mask(requests)
+    ttft, tpot = column(requests, "ttft_ms"), column(requests, "tpot_ms")
+    preempt = np.nan_to_num(column(requests, "preemptions"))
+    if not pools:
+        frame = pd.DataFrame({"replica": _replicas(requests).to_numpy(), "completed": done,
+                              "ttft": ttft, "tpot": tpot, "preemptions": preempt})
+        return _instance_stats(frame).assign(pool="")[PER_INSTANCE_COLUMNS]
+    prefill, decode = _stage_instances(requests, pools)
+    nan = np.full(len(requests), np.nan)
+    stages = {
+        "prefill": (prefill, ttft, nan, np.where(decode < 0, preempt, 0.0)),
+        "decode": (decode, nan, tpot, preempt),
+    }
+    parts = []
+    for role, (ids, role_ttft, role_tpot, role_preempt) in stages.items():
+        frame = pd.DataFrame({"replica": ids, "completed": done, "ttft": role_ttft,
+                              "tpot": role_tpot, "preemptions": role_preempt})
+        members = sorted(i for i, r in pools.items() if r == role)
+        parts.append(_instance_stats(frame, members).assign(pool=role))
+    return pd.concat(parts, ignore_index=True)[PER_INSTANCE_COLUMNS]

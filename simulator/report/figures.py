@@ -7,7 +7,7 @@ Empty inputs draw a "no data" placeholder: a report of a fully rejected run is s
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -133,8 +133,19 @@ def plot_throughput(requests: pd.DataFrame, path: Path) -> Path:
     return path
 
 
+def instance_label(replica, pools: Mapping[int, str] | None) -> str:
+    """Legend name; a disaggregated run's instances say which pool they serve in."""
+    role = (pools or {}).get(int(replica)) if pd.notna(replica) else None
+    return f"{role} instance {replica}" if role else f"replica {replica}"
+
+
 def _replica_lines(
-    ax, binned: pd.DataFrame, mean_col: str, max_col: str | None, scale: float = 1.0
+    ax,
+    binned: pd.DataFrame,
+    mean_col: str,
+    max_col: str | None,
+    scale: float = 1.0,
+    pools: Mapping[int, str] | None = None,
 ) -> None:
     """Mean line per replica, with the bin max as a faint band above it when given."""
     groups = list(binned.groupby("replica", sort=True))
@@ -148,7 +159,7 @@ def _replica_lines(
             mean,
             color=color,
             lw=1.4 if labeled else 0.7,
-            label=f"replica {replica}" if labeled else None,
+            label=instance_label(replica, pools) if labeled else None,
         )
         if max_col is not None and labeled:
             top = g[max_col].to_numpy(dtype=np.float64) * scale
@@ -159,7 +170,7 @@ def _replica_lines(
         ax.text(
             0.99,
             0.97,
-            f"{len(groups)} replicas",
+            f"{len(groups)} {'instances' if pools else 'replicas'}",
             transform=ax.transAxes,
             ha="right",
             va="top",
@@ -171,13 +182,15 @@ def _has(binned: pd.DataFrame, col: str) -> bool:
     return not binned.empty and bool(np.isfinite(binned[col].to_numpy(dtype=np.float64)).any())
 
 
-def plot_queue_length(binned: pd.DataFrame, path: Path) -> Path:
+def plot_queue_length(
+    binned: pd.DataFrame, path: Path, pools: Mapping[int, str] | None = None
+) -> Path:
     """Waiting-queue length per replica; a rising trend means the load exceeds capacity."""
     title = "Queue length"
     if not _has(binned, "queue_mean"):
         return no_data(path, title)
     with _figure(path) as (ax,):
-        _replica_lines(ax, binned, "queue_mean", "queue_max")
+        _replica_lines(ax, binned, "queue_mean", "queue_max", pools=pools)
         ax.set_title(f"{title} (line: bin mean, band: bin max)")
         ax.set_ylabel("queued requests")
         ax.set_xlabel("simulated time (s)")
@@ -185,13 +198,15 @@ def plot_queue_length(binned: pd.DataFrame, path: Path) -> Path:
     return path
 
 
-def plot_kv_utilization(binned: pd.DataFrame, path: Path) -> Path:
+def plot_kv_utilization(
+    binned: pd.DataFrame, path: Path, pools: Mapping[int, str] | None = None
+) -> Path:
     """KV blocks used / total per replica; near 100% is where preemptions start."""
     title = "KV cache utilization"
     if not _has(binned, "kv_mean"):
         return no_data(path, title)
     with _figure(path) as (ax,):
-        _replica_lines(ax, binned, "kv_mean", "kv_max", scale=100.0)
+        _replica_lines(ax, binned, "kv_mean", "kv_max", scale=100.0, pools=pools)
         ax.set_title(f"{title} (line: bin mean, band: bin max)")
         ax.set_ylabel("KV blocks used (%)")
         ax.set_xlabel("simulated time (s)")
@@ -199,7 +214,9 @@ def plot_kv_utilization(binned: pd.DataFrame, path: Path) -> Path:
     return path
 
 
-def plot_batch_size(binned: pd.DataFrame, path: Path) -> Path:
+def plot_batch_size(
+    binned: pd.DataFrame, path: Path, pools: Mapping[int, str] | None = None
+) -> Path:
     """Running sequences per replica, and prefill vs decode tokens per iteration.
 
     Tokens per iteration are pooled across replicas (weighted by iteration count) and
@@ -222,7 +239,7 @@ def plot_batch_size(binned: pd.DataFrame, path: Path) -> Path:
         .sum()
     )
     with _figure(path, nrows=2, height=5.5) as (top, bottom):
-        _replica_lines(top, binned, "seqs_mean", "seqs_max")
+        _replica_lines(top, binned, "seqs_mean", "seqs_max", pools=pools)
         top.set_title(f"{title} (line: bin mean, band: bin max)")
         top.set_ylabel("running sequences")
         top.set_ylim(bottom=0)

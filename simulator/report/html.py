@@ -109,6 +109,15 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric_from: i
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
+def _data_parallel_items(cfg: Any) -> list[tuple[str, Any]]:
+    """DP ranks per replica, and EP when experts are split: TP × replicas alone undercounts GPUs."""
+    items = [("DP", get(cfg, "dp"))] if get(cfg, "dp") is not None else []
+    ep = _number(get(cfg, "ep"))
+    if ep is not None and ep > 1:
+        items.append(("EP", get(cfg, "ep")))
+    return items
+
+
 def _config_line(summary: Mapping) -> str:
     cfg = get(summary, "config")
     items = [
@@ -118,6 +127,7 @@ def _config_line(summary: Mapping) -> str:
         ("TP", get(cfg, "tp")),
         ("PP", get(cfg, "pp")),
         ("Replicas", get(cfg, "replicas")),
+        *_data_parallel_items(cfg),
         ("Scheduler", get(cfg, "scheduler")),
     ]
     dis = get(summary, "disaggregation")
@@ -151,7 +161,17 @@ def _cards(summary: Mapping) -> str:
     return f'<div class="cards">{inner}</div>'
 
 
+def _kv_scopes(summary: Mapping) -> tuple[str, str]:
+    """Label suffixes for (KV capacity, KV utilization): a disaggregated run's figures are the
+    decode pool's (the pools table has both); with attention DP capacity is per rank."""
+    if get(summary, "disaggregation"):
+        return " (decode pool)", " (decode pool)"
+    dp = _number(get(summary, "config", "dp"))
+    return (" per DP rank" if dp is not None and dp > 1 else ""), ""
+
+
 def _overview_table(summary: Mapping) -> str:
+    cap, kv = _kv_scopes(summary)
     rows = [
         ("Requests completed", fmt_num(get(summary, "requests", "completed"))),
         ("Requests rejected", fmt_num(get(summary, "requests", "rejected"))),
@@ -160,9 +180,9 @@ def _overview_table(summary: Mapping) -> str:
         ("Throughput", fmt_num(get(summary, "throughput", "requests_per_s"), "req/s")),
         ("Input tokens", fmt_num(get(summary, "throughput", "input_tokens_per_s"), "tok/s")),
         ("Output tokens", fmt_num(get(summary, "throughput", "output_tokens_per_s"), "tok/s")),
-        ("KV capacity", fmt_num(get(summary, "kv_cache", "capacity_tokens"), "tokens")),
-        ("KV peak utilization", fmt_pct(get(summary, "kv_cache", "peak_utilization"))),
-        ("KV mean utilization", fmt_pct(get(summary, "kv_cache", "mean_utilization"))),
+        (f"KV capacity{cap}", fmt_num(get(summary, "kv_cache", "capacity_tokens"), "tokens")),
+        (f"KV peak utilization{kv}", fmt_pct(get(summary, "kv_cache", "peak_utilization"))),
+        (f"KV mean utilization{kv}", fmt_pct(get(summary, "kv_cache", "mean_utilization"))),
         ("Simulator wall time", fmt_num(get(summary, "sim_wall_s"), "s")),
     ]
     if get(summary, "kv_cache", "prefix_cache_hit_rate"):
@@ -191,11 +211,18 @@ def _slo_section(summary: Mapping) -> str:
     return _table(("SLO", "Value"), targets)
 
 
+def _is_pooled(replicas: pd.DataFrame) -> bool:
+    """True for a disaggregated run's table, whose rows name a pool."""
+    return "pool" in replicas.columns and bool(replicas["pool"].astype(bool).any())
+
+
 def _replica_table(replicas: pd.DataFrame) -> str:
     if replicas.empty:
         return "<p>No requests.</p>"
+    pooled = _is_pooled(replicas)
     rows = [
         (
+            *((fmt_text(r.pool),) if pooled else ()),
             fmt_text(r.replica),
             fmt_num(r.requests),
             fmt_num(r.completed),
@@ -207,7 +234,7 @@ def _replica_table(replicas: pd.DataFrame) -> str:
         for r in replicas.itertuples(index=False)
     ]
     header = (
-        "Replica",
+        *(("Pool", "Instance") if pooled else ("Replica",)),
         "Requests",
         "Completed",
         "Rejected",
@@ -215,7 +242,57 @@ def _replica_table(replicas: pd.DataFrame) -> str:
         "Mean TPOT (ms)",
         "Preemptions",
     )
+    return _table(header, rows, numeric_from=2 if pooled else 1)
+
+
+def _replica_section(replicas: pd.DataFrame) -> str:
+    """Heading, note and table; a disaggregated run's rows are instances of two pools."""
+    if not _is_pooled(replicas):
+        return f"<h2>Per replica</h2>\n{_replica_table(replicas)}"
+    note = (
+        "<p>Instance numbers as in requests.csv and iterations.csv, prefill first. A prefill "
+        "row covers the requests it prefilled (TTFT), a decode row those it decoded (TPOT); "
+        "preemptions count where the request ended.</p>"
+    )
+    return f"<h2>Per instance</h2>\n{note}{_replica_table(replicas)}"
+
+
+def _pool_table(dis: Mapping) -> str:
+    rows = [
+        (
+            role,
+            fmt_num(get(dis, role, "replicas")),
+            f"TP{fmt_text(get(dis, role, 'tp'))}·PP{fmt_text(get(dis, role, 'pp'))}",
+            fmt_num(get(dis, role, "gpus")),
+            fmt_num(get(dis, role, "kv_capacity_tokens"), "tokens"),
+            fmt_pct(get(dis, role, "kv_peak_utilization")),
+            fmt_pct(get(dis, role, "kv_mean_utilization")),
+            fmt_num(get(dis, role, "iterations")),
+        )
+        for role in ("prefill", "decode")
+    ]
+    header = ("Pool", "Instances", "Layout", "GPUs", "KV capacity / instance",
+              "KV peak", "KV mean", "Iterations")  # fmt: skip
     return _table(header, rows)
+
+
+def _kv_transfer_table(dis: Mapping) -> str:
+    """Prefill → decode KV moves: part of every request's second-token gap."""
+    ms = get(dis, "kv_transfer", "ms")
+    links = get(dis, "kv_transfer", "links")
+    rows = [(f"KV transfer {stat}", fmt_num(get(ms, stat), "ms")) for stat in ("mean", "p50", "p99")]
+    if isinstance(links, Sequence) and not isinstance(links, str) and links:
+        rows.append(("KV transfer links", ", ".join(str(link) for link in links)))
+    return _table(("KV transfer", "Value"), rows)
+
+
+def _disaggregation_section(summary: Mapping) -> str:
+    """Both pools and the KV moves between them; empty for a colocated run."""
+    dis = get(summary, "disaggregation")
+    if not isinstance(dis, Mapping):
+        return ""
+    tables = f'<div class="tables">{_pool_table(dis)}{_kv_transfer_table(dis)}</div>'
+    return f"<h2>Disaggregated pools</h2>\n{tables}"
 
 
 def _figure(caption: str, path: Path) -> str:
@@ -254,12 +331,12 @@ def render_page(
 {_cards(summary)}
 <h2>Headline metrics</h2>
 <div class="tables">{_overview_table(summary)}{_latency_table(summary)}</div>
+{_disaggregation_section(summary)}
 <h2>SLO attainment</h2>
 {_slo_section(summary)}
 <h2>Figures</h2>
 <div class="figs">{figs}</div>
-<h2>Per replica</h2>
-{_replica_table(replicas)}
+{_replica_section(replicas)}
 {yaml_block}
 <footer>Generated by servesim. Self-contained: no external assets.</footer>
 </main>

@@ -7,7 +7,13 @@ from pathlib import Path
 import pandas as pd
 
 from simulator.report import figures
-from simulator.report.aggregate import bin_iterations, column, completed_mask, per_replica
+from simulator.report.aggregate import (
+    bin_iterations,
+    column,
+    completed_mask,
+    instance_pools,
+    per_instance,
+)
 from simulator.report.html import get, render_page
 
 HTML_NAME = "report.html"
@@ -47,22 +53,24 @@ def write_report(
         ("Throughput over time", figures.plot_throughput(requests, out_dir / "throughput.png"))
     )
     binned = bin_iterations(iterations)
+    pools = instance_pools(summary, iterations)
+    per = "instance (prefill and decode pools)" if pools else "replica"
     plotted += [
         (
-            "Queue length per replica",
-            figures.plot_queue_length(binned, out_dir / "queue_length.png"),
+            f"Queue length per {per}",
+            figures.plot_queue_length(binned, out_dir / "queue_length.png", pools),
         ),
         (
-            "KV cache utilization per replica",
-            figures.plot_kv_utilization(binned, out_dir / "kv_utilization.png"),
+            f"KV cache utilization per {per}",
+            figures.plot_kv_utilization(binned, out_dir / "kv_utilization.png", pools),
         ),
         (
             "Batch size and tokens per iteration",
-            figures.plot_batch_size(binned, out_dir / "batch_size.png"),
+            figures.plot_batch_size(binned, out_dir / "batch_size.png", pools),
         ),
     ]
 
-    page = render_page(title, summary, plotted, per_replica(requests), scenario_yaml)
+    page = render_page(title, summary, plotted, per_instance(requests, pools), scenario_yaml)
     html_path = out_dir / HTML_NAME
     html_path.write_text(page, encoding="utf-8")
     return html_path

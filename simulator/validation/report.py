@@ -16,39 +16,60 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 from simulator.report.html import CSS, _esc, _figure, _table
 
 DPI = 110
+# Draw order: the ±10% band under the identity line, both under the points, so the band
+# never hides the points it is there to judge.
+BAND_Z, DIAGONAL_Z, POINTS_Z = 0.5, 1.5, 2.5
+
+
+def scatter_figure(runs: pd.DataFrame, metric: str, label: str):
+    """Predicted vs measured `metric`, one colour per configuration.
+
+    Returns the open figure so the caller (or a test) can inspect it; the caller closes it.
+    """
+    fig, ax = plt.subplots(figsize=(5.2, 5))
+    try:
+        _draw_scatter(ax, runs, metric, label)
+        fig.tight_layout()
+    except BaseException:
+        plt.close(fig)
+        raise
+    return fig
+
+
+def _draw_scatter(ax, runs: pd.DataFrame, metric: str, label: str) -> None:
+    m = runs[f"measured_{metric}"].to_numpy(dtype=float)
+    p = runs[f"pred_{metric}"].to_numpy(dtype=float)
+    ok = np.isfinite(m) & np.isfinite(p) & (m > 0) & (p > 0)
+    groups = runs["group"].where(runs["group"].astype(bool), runs["source"])
+    if len(set(groups[ok])) > 12 and "family" in runs and 1 < runs["family"][ok].nunique() <= 20:
+        groups = runs["family"]  # too many configurations to tell apart: colour by model and GPU
+    names = sorted(set(groups[ok]))
+    legend = len(names) <= 20
+    palette = plt.get_cmap("tab20").colors if len(names) > 10 else plt.get_cmap("tab10").colors
+    for i, g in enumerate(names):
+        sel = ok & (groups == g).to_numpy()
+        ax.scatter(m[sel], p[sel], s=22, color=palette[i % len(palette)], zorder=POINTS_Z,
+                   label=g if legend else None)
+    if ok.any():
+        lo, hi = min(m[ok].min(), p[ok].min()) * 0.8, max(m[ok].max(), p[ok].max()) * 1.25
+        xs = np.array([lo, hi])
+        ax.plot(xs, xs, color="0.3", lw=1, zorder=DIAGONAL_Z)
+        ax.fill_between(xs, xs * 0.9, xs * 1.1, color="0.85", lw=0, zorder=BAND_Z, label="±10%")
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(lo, hi)
+        if hi / lo > 20:
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+    ax.set_xlabel(f"measured {label}")
+    ax.set_ylabel(f"predicted {label}")
+    ax.set_title(f"{label}: predicted vs measured")
+    if legend and ok.any():
+        ax.legend(fontsize=6 if len(names) <= 12 else 5, loc="upper left")
 
 
 def _scatter(runs: pd.DataFrame, metric: str, label: str, path: Path) -> Path:
-    fig, ax = plt.subplots(figsize=(5.2, 5))
+    fig = scatter_figure(runs, metric, label)
     try:
-        m = runs[f"measured_{metric}"].to_numpy(dtype=float)
-        p = runs[f"pred_{metric}"].to_numpy(dtype=float)
-        ok = np.isfinite(m) & np.isfinite(p) & (m > 0) & (p > 0)
-        groups = runs["group"].where(runs["group"].astype(bool), runs["source"])
-        if len(set(groups[ok])) > 12 and "family" in runs and 1 < runs["family"][ok].nunique() <= 20:
-            groups = runs["family"]  # too many configurations to tell apart: colour by model and GPU
-        names = sorted(set(groups[ok]))
-        legend = len(names) <= 20
-        palette = plt.get_cmap("tab20").colors if len(names) > 10 else plt.get_cmap("tab10").colors
-        for i, g in enumerate(names):
-            sel = ok & (groups == g).to_numpy()
-            ax.scatter(m[sel], p[sel], s=22, color=palette[i % len(palette)], label=g if legend else None)
-        if ok.any():
-            lo, hi = min(m[ok].min(), p[ok].min()) * 0.8, max(m[ok].max(), p[ok].max()) * 1.25
-            xs = np.array([lo, hi])
-            ax.plot(xs, xs, color="0.3", lw=1)
-            ax.fill_between(xs, xs * 0.9, xs * 1.1, color="0.85", label="±10%")
-            ax.set_xlim(lo, hi)
-            ax.set_ylim(lo, hi)
-            if hi / lo > 20:
-                ax.set_xscale("log")
-                ax.set_yscale("log")
-        ax.set_xlabel(f"measured {label}")
-        ax.set_ylabel(f"predicted {label}")
-        ax.set_title(f"{label}: predicted vs measured")
-        if legend and ok.any():
-            ax.legend(fontsize=6 if len(names) <= 12 else 5, loc="upper left")
-        fig.tight_layout()
         fig.savefig(path, dpi=DPI)
     finally:
         plt.close(fig)
@@ -62,11 +83,14 @@ def _small_multiples(n: int):
     return plt.subplots(rows, cols, figsize=(3.4 * cols, 2.6 * rows), squeeze=False)
 
 
-def _finish_small_multiples(fig, axes, used: int, path: Path, xlabel: str, ylabel: str | None = None) -> None:
+def _finish_small_multiples(fig, axes, used: int, path: Path, xlabel: str, ylabel: str | None = None,
+                            title: str | None = None) -> None:
     """Hide the unused panels, label the grid once and save it."""
     for ax in list(axes.flat)[used:]:
         ax.axis("off")
     axes.flat[0].legend(fontsize=7)
+    if title:
+        fig.suptitle(title, fontsize=10)
     fig.supxlabel(xlabel, fontsize=9)
     if ylabel is not None:
         fig.supylabel(ylabel, fontsize=9)
@@ -96,7 +120,8 @@ def _plain_ticks(ax) -> None:
 
 
 def _curves(runs: pd.DataFrame, metric: str, label: str, path: Path, family: str = "") -> Path | None:
-    """One panel per configuration; within one family, panel titles drop its common prefix."""
+    """One panel per configuration; within one family (system, model, precision), the figure's
+    title names it and panel titles drop it."""
     groups = [g for g in dict.fromkeys(runs["group"]) if g]
     if not groups:
         return None
@@ -114,7 +139,8 @@ def _curves(runs: pd.DataFrame, metric: str, label: str, path: Path, family: str
                 ax.set_yscale("log")
             _plain_ticks(ax)
             ax.set_title(g[len(family):].strip() if family and g.startswith(family) else g, fontsize=7)
-        _finish_small_multiples(fig, axes, len(groups), path, "concurrency", label)
+        _finish_small_multiples(fig, axes, len(groups), path, "concurrency", label,
+                                title=f"{label} vs concurrency: {family}" if family else None)
     finally:
         plt.close(fig)
     return path
@@ -146,6 +172,29 @@ def _fmt(v, digits: int = 1) -> str:
     return f"{v:,.{digits}f}"
 
 
+def _measured(value) -> bool:
+    """A finite number: null or NaN means the run did not measure it."""
+    return isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def _per_run_table(per_run: list[dict]) -> str:
+    """Measured, predicted and error per run; E2E columns only where some run measured E2E."""
+    metrics = [("ttft_ms", "TTFT", 1), ("tpot_ms", "TPOT", 2)]
+    if any(_measured(r.get("measured_e2e_ms")) for r in per_run):
+        metrics.append(("e2e_ms", "E2E", 1))
+    header = ["run"]
+    for _, name, _ in metrics:
+        header += [f"{name} meas (ms)", f"{name} pred (ms)", f"{name} err %"]
+    rows = []
+    for r in per_run:
+        row = [r["run"]]
+        for key, _, digits in metrics:
+            row += [_fmt(r.get(f"measured_{key}"), digits), _fmt(r.get(f"pred_{key}"), digits),
+                    _fmt(r.get(f"err_pct_{key}"))]
+        rows.append([*row, "yes" if r.get("measured_cliff") else "", "yes" if r.get("pred_cliff") else ""])
+    return _table([*header, "cliff (meas)", "cliff (pred)"], rows)
+
+
 def write_validation_report(out_dir: Path, result: dict, runs: pd.DataFrame, preds, title: str) -> Path:
     figs = []
     for metric, label in (("ttft_ms", "TTFT (ms)"), ("tpot_ms", "TPOT (ms)"), ("e2e_ms", "E2E (ms)")):
@@ -173,13 +222,7 @@ def write_validation_report(out_dir: Path, result: dict, runs: pd.DataFrame, pre
         for scope, b in blocks.items():
             metric_rows.append([m, scope, str(b["n"]), _fmt(b["mape"]), _fmt(b["mean_signed_pct"]), _fmt(b["max_abs_pct"])])
     metrics_html = _table(["metric", "rows", "n", "MAPE %", "mean signed %", "max |err| %"], metric_rows, numeric_from=2)
-    run_rows = []
-    for r in result["per_run"]:
-        run_rows.append([r["run"], _fmt(r["measured_ttft_ms"]), _fmt(r["pred_ttft_ms"]), _fmt(r["err_pct_ttft_ms"]),
-                         _fmt(r["measured_tpot_ms"], 2), _fmt(r["pred_tpot_ms"], 2), _fmt(r["err_pct_tpot_ms"]),
-                         "yes" if r.get("measured_cliff") else "", "yes" if r.get("pred_cliff") else ""])
-    runs_html = _table(["run", "TTFT meas", "TTFT pred", "err %", "TPOT meas", "TPOT pred", "err %",
-                        "cliff (meas)", "cliff (pred)"], run_rows)
+    runs_html = _per_run_table(result["per_run"])
     sources = result.get("kernel_times")
     extra = ("<p>Kernel times from:</p><ul>" + "".join(f"<li>{_esc(src)}</li>" for src in sources) + "</ul>"
              if sources else "")
