@@ -186,14 +186,19 @@ SUMMARY_MEANS = {"ttft_ms": ("mean_ttft_ms",), "tpot_ms": ("mean_tpot_ms",),
                  "e2e_ms": ("mean_e2el_ms", "mean_e2e_latency_ms")}
 
 
+def _as_number(value) -> float:
+    """A JSON cell as a float; NaN for anything that is not a number."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
 def _summary_number(data: dict, key: str, where: str) -> float | None:
     value = data.get(key)
     if value is None:
         return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        number = math.nan
+    number = _as_number(value)
     if not math.isfinite(number) or number < 0:
         raise MeasurementError(f"`{key}` is {value!r}, not a non-negative number", where=where,
                                fix="pass the JSON exactly as the benchmark saved it")
@@ -221,10 +226,7 @@ def _max_concurrency(data: dict, where: str) -> int | None:
     value = data.get("max_concurrency")
     if value is None:
         return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        number = math.nan
+    number = _as_number(value)
     if isinstance(value, bool) or not (math.isfinite(number) and number >= 1 and number.is_integer()):
         raise MeasurementError(f"`max_concurrency` is {_shown(value)}, must be a positive whole number (or null)",
                                where=where, fix=_FIX_JSON)
