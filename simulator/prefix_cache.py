@@ -72,8 +72,11 @@ class PrefixCache:
             key = 0
             prev_blocks = 0
             for seg, end in req.prefix or ():
+                # A prompt that stops inside a segment (shorter than the shared prefix)
+                # holds fewer of its blocks than one that holds all of it: it is another
+                # segment, since one cached segment has one size for all who reference it.
+                key = hash((key, seg)) if end <= req.prompt_tokens else hash((key, seg, req.prompt_tokens // bs))
                 end = min(end, req.prompt_tokens)
-                key = hash((key, seg))
                 full = end // bs
                 keys.append(key)
                 ends.append(end)

@@ -268,3 +268,33 @@ def test_conversations_keep_the_kv_invariants(rows, kv_tokens, budget):
     check_tokens(d | {"workload": {"num_requests": len(rows)}}, res.requests, res.iterations, sim)
     check_kv(sim, res.iterations)
     check_fast_forward_equivalent(d, res, stepped)
+
+
+def test_a_prompt_shorter_than_the_shared_prefix_is_its_own_segment():
+    """A 160-token prompt holds 10 of a 300-token prefix's 18 blocks: were it the same
+    cached segment as a 278-token prompt's, the segment would have two sizes and its blocks
+    would be released twice (found by fuzzing; the run used to raise)."""
+    d = scenario("vllm-v1", arrival={"type": "closed_loop", "concurrency": 2},
+                 prompt={"type": "empirical", "values": [160, 278]},
+                 output={"type": "empirical", "values": [20, 150]},
+                 num_requests=3, seed=7, kv_tokens=336, max_model_len=336)
+    d["workload"]["shared_prefix"] = {"tokens": 300}
+    sim, res = simulate(d)
+    assert set(res.requests["status"]) == {"completed"}
+    check_kv(sim, res.iterations)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.integers(1, 700), min_size=2, max_size=12), st.integers(16, 600),
+       st.sampled_from([None, 720, 1500]), st.sampled_from([16, 32]))
+def test_prompts_around_the_shared_prefix_keep_the_kv_invariants(prompts, prefix, kv_tokens, block):
+    """Prompts shorter and longer than the shared prefix, small caches: every request
+    settles and the blocks balance."""
+    d = scenario("vllm-v1", arrival={"type": "closed_loop", "concurrency": 3},
+                 prompt={"type": "empirical", "values": prompts}, output=fixed(12),
+                 num_requests=3 * len(prompts), kv_tokens=kv_tokens, block_size=block, max_model_len=720)
+    d["workload"]["shared_prefix"] = {"tokens": prefix}
+    sim, res = simulate(d)
+    assert set(res.requests["status"]) <= {"completed", "rejected"}
+    check_kv(sim, res.iterations)
+    check_fast_forward_equivalent(d, res, simulate(d, fast_forward=False)[1])
