@@ -154,7 +154,9 @@ class Engine:
             else:
                 queued = sched.queued
                 durations = cost.decode_step_times(shape.num_decode, shape.decode_context, k, from_idle=from_idle)
-                ends = [now + t for t in accumulate(durations)]
+                # Each end adds one duration to the last end, as stepping does: summing the
+                # durations first rounds differently and can flip a later tie between engines.
+                ends = list(accumulate(durations, initial=now))[1:]
                 self._in_stretch = True
                 self._tag_pending = True
                 first = self._steps

@@ -29,11 +29,17 @@ from simulator.request import Request
 
 
 class _Segment:
-    __slots__ = ("blocks", "refs")
+    __slots__ = ("blocks", "refs", "size")
 
     def __init__(self, blocks: int, refs: int = 1):
         self.blocks = blocks  # still cached: fewer than the segment's blocks once its tail was evicted
         self.refs = refs
+        # Its blocks when whole. A request whose layout gives the same key another size (a
+        # prompt that stops inside the shared prefix, rows naming one prefix id with
+        # different lengths, a turn whose context ends past the last computed block) may
+        # read a smaller segment as a prefix of its own, but never references a larger one
+        # (it would hold more shared blocks than its prompt has) nor grows another's.
+        self.size = blocks
 
 
 class Match(NamedTuple):
@@ -72,11 +78,8 @@ class PrefixCache:
             key = 0
             prev_blocks = 0
             for seg, end in req.prefix or ():
-                # A prompt that stops inside a segment (shorter than the shared prefix)
-                # holds fewer of its blocks than one that holds all of it: it is another
-                # segment, since one cached segment has one size for all who reference it.
-                key = hash((key, seg)) if end <= req.prompt_tokens else hash((key, seg, req.prompt_tokens // bs))
                 end = min(end, req.prompt_tokens)
+                key = hash((key, seg))
                 full = end // bs
                 keys.append(key)
                 ends.append(end)
@@ -102,7 +105,7 @@ class PrefixCache:
             nb = blocks[i]
             if nb:
                 seg = segments.get(keys[i])
-                if seg is None:
+                if seg is None or seg.size > nb:
                     break
                 out.append(keys[i])
                 hit += seg.blocks
@@ -165,7 +168,7 @@ class PrefixCache:
                     refs = req.prefix_refs = []
                 refs.append(keys[i])
                 req.shared_blocks += nb
-            elif seg is not None and seg.blocks < nb and refs and refs[-1] == keys[i]:
+            elif seg is not None and seg.size == nb and seg.blocks < nb and refs and refs[-1] == keys[i]:
                 req.shared_blocks += nb - seg.blocks
                 seg.blocks = nb
             i += 1

@@ -299,3 +299,18 @@ def test_fast_forward_tie_with_pp_virtual_engines_closed_loop():
     _, fast = simulate(d, fast_forward=True)
     _, stepped = simulate(d, fast_forward=False)
     check_fast_forward_equivalent(d, fast, stepped)
+
+
+def test_fast_forward_ends_round_as_stepping_does():
+    """Regression (found by fuzzing): a stretch's step ends are each the last end plus one
+    duration, as stepping computes them; summing the durations first differed in the last
+    bit and flipped which PP virtual engine a later closed-loop send tied to."""
+    d = {"model": {"name": "opt-125m", "max_model_len": 512}, "hardware": {"gpu": "h200"},
+         "parallelism": {"pp": 2}, "scheduler": {"policy": "continuous", "max_num_seqs": 1},
+         "workload": {"arrival": {"type": "closed_loop", "concurrency": 3},
+                      "prompt_tokens": {"type": "empirical", "values": [143, 125]},
+                      "output_tokens": {"type": "fixed", "value": 7}, "num_requests": 250, "seed": 561},
+         "output": {"report": False}}
+    _, fast = simulate(d, fast_forward=True)
+    _, stepped = simulate(d, fast_forward=False)
+    check_fast_forward_equivalent(d | {"parallelism": {"pp": 2}}, fast, stepped)

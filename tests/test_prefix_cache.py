@@ -298,3 +298,32 @@ def test_prompts_around_the_shared_prefix_keep_the_kv_invariants(prompts, prefix
     assert set(res.requests["status"]) <= {"completed", "rejected"}
     check_kv(sim, res.iterations)
     check_fast_forward_equivalent(d, res, simulate(d, fast_forward=False)[1])
+
+
+def _trace(tmp_path, rows: str, **kw) -> dict:
+    path = tmp_path / "t.csv"
+    path.write_text("arrival_s,prompt_tokens,output_tokens,session_id,prefix_id,prefix_tokens\n" + rows)
+    d = scenario("vllm-v1", **kw)
+    d["workload"] = {"arrival": {"type": "trace", "path": str(path)}}
+    return d
+
+
+def test_rows_naming_one_prefix_with_different_lengths_keep_the_blocks_balanced(tmp_path):
+    """Regression (found by fuzzing): rows with prefix_id 0 of 100, 40 and 200 tokens used
+    to share one cached segment of changing size, whose blocks were released twice."""
+    d = _trace(tmp_path, "0.5,200,30,-1,0,100\n0.51,200,100,-1,0,40\n0.51,200,30,-1,0,200\n",
+               kv_tokens=336, max_model_len=336)
+    sim, res = simulate(d)
+    assert set(res.requests["status"]) == {"completed"}
+    check_kv(sim, res.iterations)
+
+
+def test_a_request_that_preempts_itself_is_admitted_again_at_once(tmp_path):
+    """Regression (found by fuzzing): the second request reads all but its last block from
+    the cache, fills it, preempts itself to grow, and must then be readmitted in the next
+    step, not left waiting for an arrival that never comes (it was rejected as a deadlock)."""
+    d = _trace(tmp_path, "0.0,4080,10,-1,0,4080\n1.0,4064,10,-1,0,4064\n",
+               kv_tokens=4096, max_model_len=4096, block_size=32)
+    sim, res = simulate(d)
+    assert list(res.requests["status"]) == ["completed", "completed"]
+    check_kv(sim, res.iterations)

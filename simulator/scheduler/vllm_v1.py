@@ -143,7 +143,10 @@ class VllmV1Scheduler(Scheduler):
                 cache.publish(req, c + q)
         tokens += n_dec  # each decode is one token, and emits one
         emit += n_dec
-        if not preempted:
+        # vLLM admits nothing in a step that preempted; a step left with no work at all (the
+        # only running request preempted itself) is followed at once by the next, which
+        # admits: here that is the same call, or the engine would idle with work queued.
+        if not preempted or not entries:
             waiting = self.waiting
             while waiting and budget > 0 and len(running) < self.max_num_seqs:
                 req = waiting[0]
