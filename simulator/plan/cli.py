@@ -101,7 +101,8 @@ def plan_cmd(
     n_err = sum(r["status"] == "error" for r in rows)
     if not quiet:
         _table(rows, loaded)
-        console.print(f"plan {loaded.name}: {len(rows)} configurations ({n_ok} searched, {n_bad} infeasible"
+        console.print(f"plan {loaded.name}: {len(rows)} configuration{'' if len(rows) == 1 else 's'} "
+                      f"({n_ok} searched, {n_bad} infeasible"
                       + (f", {n_err} failed" if n_err else "") + f"); {outcome.searched} computed, "
                       f"{outcome.reused} reused, {time.perf_counter() - t0:,.1f} s with {workers} "
                       f"{'Ray CPUs' if executor == 'ray' and not address else 'workers'}")
