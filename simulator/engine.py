@@ -33,9 +33,10 @@ class Engine:
                  cost: IterationCostModel, log: IterationLog,
                  on_finish: Callable[[Request], None], on_reject: Callable[[Request, str], None],
                  *, fast_forward: bool = True, settle_after_finish: bool = False,
-                 lockstep: LockstepGroup | None = None):
+                 lockstep: LockstepGroup | None = None, dp_rank: int = 0):
         self.env = env
         self.replica = replica
+        self.dp_rank = dp_rank  # attention-DP rank within the replica, for the records
         self.scheduler = scheduler
         self.cost = cost
         self.log = log
@@ -64,6 +65,7 @@ class Engine:
         return self.scheduler.outstanding + len(self._inbox)
 
     def submit(self, req: Request) -> None:
+        req.dp_rank = self.dp_rank
         if self.async_scheduling and self._busy:  # held for the iteration after next
             reason = self.scheduler.admission_error(req)
             if reason is None:
@@ -149,7 +151,7 @@ class Engine:
                     yield group.pass_end
                 self._busy = False
                 finished = sched.complete(step, env.now)
-                log.add(replica, now, dt, shape.num_tokens - shape.num_decode, shape.num_decode,
+                log.add(replica, self.dp_rank, now, dt, shape.num_tokens - shape.num_decode, shape.num_decode,
                         shape.num_seqs, used, kv.total, queued)
             else:
                 queued = sched.queued
@@ -182,7 +184,7 @@ class Engine:
                 ends[-1] = env.now
                 finished, kv_steps = sched.complete_stretch(step, ends)
                 starts = [now, *ends[:-1]]
-                log.add_stretch(replica, starts, durations[:n], shape.num_decode, kv_steps,
+                log.add_stretch(replica, self.dp_rank, starts, durations[:n], shape.num_decode, kv_steps,
                                 kv.total, queued)
             for req in finished:
                 self.on_finish(req)

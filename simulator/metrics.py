@@ -28,6 +28,7 @@ class IterationLog:
     def __init__(self, enabled: bool = True):
         self.enabled = enabled
         self.replica = array("i")
+        self.dp_rank = array("i")
         self.start = array("d")
         self.duration = array("d")
         self.prefill = array("q")
@@ -38,12 +39,13 @@ class IterationLog:
         self.queue = array("i")
         self.count = 0
 
-    def add(self, replica: int, start: float, duration: float, prefill: int, decode: int,
+    def add(self, replica: int, dp_rank: int, start: float, duration: float, prefill: int, decode: int,
             seqs: int, kv_used: int, kv_total: int, queue: int) -> None:
         self.count += 1
         if not self.enabled:
             return
         self.replica.append(replica)
+        self.dp_rank.append(dp_rank)
         self.start.append(start)
         self.duration.append(duration)
         self.prefill.append(prefill)
@@ -53,13 +55,14 @@ class IterationLog:
         self.kv_total.append(kv_total)
         self.queue.append(queue)
 
-    def add_stretch(self, replica: int, starts: list[float], durations: list[float], seqs: int,
+    def add_stretch(self, replica: int, dp_rank: int, starts: list[float], durations: list[float], seqs: int,
                     kv_used: list[int], kv_total: int, queue: int) -> None:
         n = len(starts)
         self.count += n
         if not self.enabled:
             return
         self.replica.extend([replica] * n)
+        self.dp_rank.extend([dp_rank] * n)
         self.start.extend(starts)
         self.duration.extend(durations)
         self.prefill.extend([0] * n)
@@ -69,8 +72,9 @@ class IterationLog:
         self.kv_total.extend([kv_total] * n)
         self.queue.extend([queue] * n)
 
-    def frame(self) -> pd.DataFrame:
-        return pd.DataFrame({
+    def frame(self, *, dp_ranks: bool = False) -> pd.DataFrame:
+        """`dp_ranks`: add a `dp_rank` column after `replica` (attention-DP runs)."""
+        frame = pd.DataFrame({
             "replica": np.frombuffer(self.replica, dtype=np.int32),
             "start_s": np.frombuffer(self.start, dtype=np.float64),
             "duration_ms": np.frombuffer(self.duration, dtype=np.float64) * 1e3,
@@ -81,9 +85,13 @@ class IterationLog:
             "kv_blocks_total": np.frombuffer(self.kv_total, dtype=np.int64),
             "queue_len": np.frombuffer(self.queue, dtype=np.int32),
         }, columns=list(ITERATION_COLUMNS))
+        if dp_ranks:
+            frame.insert(1, "dp_rank", np.frombuffer(self.dp_rank, dtype=np.int32))
+        return frame
 
 
-def requests_frame(requests: list[Request], *, disaggregated: bool = False) -> pd.DataFrame:
+def requests_frame(requests: list[Request], *, disaggregated: bool = False,
+                   dp_ranks: bool = False) -> pd.DataFrame:
     """One row per request, latencies in ms (NaN where undefined, as vLLM leaves them out).
 
     Disaggregated runs add `prefill_replica` and `kv_transfer_ms`; `replica` is then the
@@ -114,6 +122,8 @@ def requests_frame(requests: list[Request], *, disaggregated: bool = False) -> p
         "status": status,
         "reject_reason": [r.reject_reason for r in requests],
     })
+    if dp_ranks:  # which attention-DP rank of its replica served it
+        frame.insert(2, "dp_rank", np.array([r.dp_rank for r in requests], dtype=np.int64))
     if disaggregated:
         frame.insert(2, "prefill_replica", np.array([r.prefill_replica for r in requests], dtype=np.int64))
         frame.insert(8, "kv_transfer_ms", np.array([r.kv_transfer_s for r in requests], dtype=np.float64) * 1e3)

@@ -260,7 +260,7 @@ class Simulation:
         for r in range(first, first + plan.replicas):
             engines = []
             lockstep = LockstepGroup(env, plan.cost) if coupled else None
-            for _ in range(plan.dp * pp):  # each DP rank's virtual engines; ranks pick by load as vLLM's DP balancer does
+            for k in range(plan.dp * pp):  # each DP rank's virtual engines; ranks pick by load as vLLM's DP balancer does
                 kv = BlockManager(blocks_per_engine, sc.memory.block_size,
                                   getattr(sc.scheduler, "watermark", 0.0))
                 sched = policy(sc.scheduler, kv, self.max_model_len, itl,
@@ -268,7 +268,8 @@ class Simulation:
                 sched.expect_arrivals = self._expect_arrivals
                 engines.append(Engine(env, r, sched, plan.cost, log, self._on_finish, self._on_reject,
                                       fast_forward=self._fast_forward, lockstep=lockstep,
-                                      settle_after_finish=isinstance(self.workload, ClosedLoopWorkload)))
+                                      settle_after_finish=isinstance(self.workload, ClosedLoopWorkload),
+                                      dp_rank=k // pp))
             replicas.append(Replica(r, engines))
         return replicas
 
@@ -437,8 +438,9 @@ class Simulation:
     def _result(self, itl: ItlSink, log: IterationLog, wall: float) -> SimulationResult:
         sc = self.scenario
         dis = sc.disaggregation is not None
-        req_df = requests_frame(self.requests, disaggregated=dis)
-        it_df = log.frame()
+        dp_ranks = any(p.dp > 1 for p in self.pools.values())
+        req_df = requests_frame(self.requests, disaggregated=dis, dp_ranks=dp_ranks)
+        it_df = log.frame(dp_ranks=dp_ranks)
         slo = sc.slo.model_dump()
         summary: dict = {"scenario": self.loaded.name}
         summary.update(summarize(req_df, itl, slo))

@@ -299,3 +299,24 @@ def test_a_zero_layout_cell_means_not_stated(tmp_path):
     b, _ = run_validation([blank], BENCH, [], tmp_path / "b", rounds=2)
     assert a["skipped"] == [] and a["notes"] == []
     assert a["per_run"][0]["pred_tpot_ms"] == b["per_run"][0]["pred_tpot_ms"]
+
+
+def test_outputs_name_the_dp_rank_of_each_request_and_step():
+    """Each rank's steps and KV cache are its own: the records say which rank they are."""
+    from simulator import api
+
+    d = {"model": {"name": "qwen3-30b-a3b", "max_model_len": 4096}, "hardware": {"gpu": "h100-sxm"},
+         "parallelism": {"dp": 2},
+         "workload": {"arrival": {"type": "poisson", "rate": 20.0}, "num_requests": 60, "seed": 3,
+                      "prompt_tokens": {"type": "fixed", "value": 300},
+                      "output_tokens": {"type": "fixed", "value": 20}},
+         "output": {"report": False}}
+    res = api.run(d)
+    assert set(res.requests["dp_rank"]) == {0, 1} and set(res.iterations["dp_rank"]) == {0, 1}
+    for rank, its in res.iterations.groupby("dp_rank"):
+        assert (its["kv_blocks_used"] <= its["kv_blocks_total"]).all()
+        # Each rank prefills exactly the prompts of the requests it served.
+        served = res.requests[res.requests["dp_rank"] == rank]
+        assert its["prefill_tokens"].sum() == served["prompt_tokens"].sum()
+    single = api.run(d, overrides=["parallelism.dp=1"])
+    assert "dp_rank" not in single.requests and "dp_rank" not in single.iterations
