@@ -3,7 +3,7 @@
     >>> from simulator import api
     >>> result = api.run("scenarios/chatbot.yaml", overrides=["workload.arrival.rate=5"])
     >>> result.summary["ttft_ms"]["p99"]                 # doctest: +SKIP
-    >>> result.requests.head()                          # pandas DataFrame
+    >>> result.requests.head()                          # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from simulator.config import LoadedScenario, load_scenario
 from simulator.errors import ServesimError
 from simulator.output import write_outputs
 from simulator.simulation import Simulation, SimulationResult
+from simulator.yaml_input import load_yaml
 
 
 def load(path: str | Path | None = None, overrides: list[str] | None = None, *,
@@ -30,7 +31,9 @@ def run(scenario: LoadedScenario | str | Path | dict, overrides: list[str] | Non
     if isinstance(scenario, dict):
         loaded = load(data=scenario, overrides=overrides)
     elif isinstance(scenario, LoadedScenario):
-        loaded = scenario if not overrides else load(scenario.path, overrides)
+        # Overrides apply on top of what was loaded (its own overrides included), not on a
+        # fresh read of its file; a scenario loaded from a dict has no file to re-read.
+        loaded = scenario if not overrides else load_scenario(scenario.path, overrides, data=load_yaml(scenario.text))
     else:
         loaded = load(scenario, overrides)
     try:

@@ -343,3 +343,16 @@ def test_summary_title_shows_attention_data_parallelism(tmp_path, capsys, monkey
     assert cli(CHATBOT, *SMALL, "--set", "model.name=qwen3-30b-a3b", "--set", "parallelism.dp=2",
                "-o", tmp_path / "out", "--no-report") == 0
     assert "(1×1 h100-sxm, DP2)" in capsys.readouterr().out
+
+
+def test_api_overrides_apply_on_top_of_a_loaded_scenario():
+    """A LoadedScenario keeps what it was loaded with; more overrides add to it (a dict-
+    loaded one has no file to re-read)."""
+    from simulator import api
+
+    loaded = api.load(CHATBOT, ["workload.num_requests=30", "cost_model.backend=roofline"])
+    res = api.run(loaded, overrides=["workload.arrival.rate=3"])
+    assert res.summary["requests"]["total"] == 30 and res.summary["config"]["cost_backend"] == "roofline"
+    from_dict = api.load(data={"model": {"name": "llama-3.1-8b"},
+                               "workload": {"num_requests": 10, "arrival": {"type": "poisson", "rate": 5.0}}})
+    assert api.run(from_dict, overrides=["workload.num_requests=5"]).summary["requests"]["total"] == 5
