@@ -354,5 +354,7 @@ def test_api_overrides_apply_on_top_of_a_loaded_scenario():
     res = api.run(loaded, overrides=["workload.arrival.rate=3"])
     assert res.summary["requests"]["total"] == 30 and res.summary["config"]["cost_backend"] == "roofline"
     from_dict = api.load(data={"model": {"name": "llama-3.1-8b"},
-                               "workload": {"num_requests": 10, "arrival": {"type": "poisson", "rate": 5.0}}})
+                               "workload": {"num_requests": 10, "arrival": {"type": "poisson", "rate": 5.0},
+                                            "prompt_tokens": {"type": "fixed", "value": 100},
+                                            "output_tokens": {"type": "fixed", "value": 10}}})
     assert api.run(from_dict, overrides=["workload.num_requests=5"]).summary["requests"]["total"] == 5
