@@ -44,3 +44,10 @@ def test_scenario_with_a_repeated_block_names_the_file_and_line(tmp_path):
 def test_set_accepts_scientific_notation():
     loaded = load_scenario(CHATBOT, ["workload.arrival.rate=1e1"])
     assert loaded.scenario.workload.arrival.rate == 10.0
+
+
+@pytest.mark.parametrize("override", ["slo.ttft_ms=.inf", "workload.arrival.rate=.inf", "hardware.cost_per_gpu_hour=.inf"])
+def test_infinite_values_are_refused_at_load(override):
+    """An infinite limit passes every `> 0` bound and used to break the run after it ran."""
+    with pytest.raises(ConfigError, match="finite"):
+        load_scenario(CHATBOT, [override])
