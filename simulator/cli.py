@@ -132,7 +132,9 @@ def print_summary(summary: dict, out_dir: Path | None) -> None:
         lines.append(f"kernels    {summary['config']['kernel_times']}")
     lines.append(f"simulated  {summary['iterations']:,} iterations in {summary['sim_wall_s']:.2f} s wall")
     if out_dir is not None:
-        lines.append(f"output     {out_dir}/  (report.html, summary.json, requests.csv, iterations.csv)")
+        written = [f for f in ("report.html", "summary.json", "requests.csv", "iterations.csv")
+                   if (out_dir / f).is_file()]
+        lines.append(f"output     {out_dir}/  ({', '.join(written)})")
     console.print("\n".join(lines))
 
 

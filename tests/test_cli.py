@@ -358,3 +358,10 @@ def test_api_overrides_apply_on_top_of_a_loaded_scenario():
                                             "prompt_tokens": {"type": "fixed", "value": 100},
                                             "output_tokens": {"type": "fixed", "value": 10}}})
     assert api.run(from_dict, overrides=["workload.num_requests=5"]).summary["requests"]["total"] == 5
+
+
+def test_summary_lists_only_the_files_written(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    assert cli(CHATBOT, *SMALL, "--no-report", "--set", "output.iterations_csv=false", "-o", tmp_path / "o") == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("output"))
+    assert line.endswith("(summary.json, requests.csv)")
