@@ -75,3 +75,10 @@ def test_plan_output_below_a_file_is_a_clean_error(tmp_path, capsys):
     assert exit_.value.code == 2
     err = " ".join(capsys.readouterr().err.split())
     assert "is a file" in err and "Traceback" not in err
+
+
+def test_an_empty_replica_list_is_refused_at_load(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["plan", str(TINY), "--set", "space.replicas=[]"])
+    assert exit_.value.code == 2
+    assert "replicas is an empty list" in " ".join(capsys.readouterr().err.split())
