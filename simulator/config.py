@@ -331,7 +331,12 @@ def _message_for(err: dict) -> str:
     if err["type"] == "union_tag_not_found":
         tag = _tag_name(err)
         return f"`{tag}` is missing: it picks which fields this section takes, so a written section needs it"
-    return err["msg"]
+    return plain_message(err)
+
+
+def plain_message(err: dict) -> str:
+    """pydantic's message without its "Value error, " prefix (our validators' own words)."""
+    return err["msg"].removeprefix("Value error, ")
 
 
 def _dotted(loc: tuple) -> str:

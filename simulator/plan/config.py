@@ -19,7 +19,13 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from simulator import __version__
-from simulator.config import LoadedScenario, Scenario, format_validation_error, load_scenario
+from simulator.config import (
+    LoadedScenario,
+    Scenario,
+    format_validation_error,
+    load_scenario,
+    plain_message,
+)
 from simulator.dtypes import DTYPE_BYTES, Dtype
 from simulator.errors import ConfigError, ServesimError
 from simulator.hardware import get_gpu
@@ -285,7 +291,7 @@ def _validation_error(exc: ValidationError, source: str) -> ConfigError:
         loc = ".".join(str(p) for p in err["loc"]) or "(plan)"
         got = err.get("input")
         shown = "" if isinstance(got, dict) or err["type"] == "missing" else f" (got {got!r})"
-        lines.append(f"{loc}: {err['msg']}{shown}")
+        lines.append(f"{loc}: {plain_message(err)}{shown}")
         if fix := _fix(err):
             fixes.append(f"{loc}: {fix}")
     n = len(lines)
