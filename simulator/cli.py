@@ -78,7 +78,7 @@ def rejection_lines(req: dict, shown: int = 3) -> list[str]:
         lines.append(f"  rejected {sum(g['count'] for g in groups[shown:]):,}× for {len(groups) - shown} "
                      "other reason(s): see reject_reason in requests.csv")
     if groups and not req["completed"]:
-        lines.append("  no request completed: every metric below is empty")
+        lines.append("  no request completed: the latency table above is empty")
     return lines
 
 

@@ -367,6 +367,25 @@ def test_rate_and_length_scale(tmp_path):
     np.testing.assert_array_equal(short.output_tokens, [1, 1, 1])  # never below 1
 
 
+def test_a_huge_length_scale_clips_instead_of_wrapping(tmp_path):
+    path = write(tmp_path, "t.csv", CSV_TRACE)
+    huge = open_loop(trace_cfg(path, length_scale=1e20))
+    assert (huge.prompt_tokens == 2**53).all() and (huge.output_tokens > 0).all()
+
+
+@pytest.mark.parametrize(("name", "text", "words"), [
+    ("big.csv", "arrival_s,prompt_tokens,output_tokens\n0,10,2\n1,99999999999999999999,3\n",
+     "big.csv:3: column 'prompt_tokens' is 99999999999999999999, more tokens than any model takes"),
+    ("big.csv", "arrival_s,prompt_tokens,output_tokens\n0,1e30,2\n", "more tokens than any model takes"),
+    ("m.jsonl", '{"timestamp": 0, "input_length": 100, "output_length": 5, "hash_ids": [99999999999999999999999]}\n',
+     "'hash_ids' must be a list of 64-bit integers"),
+])
+def test_trace_values_past_int64_are_clean_errors(tmp_path, name, text, words):
+    with pytest.raises(TraceError) as err:
+        read_trace(write(tmp_path, name, text))
+    assert words in err.value.render()
+
+
 def test_trace_window_and_limits(tmp_path):
     rows = "".join(f"{t},{t + 1},1\n" for t in range(10))
     path = write(tmp_path, "t.csv", "arrival_s,prompt_tokens,output_tokens\n" + rows)

@@ -38,7 +38,7 @@ def scale_lengths(tokens: np.ndarray, scale: float) -> np.ndarray:
     """Token counts times `scale`, rounded, at least 1 (a trace's `length_scale`)."""
     if scale == 1.0:
         return tokens
-    return np.maximum(np.rint(tokens * scale), 1).astype(np.int64)
+    return np.clip(np.rint(tokens * scale), 1.0, 2.0**53).astype(np.int64)  # clipped before the cast: no wrap
 
 
 @dataclass(frozen=True, eq=False)

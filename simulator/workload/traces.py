@@ -108,6 +108,10 @@ def _number(text: str, column: str, loc: Loc) -> float:
     return value
 
 
+# The largest token count a trace cell may hold: 2**53, where floats stop being exact.
+MAX_TOKENS = 2**53
+
+
 def _tokens(text: str | float, column: str, loc: Loc, minimum: int = 1) -> int:
     """A whole token count >= ``minimum`` ("12" and "12.0" are accepted)."""
     try:
@@ -126,6 +130,12 @@ def _tokens(text: str | float, column: str, loc: Loc, minimum: int = 1) -> int:
             f"column {column!r} is {value}; token counts must be >= {minimum}",
             where=_where(loc),
             fix=f"{_FIX_ROW} (every request needs at least one prompt and one output token)",
+        )
+    if value > MAX_TOKENS:  # past any context window, and past what int64 arrays hold
+        raise TraceError(
+            f"column {column!r} is {value}, more tokens than any model takes (at most {MAX_TOKENS:,})",
+            where=_where(loc),
+            fix=_FIX_ROW,
         )
     return value
 
@@ -346,10 +356,10 @@ def _parse_mooncake(path: Path, label: str) -> _Rows:
                 dest.append(_tokens(value, key, loc))
             hashes = obj.get("hash_ids", [])
             if not isinstance(hashes, list) or not all(
-                isinstance(h, int) and not isinstance(h, bool) for h in hashes
+                isinstance(h, int) and not isinstance(h, bool) and -(2**63) <= h < 2**63 for h in hashes
             ):
                 raise TraceError(
-                    "'hash_ids' must be a list of integers",
+                    "'hash_ids' must be a list of 64-bit integers",
                     where=_where(loc),
                     fix="fix or remove this line",
                 )
