@@ -82,3 +82,14 @@ def test_an_empty_replica_list_is_refused_at_load(capsys):
         main(["plan", str(TINY), "--set", "space.replicas=[]"])
     assert exit_.value.code == 2
     assert "replicas is an empty list" in " ".join(capsys.readouterr().err.split())
+
+
+@pytest.mark.parametrize(("override", "words"), [
+    ("prices={h100-sxm: -2}", "prices.h100-sxm: Input should be greater than or equal to 0"),
+    ("search={requests_per_point: 5000, max_requests_per_point: 100}", "max_requests_per_point (100) is below"),
+])
+def test_contradictory_plan_settings_are_refused_at_load(override, words, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["plan", str(TINY), "--set", override])
+    assert exit_.value.code == 2
+    assert words in " ".join(capsys.readouterr().err.split())

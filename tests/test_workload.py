@@ -543,3 +543,9 @@ def test_arrivals_sorted_nonnegative_and_sized(rate, n, kind, seed):
     assert w.arrival_s[0] == 0.0
     assert np.all(np.diff(w.arrival_s) >= 0)
     assert np.all(w.prompt_tokens >= 1) and np.all(w.output_tokens >= 1)
+
+
+def test_an_azure_time_of_day_out_of_range_is_refused(tmp_path):
+    text = "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 23:59:59,100,10\n2023-11-16 25:61:99,200,20\n"
+    with pytest.raises(TraceError, match="expected a time like"):
+        read_trace(write(tmp_path, "azure.csv", text), "azure")

@@ -13,7 +13,7 @@ import itertools
 import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
@@ -208,6 +208,13 @@ class SearchSettings(StrictModel):
     verify_requests: int | None = Field(None, ge=100, description="requests of that run; default requests_per_point × replicas, 2000 to 20000")
     max_verify_bumps: int = Field(3, ge=0, description="replicas the verification may add before trying the runner-up")
 
+    @model_validator(mode="after")
+    def _cap_above_floor(self) -> SearchSettings:
+        if self.max_requests_per_point < self.requests_per_point:
+            raise ValueError(f"max_requests_per_point ({self.max_requests_per_point}) is below requests_per_point "
+                             f"({self.requests_per_point}), which is a floor: raise the cap or lower the floor")
+        return self
+
 
 class Plan(StrictModel):
     name: str | None = Field(None, description="used in output names; default the file name")
@@ -217,7 +224,8 @@ class Plan(StrictModel):
     space: SearchSpace = Field(default_factory=SearchSpace)
     target: Target
     slo: PlanSLO
-    prices: dict[str, float] = Field(default_factory=dict, description="$ per GPU-hour by GPU name; default the catalog's")
+    prices: dict[str, Annotated[float, Field(ge=0)]] = Field(
+        default_factory=dict, description="$ per GPU-hour by GPU name; default the catalog's")
     search: SearchSettings = Field(default_factory=SearchSettings)
 
 

@@ -251,6 +251,8 @@ def _azure_seconds(text: str, days: dict[str, int], loc: Loc) -> tuple[int, floa
                 day = days[ymd] = date.fromisoformat(ymd).toordinal()
             except ValueError:
                 day = None
+    if m is not None and not (int(hh) < 24 and int(mm) < 60 and int(ss) <= 60):  # 60: a leap second
+        day = None
     if m is None or day is None:
         raise TraceError(
             f"column 'TIMESTAMP' has {text.strip()!r}, expected a time like "
