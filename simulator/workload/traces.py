@@ -155,7 +155,8 @@ def _optional_id(text: str, column: str, loc: Loc) -> int:
         ) from None
 
 
-def _csv_header(reader: Any, label: str, fmt: str, required: tuple[str, ...]) -> dict[str, int]:
+def _csv_header(reader: Any, label: str, fmt: str, required: tuple[str, ...],
+                fix: str = "fix the header row, or set workload.arrival.format to the file's format") -> dict[str, int]:
     """Read the header row; return column name -> index, or explain what is missing."""
     header = next(reader, None)
     while header is not None and not any(c.strip() for c in header):
@@ -169,7 +170,7 @@ def _csv_header(reader: Any, label: str, fmt: str, required: tuple[str, ...]) ->
             f"missing column(s) {', '.join(missing)} for format {fmt!r}; expected columns "
             f"{', '.join(required)}; found {', '.join(cols) or 'none'}",
             where=_where((label, reader.line_num)),
-            fix="fix the header row, or set workload.arrival.format to the file's format",
+            fix=fix,
         )
     return cols
 
@@ -491,7 +492,8 @@ def read_length_column(path: Path | str, column: str, *, label: str | None = Non
     try:
         with _open_text(path) as f:
             reader = csv.reader(f)
-            cols = _csv_header(reader, label, "csv", (column,))
+            cols = _csv_header(reader, label, "csv", (column,),
+                               fix="set the length distribution's `column` to one of the columns found")
             ic = cols[column]
             values = [
                 _tokens(row[ic], column, loc) for loc, row in _csv_rows(reader, label, ic + 1)
