@@ -18,9 +18,12 @@ from simulator.simulation import Simulation, SimulationResult
 from simulator.yaml_input import load_yaml
 
 
-def load(path: str | Path | None = None, overrides: list[str] | None = None, *,
+def load(path: str | Path | dict | None = None, overrides: list[str] | None = None, *,
          data: dict | None = None) -> LoadedScenario:
-    """Load and validate a scenario file (or a dict), with `dotted.path=value` overrides."""
+    """Load and validate a scenario file (or a dict, as `data` or in place of the path),
+    with `dotted.path=value` overrides."""
+    if isinstance(path, dict):
+        path, data = None, path
     return load_scenario(path, overrides, data=data)
 
 
