@@ -137,3 +137,16 @@ def test_scatter_band_is_drawn_under_the_points() -> None:
         assert all(band.get_zorder() < c.get_zorder() for c in points + diagonal)
     finally:
         plt.close(fig)
+
+
+def test_data_parallel_requests_are_tabled_per_rank() -> None:
+    """A DP run's per-instance table has a row per rank of each replica, from dp_rank."""
+    requests = pd.DataFrame({
+        "replica": [0, 0, 0, 1], "dp_rank": [0, 1, 1, 0], "ttft_ms": [10.0, 20.0, 40.0, 5.0],
+        "tpot_ms": [1.0, 2.0, 2.0, 1.0], "preemptions": [0, 1, 0, 0],
+        "status": ["completed"] * 4,
+    })
+    table = per_instance(requests)
+    assert list(zip(table["replica"], table["pool"], table["requests"], strict=True)) == [
+        (0, "DP rank 0", 1), (0, "DP rank 1", 2), (1, "DP rank 0", 1)]
+    assert table.loc[1, "ttft_mean"] == 30.0 and table.loc[1, "preemptions"] == 1

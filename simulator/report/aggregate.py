@@ -210,7 +210,13 @@ def per_instance(requests: pd.DataFrame, pools: Mapping[int, str] | None = None)
     if not pools:
         frame = pd.DataFrame({"replica": _replicas(requests).to_numpy(), "completed": done,
                               "ttft": ttft, "tpot": tpot, "preemptions": preempt})
-        return _instance_stats(frame).assign(pool="")[PER_INSTANCE_COLUMNS]
+        if "dp_rank" not in requests.columns:
+            return _instance_stats(frame).assign(pool="")[PER_INSTANCE_COLUMNS]
+        # Attention DP: each rank of a replica schedules and caches on its own.
+        ranks = column(requests, "dp_rank")
+        parts = [_instance_stats(frame[ranks == k]).assign(pool=f"DP rank {int(k)}") for k in np.unique(ranks)]
+        out = pd.concat(parts, ignore_index=True).sort_values(["replica", "pool"], kind="stable")
+        return out.reset_index(drop=True)[PER_INSTANCE_COLUMNS]
     prefill, decode = _stage_instances(requests, pools)
     nan = np.full(len(requests), np.nan)
     stages = {

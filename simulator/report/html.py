@@ -216,13 +216,18 @@ def _is_pooled(replicas: pd.DataFrame) -> bool:
     return "pool" in replicas.columns and bool(replicas["pool"].astype(bool).any())
 
 
+def _is_ranked(replicas: pd.DataFrame) -> bool:
+    """True for an attention-DP run's table, whose rows name a rank of a replica."""
+    return bool(replicas["pool"].astype(str).str.startswith("DP rank").all())
+
+
 def _replica_table(replicas: pd.DataFrame) -> str:
     if replicas.empty:
         return "<p>No requests.</p>"
     pooled = _is_pooled(replicas)
     rows = [
         (
-            *((fmt_text(r.pool),) if pooled else ()),
+            *((fmt_text(r.pool.removeprefix("DP rank ")),) if pooled else ()),
             fmt_text(r.replica),
             fmt_num(r.requests),
             fmt_num(r.completed),
@@ -233,8 +238,9 @@ def _replica_table(replicas: pd.DataFrame) -> str:
         )
         for r in replicas.itertuples(index=False)
     ]
+    ranks = pooled and _is_ranked(replicas)
     header = (
-        *(("Pool", "Instance") if pooled else ("Replica",)),
+        *((("DP rank", "Replica") if ranks else ("Pool", "Instance")) if pooled else ("Replica",)),
         "Requests",
         "Completed",
         "Rejected",
@@ -249,6 +255,10 @@ def _replica_section(replicas: pd.DataFrame) -> str:
     """Heading, note and table; a disaggregated run's rows are instances of two pools."""
     if not _is_pooled(replicas):
         return f"<h2>Per replica</h2>\n{_replica_table(replicas)}"
+    if _is_ranked(replicas):
+        note = ("<p>One row per attention data-parallel rank of each replica (dp_rank in "
+                "requests.csv and iterations.csv): each rank schedules and caches on its own.</p>")
+        return f"<h2>Per DP rank</h2>\n{note}{_replica_table(replicas)}"
     note = (
         "<p>Instance numbers as in requests.csv and iterations.csv, prefill first. A prefill "
         "row covers the requests it prefilled (TTFT), a decode row those it decoded (TPOT); "
