@@ -549,3 +549,9 @@ def test_an_azure_time_of_day_out_of_range_is_refused(tmp_path):
     text = "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 23:59:59,100,10\n2023-11-16 25:61:99,200,20\n"
     with pytest.raises(TraceError, match="expected a time like"):
         read_trace(write(tmp_path, "azure.csv", text), "azure")
+
+
+def test_a_column_named_twice_is_refused(tmp_path):
+    text = "arrival_s,prompt_tokens,output_tokens,prompt_tokens\n0,10,2,20\n"
+    with pytest.raises(TraceError, match="prompt_tokens appear more than once"):
+        read_trace(write(tmp_path, "t.csv", text))

@@ -163,7 +163,15 @@ def _csv_header(reader: Any, label: str, fmt: str, required: tuple[str, ...],
         header = next(reader, None)
     if header is None:
         raise TraceError("the file is empty", where=label, fix="point to a non-empty trace")
-    cols = {name.strip(): i for i, name in enumerate(header)}
+    names = [name.strip() for name in header]
+    repeated = sorted({n for n in names if n and names.count(n) > 1})
+    if repeated:  # which copy is meant? reading either would be a guess
+        raise TraceError(
+            f"column(s) {', '.join(repeated)} appear more than once in the header",
+            where=_where((label, reader.line_num)),
+            fix="keep one column of each name",
+        )
+    cols = {name: i for i, name in enumerate(names)}
     missing = [c for c in required if c not in cols]
     if missing:
         raise TraceError(
