@@ -50,6 +50,7 @@ class Match(NamedTuple):
     own_blocks: int  # blocks of its own private segment (a preempted request's KV)
     revived: int  # idle blocks that admission takes out of the free pool
     matched: int  # segments looked up: the next one the request may publish
+    trim: int = 0  # tail blocks of the last, idle segment past the hit limit: freed, not revived
 
     @property
     def blocks(self) -> int:
@@ -115,6 +116,13 @@ class PrefixCache:
                     break
             i += 1
         whole = i == n
+        # The hit stops before the last token: vLLM references the blocks up to there, and a
+        # cached block past it stays free. An idle last segment is cut back to the limit
+        # (its tail freed, as an eviction would), so admission holds no block it cannot use.
+        trim = 0
+        if hit > limit and segments[out[-1]].refs == 0:
+            trim = hit - limit
+            revived -= trim
         hit = min(hit, limit)
         own = 0
         if whole and req.preemptions:
@@ -122,12 +130,16 @@ class PrefixCache:
             if seg is not None:
                 own = min(seg.blocks, limit - hit)
                 revived += own
-        return Match(out, hit, own, revived, i)
+        return Match(out, hit, own, revived, i, trim)
 
     def acquire(self, req: Request, m: Match) -> None:
         """Admit `req` with what `m` found: its KV starts with those blocks computed."""
         kv = self.kv
         segments, idle = self.segments, self.idle
+        if m.trim:
+            last = segments[m.keys[-1]]
+            last.blocks -= m.trim
+            kv.cached -= m.trim
         for key in m.keys:
             seg = segments[key]
             if seg.refs == 0:

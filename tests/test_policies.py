@@ -386,3 +386,33 @@ def test_async_scheduling_does_not_delay_a_request_to_an_idle_engine():
     d["scheduler"]["async_scheduling"] = True
     _, asyn = simulate(d)
     np.testing.assert_allclose(asyn.requests["ttft_ms"], sync.requests["ttft_ms"], rtol=1e-12)
+
+
+def test_a_step_left_empty_by_a_self_preemption_admits_at_once(monkeypatch):
+    """vLLM admits nothing in a step that preempted; when the preempted request was all the
+    work, its next step follows at once and admits. The scheduler does that in the same
+    call: returning no step would leave the engine idle with work queued (a deadlock)."""
+    from simulator.kv_cache import BlockManager
+    from simulator.request import Request
+    from simulator.scheduler.base import ItlSink
+    from simulator.scheduler.vllm_v1 import VllmV1Config, VllmV1Scheduler
+
+    sched = VllmV1Scheduler(VllmV1Config(enable_prefix_caching=False), BlockManager(64, 16), 1024, ItlSink(),
+                            token_budget=2048, max_num_seqs=8)
+    req = Request(0, 0.0, 96, 20)  # six whole blocks: its first decode needs a seventh
+    assert sched.add(req) is None
+    step = sched.schedule(0.0)
+    sched.complete(step, 0.01)
+    assert req.num_generated == 1 and list(sched.running) == [req]
+    grow = VllmV1Scheduler._grow
+
+    def self_preempt_once(self, r, need):  # as if the request could not grow: it preempts itself
+        monkeypatch.setattr(VllmV1Scheduler, "_grow", grow)
+        self.running.remove(r)
+        self._preempt(r)
+        return -1
+
+    monkeypatch.setattr(VllmV1Scheduler, "_grow", self_preempt_once)
+    step = sched.schedule(0.02)
+    assert step is not None and [r for r, _ in step.entries] == [req]
+    assert req.preemptions == 1 and req.status == "running"

@@ -318,12 +318,16 @@ def test_rows_naming_one_prefix_with_different_lengths_keep_the_blocks_balanced(
     check_kv(sim, res.iterations)
 
 
-def test_a_request_that_preempts_itself_is_admitted_again_at_once(tmp_path):
-    """Regression (found by fuzzing): the second request reads all but its last block from
-    the cache, fills it, preempts itself to grow, and must then be readmitted in the next
-    step, not left waiting for an arrival that never comes (it was rejected as a deadlock)."""
+def test_a_request_that_fits_the_cache_exactly_after_a_full_hit_completes(tmp_path):
+    """Regression (found by fuzzing): the second request's whole prompt is cached. It used to
+    revive the whole cached segment and add a block for its last token (one block over
+    vLLM), so it preempted itself to grow and then waited for an arrival that never came
+    (rejected as a deadlock). The readmission itself: test_policies.py."""
     d = _trace(tmp_path, "0.0,4080,10,-1,0,4080\n1.0,4064,10,-1,0,4064\n",
                kv_tokens=4096, max_model_len=4096, block_size=32)
     sim, res = simulate(d)
     assert list(res.requests["status"]) == ["completed", "completed"]
     check_kv(sim, res.iterations)
+    # Its hit stops one token short, where vLLM leaves the last cached block free: the
+    # request fits the cache exactly and never has to preempt itself.
+    assert list(res.requests["cached_tokens"]) == [0, 4032] and res.summary["preemptions"] == 0
