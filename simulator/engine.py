@@ -65,7 +65,8 @@ class Engine:
         return self.scheduler.outstanding + len(self._inbox)
 
     def submit(self, req: Request) -> None:
-        req.dp_rank = self.dp_rank
+        if self.lockstep is not None:  # attention DP: the rank that serves it, for the records
+            req.dp_rank = self.dp_rank
         if self.async_scheduling and self._busy:  # held for the iteration after next
             reason = self.scheduler.admission_error(req)
             if reason is None:
@@ -151,8 +152,10 @@ class Engine:
                     yield group.pass_end
                 self._busy = False
                 finished = sched.complete(step, env.now)
-                log.add(replica, self.dp_rank, now, dt, shape.num_tokens - shape.num_decode, shape.num_decode,
+                log.add(replica, now, dt, shape.num_tokens - shape.num_decode, shape.num_decode,
                         shape.num_seqs, used, kv.total, queued)
+                if group is not None:  # attention DP (which never fast-forwards: no stretch below)
+                    log.add_rank(self.dp_rank)
             else:
                 queued = sched.queued
                 durations = cost.decode_step_times(shape.num_decode, shape.decode_context, k, from_idle=from_idle)
@@ -184,7 +187,7 @@ class Engine:
                 ends[-1] = env.now
                 finished, kv_steps = sched.complete_stretch(step, ends)
                 starts = [now, *ends[:-1]]
-                log.add_stretch(replica, self.dp_rank, starts, durations[:n], shape.num_decode, kv_steps,
+                log.add_stretch(replica, starts, durations[:n], shape.num_decode, kv_steps,
                                 kv.total, queued)
             for req in finished:
                 self.on_finish(req)

@@ -28,7 +28,9 @@ class IterationLog:
     def __init__(self, enabled: bool = True):
         self.enabled = enabled
         self.replica = array("i")
-        self.dp_rank = array("i")
+        # Attention-DP runs only (`record_ranks`): each row's rank; the engines of other runs
+        # log through `add`/`add_stretch`, which leave it out of the per-iteration work.
+        self.dp_rank: array | None = None
         self.start = array("d")
         self.duration = array("d")
         self.prefill = array("q")
@@ -39,13 +41,15 @@ class IterationLog:
         self.queue = array("i")
         self.count = 0
 
-    def add(self, replica: int, dp_rank: int, start: float, duration: float, prefill: int, decode: int,
+    def record_ranks(self) -> None:
+        self.dp_rank = array("i")
+
+    def add(self, replica: int, start: float, duration: float, prefill: int, decode: int,
             seqs: int, kv_used: int, kv_total: int, queue: int) -> None:
         self.count += 1
         if not self.enabled:
             return
         self.replica.append(replica)
-        self.dp_rank.append(dp_rank)
         self.start.append(start)
         self.duration.append(duration)
         self.prefill.append(prefill)
@@ -55,14 +59,13 @@ class IterationLog:
         self.kv_total.append(kv_total)
         self.queue.append(queue)
 
-    def add_stretch(self, replica: int, dp_rank: int, starts: list[float], durations: list[float], seqs: int,
+    def add_stretch(self, replica: int, starts: list[float], durations: list[float], seqs: int,
                     kv_used: list[int], kv_total: int, queue: int) -> None:
         n = len(starts)
         self.count += n
         if not self.enabled:
             return
         self.replica.extend([replica] * n)
-        self.dp_rank.extend([dp_rank] * n)
         self.start.extend(starts)
         self.duration.extend(durations)
         self.prefill.extend([0] * n)
@@ -72,8 +75,13 @@ class IterationLog:
         self.kv_total.extend([kv_total] * n)
         self.queue.extend([queue] * n)
 
-    def frame(self, *, dp_ranks: bool = False) -> pd.DataFrame:
-        """`dp_ranks`: add a `dp_rank` column after `replica` (attention-DP runs)."""
+    def add_rank(self, dp_rank: int, n: int = 1) -> None:
+        """The rank of the `n` rows just added (attention-DP runs)."""
+        if self.enabled:
+            self.dp_rank.extend([dp_rank] * n)
+
+    def frame(self) -> pd.DataFrame:
+        """With ranks recorded, a `dp_rank` column follows `replica`."""
         frame = pd.DataFrame({
             "replica": np.frombuffer(self.replica, dtype=np.int32),
             "start_s": np.frombuffer(self.start, dtype=np.float64),
@@ -85,7 +93,7 @@ class IterationLog:
             "kv_blocks_total": np.frombuffer(self.kv_total, dtype=np.int64),
             "queue_len": np.frombuffer(self.queue, dtype=np.int32),
         }, columns=list(ITERATION_COLUMNS))
-        if dp_ranks:
+        if self.dp_rank is not None:
             frame.insert(1, "dp_rank", np.frombuffer(self.dp_rank, dtype=np.int32))
         return frame
 

@@ -394,6 +394,8 @@ class Simulation:
         self._tick = env.event()
         itl = ItlSink()
         log = IterationLog(record_iterations)
+        if any(p.dp > 1 for p in self.pools.values()):
+            log.record_ranks()
         self.router = make_router(self.scenario.router)
         cm = self.scenario.cost_model
         self._frontend_fixed = cm.frontend_ms_per_request * 1e-3
@@ -438,9 +440,8 @@ class Simulation:
     def _result(self, itl: ItlSink, log: IterationLog, wall: float) -> SimulationResult:
         sc = self.scenario
         dis = sc.disaggregation is not None
-        dp_ranks = any(p.dp > 1 for p in self.pools.values())
-        req_df = requests_frame(self.requests, disaggregated=dis, dp_ranks=dp_ranks)
-        it_df = log.frame(dp_ranks=dp_ranks)
+        req_df = requests_frame(self.requests, disaggregated=dis, dp_ranks=log.dp_rank is not None)
+        it_df = log.frame()
         slo = sc.slo.model_dump()
         summary: dict = {"scenario": self.loaded.name}
         summary.update(summarize(req_df, itl, slo))
