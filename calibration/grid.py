@@ -63,15 +63,10 @@ def _coarse_first(values: list) -> list:
     return [values[i] for i in order]
 
 
-def _shardable(model: ModelSpec, tp: int) -> bool:
-    """vLLM's rule: TP divides the query heads, and the KV heads divide evenly or replicate."""
-    return not (model.num_heads % tp or (model.num_kv_heads % tp and tp % model.num_kv_heads))
-
-
 def _check_shardable(models: list[ModelSpec], tps: list[int]) -> None:
     """A TP degree no model can be split over would measure nothing: say so up front."""
     for tp in tps:
-        if not any(_shardable(m, tp) for m in models):
+        if not any(m.splits_heads(tp) for m in models):
             heads = ", ".join(f"{m.name}: {m.num_heads} heads, {m.num_kv_heads} KV heads" for m in models)
             raise CalibrationError(f"TP {tp} cannot split the attention heads of any model measured ({heads})",
                                    where="--tp", fix="use TP degrees that divide the head counts, e.g. --tp 1,2,4,8")
@@ -91,7 +86,7 @@ def build_plan(models: list[ModelSpec], tps: list[int], *, quick: bool = False, 
     widths: dict[tuple[int, int], None] = {}  # (hidden, ffn per GPU)
     for model in models:
         for tp in tps:
-            if not _shardable(model, tp):
+            if not model.splits_heads(tp):
                 continue
             sm = ShardedModel.build(model, tp, 1, "bf16", "bf16", "bf16", 8)
             for op in (*token_ops(1, sm), *emit_ops(1, sm)):

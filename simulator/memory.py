@@ -35,6 +35,10 @@ class MemoryPlan:
     def capacity_tokens(self) -> int:
         return self.num_blocks * self.block_size
 
+    def holds(self, max_model_len: int) -> bool:
+        """vLLM starts only with a KV cache of at least one max_model_len request."""
+        return self.num_blocks > 0 and self.capacity_tokens >= max_model_len
+
     @property
     def free_gib(self) -> float:
         """Memory outside the engine's budget (1 − utilization)."""
@@ -189,7 +193,7 @@ def plan_memory(
                         runtime_reserve_gib, block_size, max_batched_tokens, max_num_seqs, max_model_len,
                         kv_cache_tokens, expert_parallel, expert_kernel)
     plan = setup.plan()
-    if plan.num_blocks > 0 and plan.capacity_tokens >= max_model_len:
+    if plan.holds(max_model_len):
         return plan
     from simulator import memory_fit  # only on the error path (it imports this module)
 
@@ -256,5 +260,4 @@ class MemorySetup:
     def starts(self) -> bool:
         """Whether vLLM would start: a KV cache of at least max_model_len tokens (its own
         size, not a forced kv_cache_tokens)."""
-        plan = replace(self, kv_cache_tokens=None).plan()
-        return plan.num_blocks > 0 and plan.capacity_tokens >= self.max_model_len
+        return replace(self, kv_cache_tokens=None).plan().holds(self.max_model_len)

@@ -8,7 +8,6 @@ from dataclasses import replace
 
 from simulator.dtypes import DTYPE_BYTES, stored_weight_bytes
 from simulator.memory import MemorySetup
-from simulator.models import ModelSpec
 
 #: Largest deployment a fix suggests (GPUs per replica): eight nodes of eight.
 MAX_FIX_GPUS = 64
@@ -45,21 +44,13 @@ def one_of(fixes: list[str]) -> str:
     return f"set {fixes[0]}" if len(fixes) == 1 else f"set one of: {'; '.join(fixes)}"
 
 
-def _tp_is_valid(model: ModelSpec, tp: int, expert_ways: int, expert_dtype: str, expert_parallel: bool) -> bool:
-    """The tensor-parallel sizes the simulator accepts (simulation.check_parallelism): they
-    split the attention heads, and block-FP8 experts only along whole 128-wide blocks."""
-    from simulator.simulation import FP8_WEIGHT_BLOCK
-
-    if model.num_heads % tp or (model.num_kv_heads % tp and tp % model.num_kv_heads):
-        return False
-    if not (model.num_experts and model.released_in_fp8 and expert_dtype == "fp8") or expert_parallel:
-        return True
-    return model.moe_ffn_size % expert_ways == 0 and (model.moe_ffn_size // expert_ways) % FP8_WEIGHT_BLOCK == 0
-
-
 def _valid(setup: MemorySetup, tp: int, dp: int) -> bool:
+    """The layouts the simulator accepts (simulation.check_parallelism): TP splits the
+    attention heads, and block-FP8 experts only along whole blocks (unless placed whole)."""
+    model = setup.model
     expert_dtype = setup.expert_weight_dtype or setup.weight_dtype
-    return _tp_is_valid(setup.model, tp, tp * dp, expert_dtype, setup.expert_parallel)
+    blocked = model.num_experts and model.released_in_fp8 and expert_dtype == "fp8" and not setup.expert_parallel
+    return model.splits_heads(tp) and (not blocked or model.splits_fp8_expert_blocks(tp * dp))
 
 
 def _parallel_fix(setup: MemorySetup, gpus_per_node: int) -> str | None:

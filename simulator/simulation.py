@@ -29,6 +29,7 @@ from simulator.lockstep import LockstepGroup
 from simulator.memory import MemoryPlan, plan_memory
 from simulator.metrics import IterationLog, describe, requests_frame, summarize
 from simulator.models import ModelSpec, get_model, load_hf_config
+from simulator.models.spec import FP8_WEIGHT_BLOCK
 from simulator.request import Request
 from simulator.router import make_router
 from simulator.scheduler import POLICIES, ItlSink
@@ -122,14 +123,6 @@ def _check_expert_kernel(model: ModelSpec, m: ModelConfig) -> None:
                           fix="use expert_kernel: auto, or 4-bit experts (expert_weight_dtype: fp4) with 16-bit inputs")
 
 
-# Block-scaled FP8 checkpoints (DeepSeek-V3, Qwen3-*-FP8, MiniMax-M2, ...) quantise weights
-# in 128 x 128 tiles, and vLLM refuses to slice an expert's intermediate dimension through a
-# tile (its FP8 MoE method checks the per-GPU size against the block; MiniMax-M2's recipe
-# says pure TP8 is unsupported: 1,536 / 8 = 192). Checked where FP8 can only mean that
-# checkpoint, i.e. the publisher's base release is FP8: FP8 of a bf16 release may be
-# vLLM's online per-tensor quantisation, which has no blocks.
-FP8_WEIGHT_BLOCK = 128
-
 
 def _check_block_fp8_expert_split(model: ModelSpec, scenario: Scenario, tp: int, main: bool, where: str) -> None:
     m, par = scenario.model, scenario.parallelism
@@ -139,7 +132,7 @@ def _check_block_fp8_expert_split(model: ModelSpec, scenario: Scenario, tp: int,
     if main and par.expert_parallel:
         return
     ways = tp * (par.dp if main else 1)
-    if model.moe_ffn_size % ways == 0 and (model.moe_ffn_size // ways) % FP8_WEIGHT_BLOCK == 0:
+    if model.splits_fp8_expert_blocks(ways):
         return
     fix = "set parallelism.expert_parallel: true (vLLM --enable-expert-parallel: whole experts per GPU)" \
         if main else f"use a {where}.tp whose share of the experts is a multiple of {FP8_WEIGHT_BLOCK}"

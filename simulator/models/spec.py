@@ -15,6 +15,15 @@ from simulator.strict import StrictModel
 _OPT_POSITION_OFFSET = 2
 
 
+# Block-scaled FP8 checkpoints (DeepSeek-V3, Qwen3-*-FP8, MiniMax-M2, ...) quantise weights
+# in 128 x 128 tiles, and vLLM refuses to slice an expert's intermediate dimension through a
+# tile (its FP8 MoE method checks the per-GPU size against the block; MiniMax-M2's recipe
+# says pure TP8 is unsupported: 1,536 / 8 = 192). Checked where FP8 can only mean that
+# checkpoint, i.e. the publisher's base release is FP8: FP8 of a bf16 release may be
+# vLLM's online per-tensor quantisation, which has no blocks.
+FP8_WEIGHT_BLOCK = 128
+
+
 class ModelSpec(StrictModel):
     """A decoder-only transformer, described by the shapes that cost time and memory.
 
@@ -94,6 +103,16 @@ class ModelSpec(StrictModel):
     @property
     def is_moe(self) -> bool:
         return self.num_experts > 0
+
+    def splits_heads(self, tp: int) -> bool:
+        """vLLM's rule for a tensor-parallel size: it divides the query heads, and the KV
+        heads divide evenly over it or are replicated whole."""
+        return not (self.num_heads % tp or (self.num_kv_heads % tp and tp % self.num_kv_heads))
+
+    def splits_fp8_expert_blocks(self, ways: int) -> bool:
+        """Whether a block-FP8 checkpoint's experts split `ways` ways by width without
+        cutting a quantisation block (see FP8_WEIGHT_BLOCK)."""
+        return self.moe_ffn_size % ways == 0 and (self.moe_ffn_size // ways) % FP8_WEIGHT_BLOCK == 0
 
     @property
     def is_mla(self) -> bool:
