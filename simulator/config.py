@@ -7,6 +7,7 @@ not a silently ignored setting. Field descriptions double as the README's refere
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args, get_origin
@@ -254,7 +255,7 @@ def _model_at(loc: tuple) -> type[BaseModel] | None:
         if field is None:
             return _tagged(part) or None
         ann = field.annotation
-        cls = _first_model(ann) or _tagged(part)
+        cls = next(iter(models_in(ann)), None) or _tagged(part)
         if cls is None:
             return None
     return cls if isinstance(cls, type) and issubclass(cls, BaseModel) else None
@@ -270,16 +271,6 @@ def _tagged(tag: Any) -> type[BaseModel] | None:
             fld = obj.model_fields.get("type")
             if fld is not None and getattr(fld, "default", None) == tag:
                 return obj
-    return None
-
-
-def _first_model(ann: Any) -> type[BaseModel] | None:
-    if isinstance(ann, type) and issubclass(ann, BaseModel):
-        return ann
-    for arg in getattr(ann, "__args__", ()) or ():
-        found = _first_model(arg)
-        if found is not None:
-            return found
     return None
 
 
@@ -350,18 +341,21 @@ def _dotted(loc: tuple) -> str:
     return ".".join(parts) + (f" ({', '.join(tags)})" if tags else "")
 
 
-def format_validation_error(exc: ValidationError, source: str) -> ConfigError:
+def format_validation_error(exc: ValidationError, source: str, *, what: str = "scenario",
+                            fix_for: Callable[[dict], str] = _fix_for) -> ConfigError:
+    """One error for every problem pydantic found, each with its field and fix (a plan
+    passes its own `fix_for`, which knows the plan's fields)."""
     lines = []
     fixes = []
     for err in exc.errors():
-        loc = _dotted(tuple(err["loc"]))
+        loc = _dotted(tuple(err["loc"])) or f"({what})"
         got = err.get("input")
         shown = "" if isinstance(got, dict) or err["type"] == "missing" else f" (got {got!r})"
         lines.append(f"{loc}: {_message_for(err)}{shown}")
-        if fix := _fix_for(err):
+        if fix := fix_for(err):
             fixes.append(f"{loc}: {fix}")
     n = len(lines)
-    head = f"invalid scenario ({n} problem{'s' if n > 1 else ''}):\n  " + "\n  ".join(lines)
+    head = f"invalid {what} ({n} problem{'s' if n > 1 else ''}):\n  " + "\n  ".join(lines)
     return ConfigError(head, where=source, fix="\n       ".join(fixes) or None)
 
 

@@ -24,7 +24,6 @@ from simulator.config import (
     Scenario,
     format_validation_error,
     load_scenario,
-    plain_message,
 )
 from simulator.dtypes import DTYPE_BYTES, Dtype
 from simulator.errors import ConfigError, ServesimError
@@ -293,20 +292,6 @@ def _fix(err: dict) -> str:
     return "see `## Capacity planning` in README for this field"
 
 
-def _validation_error(exc: ValidationError, source: str) -> ConfigError:
-    lines, fixes = [], []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or "(plan)"
-        got = err.get("input")
-        shown = "" if isinstance(got, dict) or err["type"] == "missing" else f" (got {got!r})"
-        lines.append(f"{loc}: {plain_message(err)}{shown}")
-        if fix := _fix(err):
-            fixes.append(f"{loc}: {fix}")
-    n = len(lines)
-    return ConfigError(f"invalid plan ({n} problem{'s' if n > 1 else ''}):\n  " + "\n  ".join(lines),
-                       where=source, fix="\n       ".join(fixes) or None)
-
-
 def _read_yaml(path: Path, what: str) -> dict:
     if not path.is_file():
         raise ConfigError(f"{what} not found", where=str(path),
@@ -331,7 +316,7 @@ def load_plan(path: str | Path | None = None, *, data: dict | None = None) -> Lo
     try:
         plan = Plan.model_validate(data)
     except ValidationError as exc:
-        raise _validation_error(exc, source) from None
+        raise format_validation_error(exc, source, what="plan", fix_for=_fix) from None
     plan_dir = Path(path).resolve().parent if path is not None else Path.cwd()
     base = _load_base(plan, plan_dir, source)
     base_data = load_yaml(base.text)
