@@ -1,8 +1,8 @@
 """Models users benchmark that the first catalog lacked: Llama 3, the OPT family, small
 Qwen2.5, Phi-3/4, Gemma 2 and 3, Mistral Large 2, Codestral, Yi, Llama 4 Scout, GLM-4.5,
-DeepSeek-V2-Lite, Qwen3-VL, and releases that reuse a catalog model's shapes. Shapes are checked against
-published sizes in test_catalogs; here: lookups, the loader reproducing each new family,
-and that each family runs."""
+DeepSeek-V2-Lite, Qwen3-VL, Granite 3.x, the Qwen coder models, and releases that reuse a
+catalog model's shapes. Shapes are checked against published sizes in test_catalogs; here:
+lookups, the loader reproducing each new family, and that each family runs."""
 
 from __future__ import annotations
 
@@ -63,6 +63,19 @@ BENCH = ROOT / "scenarios" / "benchmark-concurrency.yaml"
     ("Qwen/QwQ-32B", "qwen2.5-32b"),
     ("mistralai/Mistral-Small-3.1-24B-Instruct-2503", "mistral-small-24b"),
     ("mistralai/Mistral-Small-3.2-24B-Instruct-2506", "mistral-small-24b"),
+    ("ibm-granite/granite-3.3-8b-instruct", "granite-3.3-8b"),
+    ("ibm-granite/granite-3.1-8b-base", "granite-3.3-8b"),
+    ("Qwen/Qwen2.5-Coder-32B-Instruct", "qwen2.5-coder-32b"),
+    ("Qwen/Qwen2.5-Coder-14B-Instruct-AWQ", "qwen2.5-coder-14b"),
+    ("Qwen/Qwen2.5-Coder-7B-Instruct", "qwen2.5-coder-7b"),
+    ("Qwen/Qwen2.5-Coder-1.5B-Instruct", "qwen2.5-1.5b"),
+    ("Qwen/Qwen3-Coder-30B-A3B-Instruct", "qwen3-coder-30b-a3b"),
+    ("Qwen/Qwen3-Coder-30B-A3B-Instruct-FP8", "qwen3-coder-30b-a3b"),
+    ("deepseek-ai/DeepSeek-V3.1-Terminus", "deepseek-v3"),
+    ("deepseek-ai/DeepSeek-Coder-V2-Lite-Instruct", "deepseek-v2-lite"),
+    ("NousResearch/Hermes-3-Llama-3.1-8B", "llama-3.1-8b"),
+    ("NousResearch/Hermes-3-Llama-3.1-70B", "llama-3.1-70b"),
+    ("nvidia/Llama-3.1-Nemotron-Nano-8B-v1", "llama-3.1-8b"),
 ])
 def test_new_names_resolve(name, expected):
     assert get_model(name).name == expected
@@ -74,6 +87,20 @@ def test_same_shape_releases_keep_the_base_entry_and_its_earlier_aliases():
     # Llama 3 and 3.1 differ in context, so they are separate entries.
     assert get_model("llama-3-8b").max_position_embeddings == 8192
     assert get_model("llama-3.1-8b").max_position_embeddings == 131072
+
+
+@pytest.mark.parametrize(("variant", "base", "context"), [
+    ("qwen2.5-coder-7b", "qwen2.5-7b", 32768),
+    ("qwen2.5-coder-14b", "qwen2.5-14b", 32768),
+    ("qwen2.5-coder-32b", "qwen2.5-32b", 32768),
+    ("qwen3-coder-30b-a3b", "qwen3-30b-a3b", 262144),
+])
+def test_coder_releases_are_their_base_shapes_at_their_own_context(variant, base, context):
+    spec, shapes = get_model(variant), get_model(base)
+    assert spec.max_position_embeddings == context != shapes.max_position_embeddings
+    assert spec.param_count == shapes.param_count
+    assert spec.active_param_count == shapes.active_param_count
+    assert spec.kv_bytes_per_token(2) == shapes.kv_bytes_per_token(2)
 
 
 def test_opt_family_scales_as_the_paper_lists():
@@ -146,7 +173,16 @@ GEMMA3_27B = {"model_type": "gemma3", "vision_config": {"model_type": "siglip_vi
                               "sliding_window_pattern": 6}}
 
 
+# ibm-granite/granite-3.3-8b-instruct/config.json, shape keys and the multipliers verbatim.
+GRANITE_33_8B = {"model_type": "granite", "hidden_size": 4096, "intermediate_size": 12800,
+                 "num_hidden_layers": 40, "num_attention_heads": 32, "num_key_value_heads": 8,
+                 "vocab_size": 49159, "max_position_embeddings": 131072, "tie_word_embeddings": True,
+                 "attention_bias": False, "mlp_bias": False, "attention_multiplier": 0.0078125,
+                 "embedding_multiplier": 12.0, "logits_scaling": 16.0, "residual_multiplier": 0.22}
+
+
 @pytest.mark.parametrize(("cfg", "catalog"), [
+    (GRANITE_33_8B, "granite-3.3-8b"),
     (PHI3_MINI, "phi-3-mini"), (GEMMA2_9B, "gemma-2-9b"), (SCOUT, "llama-4-scout"),
     (QWEN3_VL_8B, "qwen3-vl-8b"), (DEEPSEEK_V2_LITE, "deepseek-v2-lite"), (GLM_45_AIR, "glm-4.5-air"),
     (GEMMA3_27B, "gemma-3-27b"),
@@ -203,6 +239,8 @@ def test_loader_refuses_a_bad_interleave_step_with_the_reason(tmp_path):
     ("glm-4.5-air", "h200", 2, []),
     ("gemma-3-27b", "h100-sxm", 1, []),
     ("phi-3-mini", "l4", 1, []),
+    ("granite-3.3-8b", "l40s", 1, []),
+    ("qwen3-coder-30b-a3b", "h100-sxm", 2, []),
 ])
 def test_new_families_run_closed_loop_with_tokens_conserved_and_kv_freed(model, gpu, tp, extra):
     sim = Simulation(load(BENCH, [f"model.name={model}", f"hardware.gpu={gpu}", f"parallelism.tp={tp}",

@@ -806,6 +806,27 @@ _MODELS: list[ModelSpec] = [
         max_position_embeddings=4096,
         published_params_b=34.39,  # model card: 34B (HF count 34.39B)
     ),
+    # https://huggingface.co/ibm-granite/granite-3.3-8b-instruct/blob/main/config.json
+    # (GraniteForCausalLM: Llama shapes plus scalar multipliers that cost nothing; tied
+    # 49,159-token vocabulary)
+    ModelSpec(
+        name="granite-3.3-8b",
+        hf_id="ibm-granite/granite-3.3-8b-instruct",
+        num_layers=40,
+        hidden_size=4096,
+        num_heads=32,
+        num_kv_heads=8,
+        head_dim=128,
+        ffn_size=12800,
+        gated_mlp=True,
+        vocab_size=49159,
+        tied_embeddings=True,
+        max_position_embeddings=131072,
+        published_params_b=8.17,  # HF count of granite-3.x-8b: 8.17B
+        # 3.1 and 3.2 differ only by four vocabulary rows (49,155): 16k parameters.
+        aliases=("ibm-granite/granite-3.3-8b-base", "ibm-granite/granite-3.2-8b-instruct",
+                 "ibm-granite/granite-3.1-8b-instruct", "ibm-granite/granite-3.1-8b-base"),
+    ),
     # https://huggingface.co/google/gemma-2-{2b,9b,27b}/blob/main/config.json: tied 256K
     # vocabulary, GeGLU MLP (three matrices), every other layer (the even ones) a 4096-token
     # sliding window. Gemma 2's extra post-norms (2 x hidden per layer) are not counted.
@@ -1024,6 +1045,12 @@ _CONTEXT_VARIANTS: list[tuple[str, str, str, int, tuple[str, ...]]] = [
     ("phi-3-mini", "phi-3.5-mini", "microsoft/Phi-3.5-mini-instruct", 131072,
      ("microsoft/Phi-3-mini-128k-instruct", "phi-3-mini-128k")),
     ("glm-4.5", "glm-4.6", "zai-org/GLM-4.6", 202752, ()),
+    # Qwen2.5-Coder's config.json: the Qwen2.5 shapes of the same size, at 32,768 positions.
+    ("qwen2.5-7b", "qwen2.5-coder-7b", "Qwen/Qwen2.5-Coder-7B-Instruct", 32768, ()),
+    ("qwen2.5-14b", "qwen2.5-coder-14b", "Qwen/Qwen2.5-Coder-14B-Instruct", 32768, ()),
+    ("qwen2.5-32b", "qwen2.5-coder-32b", "Qwen/Qwen2.5-Coder-32B-Instruct", 32768, ()),
+    # Qwen3-Coder-30B-A3B: Qwen3-30B-A3B's 48 layers and 128 experts (top-8) at 262,144 positions.
+    ("qwen3-30b-a3b", "qwen3-coder-30b-a3b", "Qwen/Qwen3-Coder-30B-A3B-Instruct", 262144, ()),
 ]
 for _base, _name, _hf_id, _context, _aliases in _CONTEXT_VARIANTS:
     MODEL_CATALOG[_name] = MODEL_CATALOG[_base].model_copy(update={
@@ -1032,14 +1059,22 @@ for _base, _name, _hf_id, _context, _aliases in _CONTEXT_VARIANTS:
 # Releases with another entry's exact shapes and context length (their config.json differs
 # only in token ids or rope settings): distillations, community fine-tunes, re-releases.
 _SAME_SHAPE_RELEASES: dict[str, tuple[str, ...]] = {
-    "llama-3.1-8b": ("deepseek-ai/DeepSeek-R1-Distill-Llama-8B",),
-    "llama-3.1-70b": ("deepseek-ai/DeepSeek-R1-Distill-Llama-70B", "nvidia/Llama-3.1-Nemotron-70B-Instruct-HF"),
+    "llama-3.1-8b": ("deepseek-ai/DeepSeek-R1-Distill-Llama-8B", "NousResearch/Hermes-3-Llama-3.1-8B",
+                     "nvidia/Llama-3.1-Nemotron-Nano-8B-v1"),
+    "llama-3.1-70b": ("deepseek-ai/DeepSeek-R1-Distill-Llama-70B", "nvidia/Llama-3.1-Nemotron-70B-Instruct-HF",
+                      "NousResearch/Hermes-3-Llama-3.1-70B"),
     "llama-2-7b": ("lmsys/vicuna-7b-v1.5",),
     "llama-2-13b": ("lmsys/vicuna-13b-v1.5",),
     "qwen2.5-7b": ("Qwen/Qwen2-7B", "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B"),
     "qwen2.5-14b": ("deepseek-ai/DeepSeek-R1-Distill-Qwen-14B",),
     "qwen2.5-32b": ("deepseek-ai/DeepSeek-R1-Distill-Qwen-32B",),
     "qwen2.5-72b": ("Qwen/Qwen2-72B",),
+    # The small Qwen2.5-Coder sizes keep the base models' 32,768 positions too.
+    "qwen2.5-0.5b": ("Qwen/Qwen2.5-Coder-0.5B-Instruct",),
+    "qwen2.5-1.5b": ("Qwen/Qwen2.5-Coder-1.5B-Instruct",),
+    "qwen2.5-3b": ("Qwen/Qwen2.5-Coder-3B-Instruct",),
+    "deepseek-v3": ("deepseek-ai/DeepSeek-V3.1-Terminus",),
+    "deepseek-v2-lite": ("deepseek-ai/DeepSeek-Coder-V2-Lite-Instruct", "deepseek-ai/DeepSeek-Coder-V2-Lite-Base"),
 }
 for _name, _releases in _SAME_SHAPE_RELEASES.items():
     MODEL_CATALOG[_name] = MODEL_CATALOG[_name].model_copy(

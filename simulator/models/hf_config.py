@@ -14,9 +14,10 @@ from simulator.models.spec import ModelSpec
 
 # Hugging Face config.json loader
 # phi3 fuses qkv and gate/up into single tensors of the same total shape; gemma/gemma2
-# default to tied embeddings and name their head_dim.
+# default to tied embeddings and name their head_dim. granite (3.x) is llama with scalar
+# multipliers on the embeddings, residuals, attention and logits, which cost nothing.
 _GEMMA = frozenset({"gemma", "gemma2", "gemma3", "gemma3_text"})
-_LLAMA_STYLE = frozenset({"llama", "mistral", "qwen2", "qwen3", "phi3"}) | _GEMMA
+_LLAMA_STYLE = frozenset({"llama", "mistral", "qwen2", "qwen3", "phi3", "granite"}) | _GEMMA
 # llama-style attention, a routed MLP (llama4: plus a shared expert; glm4_moe: shared
 # experts and dense-first layers, as DeepSeek)
 _MOE_STYLE = frozenset({"mixtral", "qwen3_moe", "gpt_oss", "llama4", "glm4_moe"})
@@ -32,7 +33,7 @@ _MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
 def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
     """Build a ModelSpec from a Hugging Face config.json (or a directory holding one).
 
-    Supports llama/mistral/qwen2/qwen3/phi3/gemma 1-3-style dense models, OPT,
+    Supports llama/mistral/qwen2/qwen3/phi3/granite/gemma 1-3-style dense models, OPT,
     Mixtral/Qwen3-MoE/gpt-oss/Llama-4 Scout and Maverick/GLM-4.5 mixture-of-experts models, DeepSeek-V2/V3
     and Kimi-K2 (MLA) models, and the Qwen3-VL and Gemma 3 text towers: the families whose
     config keys fully determine the shapes above.
