@@ -12,9 +12,11 @@ import pandas as pd
 import pytest
 from matplotlib.collections import PathCollection, PolyCollection
 from matplotlib.lines import Line2D
+from test_report import make_iterations
 
 from simulator import api
-from simulator.report.aggregate import per_instance
+from simulator.report import figures
+from simulator.report.aggregate import bin_iterations, per_instance
 from simulator.validation.report import _per_run_table, scatter_figure
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -85,19 +87,126 @@ def test_idle_instances_still_get_a_row() -> None:
     assert table["preemptions"].tolist() == [0, 2, 1, 0]
 
 
-def test_data_parallel_header_shows_dp_and_ep(tmp_path: Path) -> None:
-    result = api.run(SCENARIOS / "chatbot.yaml", [
+@pytest.fixture(scope="module")
+def data_parallel():
+    """Two attention-DP ranks of one replica of a MoE model."""
+    return api.run(SCENARIOS / "chatbot.yaml", [
         FEW, "model.name=qwen3-30b-a3b", "parallelism.dp=2", "parallelism.expert_parallel=true",
     ])  # fmt: skip
-    page = _page(result, tmp_path / "out")
+
+
+def test_data_parallel_header_shows_dp_and_ep(data_parallel, tmp_path: Path) -> None:
+    page = _page(data_parallel, tmp_path / "out")
     header = _header(page)
     assert "DP <b>2</b>" in header and "EP <b>2</b>" in header
     assert "KV capacity per DP rank" in page
+    assert "<figcaption>KV cache utilization per replica and DP rank</figcaption>" in page
 
 
 def test_header_leaves_out_ep_when_experts_are_not_split(tmp_path: Path) -> None:
     page = _page(api.run(SCENARIOS / "chatbot.yaml", [FEW]), tmp_path / "out")
     assert "DP <b>1</b>" in _header(page) and "EP" not in _header(page)
+    assert "<figcaption>KV cache utilization per replica</figcaption>" in page
+
+
+def _drawn(monkeypatch, plot, binned: pd.DataFrame, tmp_path: Path):
+    """The figure `plot` draws, kept open (the report closes each one after saving)."""
+    kept: list = []
+    with monkeypatch.context() as m:
+        m.setattr(figures.plt, "close", kept.append)
+        plot(binned, tmp_path / "figure.png")
+    return kept[0]
+
+
+def _lines(monkeypatch, plot, binned: pd.DataFrame, tmp_path: Path) -> dict[str, np.ndarray]:
+    """Legend label -> y values of each line of the figure's first panel."""
+    fig = _drawn(monkeypatch, plot, binned, tmp_path)
+    try:
+        return {line.get_label(): np.asarray(line.get_ydata()) for line in fig.axes[0].lines}
+    finally:
+        plt.close(fig)
+
+
+def _bin_means(iterations: pd.DataFrame, values: pd.Series, keys: list[str], bins: int) -> pd.Series:
+    """Per-iteration means of `values` per `keys` and time bin, on the report's shared grid."""
+    t = iterations["start_s"]
+    width = (t.max() - t.min()) / bins
+    idx = ((t - t.min()) / width).astype(int).clip(upper=bins - 1).rename("bin")
+    return values.groupby([*(iterations[k] for k in keys), idx]).mean()
+
+
+def _ranked_log(replicas: int, ranks: int, steps: int = 40) -> pd.DataFrame:
+    """Lockstep ranks (one row per rank per pass, same start) whose cache and queue differ
+    by rank: rank k holds 10 + 20k % of its blocks and queues k requests throughout."""
+    rows = [
+        {"replica": r, "dp_rank": k, "start_s": 0.01 * i, "duration_ms": 10.0,
+         "prefill_tokens": 0, "decode_tokens": 2 + k, "num_seqs": 2 + k,
+         "kv_blocks_used": 100 + 200 * k, "kv_blocks_total": 1000, "queue_len": k}
+        for i in range(steps) for r in range(replicas) for k in range(ranks)
+    ]  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_data_parallel_figures_draw_a_line_per_rank(monkeypatch, tmp_path: Path) -> None:
+    """Each rank's line is flat at that rank's own value: lumping the interleaved ranks of a
+    replica would draw one line at their mean (or a zig-zag between them)."""
+    binned = bin_iterations(_ranked_log(replicas=2, ranks=2), max_bins=10)
+    labels = ["replica 0 · rank 0", "replica 0 · rank 1", "replica 1 · rank 0", "replica 1 · rank 1"]
+    kv = _lines(monkeypatch, figures.plot_kv_utilization, binned, tmp_path)
+    queue = _lines(monkeypatch, figures.plot_queue_length, binned, tmp_path)
+    seqs = _lines(monkeypatch, figures.plot_batch_size, binned, tmp_path)
+    assert list(kv) == list(queue) == list(seqs) == labels
+    for label in labels:
+        k = int(label[-1])
+        assert len(kv[label]) == 10
+        np.testing.assert_allclose(kv[label], 10.0 + 20.0 * k)  # its own blocks, in %
+        np.testing.assert_allclose(queue[label], k)
+        np.testing.assert_allclose(seqs[label], 2 + k)
+    pools = figures.series(binned, {0: "prefill", 1: "decode"})
+    assert [label for label, _, _ in pools][1] == "prefill instance 0 · rank 1"
+
+
+def test_many_data_parallel_ranks_are_coloured_by_rank(monkeypatch, tmp_path: Path) -> None:
+    """Past the legend cap, lines are unlabeled and coloured by rank, with a colour key."""
+    binned = bin_iterations(_ranked_log(replicas=2, ranks=8, steps=5), max_bins=5)
+    fig = _drawn(monkeypatch, figures.plot_kv_utilization, binned, tmp_path)
+    try:
+        ax = fig.axes[0]
+        assert ax.get_legend() is None and ax.child_axes  # the boxed colour bar
+        assert len(ax.lines) == 16
+        assert not any(line.get_label().startswith("replica") for line in ax.lines)
+        colors = [tuple(line.get_color()) for line in ax.lines]  # replica 0's ranks, then 1's
+        assert colors[:8] == colors[8:] and len(set(colors[:8])) == 8
+    finally:
+        plt.close(fig)
+
+
+def test_figures_without_dp_keep_a_line_per_replica(monkeypatch, tmp_path: Path) -> None:
+    """No dp_rank column, or a single rank, draws what the report drew before ranks: one line
+    per replica of its iterations' bin means, labeled by replica."""
+    it = make_iterations(600, replicas=2)
+    binned = bin_iterations(it, max_bins=20)
+    single = bin_iterations(it.assign(dp_rank=0), max_bins=20)
+    pd.testing.assert_frame_equal(single, binned)
+    seqs = _lines(monkeypatch, figures.plot_batch_size, binned, tmp_path)
+    kv = _lines(monkeypatch, figures.plot_kv_utilization, single, tmp_path)
+    assert list(seqs) == list(kv) == ["replica 0", "replica 1"]
+    want_seqs = _bin_means(it, it["num_seqs"], ["replica"], 20)
+    want_kv = _bin_means(it, it["kv_blocks_used"] / it["kv_blocks_total"] * 100, ["replica"], 20)
+    for r in (0, 1):
+        np.testing.assert_allclose(seqs[f"replica {r}"], want_seqs.loc[r].to_numpy())
+        np.testing.assert_allclose(kv[f"replica {r}"], want_kv.loc[r].to_numpy())
+
+
+def test_a_data_parallel_runs_kv_lines_are_each_ranks_own_cache(data_parallel, monkeypatch,
+                                                                 tmp_path: Path) -> None:
+    it = data_parallel.iterations
+    binned = bin_iterations(it, max_bins=50)
+    kv = _lines(monkeypatch, figures.plot_kv_utilization, binned, tmp_path)
+    assert list(kv) == ["replica 0 · rank 0", "replica 0 · rank 1"]
+    want = _bin_means(it, it["kv_blocks_used"] / it["kv_blocks_total"] * 100, ["replica", "dp_rank"], 50)
+    for k in (0, 1):
+        np.testing.assert_allclose(kv[f"replica 0 · rank {k}"], want.loc[(0, k)].to_numpy())
 
 
 def _per_run(e2e: float | None) -> dict:

@@ -20,6 +20,7 @@ MAX_THROUGHPUT_BINS = 200
 
 BINNED_COLUMNS = [
     "replica",
+    "dp_rank",
     "t_s",
     "iterations",
     "queue_mean",
@@ -52,11 +53,29 @@ def _replicas(df: pd.DataFrame) -> pd.Series:
     return pd.Series(np.zeros(len(df), dtype=np.int64))
 
 
+def _dp_ranks(df: pd.DataFrame) -> np.ndarray:
+    """Attention-DP rank of each row; 0 for logs of runs without DP (no `dp_rank` column)."""
+    if "dp_rank" in df.columns:
+        return df["dp_rank"].to_numpy()
+    return np.zeros(len(df), dtype=np.int64)
+
+
+def ranked(binned: pd.DataFrame) -> bool:
+    """True when the binned log holds more than one attention-DP rank.
+
+    Only then do the figures split a replica by rank: a run without DP, or one where a
+    single rank ever ran, keeps one line per replica.
+    """
+    return "dp_rank" in binned.columns and binned["dp_rank"].nunique() > 1
+
+
 def bin_iterations(iterations: pd.DataFrame, max_bins: int = MAX_TIME_BINS) -> pd.DataFrame:
-    """Time-bin iterations per replica on one shared grid of at most `max_bins` bins.
+    """Time-bin iterations per (replica, DP rank) on one shared grid of at most `max_bins` bins.
 
     Means are per iteration (not time-weighted): a bin's value is what a typical
     iteration in that window saw. The shared grid keeps replicas aligned on one x axis.
+    Attention-DP ranks schedule and cache on their own, so each rank is binned apart:
+    pooling them would average one rank's KV occupancy or queue with another's.
     """
     t = column(iterations, "start_s")
     keep = np.isfinite(t)
@@ -74,6 +93,7 @@ def bin_iterations(iterations: pd.DataFrame, max_bins: int = MAX_TIME_BINS) -> p
     frame = pd.DataFrame(
         {
             "replica": _replicas(iterations)[keep].to_numpy(),
+            "dp_rank": _dp_ranks(iterations)[keep],
             "bin": idx,
             "queue": column(iterations, "queue_len")[keep],
             "kv": kv,
@@ -83,7 +103,7 @@ def bin_iterations(iterations: pd.DataFrame, max_bins: int = MAX_TIME_BINS) -> p
         }
     )
     out = (
-        frame.groupby(["replica", "bin"], sort=True)
+        frame.groupby(["replica", "dp_rank", "bin"], sort=True)
         .agg(
             iterations=("bin", "size"),
             queue_mean=("queue", "mean"),

@@ -17,13 +17,16 @@ import pandas as pd
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from matplotlib.cm import ScalarMappable
+from matplotlib.colors import BoundaryNorm, ListedColormap
+from matplotlib.ticker import MaxNLocator
 
-from simulator.report.aggregate import bin_completions, finite
+from simulator.report.aggregate import bin_completions, finite, ranked
 
 DPI = 100
 ECDF_POINTS = 2000
-# Past this many replicas a legend is unreadable; lines are drawn thin and unlabeled.
-MAX_LEGEND_REPLICAS = 8
+# Past this many lines (replicas, or replica DP ranks) a legend is unreadable; see _replica_lines.
+MAX_LEGEND_SERIES = 8
 HIST_COLOR = "#4c78a8"
 CDF_COLOR = "#f58518"
 SLO_COLOR = "#d62728"
@@ -139,6 +142,50 @@ def instance_label(replica, pools: Mapping[int, str] | None) -> str:
     return f"{role} instance {replica}" if role else f"replica {replica}"
 
 
+def series(
+    binned: pd.DataFrame, pools: Mapping[int, str] | None = None
+) -> list[tuple[str, int, pd.DataFrame]]:
+    """(legend label, DP rank, binned rows) of each time-series line, replica then rank order.
+
+    A run with more than one attention-DP rank gets a line per (replica, rank), labeled
+    "replica 0 · rank 1": each rank has its own queue, batch and KV cache, and one line
+    per replica would mix their values. Other runs keep one line per replica.
+    """
+    if not ranked(binned):
+        return [(instance_label(r, pools), 0, g) for r, g in binned.groupby("replica", sort=True)]
+    return [
+        (f"{instance_label(r, pools)} · rank {int(k)}", int(k), g)
+        for (r, k), g in binned.groupby(["replica", "dp_rank"], sort=True)
+    ]
+
+
+def _rank_colors(ranks: list[int]):
+    """One colour per DP rank (a slice of viridis without its faint yellow end) and its norm."""
+    n = max(ranks) + 1
+    cmap = ListedColormap(matplotlib.colormaps["viridis"](np.linspace(0.0, 0.85, n)))
+    return cmap, BoundaryNorm(np.arange(n + 1) - 0.5, n)
+
+
+def _rank_colorbar(ax, cmap, norm, replicas: int, pools: Mapping[int, str] | None) -> None:
+    """Colour key inside the axes, in the legend's corner and boxed like a legend: the axes
+    keep their size (a side colorbar would misalign the batch-size figure's shared x axis).
+    The box is 0.5 in tall whatever the axes' height, to fit a two-panel figure's top one."""
+    height = 0.5 / (ax.get_position().height * ax.figure.get_figheight())  # axes fraction
+    box = ax.inset_axes([0.67, 0.98 - height, 0.32, height])
+    box.set_xticks([])
+    box.set_yticks([])
+    box.patch.set_alpha(0.9)
+    for spine in box.spines.values():
+        spine.set_color("0.8")
+    noun = "instances" if pools else "replicas"
+    box.text(0.5, 0.92, f"DP rank ({replicas} {noun})", ha="center", va="top", fontsize=8,
+             transform=box.transAxes)
+    cax = box.inset_axes([0.06, 0.38, 0.88, 0.2])
+    bar = ax.figure.colorbar(ScalarMappable(norm, cmap), cax=cax, orientation="horizontal")
+    bar.ax.xaxis.set_major_locator(MaxNLocator(nbins=8, integer=True))
+    bar.ax.tick_params(labelsize=7, length=2, pad=1)
+
+
 def _replica_lines(
     ax,
     binned: pd.DataFrame,
@@ -147,11 +194,22 @@ def _replica_lines(
     scale: float = 1.0,
     pools: Mapping[int, str] | None = None,
 ) -> None:
-    """Mean line per replica, with the bin max as a faint band above it when given."""
-    groups = list(binned.groupby("replica", sort=True))
-    labeled = len(groups) <= MAX_LEGEND_REPLICAS
-    for i, (replica, g) in enumerate(groups):
-        color = f"C{i % 10}"
+    """Mean line per `series` (replica, or replica and DP rank), with the bin max as a faint
+    band above it when given.
+
+    Up to MAX_LEGEND_SERIES lines get their own colour and a legend entry. Past that a
+    legend is unreadable: lines are drawn thin and unlabeled, without bands. Then an
+    attention-DP run colours each line by its rank (shared by all replicas, keyed by a
+    small colour bar), which still shows a rank that runs hotter than its peers; other
+    runs only say how many replicas there are.
+    """
+    lines = series(binned, pools)
+    labeled = len(lines) <= MAX_LEGEND_SERIES
+    by_rank = not labeled and ranked(binned)
+    if by_rank:
+        cmap, norm = _rank_colors([k for _, k, _ in lines])
+    for i, (label, rank, g) in enumerate(lines):
+        color = cmap(norm(rank)) if by_rank else f"C{i % 10}"
         t = g["t_s"].to_numpy()
         mean = g[mean_col].to_numpy(dtype=np.float64) * scale
         ax.plot(
@@ -159,18 +217,21 @@ def _replica_lines(
             mean,
             color=color,
             lw=1.4 if labeled else 0.7,
-            label=instance_label(replica, pools) if labeled else None,
+            label=label if labeled else None,
         )
         if max_col is not None and labeled:
             top = g[max_col].to_numpy(dtype=np.float64) * scale
             ax.fill_between(t, mean, top, color=color, alpha=0.15, lw=0)
+    replicas = binned["replica"].nunique()
     if labeled:
         ax.legend(fontsize=8, loc="upper right", framealpha=0.9)
+    elif by_rank:
+        _rank_colorbar(ax, cmap, norm, replicas, pools)
     else:
         ax.text(
             0.99,
             0.97,
-            f"{len(groups)} {'instances' if pools else 'replicas'}",
+            f"{replicas} {'instances' if pools else 'replicas'}",
             transform=ax.transAxes,
             ha="right",
             va="top",
@@ -185,7 +246,8 @@ def _has(binned: pd.DataFrame, col: str) -> bool:
 def plot_queue_length(
     binned: pd.DataFrame, path: Path, pools: Mapping[int, str] | None = None
 ) -> Path:
-    """Waiting-queue length per replica; a rising trend means the load exceeds capacity."""
+    """Waiting-queue length per replica (per DP rank: each rank queues its own requests);
+    a rising trend means the load exceeds capacity."""
     title = "Queue length"
     if not _has(binned, "queue_mean"):
         return no_data(path, title)
@@ -201,7 +263,10 @@ def plot_queue_length(
 def plot_kv_utilization(
     binned: pd.DataFrame, path: Path, pools: Mapping[int, str] | None = None
 ) -> Path:
-    """KV blocks used / total per replica; near 100% is where preemptions start."""
+    """KV blocks used / total per replica; near 100% is where preemptions start.
+
+    Under attention DP each line is one rank's own cache (its blocks used over its blocks),
+    since a rank preempts when its cache fills, whatever its peers hold."""
     title = "KV cache utilization"
     if not _has(binned, "kv_mean"):
         return no_data(path, title)
@@ -217,10 +282,12 @@ def plot_kv_utilization(
 def plot_batch_size(
     binned: pd.DataFrame, path: Path, pools: Mapping[int, str] | None = None
 ) -> Path:
-    """Running sequences per replica, and prefill vs decode tokens per iteration.
+    """Running sequences per replica (or DP rank), and prefill vs decode tokens per iteration.
 
     Tokens per iteration are pooled across replicas (weighted by iteration count) and
-    stacked, which shows how much of each step's budget prefill takes from decode.
+    stacked, which shows how much of each step's budget prefill takes from decode. Under
+    attention DP an iteration is one rank's step, as the token budget is per rank, so the
+    panel is not the sum over the ranks of a forward pass.
     """
     title = "Batch size"
     if not _has(binned, "seqs_mean"):

@@ -13,6 +13,7 @@ from simulator.report.aggregate import (
     completed_mask,
     instance_pools,
     per_instance,
+    ranked,
 )
 from simulator.report.html import get, render_page
 
@@ -54,7 +55,8 @@ def write_report(
     )
     binned = bin_iterations(iterations)
     pools = instance_pools(summary, iterations)
-    per = "instance (prefill and decode pools)" if pools else "replica"
+    rank = " and DP rank" if ranked(binned) else ""
+    per = f"instance{rank} (prefill and decode pools)" if pools else f"replica{rank}"
     plotted += [
         (
             f"Queue length per {per}",
