@@ -65,8 +65,7 @@ class Engine:
         return self.scheduler.outstanding + len(self._inbox)
 
     def submit(self, req: Request) -> None:
-        if self.lockstep is not None:  # attention DP: the rank that serves it, for the records
-            req.dp_rank = self.dp_rank
+        req.dp_rank = self.dp_rank  # the DP rank that serves it, for the records (0 without DP)
         if self.async_scheduling and self._busy:  # held for the iteration after next
             reason = self.scheduler.admission_error(req)
             if reason is None:
@@ -112,6 +111,9 @@ class Engine:
         kv = sched.kv
         replica = self.replica
         group = self.lockstep
+        # Runs with DP ranks log each row's rank: attention-DP ranks (in lockstep) and a
+        # dense model's DP ranks (independent engines, which may fast-forward) alike.
+        ranks = log.dp_rank is not None
         while True:
             if group is not None and group.busy:  # join the next pass, as vLLM's DP ranks do
                 group.rest(self)
@@ -154,7 +156,7 @@ class Engine:
                 finished = sched.complete(step, env.now)
                 log.add(replica, now, dt, shape.num_tokens - shape.num_decode, shape.num_decode,
                         shape.num_seqs, used, kv.total, queued)
-                if group is not None:  # attention DP (which never fast-forwards: no stretch below)
+                if ranks:
                     log.add_rank(self.dp_rank)
             else:
                 queued = sched.queued
@@ -189,6 +191,8 @@ class Engine:
                 starts = [now, *ends[:-1]]
                 log.add_stretch(replica, starts, durations[:n], shape.num_decode, kv_steps,
                                 kv.total, queued)
+                if ranks:
+                    log.add_rank(self.dp_rank, n)
             for req in finished:
                 self.on_finish(req)
             if finished and self.settle_after_finish:
