@@ -114,7 +114,9 @@ def print_summary(summary: dict, out_dir: Path | None) -> None:
         f"{'decode replica' if dis else 'DP rank' if summary['config'].get('dp', 1) > 1 else 'replica'}, "
         f"peak {kv['peak_utilization']:.0%} used"
         + (f", {kv['prefix_cache_hit_rate']:.0%} of prompt tokens from the prefix cache"
-           if kv.get("prefix_cache_hit_rate") else ""),
+           if kv.get("prefix_cache_hit_rate") else "")
+        + (f", each running sequence also holding {kv['state_blocks_per_sequence']} blocks of recurrent state"
+           if kv.get("state_blocks_per_sequence") else ""),
     ]
     lines[1:1] = rejection_lines(req)
     if dis:

@@ -7,6 +7,10 @@ negative, and returns to zero when every request has finished.
 With prefix caching (`simulator.prefix_cache`), `cached` blocks hold KV no request
 references: free for admission, but evicted (forgotten by the cache) only when an
 allocation finds no empty block. used + cached never exceeds total.
+
+Hybrid linear-attention models also hold a fixed recurrent state per running sequence:
+`state_blocks` blocks of the same pool, which a policy allocates with the sequence's first
+KV blocks at admission and frees with its last (Scheduler._release).
 """
 
 from __future__ import annotations
@@ -15,9 +19,10 @@ from __future__ import annotations
 class BlockManager:
     """Counts free and used KV blocks of one engine, with a peak-usage watermark."""
 
-    __slots__ = ("block_size", "cached", "peak_used", "prefix_cache", "total", "used", "watermark_blocks")
+    __slots__ = ("block_size", "cached", "peak_used", "prefix_cache", "state_blocks", "total", "used",
+                 "watermark_blocks")
 
-    def __init__(self, total_blocks: int, block_size: int, watermark: float = 0.0):
+    def __init__(self, total_blocks: int, block_size: int, watermark: float = 0.0, state_blocks: int = 0):
         if total_blocks <= 0:
             raise ValueError("a KV cache needs at least one block")
         self.total = total_blocks
@@ -27,6 +32,7 @@ class BlockManager:
         self.watermark_blocks = int(watermark * total_blocks)
         self.cached = 0
         self.prefix_cache = None  # a PrefixCache registers itself here
+        self.state_blocks = state_blocks  # held by each running sequence besides its KV
 
     @property
     def free(self) -> int:

@@ -7,6 +7,7 @@ runtime memory come off the top, and the rest becomes KV blocks.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from simulator.dtypes import DTYPE_BYTES, stored_weight_bytes
@@ -30,14 +31,28 @@ class MemoryPlan:
     kv_bytes_per_token: float  # per GPU, for this replica's TP/PP shard
     block_size: int
     num_blocks: int
+    # Hybrid linear-attention models: the fixed recurrent state one sequence holds (per GPU),
+    # reserved as whole KV blocks out of the same pool (see linear_state_bytes_per_gpu).
+    state_bytes_per_seq: float = 0.0
 
     @property
     def capacity_tokens(self) -> int:
         return self.num_blocks * self.block_size
 
+    @property
+    def state_blocks(self) -> int:
+        """KV blocks each admitted sequence's recurrent state takes (0 without linear layers)."""
+        if not self.state_bytes_per_seq:
+            return 0
+        return math.ceil(self.state_bytes_per_seq / (self.block_size * self.kv_bytes_per_token))
+
+    def sequences_at(self, tokens: int) -> int:
+        """How many sequences of `tokens` tokens the cache holds at once, states included."""
+        return self.num_blocks // (-(-tokens // self.block_size) + self.state_blocks)
+
     def holds(self, max_model_len: int) -> bool:
-        """vLLM starts only with a KV cache of at least one max_model_len request."""
-        return self.num_blocks > 0 and self.capacity_tokens >= max_model_len
+        """vLLM starts only with a KV cache of at least one max_model_len request (and its state)."""
+        return self.num_blocks > 0 and self.capacity_tokens >= max_model_len + self.state_blocks * self.block_size
 
     @property
     def free_gib(self) -> float:
@@ -54,6 +69,8 @@ class MemoryPlan:
             ("  KV cache", self.kv_gib),
             ("  free (outside the budget)", self.free_gib),
         ]
+        if self.state_bytes_per_seq:
+            rows.insert(-1, ("    of it, recurrent state per sequence", self.state_bytes_per_seq / GIB))
         return "\n".join(f"    {name:<48} {value:9.2f} GiB" for name, value in rows)
 
 
@@ -136,6 +153,29 @@ def kv_bytes_per_token_per_gpu(model: ModelSpec, kv_dtype: str, tp: int, pp: int
     return 2 * layers * kv_heads * model.head_dim * DTYPE_BYTES[kv_dtype]
 
 
+# vLLM keeps both Gated DeltaNet states (conv and delta rule) in the model dtype: its
+# MambaStateDtypeCalculator.gated_delta_net_state_dtype resolves mamba_cache_dtype "auto"
+# (the default) to the model dtype for both, whatever the KV-cache dtype (vllm/model_executor/
+# layers/mamba/mamba_utils.py). Served checkpoints here run bf16/fp16 activations.
+LINEAR_STATE_BYTES = 2.0
+
+
+def linear_state_bytes_per_gpu(model: ModelSpec, tp: int, pp: int) -> float:
+    """The recurrent state one sequence holds on one GPU: the conv state and the delta-rule
+    matrices of its stage's linear-attention layers, split by head over TP as vLLM does.
+
+    Reserved here as whole blocks of the one KV pool per admitted sequence (MemoryPlan.
+    state_blocks). vLLM's hybrid allocator instead groups the linear layers into KV-cache
+    groups of the attention layers' count, raises the attention block size until one block
+    holds a layer's state (its page size), and gives each sequence one block per linear
+    group from the shared pool: the same bytes per sequence up to that page rounding."""
+    if not model.linear_layers:
+        return 0.0
+    layers = -(-model.linear_layers // pp)
+    conv, delta = model.linear_state_elements()
+    return layers * (conv + delta) / tp * LINEAR_STATE_BYTES
+
+
 # What the driver keeps out of CUDA's reach: vLLM sizes its budget from torch's total
 # (cudaMemGetInfo), below the nvidia-smi total the catalog lists. H100 80GB: 79.18 and
 # 79.22 GiB in vLLM logs (llm-d-benchmark's empirical memory results; vllm-project/vllm#10511)
@@ -158,6 +198,8 @@ def activation_bytes_per_gpu(model: ModelSpec, tp: int, max_batched_tokens: int,
     hidden states, whichever is larger (the forward intermediates are freed by then)."""
     qkv = (model.num_heads + 2 * model.num_kv_heads) * model.head_dim // tp
     mlp = model.mlp_matrices * model.ffn_per_token // tp  # fused MoE keeps every routed copy
+    if model.linear_layers:  # a Gated DeltaNet in_proj's q, k, v, z is wider than Qwen3-Next's qkv
+        qkv = max(qkv, (2 * model.linear_key_size + 2 * model.linear_value_size) // tp)
     forward = max_batched_tokens * (2 * model.hidden_size + max(qkv, mlp)) * 2
     sampler = max_batched_tokens * model.hidden_size * 2 + SAMPLER_PROFILE_BYTES * max_num_seqs * model.vocab_size
     return max(forward, sampler)
@@ -203,18 +245,18 @@ def plan_memory(
             f"does not fit: no memory left for the KV cache\n{plan.table()}",
             where=where, fix=memory_fit.fit_fix(setup, split_experts, gpus_per_node),
         )
-    if plan.capacity_tokens < max_model_len:
-        more = ([f"memory.kv_cache_tokens: {max_model_len} or more"] if kv_cache_tokens is not None
-                else memory_fit.fit_fixes(setup, split_experts, gpus_per_node))
-        fixes = [f"model.max_model_len: {plan.capacity_tokens} or less", *more]
-        raise KVBelowMaxModelLenError(
-            f"the KV cache holds {plan.capacity_tokens} tokens, fewer than max_model_len="
-            f"{max_model_len} (vLLM refuses to start in this case)\n{plan.table()}",
-            capacity_tokens=plan.capacity_tokens,
-            where=where,
-            fix=memory_fit.one_of(fixes),
-        )
-    return plan
+    # The tokens one sequence can hold beside its recurrent state (all of them without one).
+    capacity = plan.capacity_tokens - plan.state_blocks * plan.block_size
+    more = ([f"memory.kv_cache_tokens: {max_model_len} or more"] if kv_cache_tokens is not None
+            else memory_fit.fit_fixes(setup, split_experts, gpus_per_node))
+    fixes = [f"model.max_model_len: {capacity} or less", *more]
+    raise KVBelowMaxModelLenError(
+        f"the KV cache holds {capacity} tokens, fewer than max_model_len="
+        f"{max_model_len} (vLLM refuses to start in this case)\n{plan.table()}",
+        capacity_tokens=capacity,
+        where=where,
+        fix=memory_fit.one_of(fixes),
+    )
 
 
 @dataclass(frozen=True)
@@ -255,7 +297,7 @@ class MemorySetup:
         else:
             blocks = int(max(kv, 0.0) * GIB // (self.block_size * per_token))
         return MemoryPlan(total, self.utilization, weights, act, self.runtime_reserve_gib, kv, per_token,
-                          self.block_size, blocks)
+                          self.block_size, blocks, linear_state_bytes_per_gpu(model, self.tp, self.pp))
 
     def starts(self) -> bool:
         """Whether vLLM would start: a KV cache of at least max_model_len tokens (its own

@@ -255,7 +255,7 @@ class Simulation:
             lockstep = LockstepGroup(env, plan.cost) if coupled else None
             for k in range(plan.dp * pp):  # each DP rank's virtual engines; ranks pick by load as vLLM's DP balancer does
                 kv = BlockManager(blocks_per_engine, sc.memory.block_size,
-                                  getattr(sc.scheduler, "watermark", 0.0))
+                                  getattr(sc.scheduler, "watermark", 0.0), plan.memory.state_blocks)
                 sched = policy(sc.scheduler, kv, self.max_model_len, itl,
                                token_budget=self.token_budget, max_num_seqs=self.max_num_seqs)
                 sched.expect_arrivals = self._expect_arrivals
@@ -457,6 +457,8 @@ class Simulation:
             "mean_utilization": mean_util,
             "prefix_cache_hit_rate": _prefix_hit_rate(req_df),
         }
+        if self.memory.state_blocks:  # hybrid linear attention: each sequence's recurrent state
+            summary["kv_cache"]["state_blocks_per_sequence"] = self.memory.state_blocks
         summary["memory_gib"] = {
             "gpu": self.memory.gpu_memory_gib,
             "weights": self.memory.weights_gib,

@@ -21,6 +21,8 @@ from simulator.cost.ops import (
     attn_prefill_op,
     emit_ops,
     iteration_ops,
+    linear_decode_op,
+    linear_prefill_op,
     token_ops,
 )
 
@@ -68,6 +70,12 @@ class IterationCostModel:
         # Formula timers evaluate decode attention directly, vectorised over stretches;
         # table-driven ones (no vector form) are read at context knots.
         self._attn_vector = getattr(timer, "attn_decode_times", None)
+        # Hybrid linear-attention models: the per-sequence state ops ride on the attention
+        # memos (decode: _decode_attention_exact; prefill: prefill_attention_time), so decode
+        # stretches take the memoised path rather than the attention-only vector form.
+        self._linear = sharded.linear_passes > 0
+        if self._linear:
+            self._attn_vector = None
         self._knotted = self._attn_vector is None
 
     def _sum(self, ops: list[Op]) -> float:
@@ -135,7 +143,11 @@ class IterationCostModel:
             if len(self._attn_cache) > 500_000:  # bound memory on very long runs
                 self._attn_cache.clear()
             op = attn_decode_op(num_seqs, context_sum, self.decode_sharded)
-            v = self._attn_cache[key] = self.timer.op_time(op) * op.count
+            v = self.timer.op_time(op) * op.count
+            if self._linear:
+                lin = linear_decode_op(num_seqs, self.sharded)
+                v += self.timer.op_time(lin) * lin.count
+            self._attn_cache[key] = v
         return v
 
     def prefill_attention_time(self, chunks: tuple[tuple[int, int], ...]) -> float:
@@ -145,7 +157,11 @@ class IterationCostModel:
             if len(self._prefill_cache) > 200_000:  # bound memory on very long runs
                 self._prefill_cache.clear()
             op = attn_prefill_op(chunks, self.sharded)
-            v = self._prefill_cache[chunks] = self.timer.op_time(op) * op.count
+            v = self.timer.op_time(op) * op.count
+            if self._linear:
+                lin = linear_prefill_op(chunks, self.sharded)
+                v += self.timer.op_time(lin) * lin.count
+            self._prefill_cache[chunks] = v
         return v
 
     def cpu_time(self, num_seqs: int) -> float:
@@ -193,7 +209,7 @@ class IterationCostModel:
             # Evaluate the decode-attention roofline of all steps at once.
             kv_len = context_sum + num_seqs * (1.0 + np.arange(steps, dtype=np.float64))
             flops, nbytes = attn_decode_cost(num_seqs, kv_len, self.decode_sharded)
-            gpu = (base + vector(flops, nbytes) * self.sharded.total_layer_passes).tolist()
+            gpu = (base + vector(flops, nbytes) * self.decode_sharded.attn_layer_passes).tolist()
         # The CPU work as iteration_time adds it, step by step.
         if not self.overlap_cpu:
             return [g + cpu for g in gpu]

@@ -40,8 +40,10 @@ class IterationShape:
 class Op:
     """One kernel family invocation, `count` times per iteration.
 
-    family: gemm | attn_prefill | attn_decode | elementwise | allreduce | allgather | p2p
+    family: gemm | attn_prefill | attn_decode | linear_attn | elementwise | allreduce |
+    allgather | p2p
     shape: (M, N, K) for gemm; (tokens, context_or_seqs, heads, kv_heads, head_dim) for
+    attention; (tokens, sequences, value heads, key head dim, value head dim) for linear
     attention; (bytes, ranks) for collectives.
     """
 
@@ -96,12 +98,30 @@ class ShardedModel:
     moe_link: str = "intra"  # the link the dp x tp MoE group communicates over
     ep: int = 1  # GPUs the routed experts are split over by expert (1: sliced by width instead)
     expert_kernel: str = "auto"  # "marlin": vLLM's Marlin MoE chosen over the default kernel
+    attn_gate: bool = False  # q_proj also emits a sigmoid gate on the attention output
+    shared_gate: bool = False  # a hidden -> 1 sigmoid gate on the shared experts
+    linear_passes: int = 0  # layer passes that are Gated DeltaNet (linear attention) layers
+    lin_k_heads: int = 0  # linear-attention key heads per GPU
+    lin_v_heads: int = 0  # linear-attention value heads per GPU (each keeps a dk x dv state)
+    lin_k_dim: int = 0
+    lin_v_dim: int = 0
+    lin_conv: int = 0  # causal conv taps
 
     @property
     def total_layer_passes(self) -> int:
         """Layer executions one micro-batch waits for: stages run in lockstep, so the
         slowest (largest) stage sets each stage's time."""
         return self.layers_per_stage * self.pp
+
+    @property
+    def attn_layer_passes(self) -> int:
+        """Layer passes that run softmax attention (all but the linear-attention ones)."""
+        return self.layers_per_stage * self.pp - self.linear_passes
+
+    @property
+    def lin_conv_dim(self) -> int:
+        """Conv channels per GPU: q, k and v."""
+        return (2 * self.lin_k_heads * self.lin_k_dim + self.lin_v_heads * self.lin_v_dim)
 
     @property
     def dense_passes(self) -> int:
@@ -156,6 +176,14 @@ class ShardedModel:
             moe_link="intra" if tp * dp <= gpus_per_node else "inter",
             ep=ep,
             expert_kernel=expert_kernel if model.num_experts else "auto",
+            attn_gate=model.attn_output_gate,
+            shared_gate=model.shared_expert_gate and model.num_shared_experts > 0,
+            linear_passes=round(passes * model.linear_layers / model.num_layers),
+            lin_k_heads=model.linear_num_key_heads // tp,
+            lin_v_heads=model.linear_num_value_heads // tp,
+            lin_k_dim=model.linear_key_head_dim,
+            lin_v_dim=model.linear_value_head_dim,
+            lin_conv=model.linear_conv_kernel,
         )
 
 
@@ -260,6 +288,8 @@ def moe_ops(m: int, sm: ShardedModel, moe_m: int | None = None) -> list[Op]:
             ops.append(Op(name, "allgather", 0.0, nbytes, layers, (nbytes, sm.tp * sm.dp, sm.moe_link), "bf16"))
     if sm.shared_ffn:
         ops += dense_mlp_ops("shared_expert", m, sm.shared_ffn, sm, layers)
+        if sm.shared_gate:  # its own hidden -> 1 GEMM, sigmoid-scaling the shared output
+            ops.append(gemm("shared_expert_gate", m, 1, h, sm, layers, quantized=False))
     if sm.dense_passes:
         ops += dense_mlp_ops("dense", m, sm.ffn, sm, sm.dense_passes)
     return ops
@@ -289,9 +319,10 @@ def attention_projection_ops(m: int, sm: ShardedModel) -> tuple[list[Op], list[O
     512 -> heads x (128 + 128)). Decode absorbs kv_b into the query and the output instead;
     both paths do the same FLOPs and read the same weights, so one GEMM stands for either.
     """
-    h, a, layers = sm.hidden, sm.act_bytes, sm.total_layer_passes
+    h, a, layers = sm.hidden, sm.act_bytes, sm.attn_layer_passes
     if not sm.kv_lora:
-        qkv_n = (sm.heads + 2 * sm.kv_heads) * sm.head_dim
+        q_n = sm.heads * sm.head_dim * (2 if sm.attn_gate else 1)  # query, and its output gate
+        qkv_n = q_n + 2 * sm.kv_heads * sm.head_dim
         qk_bytes = m * (sm.heads + sm.kv_heads) * sm.head_dim * a * 2  # read and write q, k
         before = [gemm("qkv_proj", m, qkv_n, h, sm, layers)]
         if sm.qk_norm:  # q and k normalised by two kernels (vLLM's q_norm, k_norm)
@@ -300,7 +331,10 @@ def attention_projection_ops(m: int, sm: ShardedModel) -> tuple[list[Op], list[O
             before.append(tp_allreduce("qk_norm_allreduce", m * 2 * 4.0, sm, layers, "fp32"))
         before.append(elementwise("rope_kv_write", qk_bytes + m * 2 * sm.kv_heads * sm.head_dim * sm.kv_bytes,
                                   layers, kernels=2 if sm.rotary else 1))
-        return before, [gemm("o_proj", m, h, sm.heads * sm.head_dim, sm, layers)]
+        after = [gemm("o_proj", m, h, sm.heads * sm.head_dim, sm, layers)]
+        if sm.attn_gate:  # o * sigmoid(gate): read both, write o
+            after.insert(0, elementwise("attn_output_gate", 3 * m * sm.heads * sm.head_dim * a, layers))
+        return before, after
     qk = sm.head_dim + sm.rope_dim
     latent = sm.kv_lora + sm.rope_dim
     if sm.q_lora:
@@ -317,6 +351,71 @@ def attention_projection_ops(m: int, sm: ShardedModel) -> tuple[list[Op], list[O
                     + m * latent * sm.kv_bytes, layers, kernels=2),
     ]
     return before, [gemm("o_proj", m, h, sm.heads * sm.v_dim, sm, layers)]
+
+
+def linear_attention_token_ops(m: int, sm: ShardedModel) -> list[Op]:
+    """The per-token work of the Gated DeltaNet layers (vLLM's Qwen3-Next mixer): the
+    q/k/v/z and decay/step projections, the causal conv's activation traffic, the gated
+    RMSNorm (with the decay and step gating), and out_proj. The recurrence itself and the
+    per-sequence state traffic are linear_prefill_op and linear_decode_op."""
+    h, a, layers = sm.hidden, sm.act_bytes, sm.linear_passes
+    k = sm.lin_k_heads * sm.lin_k_dim
+    v = sm.lin_v_heads * sm.lin_v_dim
+    conv = sm.lin_conv_dim
+    return [
+        gemm("gdn_in_proj_qkvz", m, 2 * k + 2 * v, h, sm, layers),
+        gemm("gdn_in_proj_ba", m, 2 * sm.lin_v_heads, h, sm, layers),
+        # Depthwise conv: the q, k, v activations in and out, the taps once.
+        elementwise("gdn_conv", 2 * m * conv * a + conv * sm.lin_conv * a, layers),
+        # Decay and step gates (b, a in; g, beta out), then RMSNorm(o) * silu(z): o, z in, out.
+        elementwise("gdn_gate_norm", 4 * m * sm.lin_v_heads * 4.0 + 3 * m * v * a, layers, kernels=2),
+        gemm("gdn_out_proj", m, h, v, sm, layers),
+    ]
+
+
+# FLA's chunked gated delta rule works on chunks of this many tokens (chunk_size=64 in its
+# chunk_gated_delta_rule kernels, which vLLM vendors).
+DELTA_RULE_CHUNK = 64
+# The recurrent state's element size: vLLM keeps it in the model dtype (memory.LINEAR_STATE_BYTES).
+_STATE_BYTES = 2.0
+
+
+def linear_state_traffic(seqs: int, sm: ShardedModel) -> float:
+    """Bytes to read and write back `seqs` sequences' conv and delta-rule states, one layer."""
+    state = sm.lin_v_heads * sm.lin_k_dim * sm.lin_v_dim + sm.lin_conv_dim * (sm.lin_conv - 1)
+    return 2.0 * seqs * state * _STATE_BYTES
+
+
+def linear_prefill_op(chunks: tuple[tuple[int, int], ...], sm: ShardedModel) -> Op:
+    """The chunked gated delta rule (FLA's chunk_gated_delta_rule) over prefill chunks.
+
+    Per value head and chunk of C tokens it forms the C x C decayed K K^T, inverts the
+    unit-triangular system (the WY form), builds W = A K and U = A V, advances the
+    dk x dv state (W S, K^T U) and emits O = Q S + mask(Q K^T) U. Per token that is
+    6·dk·dv FLOPs of state terms and 2·C·(3·dk + 2·dv) of intra-chunk ones, the latter on
+    whole chunks: linear in tokens. Bytes: q, k, v, the gates and o per token, the chunk
+    boundary states (written by one kernel, read by the next), and each sequence's state
+    read at its start and written at its end."""
+    hv, dk, dv, c_len = sm.lin_v_heads, sm.lin_k_dim, sm.lin_v_dim, DELTA_RULE_CHUNK
+    tokens = sum(q for q, _ in chunks)
+    n_chunks = sum(-(-q // c_len) for q, _ in chunks)
+    flops = hv * (6.0 * dk * dv * tokens + 2.0 * c_len * (3 * dk + 2 * dv) * n_chunks * c_len)
+    per_token = (2 * sm.lin_k_heads * dk + 2 * hv * dv) * sm.act_bytes + 2 * hv * 4.0
+    nbytes = (tokens * per_token + n_chunks * hv * dk * dv * sm.act_bytes * 2
+              + linear_state_traffic(len(chunks), sm))
+    return Op("gdn_prefill", "linear_attn", flops, nbytes, sm.linear_passes,
+              (tokens, len(chunks), hv, dk, dv), "bf16", kernels=6)
+
+
+def linear_decode_op(num_seqs: int, sm: ShardedModel) -> Op:
+    """One recurrent step per decoding sequence (FLA's fused_recurrent_gated_delta_rule and
+    the conv's state update): each reads and writes back its whole state, which dominates;
+    ~6·dk·dv FLOPs per value head (decay, k·S, the rank-one update, q·S)."""
+    hv, dk, dv = sm.lin_v_heads, sm.lin_k_dim, sm.lin_v_dim
+    flops = 6.0 * num_seqs * hv * dk * dv
+    nbytes = linear_state_traffic(num_seqs, sm) + num_seqs * (2 * sm.lin_k_heads * dk + 2 * hv * dv) * sm.act_bytes
+    return Op("gdn_decode", "linear_attn", flops, nbytes, sm.linear_passes,
+              (num_seqs, num_seqs, hv, dk, dv), "bf16", kernels=2)
 
 
 def token_ops(m: int, sm: ShardedModel, moe_m: int | None = None) -> list[Op]:
@@ -338,6 +437,7 @@ def token_ops(m: int, sm: ShardedModel, moe_m: int | None = None) -> list[Op]:
         elementwise("input_norm", 3 * m * h * a, layers),
         *before_attn,
         *after_attn,
+        *(linear_attention_token_ops(m, sm) if sm.linear_passes else ()),
         elementwise("post_attn_norm", 3 * m * h * a, layers),
         *mlp,
         elementwise("final_norm", 2 * m * h * a, 1),
@@ -405,7 +505,7 @@ def attn_prefill_op(chunks: tuple[tuple[int, int], ...], sm: ShardedModel) -> Op
     Sliding-window layers attend to at most sm.window keys per query; the op carries the
     layer-averaged work so one kernel family times both kinds of layer."""
     hq, hkv, d = attention_dims(sm)
-    layers = sm.total_layer_passes
+    layers = sm.attn_layer_passes
     win = sm.window_passes / layers if sm.window else 0.0
     flops = 0.0
     q_tokens = 0
@@ -434,7 +534,7 @@ def attn_decode_cost(num_seqs: int, kv_len, sm: ShardedModel):
     shared by all heads, against queries absorbed into the latent space (FlashMLA-style).
     Sliding-window layers read at most window tokens per sequence."""
     if sm.window:
-        win = sm.window_passes / sm.total_layer_passes
+        win = sm.window_passes / sm.attn_layer_passes
         kv_len = (1 - win) * kv_len + win * np.minimum(kv_len, num_seqs * sm.window)
     if sm.kv_lora:
         latent = sm.kv_lora + sm.rope_dim
@@ -454,7 +554,7 @@ def attn_decode_op(num_seqs: int, context_sum: int, sm: ShardedModel) -> Op:
         hq, hkv, d = sm.heads, 1, (sm.kv_lora + sm.rope_dim) // 2
     else:
         hq, hkv, d = sm.heads, sm.kv_heads, sm.head_dim
-    return Op("attn_decode", "attn_decode", float(flops), float(nbytes), sm.total_layer_passes,
+    return Op("attn_decode", "attn_decode", float(flops), float(nbytes), sm.attn_layer_passes,
               (num_seqs, kv_len, hq, hkv, d), kv_kernel_dtype(sm))
 
 
@@ -465,7 +565,11 @@ def iteration_ops(shape: IterationShape, sm: ShardedModel, moe_m: int | None = N
     ops = token_ops(shape.num_tokens, sm, moe_m)
     if shape.prefill_chunks:
         ops.append(attn_prefill_op(shape.prefill_chunks, sm))
+        if sm.linear_passes:
+            ops.append(linear_prefill_op(shape.prefill_chunks, sm))
     if shape.num_decode:
         ops.append(attn_decode_op(shape.num_decode, shape.decode_context, decode_sm or sm))
+        if sm.linear_passes:
+            ops.append(linear_decode_op(shape.num_decode, sm))
     ops.extend(emit_ops(shape.num_emit, sm))
     return ops

@@ -101,4 +101,8 @@ class RooflineTimer:
         if f in ("allreduce", "allgather", "p2p"):
             nbytes, ranks, link = op.shape
             return self.collective_time(f, nbytes, ranks, link)
+        if f == "linear_attn":  # Gated DeltaNet recurrence: FLA's Triton kernels, attention's efficiencies
+            compute = op.flops / (self.peak("bf16") * self.eff.attention_compute)
+            memory = op.bytes / (self.bw * self.eff.attention_memory)
+            return max(compute, memory) + self.latency * op.kernels
         raise ValueError(f"unknown op family {f!r}")

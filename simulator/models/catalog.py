@@ -581,6 +581,46 @@ _MODELS: list[ModelSpec] = [
         published_params_b=20.91,  # model card: 20.91B total, 3.61B active
         published_active_params_b=3.61,
     ),
+    # --- hybrid linear attention (Gated DeltaNet) ---
+    # https://huggingface.co/Qwen/Qwen3-Next-80B-A3B-Instruct/blob/main/config.json: 48 layers,
+    # full_attention_interval 4 (36 Gated DeltaNet layers, 12 gated attention), 16 q / 2 KV
+    # heads of 256 with attn_output_gate, linear 16 key / 32 value heads of 128, conv kernel
+    # 4, 512 experts x 512 (top-10) plus a 512-wide shared expert with a sigmoid gate,
+    # decoder_sparse_step 1, no mlp_only_layers. The shapes count 79,674,391,296 parameters
+    # and 3,874,929,408 activated, the figures Qwen3-Coder-Next's tensors give without the
+    # multi-token-prediction layer (unused when serving); Thinking and Coder-Next keep the shapes.
+    ModelSpec(
+        name="qwen3-next-80b-a3b",
+        hf_id="Qwen/Qwen3-Next-80B-A3B-Instruct",
+        native_fp8=True,
+        num_layers=48,
+        hidden_size=2048,
+        num_heads=16,
+        num_kv_heads=2,
+        head_dim=256,
+        ffn_size=5120,  # unused, every layer is MoE
+        gated_mlp=True,
+        vocab_size=151936,
+        max_position_embeddings=262144,
+        qk_norm=True,
+        attn_output_gate=True,
+        num_experts=512,
+        experts_per_token=10,
+        moe_ffn_size=512,
+        num_shared_experts=1,
+        shared_expert_gate=True,
+        linear_layers=36,
+        linear_num_key_heads=16,
+        linear_num_value_heads=32,
+        linear_key_head_dim=128,
+        linear_value_head_dim=128,
+        linear_conv_kernel=4,
+        # Model card: "80B in total and 3B activated", rounded ("A3B"): 3.87B activated with
+        # the embedding and LM head, 3.25B without.
+        published_params_b=80.0,
+        published_active_params_b=3.25,
+        aliases=("Qwen/Qwen3-Next-80B-A3B-Thinking", "Qwen/Qwen3-Coder-Next"),
+    ),
     # --- multi-head latent attention (DeepSeek-V3 architecture) ---
     # https://huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json. R1 and V3.1 keep
     # the shapes. The multi-token-prediction layer (14B, unused when serving) is not counted.

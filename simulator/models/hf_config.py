@@ -20,7 +20,8 @@ _GEMMA = frozenset({"gemma", "gemma2", "gemma3", "gemma3_text"})
 _LLAMA_STYLE = frozenset({"llama", "mistral", "qwen2", "qwen3", "phi3", "granite"}) | _GEMMA
 # llama-style attention, a routed MLP (llama4: plus a shared expert; glm4_moe: shared
 # experts and dense-first layers, as DeepSeek)
-_MOE_STYLE = frozenset({"mixtral", "qwen3_moe", "gpt_oss", "llama4", "glm4_moe"})
+# qwen3_next: Gated DeltaNet layers between gated attention ones, a shared expert
+_MOE_STYLE = frozenset({"mixtral", "qwen3_moe", "gpt_oss", "llama4", "glm4_moe", "qwen3_next"})
 # latent attention, shared experts, dense-first layers
 _MLA_STYLE = frozenset({"deepseek_v2", "deepseek_v3", "kimi_k2"})
 # Multimodal wrappers: the language model's config sits under text_config with its own
@@ -34,7 +35,8 @@ def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
     """Build a ModelSpec from a Hugging Face config.json (or a directory holding one).
 
     Supports llama/mistral/qwen2/qwen3/phi3/granite/gemma 1-3-style dense models, OPT,
-    Mixtral/Qwen3-MoE/gpt-oss/Llama-4 Scout and Maverick/GLM-4.5 mixture-of-experts models, DeepSeek-V2/V3
+    Mixtral/Qwen3-MoE/gpt-oss/Llama-4 Scout and Maverick/GLM-4.5 mixture-of-experts models, the
+    Qwen3-Next hybrid (Gated DeltaNet) MoE models, DeepSeek-V2/V3
     and Kimi-K2 (MLA) models, and the Qwen3-VL and Gemma 3 text towers: the families whose
     config keys fully determine the shapes above.
     """
@@ -161,7 +163,7 @@ def _llama_fields(cfg: dict[str, Any], where: str, model_type: str) -> dict[str,
         "mlp_bias": _optional(cfg, "mlp_bias", False),
         # Qwen2 hard-codes q/k/v biases
         "qkv_bias": model_type == "qwen2" or (model_type == "glm4_moe" and _optional(cfg, "attention_bias", False)),
-        "qk_norm": model_type in ("qwen3", "qwen3_moe", "gemma3", "gemma3_text")
+        "qk_norm": model_type in ("qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text")
         or (model_type == "glm4_moe" and _optional(cfg, "use_qk_norm", False)),
         "norm": "rmsnorm",
         **_gemma_sliding(cfg, model_type),
@@ -205,7 +207,7 @@ def _moe_fields(cfg: dict[str, Any], where: str, model_type: str) -> dict[str, A
                 "moe_ffn_size": _require(cfg, "moe_intermediate_size", where),
                 "num_shared_experts": _optional(cfg, "n_shared_experts", 0),
                 "first_dense_layers": _optional(cfg, "first_k_dense_replace", 0)}
-    if model_type == "qwen3_moe":
+    if model_type in ("qwen3_moe", "qwen3_next"):
         if _optional(cfg, "decoder_sparse_step", 1) != 1 or _optional(cfg, "mlp_only_layers", []):
             raise CatalogError(
                 "dense layers between the MoE layers (decoder_sparse_step / mlp_only_layers) are not modelled",
@@ -217,6 +219,8 @@ def _moe_fields(cfg: dict[str, Any], where: str, model_type: str) -> dict[str, A
               "moe_ffn_size": width}
     if model_type == "llama4":
         fields.update(_llama4_fields(cfg, where))
+    if model_type == "qwen3_next":
+        fields.update(_qwen3_next_fields(cfg, where))
     if model_type == "gpt_oss":
         # Biases on q/k/v/o and on every expert; alternate layers use a sliding window; the
         # published checkpoints store only the experts in MXFP4.
@@ -228,6 +232,37 @@ def _moe_fields(cfg: dict[str, Any], where: str, model_type: str) -> dict[str, A
                       native_expert_dtype="fp4" if mxfp4 else None,
                       native_expert_bits=4.25 if mxfp4 else None)  # 4 bits + an E8M0 scale per 32
     return fields
+
+
+def _qwen3_next_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
+    """Qwen3-Next: Gated DeltaNet layers with one gated full-attention layer every
+    full_attention_interval (layer_types lists them where present), a sigmoid-gated shared
+    expert of shared_expert_intermediate_size, which must equal the routed experts' width
+    (the one width the spec gives every expert)."""
+    layers = _require(cfg, "num_hidden_layers", where)
+    types = _optional(cfg, "layer_types", [])
+    if types:
+        linear = sum(t == "linear_attention" for t in types)
+    else:
+        interval = _optional(cfg, "full_attention_interval", 4)
+        if not isinstance(interval, int) or not isinstance(layers, int) or interval < 1:
+            raise CatalogError(f"full_attention_interval must be a positive integer, got {interval!r}",
+                               where=where, fix="use the value of the model's published config.json")
+        linear = layers - layers // interval
+    shared = _optional(cfg, "shared_expert_intermediate_size", 0)
+    if shared and shared != cfg.get("moe_intermediate_size"):
+        raise CatalogError(
+            f"a shared expert of width {shared}, unlike the routed experts' {cfg.get('moe_intermediate_size')}, "
+            "is not modelled", where=where,
+            fix="use a config whose shared_expert_intermediate_size equals moe_intermediate_size")
+    return {"linear_layers": linear,
+            "linear_num_key_heads": _require(cfg, "linear_num_key_heads", where),
+            "linear_num_value_heads": _require(cfg, "linear_num_value_heads", where),
+            "linear_key_head_dim": _require(cfg, "linear_key_head_dim", where),
+            "linear_value_head_dim": _require(cfg, "linear_value_head_dim", where),
+            "linear_conv_kernel": _optional(cfg, "linear_conv_kernel_dim", 4),
+            "attn_output_gate": _optional(cfg, "attn_output_gate", True),
+            "num_shared_experts": 1 if shared else 0, "shared_expert_gate": bool(shared)}
 
 
 def _llama4_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:

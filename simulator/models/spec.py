@@ -40,6 +40,16 @@ class ModelSpec(StrictModel):
     many layers attend to, and keep KV for, only the last sliding_window tokens. Llama 4's
     chunked local attention (tokens attend within their 8192-token chunk) is entered the
     same way: vLLM frees the blocks behind the chunk, as it does outside a window.
+
+    Hybrid linear attention (Qwen3-Next, Qwen3.5) sets linear_layers: that many layers are
+    Gated DeltaNet mixers in place of attention. Each projects the hidden state to q, k
+    (linear_num_key_heads x linear_key_head_dim), v and an output gate z
+    (linear_num_value_heads x linear_value_head_dim) plus a decay and a step size per value
+    head, runs a short causal conv (linear_conv_kernel taps) over q, k and v, and keeps per
+    sequence a fixed recurrent state instead of KV: the conv's last kernel - 1 inputs and a
+    key_head_dim x value_head_dim matrix per value head. attn_output_gate: the full-attention
+    layers' q projection also emits a sigmoid gate on the attention output (twice q's width).
+    shared_expert_gate: a hidden x 1 sigmoid gate scales the shared experts' output.
     """
 
     name: str
@@ -99,6 +109,14 @@ class ModelSpec(StrictModel):
     # Weights of a vision encoder (Qwen3-VL's ViT and its mergers) that the server loads
     # but a text-only benchmark never runs: they take memory, not time.
     encoder_params: int = Field(0, ge=0)
+    linear_layers: int = Field(0, ge=0)  # Gated DeltaNet layers (no KV; a fixed state per sequence)
+    linear_num_key_heads: int = Field(0, ge=0)
+    linear_num_value_heads: int = Field(0, ge=0)
+    linear_key_head_dim: int = Field(0, ge=0)
+    linear_value_head_dim: int = Field(0, ge=0)
+    linear_conv_kernel: int = Field(0, ge=0)  # taps of the causal conv over q, k, v
+    attn_output_gate: bool = False  # q_proj also emits a per-head output gate (Qwen3-Next)
+    shared_expert_gate: bool = False  # a hidden -> 1 sigmoid gate on the shared experts
 
     @property
     def is_moe(self) -> bool:
@@ -124,8 +142,33 @@ class ModelSpec(StrictModel):
 
     @property
     def kv_layers(self) -> int:
-        """Layers whose KV grows with the context (sliding-window layers keep a fixed window)."""
-        return self.num_layers - self.sliding_layers
+        """Layers whose KV grows with the context (sliding-window layers keep a fixed window;
+        linear-attention layers keep a fixed state)."""
+        return self.num_layers - self.sliding_layers - self.linear_layers
+
+    @property
+    def attention_layers(self) -> int:
+        """Layers that run softmax attention (all but the linear-attention ones)."""
+        return self.num_layers - self.linear_layers
+
+    @property
+    def linear_key_size(self) -> int:
+        return self.linear_num_key_heads * self.linear_key_head_dim
+
+    @property
+    def linear_value_size(self) -> int:
+        return self.linear_num_value_heads * self.linear_value_head_dim
+
+    @property
+    def linear_conv_dim(self) -> int:
+        """Channels of the causal conv: q, k and v."""
+        return 2 * self.linear_key_size + self.linear_value_size
+
+    def linear_state_elements(self) -> tuple[int, int]:
+        """(conv state, recurrent state) elements one sequence holds per linear layer: the
+        conv's last kernel - 1 inputs, and a key_head_dim x value_head_dim matrix per value head."""
+        conv = self.linear_conv_dim * max(self.linear_conv_kernel - 1, 0)
+        return conv, self.linear_num_value_heads * self.linear_key_head_dim * self.linear_value_head_dim
 
     @property
     def mlp_matrices(self) -> int:
@@ -155,6 +198,14 @@ class ModelSpec(StrictModel):
             raise ValueError("an MLA model (kv_lora_rank > 0) needs qk_rope_head_dim and v_head_dim > 0")
         if (self.sliding_window > 0) != (self.sliding_layers > 0) or self.sliding_layers > self.num_layers:
             raise ValueError("sliding_window and sliding_layers go together; sliding_layers <= num_layers")
+        linear = (self.linear_num_key_heads, self.linear_num_value_heads, self.linear_key_head_dim,
+                  self.linear_value_head_dim, self.linear_conv_kernel)
+        if self.linear_layers and not all(linear):
+            raise ValueError("linear_layers > 0 needs the linear heads, head dims and conv kernel > 0")
+        if self.linear_layers + self.sliding_layers >= self.num_layers:
+            raise ValueError("linear_layers + sliding_layers must leave at least one full-attention layer")
+        if self.linear_layers and self.linear_num_value_heads % self.linear_num_key_heads:
+            raise ValueError("linear_num_value_heads must be a multiple of linear_num_key_heads")
         return self
 
     @model_validator(mode="after")
@@ -191,7 +242,10 @@ class ModelSpec(StrictModel):
             mlp_total = self.moe_layers * moe_mlp + self.first_dense_layers * dense_mlp
         else:
             mlp_total = self.num_layers * dense_mlp
-        body = self.num_layers * (attn + 2 * norm_params) + mlp_total
+        if self.is_moe and self.shared_expert_gate:
+            mlp_total += self.moe_layers * h
+        body = (self.attention_layers * attn + self.linear_layers * self._linear_params
+                + self.num_layers * 2 * norm_params + mlp_total)
         embed = self.vocab_size * h
         lm_head = 0 if self.tied_embeddings else self.vocab_size * h
         positions = (
@@ -212,7 +266,7 @@ class ModelSpec(StrictModel):
             kv_a = h * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank
             kv_b = self.kv_lora_rank * heads * (self.head_dim + self.v_head_dim)
             return q_proj + kv_a + kv_b + heads * self.v_head_dim * h
-        attn = h * (q + 2 * kv) + q * h
+        attn = h * (q * (2 if self.attn_output_gate else 1) + 2 * kv) + q * h
         if self.attention_bias:
             attn += q + 2 * kv + h
         elif self.qkv_bias:
@@ -220,6 +274,16 @@ class ModelSpec(StrictModel):
         if self.qk_norm:
             attn += 2 * self.head_dim
         return attn
+
+    @property
+    def _linear_params(self) -> int:
+        """One Gated DeltaNet layer: in_proj (q, k, v, z and the per-value-head decay and step
+        size), the depthwise conv (no bias), per-head A_log and dt_bias, the gated RMSNorm
+        over a value head, and out_proj."""
+        h, k, v, heads = self.hidden_size, self.linear_key_size, self.linear_value_size, self.linear_num_value_heads
+        in_proj = h * (2 * k + 2 * v + 2 * heads)
+        conv = self.linear_conv_dim * self.linear_conv_kernel
+        return in_proj + conv + 2 * heads + self.linear_value_head_dim + v * h
 
     def _mlp_params(self, width: int) -> int:
         n = self.mlp_matrices
@@ -247,6 +311,10 @@ class ModelSpec(StrictModel):
 
     def weight_bytes(self, dtype_bytes: float) -> float:
         return self.param_count * dtype_bytes
+
+    def linear_state_bytes(self, state_dtype_bytes: float) -> float:
+        """Recurrent state one sequence holds across all linear-attention layers."""
+        return self.linear_layers * sum(self.linear_state_elements()) * state_dtype_bytes
 
     def kv_bytes_per_token(self, kv_dtype_bytes: float) -> float:
         """K and V of every context-length layer: 2 x layers x kv_heads x head_dim x bytes,

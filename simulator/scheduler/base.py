@@ -104,7 +104,7 @@ class Scheduler:
         if total > self.max_model_len:
             return (f"prompt + output = {total} tokens exceeds max_model_len={self.max_model_len}")
         # The last output token's KV is never computed, hence total - 1.
-        blocks = self.kv.blocks_for(total - 1)
+        blocks = self.kv.blocks_for(total - 1) + self.kv.state_blocks
         if blocks > self.kv.total:
             return (f"needs {blocks} KV blocks at full length; the cache holds {self.kv.total}")
         return None
@@ -172,7 +172,7 @@ class Scheduler:
         if req.prefix_refs is not None:
             own = self.kv.prefix_cache.release(req)
         req.prefix_published = 0
-        self.kv.release(own)
+        self.kv.release(own + self.kv.state_blocks)  # and the recurrent state it held since admission
         req.block_count = 0
 
     @staticmethod
