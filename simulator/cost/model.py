@@ -26,8 +26,6 @@ from simulator.cost.ops import (
     token_ops,
 )
 
-# Decode stretches under table-driven timers are evaluated exactly every this many steps.
-KNOT_STEPS = 16
 # Table-driven decode attention is evaluated exactly at 2**CONTEXT_KNOT_BITS context knots
 # per octave of the batch's total context and linearly in between (the tables are piecewise
 # linear or log-linear between grid points that lie much further apart, so the error is
@@ -111,30 +109,22 @@ class IterationCostModel:
         return self._decode_attention_exact(num_seqs, context_sum)
 
     def _decode_attention_run(self, num_seqs: int, context_sum: int, steps: int) -> list[float]:
-        """decode_attention_time at context_sum + j * num_seqs for j < steps, the same
-        numbers, with each pair of knots looked up once for the steps between them."""
-        last = context_sum + (steps - 1) * num_seqs
-        shift = max(0, context_sum.bit_length() - 1 - CONTEXT_KNOT_BITS)  # as decode_attention_time
-        if shift != max(0, last.bit_length() - 1 - CONTEXT_KNOT_BITS):  # the stretch crosses an octave
-            attn = self.decode_attention_time
-            return [attn(num_seqs, context_sum + j * num_seqs) for j in range(steps)]
+        """decode_attention_time at context_sum + j * num_seqs for j < steps: the same
+        numbers, bit for bit (a fast-forwarded stretch then times each step exactly as
+        stepping would), with each knot looked up once for the whole stretch."""
+        c = context_sum + num_seqs * np.arange(steps, dtype=np.int64)
+        # bit_length of each context (exact for ints below 2**53), then its knot spacing
+        shift = np.maximum(np.frexp(c.astype(np.float64))[1] - 1 - CONTEXT_KNOT_BITS, 0)
+        lo = (c >> shift) << shift
+        on_knot = lo == c
+        hi = lo + (np.int64(1) << shift)
+        knots = np.unique(np.concatenate([lo, hi[~on_knot]]))
         exact = self._decode_attention_exact
-        step = 1 << shift
-        out = []
-        lo_at = -1
-        t_lo = t_hi = 0.0
-        for c in range(context_sum, last + 1, num_seqs):
-            lo = c >> shift << shift
-            if lo != lo_at:
-                lo_at, t_lo, t_hi = lo, exact(num_seqs, lo), -1.0
-            if lo == c:
-                out.append(t_lo)
-                continue
-            if t_hi < 0.0:
-                t_hi = exact(num_seqs, lo + step)
-            w = (c - lo) / step
-            out.append((1.0 - w) * t_lo + w * t_hi)
-        return out
+        at = np.array([exact(num_seqs, int(k)) for k in knots])
+        t_lo = at[np.searchsorted(knots, lo)]
+        w = (c - lo) / (hi - lo)
+        between = (1.0 - w) * t_lo + w * at[np.searchsorted(knots, np.where(on_knot, lo, hi))]
+        return np.where(on_knot, t_lo, between).tolist()
 
     def _decode_attention_exact(self, num_seqs: int, context_sum: int) -> float:
         key = (num_seqs, context_sum)
@@ -185,22 +175,15 @@ class IterationCostModel:
         """Durations of `steps` consecutive identical decode iterations.
 
         Each step every sequence gains one token of context; nothing else changes, which
-        is what makes fast-forwarding a decode stretch exact (to < 0.1% of the attention
-        term under table-driven timers, which are sampled every KNOT_STEPS steps).
+        is what makes fast-forwarding a decode stretch exact: each step is timed as
+        iteration_time would time it, to the last bit.
         from_idle: the first step starts an idle engine (a disaggregated decode pool's
         first request), so under async scheduling it alone pays GPU + CPU.
         """
         cpu = self.cpu_time(num_seqs)
         base = self.token_time(num_seqs) + self.emit_time(num_seqs)
         vector = self._attn_vector
-        if vector is None and steps > 2 * KNOT_STEPS:
-            # Table-driven timers are piecewise linear in context: evaluate every
-            # KNOT_STEPS-th step exactly and interpolate between (error < 0.1% of the
-            # attention term, only where a table grid point falls between two knots).
-            knots = np.unique(np.r_[np.arange(0, steps, KNOT_STEPS), steps - 1])
-            at = np.array([self.decode_attention_time(num_seqs, context_sum + int(j) * num_seqs) for j in knots])
-            gpu = (base + np.interp(np.arange(steps), knots, at)).tolist()
-        elif vector is None:
+        if vector is None:
             gpu = [base + a for a in self._decode_attention_run(num_seqs, context_sum, steps)]
         elif steps < 4:
             attn = self.decode_attention_time
