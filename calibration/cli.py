@@ -11,6 +11,7 @@ torch is imported only inside the measuring command, so `simulate` itself (and
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Annotated
 
@@ -18,7 +19,19 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from calibration.profile import CalibrationError, Profile, load_profile, save_profile
+from calibration.profile import (
+    CalibrationError,
+    Profile,
+    check_writable,
+    load_profile,
+    profile_json,
+    save_profile,
+    staged_file,
+)
+
+# The smallest prefill chunk measured (calibration.grid.PREFILL_Q[0]); a smaller --token-budget
+# would leave prefill attention without a single row. Not imported: grid pulls in the cost model.
+MIN_TOKEN_BUDGET = 16
 
 calibrate_app = typer.Typer(
     help="Measure kernels on this machine into a calibration profile (`--model ... --out ...`), "
@@ -30,22 +43,34 @@ err_console = Console(stderr=True)
 
 
 def _models(names: list[str] | None, scenario: Path | None) -> tuple[list, list[int] | None]:
+    """The models to measure (each once) and the scenario's TP degrees, if a scenario is given."""
+    from simulator.errors import CatalogError
     from simulator.models import get_model
 
     out, tps = [], None
     for item in names or []:
-        out += [get_model(n.strip()) for n in item.split(",") if n.strip()]
+        for name in (n.strip() for n in item.split(",")):
+            if not name:
+                continue
+            try:
+                out.append(get_model(name))
+            except CatalogError as exc:  # its `where` is the scenario field; here it is the option
+                raise CatalogError(exc.message, where="--model", fix="use a name from `simulate list models`, "
+                                   "or --scenario FILE for a model described by its config.json") from None
     if scenario is not None:
         from simulator.config import load_scenario
         from simulator.simulation import resolve_model
 
         loaded = load_scenario(scenario)
-        out.append(resolve_model(loaded.scenario, loaded.base_dir))
-        tps = [loaded.scenario.parallelism.tp]
+        sc = loaded.scenario
+        out.append(resolve_model(sc, loaded.base_dir))
+        # A disaggregated scenario runs its pools' TP degrees; `parallelism` is then unused.
+        pools = sc.disaggregation
+        tps = sorted({pools.prefill.tp, pools.decode.tp}) if pools else [sc.parallelism.tp]
     if not out:
         raise CalibrationError("no model to derive shapes from", where="simulate calibrate",
                                fix="pass --model NAME (repeatable, or comma-separated) or --scenario FILE")
-    return out, tps
+    return list({m.name: m for m in out}.values()), tps
 
 
 def _parse_tp(tp: str) -> list[int]:
@@ -70,15 +95,15 @@ def with_fit(profile: Profile) -> Profile:
 def calibrate(
     ctx: typer.Context,
     model: Annotated[list[str] | None, typer.Option("--model", "-m", help="catalog model(s) whose shapes to measure; repeat or comma-separate")] = None,
-    scenario: Annotated[Path | None, typer.Option("--scenario", help="take the model and TP degree from a scenario file")] = None,
-    tp: Annotated[str, typer.Option("--tp", help="tensor-parallel degrees whose per-GPU shapes to measure, e.g. 1,2,4,8")] = "1",
+    scenario: Annotated[Path | None, typer.Option("--scenario", help="take the model and TP degree(s) from a scenario file (disaggregated: both pools')")] = None,
+    tp: Annotated[str | None, typer.Option("--tp", help="tensor-parallel degrees whose per-GPU shapes to measure, e.g. 1,2,4,8 (default: the scenario's, else 1)")] = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="profile file to write (the PNG goes next to it)")] = None,
     quick: Annotated[bool, typer.Option("--quick", help="tiny grid: a smoke test that finishes in seconds, even on CPU")] = False,
-    budget_s: Annotated[float, typer.Option("--budget-s", help="stop measuring after this many seconds")] = 600.0,
+    budget_s: Annotated[float, typer.Option("--budget-s", min=0, help="stop measuring after this many seconds")] = 600.0,
     device: Annotated[str, typer.Option("--device", help="cuda | cpu (default: cuda when available)")] = "auto",
-    token_budget: Annotated[int, typer.Option("--token-budget", help="largest GEMM M / prefill chunk to measure")] = 8192,
+    token_budget: Annotated[int, typer.Option("--token-budget", min=MIN_TOKEN_BUDGET, help="largest GEMM M / prefill chunk to measure")] = 8192,
     repeats: Annotated[int | None, typer.Option("--repeats", help="timed samples per point (>= 10)")] = None,
-    cpu_threads: Annotated[int | None, typer.Option("--cpu-threads", help="torch threads for a CPU run")] = None,
+    cpu_threads: Annotated[int | None, typer.Option("--cpu-threads", min=1, help="torch threads for a CPU run")] = None,
     lock_clocks: Annotated[int | None, typer.Option("--lock-clocks", help="pin the SM clock to this MHz during the run (needs root; reset after)")] = None,
     graph_below_us: Annotated[float, typer.Option("--graph-below-us", min=0, help="time CUDA kernels faster than this back to back in a CUDA graph over L2-overflowing operand copies; 0: every point one call after an L2 flush")] = 300.0,
     sustained_s: Annotated[float, typer.Option("--sustained-s", min=0, help="GPU runs: seconds of back-to-back GEMMs per dtype and shape (4 runs) to measure the rate kept under the power limit; 0: skip (set aside from --budget-s)")] = 6.0,
@@ -89,20 +114,21 @@ def calibrate(
     if out is None:
         raise CalibrationError("--out is required to run the benchmarks", where="simulate calibrate",
                                fix="e.g. simulate calibrate --model llama-3.1-8b --tp 1,2 --out my-gpu.json "
-                               "(or a subcommand: show, import-aiconfigurator)")
-    from calibration.bench import require_torch
+                               "(or a subcommand: show, compare, import-aiconfigurator)")
+    from calibration.bench import pick_device, require_torch
 
-    require_torch()
+    torch = require_torch()
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from calibration.bench import run_benchmarks
     from calibration.grid import build_plan
 
-    models, scenario_tp = _models(model, scenario)
-    tps = scenario_tp if scenario_tp and tp == "1" else _parse_tp(tp)
-    dev = None if device == "auto" else device
-    kind = dev or ("cuda" if _cuda_available() else "cpu")
+    # Every input is checked before the (long) measurement, the output path included.
+    models, scenario_tps = _models(model, scenario)
+    tps = _parse_tp(tp) if tp is not None else (scenario_tps or [1])
+    kind = pick_device(torch, device).type
     plan = build_plan(models, tps, quick=quick, device=kind, token_budget=token_budget)
+    out = check_writable(out, option="--out")
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err_console, transient=True) as bar:
         task = bar.add_task("measuring", total=plan.size())
@@ -110,22 +136,41 @@ def calibrate(
         def progress(done: int, total: int, label: str) -> None:
             bar.update(task, completed=done, total=total, description=f"measuring {label[:60]}")
 
-        profile = run_benchmarks(plan, device=dev, budget_s=budget_s, quick=quick, repeats=repeats,
+        profile = run_benchmarks(plan, device=kind, budget_s=budget_s, quick=quick, repeats=repeats,
                                  lock_clock_mhz=lock_clocks, cpu_threads=cpu_threads,
                                  graph_below_us=graph_below_us, sustained_s=sustained_s, progress=progress)
-    profile = with_fit(profile)
-    path = save_profile(profile, out)
-    png = _plot(profile, path)
-    show_profile(profile, str(path))
     m = profile.metadata.method
+    if not profile.tables:  # an empty profile would silently time every op by the roofline
+        if m.skipped:
+            raise CalibrationError(f"nothing was measured: the {budget_s:g} s budget ran out before the first "
+                                   f"of {m.skipped} grid points; no profile written", where="--budget-s",
+                                   fix="give the run more time, e.g. --budget-s 60 (with --quick on a CPU)")
+        failed = [f"{k}: {v}" for k, v in profile.metadata.not_measured.items()
+                  if " " in k and k.split(" ")[0] in ("gemm", "attn_prefill", "attn_decode", "elementwise")]
+        why = "; ".join(failed[:2])
+        raise CalibrationError(f"nothing was measured, every grid point failed ({why}); no profile written",
+                               where="simulate calibrate", fix="try --quick or a smaller --token-budget")
+    profile = with_fit(profile)
+    png = _write_outputs(profile, out)
+    show_profile(profile, str(out))
     note = f", budget ran out: {m.skipped} points skipped" if m.truncated else ""
-    console.print(f"wrote {path} and {png} ({m.elapsed_s:.1f} s of measurement{note})")
+    console.print(f"wrote {out} and {png} ({m.elapsed_s:.1f} s of measurement{note})")
 
 
-def _cuda_available() -> bool:
-    from calibration.bench import require_torch
-
-    return bool(require_torch().cuda.is_available())
+def _write_outputs(profile: Profile, out: Path) -> Path:
+    """The profile and its PNG, each through a staging file: both appear only once both are
+    complete, so a Ctrl-C or a full disk never leaves a partial profile at --out."""
+    png = out.with_name(out.stem + "-roofline.png")
+    try:
+        with contextlib.ExitStack() as stack:
+            tmp_json = stack.enter_context(staged_file(out))
+            tmp_png = stack.enter_context(staged_file(png))  # committed first, the profile last
+            tmp_json.write_text(profile_json(profile))
+            _plot(profile, tmp_png)
+    except OSError as exc:
+        raise CalibrationError(f"cannot write the profile: {exc.strerror or exc}", where=f"--out {out}",
+                               fix="free disk space, or give --out a path on another disk") from None
+    return png
 
 
 def _plot(profile: Profile, path: Path) -> Path:
@@ -134,13 +179,13 @@ def _plot(profile: Profile, path: Path) -> Path:
     from simulator.hardware import get_gpu
 
     timer = CalibratedTimer(profile, get_gpu(profile.metadata.gpu or "h100-sxm"))
-    return roofline_png(profile, timer, path.with_name(path.stem + "-roofline.png"))
+    return roofline_png(profile, timer, path)
 
 
 @calibrate_app.command("show")
 def show(profile: Annotated[str, typer.Argument(help="profile path or shipped name (e.g. h100_sxm-vllm)")]) -> None:
     """Summarise a profile: achieved vs datasheet, fit errors per family, provenance."""
-    prof = load_profile(profile)
+    prof = load_profile(profile, where="simulate calibrate show")
     if not prof.metadata.fit:
         prof = with_fit(prof)
     show_profile(prof, profile)
@@ -175,7 +220,7 @@ def show_profile(profile: Profile, label: str) -> None:
     gpu = reference_gpu(profile, get_gpu(meta.gpu or "h100-sxm"))
     known = meta.gpu is not None
     table = Table(title=f"{label}: {meta.gpu_name}", title_justify="left")
-    for col in ("family", "rows", "best achieved (of datasheet)", "η c/m", "lat µs",
+    for col in ("family", "rows", "best achieved (of datasheet)" if known else "best achieved", "η c/m", "lat µs",
                 "held-out err med/p90", "roofline err"):
         table.add_column(col, justify="left" if col == "family" else "right")
     for fam, fit in meta.fit.items():
@@ -200,6 +245,8 @@ def show_profile(profile: Profile, label: str) -> None:
     attn = "; ".join(f"{k}: {v}" for k, v in meta.attention_backend.items()) or "—"
     lines = [
         f"source     {meta.source}   ({meta.device_kind}, catalog GPU: {meta.gpu or 'none'})",
+        *([f"           measured on a CPU ({meta.compute_units or '?'} threads): a development profile, its "
+           "kernel times are this CPU's, not a GPU's"] if meta.device_kind == "cpu" else []),
         f"software   torch {meta.torch or '—'}, CUDA {meta.cuda or '—'}, driver {meta.driver or '—'}; "
         + ", ".join(f"{k} {v}" for k, v in meta.versions.items() if not k.startswith("kernels.") and k != "torch"),
         f"attention  {attn}",
@@ -213,6 +260,12 @@ def show_profile(profile: Profile, label: str) -> None:
                    f"({m.graphed_points} points), longer ones " if m.graph_below_us else "")
         lines.append(f"timing     {graphed}one call after a {m.l2_flush_mb:g} MB L2 flush; "
                      f"{m.warmup} warm-up, {m.repeats} samples, {m.elapsed_s or 0:.0f} s")
+    elif m.timer == "perf_counter":
+        lines.append(f"timing     perf_counter around one call; {m.warmup} warm-up, {m.repeats} samples, "
+                     f"{m.elapsed_s or 0:.0f} s")
+    if m.truncated:
+        lines.append(f"           the {m.budget_s or 0:g} s budget ran out: {m.skipped} grid points not measured "
+                     "(a coarser grid; more --budget-s fills it in)")
     for fam, why in meta.not_measured.items():
         lines.append(f"not measured: {fam}: {why}")
     gemm = profile.table("gemm")
@@ -254,7 +307,7 @@ def compare_cmd(
     """Ratio of each family's kernel times to a reference profile's, regime by regime."""
     from calibration.compare import compare
 
-    mine, ref = load_profile(profile), load_profile(against)
+    mine, ref = load_profile(profile, where="simulate calibrate compare"), load_profile(against, where="--against")
     table = Table(title=f"{profile} / {against}: measured ÷ reference time", title_justify="left")
     for col in ("family", "regime", "rows", "median", "p10", "p90"):
         table.add_column(col, justify="left" if col in ("family", "regime") else "right")
@@ -278,6 +331,7 @@ def import_aiconfigurator(
     """Convert NVIDIA aiconfigurator-core's per-op tables into a profile."""
     from calibration.aiconfigurator import convert
 
+    out = check_writable(out, option="--out")  # before the conversion, not after it
     profile = with_fit(convert(system, backend, version, full=full))
     path = save_profile(profile, out)
     show_profile(profile, str(path))

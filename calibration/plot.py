@@ -143,7 +143,7 @@ def roofline_png(profile: Profile, timer: CalibratedTimer, path: str | Path) -> 
         ax.text(0.0, 1.0, "\n".join(lines), va="top", family="monospace", fontsize=8)
         fig.suptitle(f"Measured kernels vs roofline: {meta.gpu_name}")
         fig.tight_layout()
-        fig.savefig(path, dpi=DPI)
+        fig.savefig(path, dpi=DPI, format="png")  # explicit: the path may be a staging name
     finally:
         plt.close(fig)
     return path

@@ -9,8 +9,10 @@ diffable, round-trippable file. The format is documented in calibration/README.m
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -182,11 +184,12 @@ def shipped_profiles() -> list[str]:
     return sorted(p.stem for p in PROFILES_DIR.glob("*.json"))
 
 
-def resolve_profile(ref: str | os.PathLike) -> Path:
+def resolve_profile(ref: str | os.PathLike, *, where: str = "hardware.profile") -> Path:
     """A profile path from `hardware.profile`: an existing file, else a shipped name.
 
     Relative paths are relative to the working directory; a bare name such as
-    ``h100_sxm-vllm`` means ``calibration/profiles/h100_sxm-vllm.json``.
+    ``h100_sxm-vllm`` means ``calibration/profiles/h100_sxm-vllm.json``. `where` names
+    the field or argument the reference came from, for the error.
     """
     p = Path(ref).expanduser()
     if p.is_file():
@@ -198,22 +201,27 @@ def resolve_profile(ref: str | os.PathLike) -> Path:
     names = shipped_profiles()
     raise CalibrationError(
         f"calibration profile {name!r} not found (neither a file nor a shipped profile)",
-        where="hardware.profile",
+        where=where,
         fix=f"give a profile path, or one of the shipped names: {', '.join(names) or '(none)'}; "
         "make one with `simulate calibrate --model NAME --out PATH`",
     )
 
 
-def load_profile(ref: str | os.PathLike) -> Profile:
+def load_profile(ref: str | os.PathLike, *, where: str = "hardware.profile") -> Profile:
     """Read and validate a profile by path or shipped name; cached by file identity."""
-    path = resolve_profile(ref).resolve()
+    path = resolve_profile(ref, where=where).resolve()
     st = path.stat()
     return _load_cached(str(path), st.st_mtime_ns, st.st_size)
 
 
 @lru_cache(maxsize=16)
 def _load_cached(path: str, mtime_ns: int, size: int) -> Profile:
-    return parse_profile(Path(path).read_bytes(), where=path)
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise CalibrationError(f"cannot read the profile: {exc.strerror or exc}", where=path,
+                               fix="check the file's permissions, or give another profile") from None
+    return parse_profile(data, where=path)
 
 
 def profile_gpu(ref: str | os.PathLike) -> str | None:
@@ -240,16 +248,35 @@ def _add_ep_column(moe: dict) -> None:
     moe["rows"] = [[*r[:at], 1, *r[at:]] if isinstance(r, list) else r for r in moe.get("rows", [])]
 
 
+_PROFILE_FIX = ("give the .json file that `simulate calibrate --out` or `simulate calibrate "
+                "import-aiconfigurator --out` wrote, or a shipped name (`simulate calibrate show h100_sxm-vllm`)")
+
+
+def _not_json(data: bytes | str, exc: Exception, where: str) -> CalibrationError:
+    """Why a file is not JSON: a cut-off profile reads differently from another kind of file
+    (the roofline PNG written next to a profile, a scenario YAML), and the fixes differ."""
+    head = (data.encode() if isinstance(data, str) else data).lstrip()[:8]
+    if head.startswith(b"\x89PNG"):
+        what = "a PNG image, not a calibration profile (the -roofline.png is the profile's plot)"
+    elif head[:1] in (b"{", b"["):
+        return CalibrationError(f"not valid JSON ({exc}); the profile is truncated or corrupt", where=where,
+                                fix="re-run `simulate calibrate` or `simulate calibrate import-aiconfigurator`")
+    elif not head:
+        what = "an empty file, not a calibration profile"
+    else:
+        what = "not JSON, so not a calibration profile (a scenario YAML or another kind of file?)"
+    return CalibrationError(what, where=where, fix=_PROFILE_FIX)
+
+
 def parse_profile(data: bytes | str, *, where: str = "<profile>") -> Profile:
     """Validate profile JSON; each failure says what is wrong and how to get a good file."""
     try:
         raw = json.loads(data)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CalibrationError(f"not valid JSON ({exc}); the file is truncated or corrupt",
-                               where=where, fix="re-run `simulate calibrate` or re-import the profile") from None
+        raise _not_json(data, exc, where) from None
     if not isinstance(raw, dict) or "schema_version" not in raw:
-        raise CalibrationError("not a calibration profile (no schema_version)", where=where,
-                               fix="point hardware.profile at a file written by `simulate calibrate`")
+        raise CalibrationError("not a calibration profile (JSON without schema_version)", where=where,
+                               fix=_PROFILE_FIX)
     if raw["schema_version"] != SCHEMA_VERSION:
         raise CalibrationError(
             f"profile schema_version {raw['schema_version']!r} is not supported (this servesim reads "
@@ -278,10 +305,52 @@ def parse_profile(data: bytes | str, *, where: str = "<profile>") -> Profile:
     return profile
 
 
-def save_profile(profile: Profile, path: str | os.PathLike) -> Path:
-    """Write a profile as compact JSON (one row per line, so diffs stay readable)."""
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
+def _staging_name(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{os.getpid()}.part")
+
+
+@contextlib.contextmanager
+def staged_file(path: str | os.PathLike) -> Iterator[Path]:
+    """A temporary sibling to write `path` through: it replaces `path` only when the block
+    ends normally, so a failed or interrupted (Ctrl-C) write leaves neither a partial file
+    at `path` nor a damaged earlier one."""
+    path = Path(path)
+    tmp = _staging_name(path)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+def check_writable(path: str | os.PathLike, *, option: str | None = None) -> Path:
+    """`path` as a file this process can create, checked before minutes of measuring or
+    converting are spent on it; missing parent directories are created. `option` names
+    the command-line option it came from, for the error."""
+    out = Path(path).expanduser()
+    where = f"{option} {out}" if option else str(out)
+    if out.is_dir():
+        raise CalibrationError("is a directory, not a profile file", where=where,
+                               fix=f"give a file name, e.g. {out / 'my-gpu.json'}")
+    parent = next((d for d in out.parents if d.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise CalibrationError(f"{parent} is a file, not a directory", where=where,
+                               fix="give a path whose parent directories are directories")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        probe = _staging_name(out)
+        probe.open("w").close()
+        probe.unlink()
+    except OSError as exc:
+        raise CalibrationError(f"cannot create the file: {exc.strerror or exc}", where=where,
+                               fix="give a path in a writable directory, e.g. /tmp/my-gpu.json") from None
+    return out
+
+
+def profile_json(profile: Profile) -> str:
+    """A profile as compact JSON (one row per line, so diffs stay readable)."""
     head = profile.model_dump(mode="json", exclude={"tables"})
     parts = ["{", f'"schema_version": {profile.schema_version},',
              f'"metadata": {json.dumps(head["metadata"], indent=1)},', '"tables": {']
@@ -291,7 +360,18 @@ def save_profile(profile: Profile, path: str | os.PathLike) -> Path:
         parts.append(f'"{family}": {{"columns": {json.dumps(list(table.columns))}, "rows": [\n{rows}\n]}}'
                      + ("," if i < len(fams) - 1 else ""))
     parts.append("}}")
-    out.write_text("\n".join(parts) + "\n")
+    return "\n".join(parts) + "\n"
+
+
+def save_profile(profile: Profile, path: str | os.PathLike) -> Path:
+    """Write a profile (atomically: a partial file never appears at `path`)."""
+    out = check_writable(path)
+    try:
+        with staged_file(out) as tmp:
+            tmp.write_text(profile_json(profile))
+    except OSError as exc:
+        raise CalibrationError(f"cannot write the profile: {exc.strerror or exc}", where=str(out),
+                               fix="free disk space, or write it elsewhere") from None
     return out
 
 
