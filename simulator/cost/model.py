@@ -31,6 +31,8 @@ from simulator.cost.ops import (
 # linear or log-linear between grid points that lie much further apart, so the error is
 # < 0.03%); the knots recur across iterations where exact context sums rarely do.
 CONTEXT_KNOT_BITS = 6
+# Decode stretches longer than this read their attention knots as arrays (same numbers).
+LONG_STRETCH = 64
 
 
 class OpTimer(Protocol):
@@ -112,19 +114,54 @@ class IterationCostModel:
         """decode_attention_time at context_sum + j * num_seqs for j < steps: the same
         numbers, bit for bit (a fast-forwarded stretch then times each step exactly as
         stepping would), with each knot looked up once for the whole stretch."""
-        c = context_sum + num_seqs * np.arange(steps, dtype=np.int64)
-        # bit_length of each context (exact for ints below 2**53), then its knot spacing
-        shift = np.maximum(np.frexp(c.astype(np.float64))[1] - 1 - CONTEXT_KNOT_BITS, 0)
-        lo = (c >> shift) << shift
-        on_knot = lo == c
-        hi = lo + (np.int64(1) << shift)
-        knots = np.unique(np.concatenate([lo, hi[~on_knot]]))
+        if steps > LONG_STRETCH:
+            return self._decode_attention_run_long(num_seqs, context_sum, steps)
+        last = context_sum + (steps - 1) * num_seqs
+        shift = max(0, context_sum.bit_length() - 1 - CONTEXT_KNOT_BITS)  # as decode_attention_time
+        if shift != max(0, last.bit_length() - 1 - CONTEXT_KNOT_BITS):  # the stretch crosses an octave
+            attn = self.decode_attention_time
+            return [attn(num_seqs, context_sum + j * num_seqs) for j in range(steps)]
         exact = self._decode_attention_exact
-        at = np.array([exact(num_seqs, int(k)) for k in knots])
-        t_lo = at[np.searchsorted(knots, lo)]
-        w = (c - lo) / (hi - lo)
-        between = (1.0 - w) * t_lo + w * at[np.searchsorted(knots, np.where(on_knot, lo, hi))]
-        return np.where(on_knot, t_lo, between).tolist()
+        step = 1 << shift
+        out = []
+        lo_at = -1
+        t_lo = t_hi = 0.0
+        for c in range(context_sum, last + 1, num_seqs):
+            lo = c >> shift << shift
+            if lo != lo_at:
+                lo_at, t_lo, t_hi = lo, exact(num_seqs, lo), -1.0
+            if lo == c:
+                out.append(t_lo)
+                continue
+            if t_hi < 0.0:
+                t_hi = exact(num_seqs, lo + step)
+            w = (c - lo) / step
+            out.append((1.0 - w) * t_lo + w * t_hi)
+        return out
+
+    def _decode_attention_run_long(self, num_seqs: int, context_sum: int, steps: int) -> list[float]:
+        """_decode_attention_run for long stretches, vectorised: the same arithmetic on arrays.
+        Contexts only grow along a stretch, so each knot interval is one run of steps."""
+        c = context_sum + num_seqs * np.arange(steps, dtype=np.int64)
+        last = context_sum + (steps - 1) * num_seqs
+        shift = max(0, context_sum.bit_length() - 1 - CONTEXT_KNOT_BITS)
+        if shift == max(0, last.bit_length() - 1 - CONTEXT_KNOT_BITS):
+            spacing = 1 << shift  # one octave: one spacing
+        else:  # each context's own (its bit_length, exact below 2**53)
+            spacing = np.int64(1) << np.maximum(np.frexp(c.astype(np.float64))[1] - 1 - CONTEXT_KNOT_BITS, 0)
+        lo = c - c % spacing
+        new = np.empty(steps, dtype=bool)
+        new[0] = True
+        np.not_equal(lo[1:], lo[:-1], out=new[1:])
+        run = np.cumsum(new) - 1
+        starts = lo[new]
+        exact = self._decode_attention_exact
+        t_lo = np.array([exact(num_seqs, k) for k in starts.tolist()])[run]
+        t_hi = np.array([exact(num_seqs, k) for k in (starts + (spacing if np.ndim(spacing) == 0
+                                                                 else spacing[new])).tolist()])[run]
+        w = (c - lo) / spacing
+        # On a knot w is 0 and this is t_lo exactly, as decode_attention_time returns there.
+        return ((1.0 - w) * t_lo + w * t_hi).tolist()
 
     def _decode_attention_exact(self, num_seqs: int, context_sum: int) -> float:
         key = (num_seqs, context_sum)
