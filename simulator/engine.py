@@ -167,7 +167,7 @@ class Engine:
                 # its start, so among events at that very instant it comes before those
                 # scheduled meanwhile, where stepping's last step comes after them. Only exact
                 # ties see it (fuzzing: 1 run in ~10,000, two requests swapping virtual engines);
-                # an extra event per stretch to mimic stepping's order would cost ~4% of a run.
+                # mimicking stepping's order would take a second event per stretch.
                 ends = list(accumulate(durations, initial=now))[1:]
                 self._in_stretch = True
                 self._tag_pending = True
