@@ -20,9 +20,11 @@ from simulator.cost.ops import (
     attn_decode_op,
     attn_prefill_op,
     emit_ops,
+    indexer_decode_op,
     iteration_ops,
     linear_decode_op,
     linear_prefill_op,
+    sparse_prefill_ops,
     token_ops,
 )
 
@@ -75,6 +77,11 @@ class IterationCostModel:
         # stretches take the memoised path rather than the attention-only vector form.
         self._linear = sharded.linear_passes > 0
         if self._linear:
+            self._attn_vector = None
+        # Sparse attention (DeepSeek-V3.2): the indexer's scores ride on the same memos, and
+        # its prefill attention is chosen by sparse_prefill_ops.
+        self._sparse = sharded.index_topk > 0
+        if self._sparse:
             self._attn_vector = None
         self._knotted = self._attn_vector is None
 
@@ -174,6 +181,9 @@ class IterationCostModel:
             if self._linear:
                 lin = linear_decode_op(num_seqs, self.sharded)
                 v += self.timer.op_time(lin) * lin.count
+            if self._sparse:
+                idx = indexer_decode_op(num_seqs, context_sum, self.sharded)
+                v += self.timer.op_time(idx) * idx.count
             self._attn_cache[key] = v
         return v
 
@@ -183,8 +193,11 @@ class IterationCostModel:
         if v is None:
             if len(self._prefill_cache) > 200_000:  # bound memory on very long runs
                 self._prefill_cache.clear()
-            op = attn_prefill_op(chunks, self.sharded)
-            v = self.timer.op_time(op) * op.count
+            if self._sparse:
+                v = self._sum(sparse_prefill_ops(chunks, self.sharded))
+            else:
+                op = attn_prefill_op(chunks, self.sharded)
+                v = self.timer.op_time(op) * op.count
             if self._linear:
                 lin = linear_prefill_op(chunks, self.sharded)
                 v += self.timer.op_time(lin) * lin.count

@@ -40,8 +40,8 @@ class IterationShape:
 class Op:
     """One kernel family invocation, `count` times per iteration.
 
-    family: gemm | attn_prefill | attn_decode | linear_attn | elementwise | allreduce |
-    allgather | p2p
+    family: gemm | attn_prefill | attn_decode | attn_sparse | indexer | linear_attn |
+    elementwise | allreduce | allgather | p2p
     shape: (M, N, K) for gemm; (tokens, context_or_seqs, heads, kv_heads, head_dim) for
     attention; (tokens, sequences, value heads, key head dim, value head dim) for linear
     attention; (bytes, ranks) for collectives.
@@ -106,6 +106,11 @@ class ShardedModel:
     lin_k_dim: int = 0
     lin_v_dim: int = 0
     lin_conv: int = 0  # causal conv taps
+    index_heads: int = 0  # DSA lightning indexer heads, replicated on every TP rank (0: dense attention)
+    index_dim: int = 0
+    index_topk: int = 0  # tokens each query's sparse MLA attends to
+    index_key_bytes: float = 0.0  # one token's indexer key in the cache (FP8 + scales)
+    latent_bytes: float = 0.0  # one token's MLA latent in a sparse model's cache (its own formats)
 
     @property
     def total_layer_passes(self) -> int:
@@ -184,6 +189,11 @@ class ShardedModel:
             lin_k_dim=model.linear_key_head_dim,
             lin_v_dim=model.linear_value_head_dim,
             lin_conv=model.linear_conv_kernel,
+            index_heads=model.index_n_heads,
+            index_dim=model.index_head_dim,
+            index_topk=model.index_topk,
+            index_key_bytes=model.indexer_key_bytes if model.is_sparse else 0.0,
+            latent_bytes=model.latent_bytes(DTYPE_BYTES[kv_dtype]) if model.is_sparse else 0.0,
         )
 
 
@@ -418,6 +428,21 @@ def linear_decode_op(num_seqs: int, sm: ShardedModel) -> Op:
               (num_seqs, num_seqs, hv, dk, dv), "bf16", kernels=2)
 
 
+def indexer_token_ops(m: int, sm: ShardedModel) -> list[Op]:
+    """The per-token work of DeepSeek-V3.2's lightning indexer (vLLM's Indexer), replicated
+    on every TP rank: wq_b from the q latent (block-FP8 like the other projections), wk and
+    weights_proj as one bf16 GEMM (vLLM upcasts wk to fuse them), then the key's LayerNorm,
+    RoPE, the Hadamard rotation and FP8 quantisation of q and k, and the key-cache write."""
+    layers, a, h, d = sm.attn_layer_passes, sm.act_bytes, sm.index_heads, sm.index_dim
+    q_bytes = m * h * d * (2 * a + 1) + m * h * (a + 4)  # q in and out (FP8), head weights in and out (fp32)
+    k_bytes = m * d * 3 * a + m * sm.index_key_bytes  # norm and rotate k, write its FP8 row
+    return [
+        gemm("indexer_wq_b", m, h * d, sm.q_lora, sm, layers),
+        gemm("indexer_wk_weights", m, d + h, sm.hidden, sm, layers, quantized=False),
+        elementwise("indexer_rope_quant", q_bytes + k_bytes, layers, kernels=3),
+    ]
+
+
 def token_ops(m: int, sm: ShardedModel, moe_m: int | None = None) -> list[Op]:
     """Ops whose cost depends only on the number of tokens in the iteration (and, under
     attention data parallelism, on the tokens all DP ranks bring to the MoE layers)."""
@@ -438,6 +463,7 @@ def token_ops(m: int, sm: ShardedModel, moe_m: int | None = None) -> list[Op]:
         *before_attn,
         *after_attn,
         *(linear_attention_token_ops(m, sm) if sm.linear_passes else ()),
+        *(indexer_token_ops(m, sm) if sm.index_topk else ()),
         elementwise("post_attn_norm", 3 * m * h * a, layers),
         *mlp,
         elementwise("final_norm", 2 * m * h * a, 1),
@@ -536,11 +562,14 @@ def attn_decode_cost(num_seqs: int, kv_len, sm: ShardedModel):
     if sm.window:
         win = sm.window_passes / sm.attn_layer_passes
         kv_len = (1 - win) * kv_len + win * np.minimum(kv_len, num_seqs * sm.window)
+    if sm.index_topk:  # sparse MLA: at most top-k tokens per sequence (the batch's sum bounds it)
+        kv_len = np.minimum(kv_len, num_seqs * sm.index_topk)
     if sm.kv_lora:
         latent = sm.kv_lora + sm.rope_dim
         width = latent + sm.kv_lora  # scores over the latent, values over its kv_lora part
+        row = sm.latent_bytes if sm.index_topk else latent * sm.kv_bytes
         return (2.0 * kv_len * sm.heads * width,
-                kv_len * latent * sm.kv_bytes + num_seqs * sm.heads * width * sm.act_bytes)
+                kv_len * row + num_seqs * sm.heads * width * sm.act_bytes)
     hq, hkv, d = sm.heads, sm.kv_heads, sm.head_dim
     return (4.0 * kv_len * hq * d,
             kv_len * 2 * hkv * d * sm.kv_bytes + num_seqs * hq * d * sm.act_bytes * 2)
@@ -549,6 +578,8 @@ def attn_decode_cost(num_seqs: int, kv_len, sm: ShardedModel):
 def attn_decode_op(num_seqs: int, context_sum: int, sm: ShardedModel) -> Op:
     """One query token per sequence against its whole KV: bandwidth-bound on the KV read."""
     kv_len = context_sum + num_seqs  # the current token's KV is attended too
+    if sm.index_topk:
+        kv_len = min(kv_len, num_seqs * sm.index_topk)
     flops, nbytes = attn_decode_cost(num_seqs, kv_len, sm)
     if sm.kv_lora:  # MQA over the latent: one "KV head" whose K+V bytes equal the latent's
         hq, hkv, d = sm.heads, 1, (sm.kv_lora + sm.rope_dim) // 2
@@ -558,17 +589,82 @@ def attn_decode_op(num_seqs: int, context_sum: int, sm: ShardedModel) -> Op:
               (num_seqs, kv_len, hq, hkv, d), kv_kernel_dtype(sm))
 
 
+# FlashMLA's sparse prefill kernel runs the query heads in groups of 64 on Hopper (vLLM's
+# FlashMLASparseImpl.prefill_padding: 64 on Hopper, 128 on Blackwell), padding a TP rank's
+# heads up to them: 16 heads (TP8) compute as 64.
+SPARSE_PREFILL_HEAD_TILE = 64
+
+
+def sparse_mla_prefill_op(chunks: tuple[tuple[int, int], ...], sm: ShardedModel) -> Op:
+    """Sparse MLA over each query's top-k tokens (FlashMLA's flash_mla_sparse_fwd), which vLLM
+    runs once a prefill's sequence outgrows top-k: MQA in the latent space (the query
+    absorbed into it: scores over kv_lora + rope, values over kv_lora) for min(position, k)
+    keys per query, on the heads padded to the kernel's tile. Bytes: Q in and O out, and each
+    distinct latent row once (a layer's latent of one sequence, 1,152 B a token, stays in L2
+    while neighbouring queries gather overlapping top-k sets), bf16 as the kernel reads it
+    (a quantised cache is first up-converted into a bf16 workspace: read and written once)."""
+    heads = -(-sm.heads // SPARSE_PREFILL_HEAD_TILE) * SPARSE_PREFILL_HEAD_TILE
+    latent = sm.kv_lora + sm.rope_dim
+    width = latent + sm.kv_lora
+    work = sum(windowed_work(q, c, sm.index_topk) for q, c in chunks)
+    q_tokens = sum(q for q, _ in chunks)
+    rows = sum(c + q for q, c in chunks)
+    row_bytes = latent * 2.0 + (sm.latent_bytes + latent * 2.0 if sm.kv_bytes < 2 else 0.0)
+    nbytes = q_tokens * heads * width * sm.act_bytes + rows * row_bytes
+    return Op("sparse_mla_prefill", "attn_sparse", 2.0 * work * heads * width, nbytes, sm.attn_layer_passes,
+              (q_tokens, max(c for _, c in chunks), heads, 1, latent, len(chunks), max(q for q, _ in chunks)),
+              "bf16")
+
+
+def indexer_prefill_op(chunks: tuple[tuple[int, int], ...], sm: ShardedModel) -> Op:
+    """The indexer's scores for prefill queries (vLLM: gather the FP8 keys from the cache,
+    DeepGEMM's fp8_mqa_logits, top_k_per_row_prefill): every query scores every earlier token
+    of its sequence with all indexer heads (replicated across TP), quadratic in the context
+    but in FP8 and over 64 x 128 dims. Bytes: the keys gathered (read, written, read), the FP8
+    queries and head weights, and the fp32 logits written and read back by the top-k."""
+    h, d = sm.index_heads, sm.index_dim
+    work = sum(q * (c + q / 2.0) for q, c in chunks)
+    q_tokens = sum(q for q, _ in chunks)
+    rows = sum(c + q for q, c in chunks)
+    nbytes = 3 * rows * sm.index_key_bytes + q_tokens * h * (d + 4) + work * 4.0 * 2
+    return Op("indexer_prefill", "indexer", 2.0 * work * h * d, nbytes, sm.attn_layer_passes,
+              (q_tokens, rows, h, 1, d), "fp8", kernels=3)
+
+
+def indexer_decode_op(num_seqs: int, context_sum: int, sm: ShardedModel) -> Op:
+    """The indexer's scores for one decode token per sequence over its whole context
+    (DeepGEMM's fp8_paged_mqa_logits, then a top-k kernel): linear in the context, reading
+    every cached FP8 key, where sparse MLA itself reads at most top-k latents."""
+    h, d = sm.index_heads, sm.index_dim
+    kv_len = context_sum + num_seqs
+    nbytes = kv_len * (sm.index_key_bytes + 4.0 * 2) + num_seqs * h * (d + 4)
+    return Op("indexer_decode", "indexer", 2.0 * kv_len * h * d, nbytes, sm.attn_layer_passes,
+              (num_seqs, kv_len, h, 1, d), "fp8", kernels=2)
+
+
+def sparse_prefill_ops(chunks: tuple[tuple[int, int], ...], sm: ShardedModel) -> list[Op]:
+    """A sparse-attention model's prefill attention: vLLM runs V3's dense MLA prefill while
+    the batch's longest prefill sequence fits in top-k (every token is selected; its
+    SparseMLA metadata's use_dense_mha), sparse MLA beyond; the indexer scores either way."""
+    dense = max(c + q for q, c in chunks) <= sm.index_topk
+    attn = attn_prefill_op(chunks, sm) if dense else sparse_mla_prefill_op(chunks, sm)
+    return [attn, indexer_prefill_op(chunks, sm)]
+
+
 def iteration_ops(shape: IterationShape, sm: ShardedModel, moe_m: int | None = None,
                   decode_sm: ShardedModel | None = None) -> list[Op]:
     """Every op one micro-batch passes through, across all pipeline stages; decode
     attention is timed with `decode_sm` where given (cost/releases.py)."""
     ops = token_ops(shape.num_tokens, sm, moe_m)
     if shape.prefill_chunks:
-        ops.append(attn_prefill_op(shape.prefill_chunks, sm))
+        ops.extend(sparse_prefill_ops(shape.prefill_chunks, sm) if sm.index_topk
+                   else (attn_prefill_op(shape.prefill_chunks, sm),))
         if sm.linear_passes:
             ops.append(linear_prefill_op(shape.prefill_chunks, sm))
     if shape.num_decode:
         ops.append(attn_decode_op(shape.num_decode, shape.decode_context, decode_sm or sm))
+        if sm.index_topk:
+            ops.append(indexer_decode_op(shape.num_decode, shape.decode_context, sm))
         if sm.linear_passes:
             ops.append(linear_decode_op(shape.num_decode, sm))
     ops.extend(emit_ops(shape.num_emit, sm))

@@ -22,8 +22,9 @@ _LLAMA_STYLE = frozenset({"llama", "mistral", "qwen2", "qwen3", "phi3", "granite
 # experts and dense-first layers, as DeepSeek)
 # qwen3_next: Gated DeltaNet layers between gated attention ones, a shared expert
 _MOE_STYLE = frozenset({"mixtral", "qwen3_moe", "gpt_oss", "llama4", "glm4_moe", "qwen3_next"})
-# latent attention, shared experts, dense-first layers
-_MLA_STYLE = frozenset({"deepseek_v2", "deepseek_v3", "kimi_k2"})
+# latent attention, shared experts, dense-first layers (deepseek_v32: plus the sparse-attention
+# indexer, index_n_heads / index_head_dim / index_topk)
+_MLA_STYLE = frozenset({"deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2"})
 # Multimodal wrappers: the language model's config sits under text_config with its own
 # model_type, which maps to the family above.
 _TEXT_TOWERS = {"qwen3_vl_text": "qwen3", "qwen3_vl_moe_text": "qwen3_moe", "llama4_text": "llama4",
@@ -36,7 +37,7 @@ def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
 
     Supports llama/mistral/qwen2/qwen3/phi3/granite/gemma 1-3-style dense models, OPT,
     Mixtral/Qwen3-MoE/gpt-oss/Llama-4 Scout and Maverick/GLM-4.5 mixture-of-experts models, the
-    Qwen3-Next hybrid (Gated DeltaNet) MoE models, DeepSeek-V2/V3
+    Qwen3-Next hybrid (Gated DeltaNet) MoE models, DeepSeek-V2/V3/V3.2
     and Kimi-K2 (MLA) models, and the Qwen3-VL and Gemma 3 text towers: the families whose
     config keys fully determine the shapes above.
     """
@@ -95,6 +96,10 @@ def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
             fields.update(_moe_fields(cfg, where, model_type))
     elif model_type in _MLA_STYLE:
         fields = _mla_fields(cfg, where)
+        if model_type == "deepseek_v32":
+            fields.update(index_n_heads=_require(cfg, "index_n_heads", where),
+                          index_head_dim=_require(cfg, "index_head_dim", where),
+                          index_topk=_require(cfg, "index_topk", where))
     else:
         raise CatalogError(
             f"unsupported model_type {model_type!r}",

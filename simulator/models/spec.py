@@ -23,6 +23,23 @@ _OPT_POSITION_OFFSET = 2
 # vLLM's online per-tensor quantisation, which has no blocks.
 FP8_WEIGHT_BLOCK = 128
 
+# DeepSeek-V3.2's indexer quantises each key to FP8 with one fp32 scale per 128 values
+# (vLLM's Indexer: quant_block_size 128, the cache row head_dim + head_dim // 128 * 4 bytes).
+INDEXER_QUANT_BLOCK = 128
+
+
+def sparse_latent_bytes(kv_lora: int, rope: int, kv_dtype_bytes: float) -> float:
+    """One token's MLA latent in one layer as vLLM's FlashMLA-sparse backend stores it for
+    DeepSeek-V3.2 (vllm/v1/attention/backends/mla/flashmla_sparse.py, FlashMLA's README):
+    16-bit caches keep the latent as is (576 x 2 = 1,152 B); "fp8" means fp8_ds_mla, the 512
+    no-RoPE values in FP8 with an fp32 scale per 128 and the 64 RoPE values in bf16 (656 B);
+    4-bit means nvfp4_ds_mla (Blackwell): e2m1 values, an FP8 scale per 16 and FP8 RoPE (352 B)."""
+    if kv_dtype_bytes >= 2:
+        return (kv_lora + rope) * kv_dtype_bytes
+    if kv_dtype_bytes >= 1:
+        return kv_lora + kv_lora / 128 * 4 + rope * 2
+    return kv_lora / 2 + rope + kv_lora / 16
+
 
 class ModelSpec(StrictModel):
     """A decoder-only transformer, described by the shapes that cost time and memory.
@@ -50,6 +67,12 @@ class ModelSpec(StrictModel):
     key_head_dim x value_head_dim matrix per value head. attn_output_gate: the full-attention
     layers' q projection also emits a sigmoid gate on the attention output (twice q's width).
     shared_expert_gate: a hidden x 1 sigmoid gate scales the shared experts' output.
+
+    DeepSeek Sparse Attention (DeepSeek-V3.2) sets index_topk on an MLA model: each layer's
+    lightning indexer (index_n_heads heads of index_head_dim, its query projected from the
+    q_lora latent, one shared key from the hidden state, a per-head weight) scores every
+    earlier token in FP8 and MLA attends only to the index_topk best. The indexer keeps its
+    own key cache beside the latent (indexer_key_bytes per token and layer).
     """
 
     name: str
@@ -117,6 +140,9 @@ class ModelSpec(StrictModel):
     linear_conv_kernel: int = Field(0, ge=0)  # taps of the causal conv over q, k, v
     attn_output_gate: bool = False  # q_proj also emits a per-head output gate (Qwen3-Next)
     shared_expert_gate: bool = False  # a hidden -> 1 sigmoid gate on the shared experts
+    index_n_heads: int = Field(0, ge=0)  # DSA lightning indexer: scoring heads
+    index_head_dim: int = Field(0, ge=0)
+    index_topk: int = Field(0, ge=0)  # tokens each query's MLA attends to; 0 = dense attention
 
     @property
     def is_moe(self) -> bool:
@@ -135,6 +161,24 @@ class ModelSpec(StrictModel):
     @property
     def is_mla(self) -> bool:
         return self.kv_lora_rank > 0
+
+    @property
+    def is_sparse(self) -> bool:
+        """DeepSeek Sparse Attention: MLA over the indexer's top-k tokens."""
+        return self.index_topk > 0
+
+    @property
+    def indexer_key_bytes(self) -> float:
+        """Bytes of one token's indexer key in one layer: FP8 values and an fp32 scale per
+        INDEXER_QUANT_BLOCK (vLLM's DeepseekV32IndexerCache: 128 + 4 = 132)."""
+        return self.index_head_dim + self.index_head_dim / INDEXER_QUANT_BLOCK * 4
+
+    def latent_bytes(self, kv_dtype_bytes: float) -> float:
+        """Bytes of one token's MLA latent in one layer. DeepSeek-V3.2's quantised caches
+        use FlashMLA's own layouts (sparse_latent_bytes); otherwise latent x element size."""
+        if self.is_sparse:
+            return sparse_latent_bytes(self.kv_lora_rank, self.qk_rope_head_dim, kv_dtype_bytes)
+        return (self.kv_lora_rank + self.qk_rope_head_dim) * kv_dtype_bytes
 
     @property
     def moe_layers(self) -> int:
@@ -204,6 +248,10 @@ class ModelSpec(StrictModel):
             raise ValueError("linear_layers > 0 needs the linear heads, head dims and conv kernel > 0")
         if self.linear_layers + self.sliding_layers >= self.num_layers:
             raise ValueError("linear_layers + sliding_layers must leave at least one full-attention layer")
+        if (self.index_topk > 0 or self.index_n_heads > 0 or self.index_head_dim > 0) and not (
+                self.index_topk and self.index_n_heads and self.index_head_dim and self.is_mla and self.q_lora_rank):
+            raise ValueError("a sparse-attention indexer needs index_topk, index_n_heads and index_head_dim > 0 "
+                             "on an MLA model with a q_lora_rank (its query comes from that latent)")
         if self.linear_layers and self.linear_num_value_heads % self.linear_num_key_heads:
             raise ValueError("linear_num_value_heads must be a multiple of linear_num_key_heads")
         return self
@@ -265,7 +313,7 @@ class ModelSpec(StrictModel):
                       if self.q_lora_rank else h * heads * qk)
             kv_a = h * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank
             kv_b = self.kv_lora_rank * heads * (self.head_dim + self.v_head_dim)
-            return q_proj + kv_a + kv_b + heads * self.v_head_dim * h
+            return q_proj + kv_a + kv_b + heads * self.v_head_dim * h + self.indexer_params
         attn = h * (q * (2 if self.attn_output_gate else 1) + 2 * kv) + q * h
         if self.attention_bias:
             attn += q + 2 * kv + h
@@ -274,6 +322,15 @@ class ModelSpec(StrictModel):
         if self.qk_norm:
             attn += 2 * self.head_dim
         return attn
+
+    @property
+    def indexer_params(self) -> int:
+        """One layer's lightning indexer: wq_b (q_lora -> heads x dim), wk (hidden -> dim),
+        the LayerNorm on its key (weight and bias) and weights_proj (hidden -> heads)."""
+        if not self.is_sparse:
+            return 0
+        heads, dim = self.index_n_heads, self.index_head_dim
+        return self.q_lora_rank * heads * dim + self.hidden_size * (dim + heads) + 2 * dim
 
     @property
     def _linear_params(self) -> int:
@@ -318,7 +375,9 @@ class ModelSpec(StrictModel):
 
     def kv_bytes_per_token(self, kv_dtype_bytes: float) -> float:
         """K and V of every context-length layer: 2 x layers x kv_heads x head_dim x bytes,
-        or one latent of kv_lora_rank + qk_rope_head_dim per layer under MLA."""
+        or one latent of kv_lora_rank + qk_rope_head_dim per layer under MLA (plus the
+        indexer's key under sparse attention)."""
         if self.is_mla:
-            return self.kv_layers * (self.kv_lora_rank + self.qk_rope_head_dim) * kv_dtype_bytes
+            return self.kv_layers * (self.latent_bytes(kv_dtype_bytes) + (self.indexer_key_bytes if self.is_sparse
+                                                                          else 0))
         return 2 * self.kv_layers * self.num_kv_heads * self.head_dim * kv_dtype_bytes
