@@ -34,6 +34,9 @@ class MemoryPlan:
     # Hybrid linear-attention models: the fixed recurrent state one sequence holds (per GPU),
     # reserved as whole KV blocks out of the same pool (see linear_state_bytes_per_gpu).
     state_bytes_per_seq: float = 0.0
+    # The weights one decode token reads on this GPU: all of them for a dense model, the
+    # rest plus its top-k routed experts' share for MoE (a decode step's HBM floor).
+    weights_read_per_token_gib: float = 0.0
 
     @property
     def capacity_tokens(self) -> int:
@@ -301,8 +304,13 @@ class MemorySetup:
             kv = blocks * self.block_size * per_token / GIB
         else:
             blocks = int(max(kv, 0.0) * GIB // (self.block_size * per_token))
+        read = weights
+        if model.is_moe:  # the same shards with only a token's k routed experts per layer
+            routed = model.model_copy(update={"num_experts": model.experts_per_token})
+            read = weight_bytes_per_gpu(routed, self.weight_dtype, self.tp, self.pp, self.expert_weight_dtype,
+                                        tile, self.dp, self.expert_parallel) / GIB
         return MemoryPlan(total, self.utilization, weights, act, self.runtime_reserve_gib, kv, per_token,
-                          self.block_size, blocks, linear_state_bytes_per_gpu(model, self.tp, self.pp))
+                          self.block_size, blocks, linear_state_bytes_per_gpu(model, self.tp, self.pp), read)
 
     def starts(self) -> bool:
         """Whether vLLM would start: a KV cache of at least max_model_len tokens (its own

@@ -54,8 +54,9 @@ def headline(row: dict, loaded: LoadedPlan) -> str:
 def why_it_fits(row: dict) -> str:
     """The figures to check the recommendation by hand: memory per GPU and the decode floor."""
     return (f"Per GPU: weights {row['weights_gib_per_gpu']:.1f} GiB, KV cache {row['kv_gib_per_gpu']:.1f} GiB "
-            f"({row['kv_capacity_tokens']:,} tokens per replica). Decode-step floor (weight shard ÷ HBM "
-            f"bandwidth): {row['decode_floor_ms']:.1f} ms. Utilisation at the target: {row['utilization']:.0%} "
+            f"({row['kv_capacity_tokens']:,} tokens per replica). Decode-step floor (the weights one token "
+            f"reads ÷ HBM bandwidth): {row['decode_floor_ms']:.1f} ms. Utilisation at the target: "
+            f"{row['utilization']:.0%} "
             f"of {row['replicas']} × {row['max_rate_per_replica']:.3g} req/s.")
 
 

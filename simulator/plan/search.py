@@ -84,8 +84,9 @@ def _search(task: dict) -> dict:
         "kv_capacity_tokens": mem.capacity_tokens,
         "memory_gib": {"gpu": mem.gpu_memory_gib, "weights": mem.weights_gib,
                        "activations": mem.activation_gib, "runtime": mem.runtime_gib, "kv_cache": mem.kv_gib},
-        # Roofline floor of one decode step: every GPU reads its weight shard from HBM.
-        "decode_floor_ms": mem.weights_gib * 2**30 / (gpu.hbm_tbps * 1e12) * 1e3,
+        # Roofline floor of one decode step: every GPU reads from HBM the weights one token
+        # passes through (its whole shard for a dense model; for MoE, a token's experts only).
+        "decode_floor_ms": mem.weights_read_per_token_gib * 2**30 / (gpu.hbm_tbps * 1e12) * 1e3,
         "mean_prompt_tokens": float(np.mean(sim.workload.prompt_tokens)),
         "mean_output_tokens": float(np.mean(sim.workload.output_tokens)),
     }
