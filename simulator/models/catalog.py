@@ -1104,6 +1104,69 @@ _QWEN3_VL = [
 ]
 MODEL_CATALOG.update({m.name: m for m in _QWEN3_VL})
 
+
+def _qwen3_5(size: str, published_b: float, published_active_b: float | None = None, *,
+             layers: int, hidden: int, heads: int, kv_heads: int, linear_value_heads: int,
+             ffn: int = 0, experts: int = 0, top_k: int = 0, expert_ffn: int = 0,
+             hf_id: str = "", aliases: tuple[str, ...] = ()) -> ModelSpec:
+    """A Qwen3.5 release: Qwen3-Next's hybrid layers (three Gated DeltaNet to one gated
+    attention layer; 16 linear key heads, 128-wide linear heads, conv kernel 4; 256-wide
+    attention heads with the output gate), a dense MLP of `ffn` or `experts` routed experts
+    plus one gated shared expert of the same width, an untied 248,320-token vocabulary, 256K
+    positions, and Qwen3-VL's 27-block vision tower without deepstack mergers (loaded, idle
+    in text-only serving). The MTP layer is not counted. Qwen publishes block-scaled -FP8
+    checkpoints (weight_block_size [128, 128]) of every size here."""
+    moe = {"num_experts": experts, "experts_per_token": top_k, "moe_ffn_size": expert_ffn,
+           "num_shared_experts": 1, "shared_expert_gate": True} if experts else {}
+    return ModelSpec(
+        name=f"qwen3.5-{size}", hf_id=hf_id or f"Qwen/Qwen3.5-{size.upper()}", aliases=aliases, native_fp8=True,
+        num_layers=layers, hidden_size=hidden, num_heads=heads, num_kv_heads=kv_heads, head_dim=256,
+        ffn_size=ffn or expert_ffn, gated_mlp=True, vocab_size=248320, max_position_embeddings=262144,
+        qk_norm=True, attn_output_gate=True, linear_layers=layers - layers // 4, linear_num_key_heads=16,
+        linear_num_value_heads=linear_value_heads, linear_key_head_dim=128, linear_value_head_dim=128,
+        linear_conv_kernel=4, encoder_params=qwen3_vl_encoder_params(27, 1152, 4304, hidden, deepstack=0),
+        published_params_b=published_b, published_active_params_b=published_active_b, **moe)
+
+
+# Qwen3.5 / Qwen3.6 (model_type qwen3_5 / qwen3_5_moe, wrapped as *ForConditionalGeneration).
+# Totals are the model cards' ("35B in total and 3B activated", ...), which the shapes,
+# vision tower included, reproduce to 1.3%; "A3B"-style activated sizes are rounded. A
+# survey of the downloaded configs (layers, heads, GDN heads, tie, vision depth) lists the
+# Hub's tensor counts, MTP layer included: 27.78B, 35.95B, 125B, 403B; these shapes plus
+# one MTP layer (one full-attention layer, its MLP, a 2h x h fc) give the same.
+_QWEN3_5 = [
+    # https://huggingface.co/Qwen/Qwen3.5-35B-A3B/blob/main/config.json, verbatim in
+    # alibaba/InferSim hf_configs/qwen3.5-35B-A3B_config.json; the text shapes recur in other
+    # projects' copies of the config and in Qwen3.6-35B-A3B's model card (same architecture).
+    _qwen3_5("35b-a3b", 35.0, 3.0, layers=40, hidden=2048, heads=16, kv_heads=2, linear_value_heads=32,
+             experts=256, top_k=8, expert_ffn=512),
+    # https://huggingface.co/Qwen/Qwen3.5-122B-A10B/blob/main/config.json, field by field in
+    # several projects' notes (48 layers, hidden 3072, 32/2 heads, 16/64 linear heads, 256
+    # experts x 1024 top-8, shared 1024, vision out 3072); one derives 6,147,409,920
+    # non-routed language parameters from it, which these shapes reproduce exactly.
+    _qwen3_5("122b-a10b", 122.0, 10.0, layers=48, hidden=3072, heads=32, kv_heads=2, linear_value_heads=64,
+             experts=256, top_k=8, expert_ffn=1024),
+    # https://huggingface.co/Qwen/Qwen3.5-397B-A17B/blob/main/config.json, verbatim in
+    # ai-dynamo/aiconfigurator src/aiconfigurator/model_configs/Qwen--Qwen3.5-397B-A17B_config.json.
+    _qwen3_5("397b-a17b", 397.0, 17.0, layers=60, hidden=4096, heads=32, kv_heads=2, linear_value_heads=64,
+             experts=512, top_k=10, expert_ffn=1024),
+    # https://huggingface.co/Qwen/Qwen3.5-27B/blob/main/config.json, field by field in THUDM/slime
+    # scripts/models/qwen3.5-27B.sh (24/4 heads of 256, 64 layers, 5120 x 17408, untied
+    # 248,320 vocabulary) and other projects' notes (16/48 linear heads, vision out 5120).
+    _qwen3_5("27b", 27.0, layers=64, hidden=5120, heads=24, kv_heads=4, linear_value_heads=48, ffn=17408),
+]
+# Qwen3.6-27B: the model card's 27B, hidden 5120, 64 layers in 16 x (3 Gated DeltaNet + 1
+# gated attention), 248,320 vocabulary; the config survey above gives Qwen3.5-27B's KV heads,
+# head width, GDN heads and tensor count (27.78B). Its output_gate_type swish only changes
+# the gate's activation.
+_QWEN3_5.append(_QWEN3_5[3].model_copy(update={"name": "qwen3.6-27b", "hf_id": "Qwen/Qwen3.6-27B"}))
+# Qwen3.6-35B-A3B: the model card repeats Qwen3.5-35B-A3B's layout field by field (40 layers,
+# hidden 2048, 32 V / 16 QK linear heads of 128, 16 Q / 2 KV heads of 256, 256 experts x 512,
+# 8 routed + 1 shared, 248,320 vocabulary, 262,144 positions), transformers loads both with
+# the same classes, and the config survey gives the same tensor count (35.95B).
+_QWEN3_5.append(_QWEN3_5[0].model_copy(update={"name": "qwen3.6-35b-a3b", "hf_id": "Qwen/Qwen3.6-35B-A3B"}))
+MODEL_CATALOG.update({m.name: m for m in _QWEN3_5})
+
 # https://huggingface.co/meta-llama/Llama-4-Maverick-17B-128E-Instruct/blob/main/config.json
 # (text_config; as carried by aiconfigurator-core 0.12): Scout's attention and expert width
 # with 128 experts in every other layer (interleave_moe_layer_step 2), each beside one shared

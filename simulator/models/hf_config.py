@@ -17,18 +17,23 @@ from simulator.models.spec import ModelSpec
 # default to tied embeddings and name their head_dim. granite (3.x) is llama with scalar
 # multipliers on the embeddings, residuals, attention and logits, which cost nothing.
 _GEMMA = frozenset({"gemma", "gemma2", "gemma3", "gemma3_text"})
-_LLAMA_STYLE = frozenset({"llama", "mistral", "qwen2", "qwen3", "phi3", "granite"}) | _GEMMA
+_LLAMA_STYLE = frozenset({"llama", "mistral", "qwen2", "qwen3", "phi3", "granite", "qwen3_5"}) | _GEMMA
 # llama-style attention, a routed MLP (llama4: plus a shared expert; glm4_moe: shared
 # experts and dense-first layers, as DeepSeek)
-# qwen3_next: Gated DeltaNet layers between gated attention ones, a shared expert
-_MOE_STYLE = frozenset({"mixtral", "qwen3_moe", "gpt_oss", "llama4", "glm4_moe", "qwen3_next"})
+# qwen3_next, qwen3_5_moe: Gated DeltaNet layers between gated attention ones, a shared expert
+_MOE_STYLE = frozenset({"mixtral", "qwen3_moe", "gpt_oss", "llama4", "glm4_moe", "qwen3_next", "qwen3_5_moe"})
+# Hybrid linear attention (Qwen3-Next; Qwen3.5/3.6 dense qwen3_5 and MoE qwen3_5_moe)
+_HYBRID = frozenset({"qwen3_next", "qwen3_5", "qwen3_5_moe"})
 # latent attention, shared experts, dense-first layers (deepseek_v32: plus the sparse-attention
 # indexer, index_n_heads / index_head_dim / index_topk)
 _MLA_STYLE = frozenset({"deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2"})
 # Multimodal wrappers: the language model's config sits under text_config with its own
 # model_type, which maps to the family above.
 _TEXT_TOWERS = {"qwen3_vl_text": "qwen3", "qwen3_vl_moe_text": "qwen3_moe", "llama4_text": "llama4",
-                "gemma3_text": "gemma3", **{t: t for t in _MLA_STYLE}}
+                "gemma3_text": "gemma3", "qwen3_5_text": "qwen3_5", "qwen3_5_moe_text": "qwen3_5_moe",
+                **{t: t for t in _MLA_STYLE}}
+# Text-only Qwen3.5 checkpoints (Qwen3_5*ForCausalLM) carry the text tower's model_type at the top.
+_QWEN3_5_TEXT = {"qwen3_5_text": "qwen3_5", "qwen3_5_moe_text": "qwen3_5_moe"}
 _MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
 
 
@@ -37,8 +42,8 @@ def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
 
     Supports llama/mistral/qwen2/qwen3/phi3/granite/gemma 1-3-style dense models, OPT,
     Mixtral/Qwen3-MoE/gpt-oss/Llama-4 Scout and Maverick/GLM-4.5 mixture-of-experts models, the
-    Qwen3-Next hybrid (Gated DeltaNet) MoE models, DeepSeek-V2/V3/V3.2
-    and Kimi-K2 (MLA) models, and the Qwen3-VL and Gemma 3 text towers: the families whose
+    Qwen3-Next and Qwen3.5/3.6 hybrid (Gated DeltaNet) dense and MoE models, DeepSeek-V2/V3/V3.2
+    and Kimi-K2 (MLA) models, and the Qwen3-VL, Qwen3.5 and Gemma 3 text towers: the families whose
     config keys fully determine the shapes above.
     """
     p = Path(path)
@@ -73,14 +78,20 @@ def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
     encoder_params = 0
     text = cfg.get("text_config")
     if isinstance(text, dict) and text.get("model_type") in _TEXT_TOWERS:
-        # Multimodal wrappers (Kimi-K2.5, Qwen3-VL, Llama 4): the language model's shapes;
-        # Qwen3-VL's vision tower is counted as loaded-but-idle weights.
+        # Multimodal wrappers (Kimi-K2.5, Qwen3-VL, Qwen3.5, Llama 4): the language model's shapes;
+        # the Qwen3-VL and Qwen3.5 vision towers are counted as loaded-but-idle weights.
         if model_type.startswith("qwen3_vl"):
             encoder_params = _qwen3_vl_vision(cfg.get("vision_config"), _require(text, "hidden_size", where))
+        elif model_type in ("qwen3_5", "qwen3_5_moe"):
+            # Qwen3.5's tower is Qwen3-VL's without the deepstack mergers (transformers deletes
+            # deepstack_visual_indexes from its vision config).
+            encoder_params = _qwen3_vl_vision(cfg.get("vision_config"), _require(text, "hidden_size", where),
+                                              deepstack=False)
         elif model_type == "gemma3" and isinstance(cfg.get("vision_config"), dict):
             encoder_params = GEMMA3_VISION_PARAMS
         cfg = {"tie_word_embeddings": cfg.get("tie_word_embeddings"), **text}
         model_type = _TEXT_TOWERS[text["model_type"]]
+    model_type = _QWEN3_5_TEXT.get(model_type, model_type)
     moe = [k for k in _MOE_KEYS if cfg.get(k)]
     if moe and model_type not in _MOE_STYLE | _MLA_STYLE:
         raise CatalogError(
@@ -94,6 +105,8 @@ def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
         fields = _llama_fields(cfg, where, model_type)
         if model_type in _MOE_STYLE:
             fields.update(_moe_fields(cfg, where, model_type))
+        if model_type in _HYBRID:
+            fields.update(_hybrid_fields(cfg, where, moe=model_type in _MOE_STYLE))
     elif model_type in _MLA_STYLE:
         fields = _mla_fields(cfg, where)
         if model_type == "deepseek_v32":
@@ -104,8 +117,8 @@ def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
         raise CatalogError(
             f"unsupported model_type {model_type!r}",
             where=where,
-            fix=f"supported: {', '.join(sorted(_LLAMA_STYLE | _MOE_STYLE | _MLA_STYLE | {'opt'}))}; for other "
-            "architectures construct a ModelSpec directly",
+            fix=f"supported: {', '.join(sorted(_LLAMA_STYLE | _MOE_STYLE | _MLA_STYLE | {'opt', *_QWEN3_5_TEXT}))}; "
+            "for other architectures construct a ModelSpec directly",
         )
 
     name_or_path = cfg.get("_name_or_path")
@@ -158,7 +171,9 @@ def _llama_fields(cfg: dict[str, Any], where: str, model_type: str) -> dict[str,
         "num_heads": heads,
         "num_kv_heads": _optional(cfg, "num_key_value_heads", heads),
         "head_dim": _optional(cfg, "head_dim", head_dim_default),
-        "ffn_size": _require(cfg, "intermediate_size", where),
+        # Qwen3.5 MoE configs have no dense width (every layer is MoE): the expert width stands in.
+        "ffn_size": (_optional(cfg, "intermediate_size", cfg.get("moe_intermediate_size"))
+                     if model_type == "qwen3_5_moe" else _require(cfg, "intermediate_size", where)),
         "gated_mlp": True,
         "vocab_size": _require(cfg, "vocab_size", where),
         "tied_embeddings": _optional(cfg, "tie_word_embeddings", model_type in _GEMMA),
@@ -168,7 +183,7 @@ def _llama_fields(cfg: dict[str, Any], where: str, model_type: str) -> dict[str,
         "mlp_bias": _optional(cfg, "mlp_bias", False),
         # Qwen2 hard-codes q/k/v biases
         "qkv_bias": model_type == "qwen2" or (model_type == "glm4_moe" and _optional(cfg, "attention_bias", False)),
-        "qk_norm": model_type in ("qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text")
+        "qk_norm": model_type in ("qwen3", "qwen3_moe", "qwen3_next", "qwen3_5", "qwen3_5_moe", "gemma3", "gemma3_text")
         or (model_type == "glm4_moe" and _optional(cfg, "use_qk_norm", False)),
         "norm": "rmsnorm",
         **_gemma_sliding(cfg, model_type),
@@ -192,15 +207,16 @@ def _gemma_sliding(cfg: dict[str, Any], model_type: str) -> dict[str, Any]:
     return {"sliding_window": window, "sliding_layers": sliding}
 
 
-def _qwen3_vl_vision(vision: Any, text_hidden: Any) -> int:
-    """Qwen3-VL's vision-tower parameters from its vision_config (0 when it is absent)."""
+def _qwen3_vl_vision(vision: Any, text_hidden: Any, deepstack: bool = True) -> int:
+    """Qwen3-VL's (or Qwen3.5's, deepstack=False) vision-tower parameters from its vision_config:
+    0, so not counted, when it is absent or lacks depth, hidden_size or intermediate_size."""
     if not isinstance(vision, dict) or not isinstance(text_hidden, int):
         return 0
     try:
         return qwen3_vl_encoder_params(int(vision["depth"]), int(vision["hidden_size"]),
                                         int(vision["intermediate_size"]),
                                         int(vision.get("out_hidden_size", text_hidden)),
-                                        len(vision.get("deepstack_visual_indexes", [])))
+                                        len(vision.get("deepstack_visual_indexes", [])) if deepstack else 0)
     except (KeyError, TypeError, ValueError):
         return 0
 
@@ -212,7 +228,7 @@ def _moe_fields(cfg: dict[str, Any], where: str, model_type: str) -> dict[str, A
                 "moe_ffn_size": _require(cfg, "moe_intermediate_size", where),
                 "num_shared_experts": _optional(cfg, "n_shared_experts", 0),
                 "first_dense_layers": _optional(cfg, "first_k_dense_replace", 0)}
-    if model_type in ("qwen3_moe", "qwen3_next"):
+    if model_type in ("qwen3_moe", "qwen3_next", "qwen3_5_moe"):
         if _optional(cfg, "decoder_sparse_step", 1) != 1 or _optional(cfg, "mlp_only_layers", []):
             raise CatalogError(
                 "dense layers between the MoE layers (decoder_sparse_step / mlp_only_layers) are not modelled",
@@ -224,8 +240,6 @@ def _moe_fields(cfg: dict[str, Any], where: str, model_type: str) -> dict[str, A
               "moe_ffn_size": width}
     if model_type == "llama4":
         fields.update(_llama4_fields(cfg, where))
-    if model_type == "qwen3_next":
-        fields.update(_qwen3_next_fields(cfg, where))
     if model_type == "gpt_oss":
         # Biases on q/k/v/o and on every expert; alternate layers use a sliding window; the
         # published checkpoints store only the experts in MXFP4.
@@ -239,35 +253,46 @@ def _moe_fields(cfg: dict[str, Any], where: str, model_type: str) -> dict[str, A
     return fields
 
 
-def _qwen3_next_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
-    """Qwen3-Next: Gated DeltaNet layers with one gated full-attention layer every
-    full_attention_interval (layer_types lists them where present), a sigmoid-gated shared
-    expert of shared_expert_intermediate_size, which must equal the routed experts' width
-    (the one width the spec gives every expert)."""
+def _hybrid_fields(cfg: dict[str, Any], where: str, moe: bool) -> dict[str, Any]:
+    """Qwen3-Next / Qwen3.5 / Qwen3.6: Gated DeltaNet layers with one gated full-attention layer
+    every full_attention_interval (layer_types lists them where present). The MoE models add a
+    sigmoid-gated shared expert of shared_expert_intermediate_size, which must equal the routed
+    experts' width (the one width the spec gives every expert). The MTP layer
+    (mtp_num_hidden_layers) is not counted: serving without speculative decoding never runs it."""
     layers = _require(cfg, "num_hidden_layers", where)
     types = _optional(cfg, "layer_types", [])
     if types:
-        linear = sum(t == "linear_attention" for t in types)
+        unknown = sorted({t for t in types if t not in ("linear_attention", "full_attention")}, key=str)
+        if unknown:
+            raise CatalogError(
+                f"layer_types {unknown} are not modelled (only linear_attention and full_attention)",
+                where=where, fix="use the layer_types of the model's published config.json")
+        if len(types) != layers:
+            raise CatalogError(f"layer_types lists {len(types)} layers, num_hidden_layers is {layers}",
+                               where=where, fix="use the model's published config.json")
+        linear = types.count("linear_attention")
     else:
         interval = _optional(cfg, "full_attention_interval", 4)
         if not isinstance(interval, int) or not isinstance(layers, int) or interval < 1:
             raise CatalogError(f"full_attention_interval must be a positive integer, got {interval!r}",
                                where=where, fix="use the value of the model's published config.json")
         linear = layers - layers // interval
+    fields = {"linear_layers": linear,
+              "linear_num_key_heads": _require(cfg, "linear_num_key_heads", where),
+              "linear_num_value_heads": _require(cfg, "linear_num_value_heads", where),
+              "linear_key_head_dim": _require(cfg, "linear_key_head_dim", where),
+              "linear_value_head_dim": _require(cfg, "linear_value_head_dim", where),
+              "linear_conv_kernel": _optional(cfg, "linear_conv_kernel_dim", 4),
+              "attn_output_gate": _optional(cfg, "attn_output_gate", True)}
+    if not moe:
+        return fields
     shared = _optional(cfg, "shared_expert_intermediate_size", 0)
     if shared and shared != cfg.get("moe_intermediate_size"):
         raise CatalogError(
-            f"a shared expert of width {shared}, unlike the routed experts' {cfg.get('moe_intermediate_size')}, "
-            "is not modelled", where=where,
+            f"a shared expert of width {shared} (shared_expert_intermediate_size), unlike the routed experts' "
+            f"{cfg.get('moe_intermediate_size')} (moe_intermediate_size), is not modelled", where=where,
             fix="use a config whose shared_expert_intermediate_size equals moe_intermediate_size")
-    return {"linear_layers": linear,
-            "linear_num_key_heads": _require(cfg, "linear_num_key_heads", where),
-            "linear_num_value_heads": _require(cfg, "linear_num_value_heads", where),
-            "linear_key_head_dim": _require(cfg, "linear_key_head_dim", where),
-            "linear_value_head_dim": _require(cfg, "linear_value_head_dim", where),
-            "linear_conv_kernel": _optional(cfg, "linear_conv_kernel_dim", 4),
-            "attn_output_gate": _optional(cfg, "attn_output_gate", True),
-            "num_shared_experts": 1 if shared else 0, "shared_expert_gate": bool(shared)}
+    return {**fields, "num_shared_experts": 1 if shared else 0, "shared_expert_gate": bool(shared)}
 
 
 def _llama4_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
