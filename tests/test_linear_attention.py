@@ -186,3 +186,29 @@ def test_explain_labels_the_ops_the_tables_lack_as_roofline(capsys):
     out = capsys.readouterr().out
     rows = {line.split()[1]: line for line in out.splitlines() if line.startswith("│ gdn_")}
     assert "roofline-default" in rows["gdn_decode"] and "roofline-default" in rows["gdn_prefill"]
+
+
+@pytest.mark.parametrize(("policy", "extra", "pp", "kv_tokens", "prompt"), [
+    # 179 blocks, 53 kept free: a 1,532-token request's 96 blocks and its state's 51 never pass.
+    ("vllm-v0", ["scheduler.watermark=0.3"], 1, (128 + 51) * 16, 1500),
+    # Two virtual engines of 150 blocks: the 128-block max_model_len reservation and the
+    # 51-block state never fit one, though the request's own 66 blocks and state would.
+    ("continuous", ["scheduler.kv_reservation=max_model_len"], 2, 300 * 16, 1024),
+])
+def test_a_request_whose_kv_and_state_never_fit_is_rejected_not_left_waiting(policy, extra, pp, kv_tokens, prompt):
+    """Every policy's admission check counts the recurrent state with the KV the request
+    reserves (vllm-v0 under its watermark): a request that could never be scheduled is
+    refused with the reason; it used to wait forever, and its closed-loop client with it
+    (found by fuzzing)."""
+    sim = Simulation(load(BENCH, ["model.name=qwen3-next-80b-a3b", "hardware.gpu=h100-sxm", "parallelism.tp=4",
+                                  f"parallelism.pp={pp}", "model.weight_dtype=bf16", "model.activation_dtype=bf16",
+                                  "model.max_model_len=2048", f"memory.kv_cache_tokens={kv_tokens}",
+                                  "~scheduler.async_scheduling", f"scheduler.policy={policy}", *extra,
+                                  "workload.arrival.concurrency=2", "workload.num_requests=4",
+                                  f"workload.prompt_tokens.value={prompt}", "workload.output_tokens.value=32",
+                                  "cost_model.backend=roofline"]))
+    req = sim.run().requests
+    assert len(req) == 4 and (req["status"] == "rejected").all()
+    assert req["reject_reason"].str.contains("KV blocks").all()
+    for engine in sim.replicas[0].engines:
+        assert engine.scheduler.kv.used == 0

@@ -44,9 +44,9 @@ class ContinuousScheduler(Scheduler):
         err = self.budget_error(req)
         if err:
             return err
-        if self.reservation(req) > self.kv.total:
-            return (f"reserving {self.reservation(req)} KV blocks exceeds the cache "
-                    f"({self.kv.total} blocks)")
+        need = self.reservation(req) + self.kv.state_blocks  # and its recurrent state, if any
+        if need > self.kv.total:
+            return (f"reserving {need} KV blocks exceeds the cache ({self.kv.total} blocks)")
         return super().admission_error(req)
 
     def schedule(self, now: float) -> Step | None:

@@ -55,7 +55,7 @@ class _BatchRunner(Scheduler):
         raise NotImplementedError
 
     def admission_error(self, req: Request) -> str | None:
-        need = self._reserve(req)
+        need = self._reserve(req) + self.kv.state_blocks  # and its recurrent state, if any
         if need > self.kv.total:
             return f"reserving {need} KV blocks exceeds the cache ({self.kv.total} blocks)"
         return super().admission_error(req)

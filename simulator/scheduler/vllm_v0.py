@@ -52,7 +52,7 @@ class VllmV0Scheduler(Scheduler):
         # Admission keeps the watermark free; a request (recomputed after a preemption at
         # up to its full length) that could never pass it would block the queue forever.
         usable = self.kv.total - self.kv.watermark_blocks
-        need = self.kv.blocks_for(req.prompt_tokens + req.output_tokens - 1)
+        need = self.kv.blocks_for(req.prompt_tokens + req.output_tokens - 1) + self.kv.state_blocks
         if need > usable:
             return (f"needs {need} KV blocks at full length; {usable} can be admitted under the "
                     f"watermark (cache {self.kv.total} blocks)")
