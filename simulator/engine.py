@@ -163,11 +163,13 @@ class Engine:
                 durations = cost.decode_step_times(shape.num_decode, shape.decode_context, k, from_idle=from_idle)
                 # Each end adds one duration to the last end, as stepping does: summing the
                 # durations first rounds differently and can flip a later tie between engines.
-                # One difference stays, on purpose: the stretch's end is one event scheduled at
-                # its start, so among events at that very instant it comes before those
-                # scheduled meanwhile, where stepping's last step comes after them. Only exact
-                # ties see it (fuzzing: 1 run in ~10,000, two requests swapping virtual engines);
-                # mimicking stepping's order would take a second event per stretch.
+                # What stays different is the order of events at one instant, which SimPy
+                # breaks by when each was scheduled: the stretch's end is scheduled at its
+                # start, where stepping schedules each step's end at that step's start, and an
+                # arrival exactly on an inner step boundary is taken as after that step's end.
+                # Only exact ties see it (fuzzing: 1 run in ~10,000, two requests swapping
+                # virtual engines); matching them would take an event per step, the cost the
+                # stretch exists to avoid.
                 ends = list(accumulate(durations, initial=now))[1:]
                 self._in_stretch = True
                 self._tag_pending = True
