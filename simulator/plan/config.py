@@ -326,6 +326,15 @@ def load_plan(path: str | Path | None = None, *, data: dict | None = None) -> Lo
                           "arrival rate", where=f"{source}: base workload.arrival",
                           fix=f"use an open-loop arrival with a rate: {', '.join(RATE_ARRIVALS)} "
                           "(its rate is ignored: the search sets it)")
+    if base.scenario.disaggregation is not None:
+        # The search sizes, prices and replicates one `parallelism` layout; a disaggregated
+        # base's pools would be priced as one GPU and break the verification's replicas.
+        raise ConfigError("the base scenario is disaggregated; a plan searches colocated layouts "
+                          "(space.tp, pp, dp, replicas) and does not size or price prefill/decode pools",
+                          where=f"{source}: base disaggregation",
+                          fix="remove `disaggregation` from the base (set space.tp/replicas instead), "
+                              "or compare disaggregated layouts with `simulate SCENARIO --set "
+                              "disaggregation...` runs")
     _check_base(base, source)
     loaded = LoadedPlan(plan, Path(path) if path is not None else None, base, base_data,
                         yaml.safe_dump(data, sort_keys=False))
