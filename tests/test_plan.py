@@ -250,6 +250,21 @@ def test_budget_target_maximises_rate(tmp_path):
     assert best["carried_rps"] == max(r["carried_rps"] for r in ok)
 
 
+def test_no_unverified_recommendation_when_verification_keeps_failing(tmp_path):
+    """Static batches wait to fill, so at a low target their latency is worse than at the
+    rates the search probed; every configuration fails verification. The sweep used to
+    stop verifying after three and recommend the fourth, unverified and as infeasible."""
+    d = tiny_plan(tmp_path, **{**QUICK, "verify": True, "max_verify_bumps": 0, "requests_per_point": 50})
+    d["base"]["workload"].update(prompt_tokens=fixed(32), output_tokens=fixed(1))
+    d["space"] = {"gpu": ["h100-sxm"], "tp": [1],
+                  "scheduler": {"policy": ["static"], "max_batch_size": [4, 8, 16, 32]}}
+    d["target"] = {"rate": 0.5}
+    d["slo"] = {"e2e_ms": {"p90": 5000}}
+    outcome = run_plan(load_plan(TINY, data=d), tmp_path / "plan", workers=1)
+    assert len(outcome.verification) == 4 and not any(v["passed"] for v in outcome.verification)
+    assert outcome.recommendation is None and all(r["rank"] is None for r in outcome.rows)
+
+
 # -- bad input ---------------------------------------------------------------------------------
 @pytest.mark.parametrize(("edit", "needle"), [
     (lambda d: d["space"].update(gpux=["h100-sxm"]), "space.gpux"),
@@ -259,6 +274,9 @@ def test_budget_target_maximises_rate(tmp_path):
     (lambda d: d["base"]["workload"].update(arrival={"type": "closed_loop", "concurrency": 4}), "searches over the arrival rate"),
     (lambda d: d["space"]["scheduler"].update(policy=["vllm-v9"]), "unknown scheduler policy"),
     (lambda d: d["base"]["model"].update(name="llama-9"), "unknown model"),
+    # Its pools used to be priced as one GPU, and verifying 2+ replicas failed mid-sweep.
+    (lambda d: d["base"].update(disaggregation={"prefill": {"tp": 2}, "decode": {"tp": 1}}),
+     "base scenario is disaggregated"),
 ])
 def test_bad_plans_are_one_clean_error(tmp_path, capsys, edit, needle):
     import yaml
