@@ -221,3 +221,14 @@ def test_cli_bad_input_exits_non_zero_without_a_traceback(tmp_path):
     assert "Traceback" not in text
     assert f"error: {src}: `ttfts` is 0.1, must be a list of numbers, one per request" in text
     assert not out.exists()
+
+
+@pytest.mark.filterwarnings("error::UserWarning")
+def test_one_token_outputs_write_the_report_without_a_legend_warning(tmp_path):
+    """No request has a TPOT, so the TPOT figure has no labelled curve: matplotlib warned
+    onto stderr (even under -q) about an empty legend."""
+    path = tmp_path / "run.csv"
+    path.write_text(PER_REQUEST_HEADER + "".join(f"{i * 0.5},64,1,{20 + i},\n" for i in range(6)))
+    scenario = ROOT / "scenarios" / "validation" / "distserve-opt13b-a100-vllm.yaml"
+    result, out = run_validation([path], scenario, ["model.name=opt-125m"], tmp_path / "out")
+    assert result["runs"] == 1 and (out / "validation.html").is_file()

@@ -88,7 +88,8 @@ def _finish_small_multiples(fig, axes, used: int, path: Path, xlabel: str, ylabe
     """Hide the unused panels, label the grid once and save it."""
     for ax in list(axes.flat)[used:]:
         ax.axis("off")
-    axes.flat[0].legend(fontsize=7)
+    if axes.flat[0].get_legend_handles_labels()[0]:  # none when no run has this metric (one-token outputs)
+        axes.flat[0].legend(fontsize=7)
     if title:
         fig.suptitle(title, fontsize=10)
     fig.supxlabel(xlabel, fontsize=9)
