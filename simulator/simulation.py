@@ -17,7 +17,13 @@ import simpy
 from simulator import __version__
 from simulator.cluster import DisaggregatedCluster, Replica
 from simulator.config import LoadedScenario, ModelConfig, ParallelismConfig, Scenario
-from simulator.cost import COST_BACKENDS, IterationCostModel, ShardedModel, kernel_times_source
+from simulator.cost import (
+    COST_BACKENDS,
+    IterationCostModel,
+    ShardedModel,
+    kernel_times_source,
+    roofline_estimated,
+)
 from simulator.cost.ops import compute_dtypes
 from simulator.cost.releases import decode_attention_model, untuned_fp8_decode_note
 from simulator.engine import Engine
@@ -203,6 +209,9 @@ class Simulation:
         self.memory, self.sharded, self.cost = main.memory, main.sharded, main.cost
         dtypes = {d for p in self.pools.values() for d in compute_dtypes(p.sharded)}
         self.kernel_times = kernel_times_source(timer, dtypes)
+        estimated = roofline_estimated(timer, [p.cost for p in self.pools.values()])
+        if estimated:
+            self.kernel_times += f"; roofline estimates for {', '.join(estimated)} (no table times them)"
         if any(p.cost.older_decode_kernel for p in self.pools.values()):
             self.kernel_times += "; " + untuned_fp8_decode_note(sc.cost_model.engine_version)
         self.workload = workload if workload is not None else build_workload(sc.workload, loaded.base_dir)

@@ -212,3 +212,9 @@ def test_a_request_whose_kv_and_state_never_fit_is_rejected_not_left_waiting(pol
     assert req["reject_reason"].str.contains("KV blocks").all()
     for engine in sim.replicas[0].engines:
         assert engine.scheduler.kv.used == 0
+
+
+def test_the_summary_names_the_gated_deltanet_kernels_as_estimates():
+    sim = Simulation(load(BENCH, ["model.name=qwen3-next-80b-a3b", "hardware.gpu=h100-sxm", "parallelism.tp=4",
+                                  "model.weight_dtype=bf16", "model.activation_dtype=bf16"]))
+    assert "roofline estimates for Gated DeltaNet (no table times them)" in sim.kernel_times

@@ -201,3 +201,17 @@ def test_explain_labels_the_sparse_ops_as_roofline(capsys):
     for name in ("indexer_decode", "indexer_prefill"):
         assert "roofline-default" in rows[name]
     assert any(n.startswith("sparse_mla_pref") and "roofline-default" in r for n, r in rows.items())
+
+
+def test_the_summary_names_the_kernels_no_table_times():
+    """Under the tables a DSA model's sparse MLA and indexer are still roofline estimates;
+    the run says so instead of reading as measured, and a dense model's line is unchanged."""
+    from simulator.simulation import Simulation
+
+    bench = Path(__file__).resolve().parents[1] / "scenarios" / "benchmark-concurrency.yaml"
+    v32 = Simulation(load(bench, ["model.name=deepseek-v3.2", "parallelism.tp=8"]))
+    assert v32.kernel_times.endswith("; roofline estimates for sparse MLA, DSA indexer (no table times them)")
+    dense = Simulation(load(bench, []))
+    assert "roofline estimates" not in dense.kernel_times
+    roofline = Simulation(load(bench, ["model.name=deepseek-v3.2", "parallelism.tp=8", "cost_model.backend=roofline"]))
+    assert roofline.kernel_times == "roofline (datasheet peaks x cost_model.efficiency)"
