@@ -652,46 +652,6 @@ _MODELS: list[ModelSpec] = [
         aliases=("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3.1", "deepseek-ai/DeepSeek-V3-0324",
                  "deepseek-r1", "nvidia/DeepSeek-R1-NVFP4", "nvidia/DeepSeek-V3.1-NVFP4"),
     ),
-    # --- DeepSeek Sparse Attention (MLA over the lightning indexer's top-k tokens) ---
-    # https://huggingface.co/deepseek-ai/DeepSeek-V3.2-Exp/blob/main/config.json: model_type
-    # deepseek_v32, DeepSeek-V3's shapes plus index_n_heads 64, index_head_dim 128 and
-    # index_topk 2048 (DeepSeek's inference/model.py Indexer: wq_b from the 1,536-wide q
-    # latent, wk and weights_proj from the hidden state, a LayerNorm on the key; vLLM's
-    # deepseek_v2.py Indexer keeps all three replicated on every TP rank). V3.2 and
-    # V3.2-Speciale keep the shapes. The indexers add 61 x 13,959,424 = 0.85B parameters to
-    # V3's 671.0B (the 685B Hugging Face lists counts the 14B MTP layer too, unused when serving).
-    ModelSpec(
-        name="deepseek-v3.2",
-        native_fp8=True,
-        released_in_fp8=True,
-        hf_id="deepseek-ai/DeepSeek-V3.2",
-        num_layers=61,
-        hidden_size=7168,
-        num_heads=128,
-        num_kv_heads=128,
-        head_dim=128,  # qk_nope_head_dim
-        ffn_size=18432,  # the first 3 (dense) layers
-        gated_mlp=True,
-        vocab_size=129280,
-        max_position_embeddings=163840,
-        num_experts=256,
-        experts_per_token=8,
-        moe_ffn_size=2048,
-        num_shared_experts=1,
-        first_dense_layers=3,
-        kv_lora_rank=512,
-        q_lora_rank=1536,
-        qk_rope_head_dim=64,
-        v_head_dim=128,
-        index_n_heads=64,
-        index_head_dim=128,
-        index_topk=2048,
-        # DeepSeek-V3 technical report's 671B total / 37B activated, the architecture V3.2
-        # continues; the indexers' 0.85B is within the catalog's 2% check.
-        published_params_b=671.0,
-        published_active_params_b=37.0,
-        aliases=("deepseek-ai/DeepSeek-V3.2-Exp", "deepseek-ai/DeepSeek-V3.2-Speciale"),
-    ),
     # https://huggingface.co/moonshotai/Kimi-K2-Instruct/blob/main/config.json (DeepSeek-V3
     # architecture, 64 heads, 384 experts, one dense layer). K2-Thinking and K2.5 keep the
     # text model's shapes and ship INT4 (W4A16) routed experts; K2.5's vision tower is not
@@ -1178,6 +1138,22 @@ MODEL_CATALOG["llama-4-maverick"] = ModelSpec(**{
     "aliases": ("llama-4-maverick-17b-128e",), "max_position_embeddings": 1048576,
     "num_experts": 128, "first_dense_layers": 24,
     "published_params_b": 400.0, "published_active_params_b": 17.0})  # model card: 400B, 17B active
+
+# --- DeepSeek Sparse Attention (MLA over the lightning indexer's top-k tokens) ---
+# https://huggingface.co/deepseek-ai/DeepSeek-V3.2-Exp/blob/main/config.json: model_type
+# deepseek_v32, DeepSeek-V3's shapes plus index_n_heads 64, index_head_dim 128 and
+# index_topk 2048 (DeepSeek's inference/model.py Indexer: wq_b from the 1,536-wide q
+# latent, wk and weights_proj from the hidden state, a LayerNorm on the key; vLLM's
+# deepseek_v2.py Indexer keeps all three replicated on every TP rank). V3.2 and
+# V3.2-Speciale keep the shapes. The indexers add 61 x 13,959,424 = 0.85B parameters to
+# V3's 671.0B (the 685B Hugging Face lists counts the 14B MTP layer too, unused when
+# serving); the published 671B / 37B activated of the V3 report stay, within the catalog's
+# 2% check.
+MODEL_CATALOG["deepseek-v3.2"] = ModelSpec(**{
+    **MODEL_CATALOG["deepseek-v3"].model_dump(),
+    "name": "deepseek-v3.2", "hf_id": "deepseek-ai/DeepSeek-V3.2",
+    "aliases": ("deepseek-ai/DeepSeek-V3.2-Exp", "deepseek-ai/DeepSeek-V3.2-Speciale"),
+    "index_n_heads": 64, "index_head_dim": 128, "index_topk": 2048})
 
 # Releases with another entry's shapes and their own context length (config.json's
 # max_position_embeddings), which sets the default max_model_len.
