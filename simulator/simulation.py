@@ -186,6 +186,7 @@ class Simulation:
                 check_parallelism(self.model, self.gpu, sc, layout=(pool.tp, pool.pp),
                                   where=f"disaggregation.{role}")
         self.max_model_len = sc.model.max_model_len or self.model.max_position_embeddings
+        self.block_size = self._block_size()
         sched_cfg = sc.scheduler
         budget, max_seqs = sched_cfg.resolve_limits(self.gpu.name, self.gpu.usable_memory_gib, self.max_model_len)
         self.token_budget, self.max_num_seqs = budget, max_seqs
@@ -216,6 +217,23 @@ class Simulation:
             self.kernel_times += "; " + untuned_fp8_decode_note(sc.cost_model.engine_version)
         self.workload = workload if workload is not None else build_workload(sc.workload, loaded.base_dir)
 
+    # DeepSeek Sparse Attention: vLLM's FlashMLA-sparse kernels page the KV cache in 64-token
+    # blocks, and vLLM sets that block size for these models (docs/fidelity.md).
+    SPARSE_BLOCK_SIZE = 64
+
+    def _block_size(self) -> int:
+        """memory.block_size, or the one the model's attention kernels require when the
+        scenario leaves it at the default; a different explicit size is refused."""
+        memory = self.scenario.memory
+        if not self.model.is_sparse:
+            return memory.block_size
+        if "block_size" in memory.model_fields_set and memory.block_size != self.SPARSE_BLOCK_SIZE:
+            raise ConfigError(f"{self.model.name} runs vLLM's FlashMLA-sparse kernels, which need "
+                              f"{self.SPARSE_BLOCK_SIZE}-token KV blocks, not {memory.block_size}",
+                              where="memory.block_size",
+                              fix=f"set memory.block_size: {self.SPARSE_BLOCK_SIZE}, or leave it out")
+        return self.SPARSE_BLOCK_SIZE
+
     def _plan(self, tp: int, pp: int, replicas: int, timer, role: str | None = None,
               dp: int = 1) -> InstancePlan:
         """One layout's memory plan and cost model; `role` names a disaggregated pool in errors."""
@@ -226,7 +244,7 @@ class Simulation:
                 self.model, self.gpu, tp=tp, pp=pp, weight_dtype=sc.model.weight_dtype,
                 expert_weight_dtype=sc.model.expert_weight_dtype, kv_dtype=sc.model.kv_dtype,
                 utilization=sc.memory.gpu_memory_utilization,
-                runtime_reserve_gib=sc.memory.runtime_reserve_gib, block_size=sc.memory.block_size,
+                runtime_reserve_gib=sc.memory.runtime_reserve_gib, block_size=self.block_size,
                 max_batched_tokens=self.token_budget, max_num_seqs=self.max_num_seqs,
                 max_model_len=self.max_model_len, kv_cache_tokens=sc.memory.kv_cache_tokens,
                 dp=dp, split_experts=role is None, expert_parallel=expert_parallel,
@@ -263,7 +281,7 @@ class Simulation:
             engines = []
             lockstep = LockstepGroup(env, plan.cost) if coupled else None
             for k in range(plan.dp * pp):  # each DP rank's virtual engines; ranks pick by load as vLLM's DP balancer does
-                kv = BlockManager(blocks_per_engine, sc.memory.block_size,
+                kv = BlockManager(blocks_per_engine, self.block_size,
                                   getattr(sc.scheduler, "watermark", 0.0), plan.memory.state_blocks)
                 sched = policy(sc.scheduler, kv, self.max_model_len, itl,
                                token_budget=self.token_budget, max_num_seqs=self.max_num_seqs)

@@ -215,3 +215,21 @@ def test_the_summary_names_the_kernels_no_table_times():
     assert "roofline estimates" not in dense.kernel_times
     roofline = Simulation(load(bench, ["model.name=deepseek-v3.2", "parallelism.tp=8", "cost_model.backend=roofline"]))
     assert roofline.kernel_times == "roofline (datasheet peaks x cost_model.efficiency)"
+
+
+def test_dsa_models_page_their_cache_in_the_64_token_blocks_vllm_requires():
+    """vLLM's FlashMLA-sparse kernels need 64-token blocks and vLLM sets that size for
+    DeepSeek-V3.2; the simulator does too, refuses another explicit size with the fix, and
+    leaves every other model's block size alone."""
+    from simulator.errors import ConfigError
+    from simulator.simulation import Simulation
+
+    bench = Path(__file__).resolve().parents[1] / "scenarios" / "benchmark-concurrency.yaml"
+    v32 = ["model.name=deepseek-v3.2", "parallelism.tp=8", "cost_model.backend=roofline"]
+    sim = Simulation(load(bench, v32))
+    assert sim.block_size == 64 and sim.memory.block_size == 64
+    assert Simulation(load(bench, [*v32, "memory.block_size=64"])).block_size == 64
+    with pytest.raises(ConfigError, match="64-token KV blocks") as err:
+        Simulation(load(bench, [*v32, "memory.block_size=16"]))
+    assert err.value.where == "memory.block_size" and "memory.block_size: 64" in err.value.fix
+    assert Simulation(load(bench, ["model.name=deepseek-v3", "parallelism.tp=8"])).block_size == 16
