@@ -17,14 +17,10 @@ from simulator.cost.ops import (
     Op,
     ShardedModel,
     attn_decode_cost,
-    attn_decode_op,
-    attn_prefill_op,
+    decode_attention_ops,
     emit_ops,
-    indexer_decode_op,
     iteration_ops,
-    linear_decode_op,
-    linear_prefill_op,
-    sparse_prefill_ops,
+    prefill_attention_ops,
     token_ops,
 )
 
@@ -72,16 +68,10 @@ class IterationCostModel:
         # Formula timers evaluate decode attention directly, vectorised over stretches;
         # table-driven ones (no vector form) are read at context knots.
         self._attn_vector = getattr(timer, "attn_decode_times", None)
-        # Hybrid linear-attention models: the per-sequence state ops ride on the attention
-        # memos (decode: _decode_attention_exact; prefill: prefill_attention_time), so decode
-        # stretches take the memoised path rather than the attention-only vector form.
-        self._linear = sharded.linear_passes > 0
-        if self._linear:
-            self._attn_vector = None
-        # Sparse attention (DeepSeek-V3.2): the indexer's scores ride on the same memos, and
-        # its prefill attention is chosen by sparse_prefill_ops.
-        self._sparse = sharded.index_topk > 0
-        if self._sparse:
+        # Hybrid linear attention's state step and DSA's indexer ride on the attention memos
+        # (decode_attention_ops, prefill_attention_ops), so their decode stretches take the
+        # memoised path rather than the attention-only vector form.
+        if sharded.linear_passes or sharded.index_topk:
             self._attn_vector = None
         self._knotted = self._attn_vector is None
 
@@ -157,15 +147,14 @@ class IterationCostModel:
         else:  # each context's own (its bit_length, exact below 2**53)
             spacing = np.int64(1) << np.maximum(np.frexp(c.astype(np.float64))[1] - 1 - CONTEXT_KNOT_BITS, 0)
         lo = c - c % spacing
+        hi = lo + spacing
         new = np.empty(steps, dtype=bool)
         new[0] = True
         np.not_equal(lo[1:], lo[:-1], out=new[1:])
         run = np.cumsum(new) - 1
-        starts = lo[new]
         exact = self._decode_attention_exact
-        t_lo = np.array([exact(num_seqs, k) for k in starts.tolist()])[run]
-        t_hi = np.array([exact(num_seqs, k) for k in (starts + (spacing if np.ndim(spacing) == 0
-                                                                 else spacing[new])).tolist()])[run]
+        t_lo = np.array([exact(num_seqs, k) for k in lo[new].tolist()])[run]
+        t_hi = np.array([exact(num_seqs, k) for k in hi[new].tolist()])[run]
         w = (c - lo) / spacing
         # On a knot w is 0 and this is t_lo exactly, as decode_attention_time returns there.
         return ((1.0 - w) * t_lo + w * t_hi).tolist()
@@ -176,14 +165,9 @@ class IterationCostModel:
         if v is None:
             if len(self._attn_cache) > 500_000:  # bound memory on very long runs
                 self._attn_cache.clear()
-            op = attn_decode_op(num_seqs, context_sum, self.decode_sharded)
-            v = self.timer.op_time(op) * op.count
-            if self._linear:
-                lin = linear_decode_op(num_seqs, self.sharded)
-                v += self.timer.op_time(lin) * lin.count
-            if self._sparse:
-                idx = indexer_decode_op(num_seqs, context_sum, self.sharded)
-                v += self.timer.op_time(idx) * idx.count
+            v = 0.0
+            for op in decode_attention_ops(num_seqs, context_sum, self.sharded, self.decode_sharded):
+                v += self.timer.op_time(op) * op.count
             self._attn_cache[key] = v
         return v
 
@@ -193,14 +177,9 @@ class IterationCostModel:
         if v is None:
             if len(self._prefill_cache) > 200_000:  # bound memory on very long runs
                 self._prefill_cache.clear()
-            if self._sparse:
-                v = self._sum(sparse_prefill_ops(chunks, self.sharded))
-            else:
-                op = attn_prefill_op(chunks, self.sharded)
-                v = self.timer.op_time(op) * op.count
-            if self._linear:
-                lin = linear_prefill_op(chunks, self.sharded)
-                v += self.timer.op_time(lin) * lin.count
+            v = 0.0
+            for op in prefill_attention_ops(chunks, self.sharded):
+                v += self.timer.op_time(op) * op.count
             self._prefill_cache[chunks] = v
         return v
 

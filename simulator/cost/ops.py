@@ -121,7 +121,7 @@ class ShardedModel:
     @property
     def attn_layer_passes(self) -> int:
         """Layer passes that run softmax attention (all but the linear-attention ones)."""
-        return self.layers_per_stage * self.pp - self.linear_passes
+        return self.layers_per_stage * self.pp - self.linear_passes  # inline: a hot property
 
     @property
     def lin_conv_dim(self) -> int:
@@ -651,21 +651,36 @@ def sparse_prefill_ops(chunks: tuple[tuple[int, int], ...], sm: ShardedModel) ->
     return [attn, indexer_prefill_op(chunks, sm)]
 
 
+def prefill_attention_ops(chunks: tuple[tuple[int, int], ...], sm: ShardedModel) -> list[Op]:
+    """The context-dependent work of an iteration's prefill chunks: attention (dense, or DSA's
+    sparse MLA and indexer), and a hybrid model's chunked delta rule."""
+    ops = sparse_prefill_ops(chunks, sm) if sm.index_topk else [attn_prefill_op(chunks, sm)]
+    if sm.linear_passes:
+        ops.append(linear_prefill_op(chunks, sm))
+    return ops
+
+
+def decode_attention_ops(num_seqs: int, context_sum: int, sm: ShardedModel,
+                         decode_sm: ShardedModel | None = None) -> list[Op]:
+    """The context-dependent work of an iteration's decodes: attention (timed with
+    `decode_sm` where given, cost/releases.py), DSA's indexer scores, and a hybrid model's
+    recurrent state step."""
+    ops = [attn_decode_op(num_seqs, context_sum, decode_sm or sm)]
+    if sm.index_topk:
+        ops.append(indexer_decode_op(num_seqs, context_sum, sm))
+    if sm.linear_passes:
+        ops.append(linear_decode_op(num_seqs, sm))
+    return ops
+
+
 def iteration_ops(shape: IterationShape, sm: ShardedModel, moe_m: int | None = None,
                   decode_sm: ShardedModel | None = None) -> list[Op]:
     """Every op one micro-batch passes through, across all pipeline stages; decode
     attention is timed with `decode_sm` where given (cost/releases.py)."""
     ops = token_ops(shape.num_tokens, sm, moe_m)
     if shape.prefill_chunks:
-        ops.extend(sparse_prefill_ops(shape.prefill_chunks, sm) if sm.index_topk
-                   else (attn_prefill_op(shape.prefill_chunks, sm),))
-        if sm.linear_passes:
-            ops.append(linear_prefill_op(shape.prefill_chunks, sm))
+        ops.extend(prefill_attention_ops(shape.prefill_chunks, sm))
     if shape.num_decode:
-        ops.append(attn_decode_op(shape.num_decode, shape.decode_context, decode_sm or sm))
-        if sm.index_topk:
-            ops.append(indexer_decode_op(shape.num_decode, shape.decode_context, sm))
-        if sm.linear_passes:
-            ops.append(linear_decode_op(shape.num_decode, sm))
+        ops.extend(decode_attention_ops(shape.num_decode, shape.decode_context, sm, decode_sm))
     ops.extend(emit_ops(shape.num_emit, sm))
     return ops

@@ -101,13 +101,11 @@ class RooflineTimer:
         if f in ("allreduce", "allgather", "p2p"):
             nbytes, ranks, link = op.shape
             return self.collective_time(f, nbytes, ranks, link)
-        if f in ("attn_sparse", "indexer"):  # DeepSeek-V3.2: FlashMLA sparse, DeepGEMM's FP8 logits
+        if f in ("attn_sparse", "indexer", "linear_attn"):
+            # DeepSeek-V3.2's FlashMLA sparse and DeepGEMM FP8 logits, and the Gated DeltaNet
+            # recurrence (FLA's Triton kernels): no table times them; attention's efficiencies.
             peak = self.peak(op.dtype if op.dtype in self.gpu.peak_tflops else "bf16")
             compute = op.flops / (peak * self.eff.attention_compute)
-            memory = op.bytes / (self.bw * self.eff.attention_memory)
-            return max(compute, memory) + self.latency * op.kernels
-        if f == "linear_attn":  # Gated DeltaNet recurrence: FLA's Triton kernels, attention's efficiencies
-            compute = op.flops / (self.peak("bf16") * self.eff.attention_compute)
             memory = op.bytes / (self.bw * self.eff.attention_memory)
             return max(compute, memory) + self.latency * op.kernels
         raise ValueError(f"unknown op family {f!r}")
