@@ -45,6 +45,14 @@ class BlockManager:
         reserve = self.watermark_blocks if keep_watermark else 0
         return self.free - blocks >= reserve
 
+    def can_admit(self, blocks: int, *, keep_watermark: bool = False) -> bool:
+        """can_allocate for a sequence starting to run: its KV blocks and its state."""
+        return self.can_allocate(blocks + self.state_blocks, keep_watermark=keep_watermark)
+
+    def admit(self, blocks: int) -> None:
+        """Allocate a sequence's first KV blocks and, for hybrid models, its state."""
+        self.allocate(blocks + self.state_blocks)
+
     def allocate(self, blocks: int) -> None:
         empty = self.total - self.used - self.cached
         if blocks > empty:

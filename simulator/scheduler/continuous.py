@@ -57,10 +57,10 @@ class ContinuousScheduler(Scheduler):
         while waiting and len(self.running) < self.max_num_seqs:
             req = waiting[0]
             need = self.reservation(req)
-            if req.prompt_tokens > budget or need + kv.state_blocks > kv.free:
+            if req.prompt_tokens > budget or not kv.can_admit(need):
                 break
             waiting.popleft()
-            kv.allocate(need + kv.state_blocks)
+            kv.admit(need)
             req.block_count = need
             req.status = "running"
             self.running.append(req)

@@ -87,13 +87,12 @@ class DecodeRole(Scheduler):
         arrived = self.arrived
         while arrived and len(running) < self.max_num_seqs:
             req = arrived[0]
-            need = kv.blocks_for(req.num_computed + 1) + kv.state_blocks
-            if need > free:
+            need = kv.blocks_for(req.num_computed + 1)
+            if need + kv.state_blocks > free:
                 break
             arrived.popleft()
-            kv.allocate(need)
-            free -= need
-            need -= kv.state_blocks
+            kv.admit(need)
+            free -= need + kv.state_blocks
             req.block_count = need
             req.status = "running"
             running.append(req)

@@ -68,10 +68,10 @@ class _BatchRunner(Scheduler):
         while self.waiting and len(batch) < self.batch_size:
             req = self.waiting[0]
             need = self._reserve(req)
-            if need + self.kv.state_blocks > self.kv.free:
+            if not self.kv.can_admit(need):
                 break
             self.waiting.popleft()
-            self.kv.allocate(need + self.kv.state_blocks)
+            self.kv.admit(need)
             req.block_count = need
             req.status = "running"
             batch.append(req)

@@ -76,10 +76,10 @@ class VllmV0Scheduler(Scheduler):
             if pad_limit is not None and batched - (packed + todo) > pad_limit:
                 break
             need = kv.blocks_for(todo)
-            if not kv.can_allocate(need + kv.state_blocks, keep_watermark=True):
+            if not kv.can_admit(need, keep_watermark=True):
                 break
             waiting.popleft()
-            kv.allocate(need + kv.state_blocks)
+            kv.admit(need)
             req.block_count = need
             req.status = "running"
             running.append(req)
