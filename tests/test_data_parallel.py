@@ -301,16 +301,21 @@ def test_a_zero_layout_cell_means_not_stated(tmp_path):
     assert a["per_run"][0]["pred_tpot_ms"] == b["per_run"][0]["pred_tpot_ms"]
 
 
+def two_rank_scenario(model: str, output_tokens: int) -> dict:
+    """60 fixed-length requests at 20 req/s on one replica of two DP ranks."""
+    return {"model": {"name": model, "max_model_len": 4096}, "hardware": {"gpu": "h100-sxm"},
+            "parallelism": {"dp": 2},
+            "workload": {"arrival": {"type": "poisson", "rate": 20.0}, "num_requests": 60, "seed": 3,
+                         "prompt_tokens": {"type": "fixed", "value": 300},
+                         "output_tokens": {"type": "fixed", "value": output_tokens}},
+            "output": {"report": False}}
+
+
 def test_outputs_name_the_dp_rank_of_each_request_and_step():
     """Each rank's steps and KV cache are its own: the records say which rank they are."""
     from simulator import api
 
-    d = {"model": {"name": "qwen3-30b-a3b", "max_model_len": 4096}, "hardware": {"gpu": "h100-sxm"},
-         "parallelism": {"dp": 2},
-         "workload": {"arrival": {"type": "poisson", "rate": 20.0}, "num_requests": 60, "seed": 3,
-                      "prompt_tokens": {"type": "fixed", "value": 300},
-                      "output_tokens": {"type": "fixed", "value": 20}},
-         "output": {"report": False}}
+    d = two_rank_scenario("qwen3-30b-a3b", 20)
     res = api.run(d)
     assert set(res.requests["dp_rank"]) == {0, 1} and set(res.iterations["dp_rank"]) == {0, 1}
     for rank, its in res.iterations.groupby("dp_rank"):
@@ -327,13 +332,7 @@ def test_a_dense_models_dp_ranks_are_named_in_the_records_too(fast_forward):
     """A dense model's DP ranks run as independent engines (no lockstep, and they may
     fast-forward decode stretches); their rows carry their rank like attention-DP ranks'.
     The run used to fail building iterations.csv: ranks were asked for but never logged."""
-    d = {"model": {"name": "llama-3.1-8b", "max_model_len": 4096}, "hardware": {"gpu": "h100-sxm"},
-         "parallelism": {"dp": 2},
-         "workload": {"arrival": {"type": "poisson", "rate": 20.0}, "num_requests": 60, "seed": 3,
-                      "prompt_tokens": {"type": "fixed", "value": 300},
-                      "output_tokens": {"type": "fixed", "value": 40}},
-         "output": {"report": False}}
-    _, res = simulate(d, fast_forward=fast_forward)
+    _, res = simulate(two_rank_scenario("llama-3.1-8b", 40), fast_forward=fast_forward)
     assert (res.requests["status"] == "completed").all()
     assert set(res.requests["dp_rank"]) == {0, 1} and set(res.iterations["dp_rank"]) == {0, 1}
     assert len(res.iterations) == res.summary["iterations"]
