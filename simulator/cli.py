@@ -116,7 +116,9 @@ def print_summary(summary: dict, out_dir: Path | None) -> None:
         + (f", {kv['prefix_cache_hit_rate']:.0%} of prompt tokens from the prefix cache"
            if kv.get("prefix_cache_hit_rate") else "")
         + (f", each running sequence also holding {kv['state_blocks_per_sequence']} blocks of recurrent state"
-           if kv.get("state_blocks_per_sequence") else ""),
+           if kv.get("state_blocks_per_sequence") else "")
+        + (", no prefix caching (vLLM's default for hybrid models)"
+           if kv.get("state_blocks_per_sequence") and summary["config"].get("prefix_caching") is False else ""),
     ]
     lines[1:1] = rejection_lines(req)
     if dis:

@@ -187,7 +187,8 @@ class Simulation:
                                   where=f"disaggregation.{role}")
         self.max_model_len = sc.model.max_model_len or self.model.max_position_embeddings
         self.block_size = self._block_size()
-        sched_cfg = sc.scheduler
+        #: The scenario's scheduler knobs with the model-dependent defaults resolved.
+        self.scheduler_config = sched_cfg = sc.scheduler.for_model(self.model)
         budget, max_seqs = sched_cfg.resolve_limits(self.gpu.name, self.gpu.usable_memory_gib, self.max_model_len)
         self.token_budget, self.max_num_seqs = budget, max_seqs
         backend = COST_BACKENDS.get(sc.cost_model.backend)
@@ -283,7 +284,7 @@ class Simulation:
             for k in range(plan.dp * pp):  # each DP rank's virtual engines; ranks pick by load as vLLM's DP balancer does
                 kv = BlockManager(blocks_per_engine, self.block_size,
                                   getattr(sc.scheduler, "watermark", 0.0), plan.memory.state_blocks)
-                sched = policy(sc.scheduler, kv, self.max_model_len, itl,
+                sched = policy(self.scheduler_config, kv, self.max_model_len, itl,
                                token_budget=self.token_budget, max_num_seqs=self.max_num_seqs)
                 sched.expect_arrivals = self._expect_arrivals
                 engines.append(Engine(env, r, sched, plan.cost, log, self._on_finish, self._on_reject,
@@ -510,6 +511,7 @@ class Simulation:
             "max_num_batched_tokens": self.token_budget,
             "max_num_seqs": self.max_num_seqs,
             "max_model_len": self.max_model_len,
+            "prefix_caching": getattr(self.scheduler_config, "enable_prefix_caching", None),
             "cost_backend": sc.cost_model.backend,
             "kernel_times": self.kernel_times,
             "seed": sc.workload.seed,

@@ -331,3 +331,32 @@ def test_a_request_that_fits_the_cache_exactly_after_a_full_hit_completes(tmp_pa
     # Its hit stops one token short, where vLLM leaves the last cached block free: the
     # request fits the cache exactly and never has to preempt itself.
     assert list(res.requests["cached_tokens"]) == [0, 4032] and res.summary["preemptions"] == 0
+
+
+def _hybrid(**sched) -> dict:
+    """Requests sharing an 800-token prefix on Qwen3-Next (three in four layers Gated DeltaNet)."""
+    d = spaced(1000, 800, model="qwen3-next-80b-a3b", tp=4, gpu="h200", sched=sched)
+    d["model"]["max_model_len"] = 4096
+    return d
+
+
+def test_a_hybrid_model_leaves_prefix_caching_off_by_default_as_vllm_does():
+    """vLLM turns prefix caching off by default for hybrid models (vllm-project/vllm#23716):
+    a cached attention prefix cannot restore the linear layers' recurrent state. So the
+    second request prefills all 1,000 tokens, exactly as with caching switched off."""
+    _, default = simulate(_hybrid())
+    _, off = simulate(_hybrid(enable_prefix_caching=False))
+    assert list(default.requests["cached_tokens"]) == [0, 0]
+    assert list(default.iterations["prefill_tokens"][default.iterations["prefill_tokens"] > 0]) == [1000, 1000]
+    np.testing.assert_array_equal(default.requests["ttft_ms"], off.requests["ttft_ms"])
+    # the same workload on a dense model does reuse the prefix under the same (default) knobs
+    dense = spaced(1000, 800, tp=4, gpu="h200")
+    assert list(simulate(dense)[1].requests["cached_tokens"]) == [0, 800]
+
+
+def test_asking_for_prefix_caching_on_a_hybrid_model_is_refused_with_the_fix():
+    with pytest.raises(ConfigError) as err:
+        simulate(_hybrid(enable_prefix_caching=True))
+    assert err.value.where == "scheduler.enable_prefix_caching"
+    assert "hybrid linear-attention" in err.value.message
+    assert "leave scheduler.enable_prefix_caching unset" in err.value.fix

@@ -29,6 +29,11 @@ class SchedulerConfigBase(StrictModel):
         """(token budget per iteration, max sequences) with this policy's defaults applied."""
         raise NotImplementedError
 
+    def for_model(self, model) -> SchedulerConfigBase:
+        """This config with the defaults that depend on the served model applied (a
+        policy whose engine treats some architectures differently overrides it)."""
+        return self
+
 
 def whole_prompt_budget(budget: int, max_model_len: int, policy: str) -> int:
     """A budget under which every prompt must run whole (no chunking) must hold the longest

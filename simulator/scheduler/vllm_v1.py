@@ -17,6 +17,7 @@ from typing import Literal
 from pydantic import Field
 
 from simulator.cost.ops import IterationShape
+from simulator.errors import ConfigError
 from simulator.prefix_cache import PrefixCache
 from simulator.scheduler.base import (
     Scheduler,
@@ -43,12 +44,31 @@ class VllmV1Config(SchedulerConfigBase):
         "and an iteration that follows another lasts max(GPU time, CPU overheads) instead of their sum "
         "(on by default in vLLM since vllm-project/vllm#27614, as here; an opt-in flag up to vLLM ~0.13: "
         "set false to model those)")
-    enable_prefix_caching: bool = Field(
-        True, description="vLLM v1's automatic prefix caching (on by default there): whole KV blocks of "
-        "prompt content the workload marks as shared (workload.shared_prefix, a trace's prefix or "
-        "hash columns, a conversation's earlier turns) stay cached after their request and are reused, so "
-        "only the rest is prefilled; a request preempted by recompute finds its own computed blocks again "
-        "unless they were evicted")
+    enable_prefix_caching: bool | None = Field(
+        None, description="vLLM v1's automatic prefix caching: whole KV blocks of prompt content the "
+        "workload marks as shared (workload.shared_prefix, a trace's prefix or hash columns, a "
+        "conversation's earlier turns) stay cached after their request and are reused, so only the rest "
+        "is prefilled; a request preempted by recompute finds its own computed blocks again unless they "
+        "were evicted. Default (unset): on, as in vLLM, except for hybrid linear-attention models "
+        "(Qwen3-Next, Qwen3.5), where vLLM leaves it off (vllm-project/vllm#23716) because their "
+        "recurrent state cannot resume from cached KV; true on such a model is refused")
+
+    def for_model(self, model):
+        """Resolve prefix caching for `model`: vLLM turns it off by default for hybrid models,
+        whose linear-attention layers keep one recurrent state per sequence and no per-token
+        KV, so a cached attention prefix alone cannot skip their prefill. vLLM's opt-in
+        `mamba_cache_mode=align` checkpoints that state only on a coarse block grid, which
+        is not modelled, so an explicit request for it is refused rather than over-credited."""
+        if self.enable_prefix_caching is None:
+            return self.model_copy(update={"enable_prefix_caching": not model.linear_layers})
+        if self.enable_prefix_caching and model.linear_layers:
+            raise ConfigError(
+                f"prefix caching on {model.name}, a hybrid linear-attention model, is not modelled: vLLM "
+                "leaves it off by default for these models, and its opt-in form (mamba_cache_mode align) "
+                "reuses a prefix only at the coarse block boundaries where it checkpoints the recurrent "
+                "state", where="scheduler.enable_prefix_caching",
+                fix="leave scheduler.enable_prefix_caching unset (off for this model, as in vLLM), or set it false")
+        return self
 
     def resolve_limits(self, gpu_name, gpu_memory_gib, max_model_len):
         budget, seqs = vllm_default_limits(gpu_name, gpu_memory_gib)
@@ -72,7 +92,8 @@ class VllmV1Scheduler(Scheduler):
     def __init__(self, config: VllmV1Config, kv, max_model_len, itl, **limits):
         super().__init__(config, kv, max_model_len, itl, **limits)
         self.chunked = config.enable_chunked_prefill
-        self.prefix_cache = PrefixCache(kv) if config.enable_prefix_caching else None
+        # unset (a scheduler built without a Simulation) means vLLM's default for dense models: on
+        self.prefix_cache = PrefixCache(kv) if config.enable_prefix_caching is not False else None
 
     def _preempt(self, req):
         if self.prefix_cache is not None:
