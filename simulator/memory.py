@@ -161,10 +161,12 @@ def kv_bytes_per_token_per_gpu(model: ModelSpec, kv_dtype: str, tp: int, pp: int
     return 2 * layers * kv_heads * model.head_dim * DTYPE_BYTES[kv_dtype]
 
 
-# vLLM keeps both Gated DeltaNet states (conv and delta rule) in the model dtype: its
+# vLLM keeps the Gated DeltaNet conv state in the model dtype: its
 # MambaStateDtypeCalculator.gated_delta_net_state_dtype resolves mamba_cache_dtype "auto"
-# (the default) to the model dtype for both, whatever the KV-cache dtype (vllm/model_executor/
-# layers/mamba/mamba_utils.py). Served checkpoints here run bf16/fp16 activations.
+# (the default) to the model dtype, whatever the KV-cache dtype (vllm/model_executor/
+# layers/mamba/mamba_utils.py); served checkpoints here run bf16/fp16 activations. The
+# delta-rule state follows mamba_ssm_cache_dtype, the model dtype too unless the model's
+# config names another (ModelSpec.linear_ssm_bytes: Qwen3.5's float32).
 LINEAR_STATE_BYTES = 2.0
 
 
@@ -181,7 +183,7 @@ def linear_state_bytes_per_gpu(model: ModelSpec, tp: int, pp: int) -> float:
         return 0.0
     layers = -(-model.linear_layers // pp)
     conv, delta = model.linear_state_elements()
-    return layers * (conv + delta) / tp * LINEAR_STATE_BYTES
+    return layers * (conv * LINEAR_STATE_BYTES + delta * model.linear_ssm_bytes) / tp
 
 
 # What the driver keeps out of CUDA's reach: vLLM sizes its budget from torch's total

@@ -29,7 +29,7 @@ def _text(model_type: str, **shape) -> dict:
             "full_attention_interval": 4, "head_dim": 256, "layer_types": _layer_types(layers),
             "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128, "linear_num_key_heads": 16,
             "linear_value_head_dim": 128, "max_position_embeddings": 262144, "mtp_num_hidden_layers": 1,
-            "vocab_size": 248320, **shape}
+            "vocab_size": 248320, "mamba_ssm_dtype": "float32", **shape}
 
 
 def _moe_text(**shape) -> dict:
@@ -161,3 +161,22 @@ def test_closed_loop_completes_conserves_tokens_and_frees_kv():
     for engine in (e for rep in sim.replicas for e in rep.engines):
         assert engine.scheduler.kv.used == 0
         assert engine.scheduler.kv.peak_used > 0
+
+
+def test_the_delta_rule_state_is_float32_as_the_config_says_and_vllm_keeps_it(tmp_path):
+    """Qwen3.5's config.json sets mamba_ssm_dtype float32, which vLLM copies into
+    mamba_ssm_cache_dtype (Qwen3_5ForConditionalGenerationConfig); the conv state stays
+    bf16. A config without the key (Qwen3-Next's) keeps the model dtype for both."""
+    from simulator.memory import linear_state_bytes_per_gpu
+
+    spec = MODEL_CATALOG["qwen3.5-35b-a3b"]
+    conv, delta = spec.linear_state_elements()
+    assert spec.linear_ssm_bytes == 4.0
+    assert linear_state_bytes_per_gpu(spec, 2, 1) == 30 * (conv * 2 + delta * 4) / 2
+    cfg = CONFIGS["qwen3.5-35b-a3b"]
+    text = {k: v for k, v in cfg["text_config"].items() if k != "mamba_ssm_dtype"}
+    assert load_hf_config(_write(tmp_path, {**cfg, "text_config": text})).linear_ssm_bytes == 2.0
+    assert MODEL_CATALOG["qwen3-next-80b-a3b"].linear_ssm_bytes == 2.0
+    bad = {**cfg, "text_config": {**text, "mamba_ssm_dtype": "int8"}}
+    with pytest.raises(CatalogError, match="mamba_ssm_dtype 'int8'"):
+        load_hf_config(_write(tmp_path, bad))

@@ -106,6 +106,7 @@ class ShardedModel:
     lin_k_dim: int = 0
     lin_v_dim: int = 0
     lin_conv: int = 0  # causal conv taps
+    lin_ssm_bytes: float = 2.0  # bytes per element of the delta-rule state (ModelSpec.linear_ssm_bytes)
     index_heads: int = 0  # DSA lightning indexer heads, replicated on every TP rank (0: dense attention)
     index_dim: int = 0
     index_topk: int = 0  # tokens each query's sparse MLA attends to
@@ -189,6 +190,7 @@ class ShardedModel:
             lin_k_dim=model.linear_key_head_dim,
             lin_v_dim=model.linear_value_head_dim,
             lin_conv=model.linear_conv_kernel,
+            lin_ssm_bytes=model.linear_ssm_bytes,
             index_heads=model.index_n_heads,
             index_dim=model.index_head_dim,
             index_topk=model.index_topk,
@@ -386,14 +388,16 @@ def linear_attention_token_ops(m: int, sm: ShardedModel) -> list[Op]:
 # FLA's chunked gated delta rule works on chunks of this many tokens (chunk_size=64 in its
 # chunk_gated_delta_rule kernels, which vLLM vendors).
 DELTA_RULE_CHUNK = 64
-# The recurrent state's element size: vLLM keeps it in the model dtype (memory.LINEAR_STATE_BYTES).
+# The conv state's element size: vLLM keeps it in the model dtype (memory.LINEAR_STATE_BYTES);
+# the delta-rule state's is the model's (ShardedModel.lin_ssm_bytes).
 _STATE_BYTES = 2.0
 
 
 def linear_state_traffic(seqs: int, sm: ShardedModel) -> float:
     """Bytes to read and write back `seqs` sequences' conv and delta-rule states, one layer."""
-    state = sm.lin_v_heads * sm.lin_k_dim * sm.lin_v_dim + sm.lin_conv_dim * (sm.lin_conv - 1)
-    return 2.0 * seqs * state * _STATE_BYTES
+    state = (sm.lin_v_heads * sm.lin_k_dim * sm.lin_v_dim * sm.lin_ssm_bytes
+             + sm.lin_conv_dim * (sm.lin_conv - 1) * _STATE_BYTES)
+    return 2.0 * seqs * state
 
 
 def linear_prefill_op(chunks: tuple[tuple[int, int], ...], sm: ShardedModel) -> Op:

@@ -1084,7 +1084,8 @@ def _qwen3_5(size: str, published_b: float, published_active_b: float | None = N
         ffn_size=ffn or expert_ffn, gated_mlp=True, vocab_size=248320, max_position_embeddings=262144,
         qk_norm=True, attn_output_gate=True, linear_layers=layers - layers // 4, linear_num_key_heads=16,
         linear_num_value_heads=linear_value_heads, linear_key_head_dim=128, linear_value_head_dim=128,
-        linear_conv_kernel=4, encoder_params=qwen3_vl_encoder_params(27, 1152, 4304, hidden, deepstack=0),
+        linear_conv_kernel=4, linear_ssm_bytes=4.0,  # config.json: mamba_ssm_dtype float32
+        encoder_params=qwen3_vl_encoder_params(27, 1152, 4304, hidden, deepstack=0),
         published_params_b=published_b, published_active_params_b=published_active_b, **moe)
 
 

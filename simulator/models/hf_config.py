@@ -161,6 +161,22 @@ def _optional(cfg: dict[str, Any], key: str, default: Any) -> Any:
     return default if value is None else value
 
 
+# mamba_ssm_dtype values a config may give, as bytes per element of the delta-rule state.
+_SSM_DTYPE_BYTES = {"float32": 4.0, "float16": 2.0, "bfloat16": 2.0}
+
+
+def _ssm_bytes(cfg: dict[str, Any], where: str) -> float:
+    """The delta-rule state's element size: the config's mamba_ssm_dtype (Qwen3.5: float32),
+    which vLLM adopts when --mamba-ssm-cache-dtype is left at auto; else the model dtype."""
+    value = cfg.get("mamba_ssm_dtype")
+    if value is None:
+        return 2.0
+    if value not in _SSM_DTYPE_BYTES:
+        raise CatalogError(f"mamba_ssm_dtype {value!r} is not one of {', '.join(_SSM_DTYPE_BYTES)}",
+                           where=where, fix="use the value of the model's published config.json")
+    return _SSM_DTYPE_BYTES[value]
+
+
 def _llama_fields(cfg: dict[str, Any], where: str, model_type: str) -> dict[str, Any]:
     hidden = _require(cfg, "hidden_size", where)
     heads = _require(cfg, "num_attention_heads", where)
@@ -283,6 +299,7 @@ def _hybrid_fields(cfg: dict[str, Any], where: str, moe: bool) -> dict[str, Any]
               "linear_key_head_dim": _require(cfg, "linear_key_head_dim", where),
               "linear_value_head_dim": _require(cfg, "linear_value_head_dim", where),
               "linear_conv_kernel": _optional(cfg, "linear_conv_kernel_dim", 4),
+              "linear_ssm_bytes": _ssm_bytes(cfg, where),
               "attn_output_gate": _optional(cfg, "attn_output_gate", True)}
     if not moe:
         return fields

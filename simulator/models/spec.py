@@ -138,6 +138,11 @@ class ModelSpec(StrictModel):
     linear_key_head_dim: int = Field(0, ge=0)
     linear_value_head_dim: int = Field(0, ge=0)
     linear_conv_kernel: int = Field(0, ge=0)  # taps of the causal conv over q, k, v
+    # Bytes per element of the delta-rule state: vLLM keeps it in the model dtype (2) unless
+    # the config's mamba_ssm_dtype says otherwise, as Qwen3.5/3.6's float32 does (vLLM's
+    # Qwen3_5ForConditionalGenerationConfig copies it into mamba_ssm_cache_dtype). The conv
+    # state stays in the model dtype.
+    linear_ssm_bytes: float = Field(2.0, gt=0)
     attn_output_gate: bool = False  # q_proj also emits a per-head output gate (Qwen3-Next)
     shared_expert_gate: bool = False  # a hidden -> 1 sigmoid gate on the shared experts
     index_n_heads: int = Field(0, ge=0)  # DSA lightning indexer: scoring heads
@@ -369,9 +374,11 @@ class ModelSpec(StrictModel):
     def weight_bytes(self, dtype_bytes: float) -> float:
         return self.param_count * dtype_bytes
 
-    def linear_state_bytes(self, state_dtype_bytes: float) -> float:
-        """Recurrent state one sequence holds across all linear-attention layers."""
-        return self.linear_layers * sum(self.linear_state_elements()) * state_dtype_bytes
+    def linear_state_bytes(self, conv_dtype_bytes: float) -> float:
+        """Recurrent state one sequence holds across all linear-attention layers: the conv
+        state in the model dtype, the delta-rule matrices in `linear_ssm_bytes`."""
+        conv, delta = self.linear_state_elements()
+        return self.linear_layers * (conv * conv_dtype_bytes + delta * self.linear_ssm_bytes)
 
     def kv_bytes_per_token(self, kv_dtype_bytes: float) -> float:
         """K and V of every context-length layer: 2 x layers x kv_heads x head_dim x bytes,
