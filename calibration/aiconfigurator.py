@@ -273,6 +273,45 @@ def _w4a8_moe_rows(sys_dir: Path) -> tuple[list[list], str, list[str]] | None:
     return rows, versions[-1], kernels
 
 
+# Gated DeltaNet kernels of gdn_perf.parquet: the chunked delta rule times prefill; decode is
+# the recurrent step plus the conv-state update, the two kernels ops.linear_decode_op stands
+# for. The prefill conv (causal_conv1d_fn) is left out: ops.py counts it as elementwise
+# traffic over every token of the iteration.
+_GDN_PREFILL = "chunk_gated_delta_rule"
+_GDN_DECODE = ("fused_recurrent_gated_delta_rule", "causal_conv1d_update")
+_GDN_SHAPE = ["num_k_heads", "num_v_heads", "head_k_dim", "head_v_dim"]
+
+
+def _gdn_rows(sys_dir: Path, backend: str, version: str) -> tuple[list[list], str, list[str]] | None:
+    """linear_attn rows from the newest gdn_perf table at or below `version`: one row per
+    phase, sequences, tokens and per-GPU heads, the median over the models that share them
+    (the kernels do not read the model width)."""
+    base = sys_dir / "linear_attention" / backend
+    versions = [v for v in _subdirs(base) if (base / v / "gdn_perf.parquet").is_file()
+                and _vkey(v) <= _vkey(version)]
+    if not versions:
+        return None
+    import pandas as pd
+
+    df = _read_parquet(base / versions[-1] / "gdn_perf.parquet")
+    src = df["kernel_source"].astype(str)
+    prefill = df[(df["phase"] == "context") & src.str.startswith(_GDN_PREFILL)].copy()
+    prefill["kind"] = "prefill"
+    decode = df[(df["phase"] == "generation") & src.str.startswith(_GDN_DECODE)]
+    # the two decode kernels of one model and shape, summed; a shape missing either is dropped
+    per_model = decode.groupby(["model_name", "batch_size", *_GDN_SHAPE])["latency"].agg(["sum", "count"])
+    decode = per_model[per_model["count"] == len(_GDN_DECODE)].reset_index().rename(columns={"sum": "latency"})
+    decode["kind"], decode["seq_len"] = "decode", 1
+    both = pd.concat([prefill, decode], ignore_index=True)
+    both = both.groupby(["kind", "batch_size", "seq_len", *_GDN_SHAPE], as_index=False)["latency"].median()
+    both["latency_us"] = both["latency"] * _MS_TO_US
+    both = both.rename(columns={"batch_size": "seqs", "seq_len": "tokens", "num_k_heads": "k_heads",
+                                "num_v_heads": "v_heads", "head_k_dim": "k_dim", "head_v_dim": "v_dim"})
+    rows = _rows(both, ["kind", "seqs", "tokens", "k_heads", "v_heads", "k_dim", "v_dim"])
+    kernels = sorted(src[src.str.startswith((_GDN_PREFILL, *_GDN_DECODE))].unique())
+    return rows, versions[-1], kernels
+
+
 def convert(system: str, backend: str = "vllm", version: str | None = None, *, full: bool = False,
             data_root: Path | None = None) -> Profile:
     """Build a profile from one system/backend/version of aiconfigurator's tables.
@@ -345,6 +384,15 @@ def convert(system: str, backend: str = "vllm", version: str | None = None, *, f
                          "FlashInfer TRT-LLM kernel vLLM runs under VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1")
         tables["moe"] = make_table("moe", rows)
         kernels["moe"] = moe_kernels
+
+    gdn = _gdn_rows(sys_dir, backend, version)
+    if gdn is not None:
+        rows, gdn_version, gdn_kernels = gdn
+        tables["linear_attn"] = make_table("linear_attn", rows)
+        kernels["linear_attn"] = gdn_kernels
+        notes.append(f"Gated DeltaNet from linear_attention/{backend}/{gdn_version}: prefill is the chunked "
+                     "delta rule, decode the recurrent step plus the conv-state update; median over the "
+                     "Qwen3.5 models sharing a per-GPU head count")
 
     comm_rows: dict[str, list] = {"allreduce": [], "allgather": []}
     nccl_dir = _nccl_dir(sys_dir)

@@ -201,7 +201,7 @@ def _achieved(profile: Profile, family: str) -> tuple[str, float | None, str]:
     if family in ("gemm", "attn_prefill", "moe"):
         best = max(pts, key=lambda p: p[1] / p[3])
         return "TFLOP/s", best[1] / best[3] / 1e12, "bf16" if family == "attn_prefill" else best[0]
-    if family in ("attn_decode", "elementwise"):
+    if family in ("attn_decode", "elementwise", "linear_attn"):
         best = max(pts, key=lambda p: p[2] / p[3])
         return "TB/s", best[2] / best[3] / 1e12, ""
     # Collectives: bus bandwidth (nccl-tests' convention), comparable with the link's.

@@ -52,6 +52,9 @@ def _regime(family: str, shape: tuple) -> tuple[tuple, str]:
         return (shape[-1], shape[0] > 64), f"{shape[-1]}, tokens {'> 64' if shape[0] > 64 else '≤ 64'}"
     if family == "elementwise":
         return (shape[0],), str(shape[0])
+    if family == "linear_attn":
+        kind, seqs = shape[0], shape[1]
+        return (kind, seqs > 8), f"{kind}, sequences {'> 8' if seqs > 8 else '≤ 8'}"
     return (shape[1],), f"{shape[1]} ranks"  # collectives
 
 

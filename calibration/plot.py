@@ -51,6 +51,8 @@ def _points(profile: Profile, family: str):
             label = f"{key[2]}/{key[0]}"
         elif family == "moe":
             label = op.dtype
+        elif family == "linear_attn":
+            label = f"{key[0]} K{key[1]}/V{key[2]}"
         else:
             label = f"H{key[0]}/KV{key[1]}"
         out.append((label, op.flops, op.bytes, r[n_shape] * 1e-6))

@@ -39,6 +39,10 @@ FAMILY_COLUMNS: dict[str, tuple[str, ...]] = {
     "moe": ("tokens", "hidden", "inter", "topk", "experts", "ep", "dtype"),
     # `bytes` = bytes read + written by the kernel.
     "elementwise": ("kind", "bytes", "dtype"),
+    # Gated DeltaNet's recurrence per layer: `kind` prefill (the chunked delta rule over
+    # `seqs` sequences of `tokens` new tokens each) or decode (one recurrent step and the
+    # conv-state update for each of `seqs` sequences; `tokens` 1); heads are per GPU.
+    "linear_attn": ("kind", "seqs", "tokens", "k_heads", "v_heads", "k_dim", "v_dim"),
     # `bytes` = the message as ops.py counts it (all-gather: the gathered output).
     "allreduce": ("bytes", "ranks", "link", "impl", "dtype"),
     "allgather": ("bytes", "ranks", "link", "impl", "dtype"),

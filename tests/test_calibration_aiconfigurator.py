@@ -143,3 +143,49 @@ def test_cli_import(monkeypatch, tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["calibrate", "import-aiconfigurator", "--system", "nope", "--out", str(out)])
     assert exc.value.code == 2
+
+
+def test_gated_deltanet_rows_time_the_recurrence_per_phase(profile):
+    """Prefill is the chunked delta rule, the median over the models that share a per-GPU
+    head count; decode sums the recurrent step and the conv-state update."""
+    src = pd.read_parquet(H100 / "linear_attention" / "vllm" / "0.24.0" / "gdn_perf.parquet")
+    rows = profile.tables["linear_attn"].rows
+    shape = (src.num_k_heads == 2) & (src.num_v_heads == 8)
+    chunk = src[shape & (src.kernel_source == "chunk_gated_delta_rule_flashinfer")
+                & (src.batch_size == 4) & (src.seq_len == 2048)]
+    assert len(chunk) == 2  # Qwen3.5-397B and -122B: the same heads per GPU
+    got = next(r for r in rows if r[:7] == ["prefill", 4, 2048, 2, 8, 128, 128])
+    assert got[7] == pytest.approx(chunk.latency.median() * 1000.0, rel=1e-3)
+    dec = src[shape & (src.phase == "generation") & (src.batch_size == 16)
+              & (src.model_name == "Qwen/Qwen3.5-397B-A17B")]
+    assert set(dec.kernel_source) == {"fused_recurrent_gated_delta_rule_packed_decode", "causal_conv1d_update"}
+    got = next(r for r in rows if r[:7] == ["decode", 16, 1, 2, 8, 128, 128])
+    assert got[7] == pytest.approx(dec.latency.sum() * 1000.0, rel=2e-2)  # the two models' median
+    assert not any(r[0] == "prefill" and "conv" in str(r) for r in rows)
+    assert "causal_conv1d_fn" not in profile.metadata.versions["kernels.linear_attn"]
+
+
+def test_gated_deltanet_predictions_follow_the_longest_chunk():
+    """Shipped H200 table: a lone 8,192-token prompt at 8 value heads per GPU runs its
+    chunks one after another (417 µs a layer), four 2,048-token prompts in parallel take a
+    quarter of that, and a long chunk beside a short one costs what the long one does."""
+    from simulator.cost.calibrated import calibrated_backend
+    from simulator.cost.config import CostModelConfig
+    from simulator.cost.ops import ShardedModel, linear_decode_op, linear_prefill_op
+    from simulator.models import get_model
+
+    timer = calibrated_backend(get_gpu("h200"), CostModelConfig(), "h200_sxm-vllm")
+    sm = ShardedModel.build(get_model("qwen3.5-397b-a17b"), 8, 1, "fp8", "fp8", "bf16", 8)
+    lone = timer.op_time(linear_prefill_op(((8192, 0),), sm))
+    four = timer.op_time(linear_prefill_op(((2048, 0),) * 4, sm))
+    uneven = timer.op_time(linear_prefill_op(((8000, 0), (192, 0)), sm))
+    assert timer.source_of(linear_prefill_op(((8192, 0),), sm)) == "profile"
+    assert lone == pytest.approx(417e-6, rel=0.02)
+    assert four < lone / 3
+    assert lone * 0.95 < uneven < lone * 1.05
+    # Qwen3-Next keeps its delta-rule state in bf16: half the tables' float32 state traffic.
+    next_sm = ShardedModel.build(get_model("qwen3-next-80b-a3b"), 4, 1, "bf16", "bf16", "bf16", 8)
+    q35_sm = ShardedModel.build(get_model("qwen3.5-35b-a3b"), 4, 1, "bf16", "bf16", "bf16", 8)
+    assert (next_sm.lin_k_heads, next_sm.lin_v_heads) == (q35_sm.lin_k_heads, q35_sm.lin_v_heads) == (4, 8)
+    big = timer.op_time(linear_decode_op(512, q35_sm))
+    assert 0.5 * big < timer.op_time(linear_decode_op(512, next_sm)) < 0.75 * big

@@ -43,8 +43,8 @@ class Op:
     family: gemm | attn_prefill | attn_decode | attn_sparse | indexer | linear_attn |
     elementwise | allreduce | allgather | p2p
     shape: (M, N, K) for gemm; (tokens, context_or_seqs, heads, kv_heads, head_dim) for
-    attention; (tokens, sequences, value heads, key head dim, value head dim) for linear
-    attention; (bytes, ranks) for collectives.
+    attention; (tokens, sequences, key heads, value heads, key head dim, value head dim,
+    longest chunk) for linear attention; (bytes, ranks) for collectives.
     """
 
     name: str
@@ -418,7 +418,7 @@ def linear_prefill_op(chunks: tuple[tuple[int, int], ...], sm: ShardedModel) -> 
     nbytes = (tokens * per_token + n_chunks * hv * dk * dv * sm.act_bytes * 2
               + linear_state_traffic(len(chunks), sm))
     return Op("gdn_prefill", "linear_attn", flops, nbytes, sm.linear_passes,
-              (tokens, len(chunks), hv, dk, dv), "bf16", kernels=6)
+              (tokens, len(chunks), sm.lin_k_heads, hv, dk, dv, max(q for q, _ in chunks)), "bf16", kernels=6)
 
 
 def linear_decode_op(num_seqs: int, sm: ShardedModel) -> Op:
@@ -429,7 +429,7 @@ def linear_decode_op(num_seqs: int, sm: ShardedModel) -> Op:
     flops = 6.0 * num_seqs * hv * dk * dv
     nbytes = linear_state_traffic(num_seqs, sm) + num_seqs * (2 * sm.lin_k_heads * dk + 2 * hv * dv) * sm.act_bytes
     return Op("gdn_decode", "linear_attn", flops, nbytes, sm.linear_passes,
-              (num_seqs, num_seqs, hv, dk, dv), "bf16", kernels=2)
+              (num_seqs, num_seqs, sm.lin_k_heads, hv, dk, dv, 1), "bf16", kernels=2)
 
 
 def indexer_token_ops(m: int, sm: ShardedModel) -> list[Op]:

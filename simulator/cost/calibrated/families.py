@@ -10,7 +10,15 @@ from functools import lru_cache
 from calibration.profile import FAMILY_COLUMNS
 from simulator.cost.calibrated.gemm_rows import monotone_gemm_rows
 from simulator.cost.calibrated.trees import TreeNode
-from simulator.cost.ops import Op, ShardedModel, attn_decode_op, attn_prefill_op, fused_moe_op
+from simulator.cost.ops import (
+    Op,
+    ShardedModel,
+    attn_decode_op,
+    attn_prefill_op,
+    fused_moe_op,
+    linear_decode_op,
+    linear_prefill_op,
+)
 from simulator.dtypes import DTYPE_BYTES
 
 FAMILIES = tuple(FAMILY_COLUMNS)
@@ -196,6 +204,60 @@ class _Moe(_Family):
         return sum(_log_dist(a, b) for a, b in zip(want[:3], have[:3], strict=True))
 
 
+@lru_cache(maxsize=256)
+def _linear_model(k_heads: int, v_heads: int, k_dim: int, v_dim: int) -> ShardedModel:
+    """Per-GPU Gated DeltaNet dimensions for a table row's op (conv kernel 4, the only one
+    published; the delta-rule state in float32, as the tables' Qwen3.5 layers keep it)."""
+    from simulator.models import get_model
+
+    base = ShardedModel.build(get_model("qwen3-next-80b-a3b"), 1, 1, "bf16", "bf16", "bf16", 8)
+    return replace(base, layers_per_stage=1, pp=1, linear_passes=1, lin_k_heads=k_heads, lin_v_heads=v_heads,
+                   lin_k_dim=k_dim, lin_v_dim=v_dim, lin_conv=4, lin_ssm_bytes=4.0, act_bytes=2.0)
+
+
+class _LinearAttention(_Family):
+    """Gated DeltaNet recurrence tables (aiconfigurator's gdn_perf): per phase and per-GPU
+    head counts, over sequences and tokens per sequence. The chunked kernel runs each
+    (sequence, head) pair's chunks in order, so a lone long prompt leaves most SMs idle and
+    its time follows the tokens per sequence, not the FLOPs: plain interpolation in the
+    measured times, with the roofline only carrying a state dtype or shape the rows lack."""
+
+    name = "linear_attn"
+    scales = ("log", "log")  # sequences, tokens per sequence
+    ratio = (False, False)
+
+    def split(self, shape):
+        kind, seqs, tokens, hk, hv, dk, dv = shape
+        return (kind, int(hk), int(hv), int(dk), int(dv)), (float(seqs), float(tokens))
+
+    def eq_op(self, key, c):
+        kind, hk, hv, dk, dv = key
+        seqs, tokens = c
+        sm = _linear_model(hk, hv, dk, dv)
+        if kind == "decode":
+            return linear_decode_op(seqs, sm)
+        # fractional coordinates (interpolation points): scale one sequence's op
+        one = linear_prefill_op(((max(1, round(tokens)), 0),), sm)
+        return Op(one.name, one.family, one.flops * seqs, one.bytes * seqs, 1,
+                  (tokens * seqs, seqs, hk, hv, dk, dv, tokens), one.dtype, kernels=one.kernels)
+
+    def locate(self, op):
+        """A prefill of uneven chunks reads as equal chunks of the longest one's length, as
+        many as carry the same tokens: while (sequence, head) pairs are fewer than the SMs the
+        longest chunk's serial steps set the time, and beyond, the total work does."""
+        tokens, seqs, hk, hv, dk, dv, longest = op.shape
+        if op.name == "gdn_decode":
+            return ("decode", hk, hv, dk, dv), (float(seqs), 1.0)
+        return ("prefill", hk, hv, dk, dv), (tokens / longest, float(longest))
+
+    def distance(self, want, have):
+        """Another head count stands in within the same phase and head widths (the value
+        heads set the parallel work; key heads are shared by groups of them)."""
+        if want[0] != have[0] or want[3:] != have[3:]:
+            return None
+        return 2 * _log_dist(want[2], have[2]) + _log_dist(want[1], have[1])
+
+
 class _Elementwise(_Family):
     name = "elementwise"
     scales = ("log",)
@@ -245,5 +307,5 @@ class _Collective(_Family):
 
 FAMILY_ADAPTERS: dict[str, _Family] = {
     "gemm": _Gemm(), "attn_prefill": _Prefill(), "attn_decode": _Decode(), "moe": _Moe(),
-    "elementwise": _Elementwise(), **{c: _Collective(c) for c in COLLECTIVES},
+    "elementwise": _Elementwise(), "linear_attn": _LinearAttention(), **{c: _Collective(c) for c in COLLECTIVES},
 }

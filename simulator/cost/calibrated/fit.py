@@ -19,6 +19,7 @@ _EFF_FIELDS = {  # which RooflineEfficiency fields each family's fit sets
     "attn_decode": ("attention_compute", "attention_memory"),
     "elementwise": (None, "elementwise_memory"),
     "moe": ("gemm_compute", "gemm_memory"),
+    "linear_attn": ("attention_compute", "attention_memory"),
 }
 
 
