@@ -312,6 +312,42 @@ def _gdn_rows(sys_dir: Path, backend: str, version: str) -> tuple[list[list], st
     return rows, versions[-1], kernels
 
 
+# MLA decode attention (DeepSeek-V3/R1, Kimi-K2): the kernel alone, from SGLang's
+# generation_mla table, as `attn_decode` rows of the latent's shape in ops.py (one KV "head"
+# MLA_DECODE_HEAD_DIM wide, whose K and V bytes are the 576-wide latent). vLLM's own tables
+# time only the whole attention module (projections included); the context slope of those
+# module rows matches these kernel rows to a few percent for a 16-bit cache (FA3's MLA path
+# on Hopper, TRT-LLM's on Blackwell, which vLLM runs through FlashInfer), so the kernel is
+# the same. FA3's FP8-cache MLA rows are ~10x slower than vLLM's FlashMLA and are dropped.
+MLA_DECODE_HEAD_DIM = 288
+_MLA_DECODE_SOURCE = "sglang"
+_MLA_FP8_MISMATCH = "flash_attention"
+
+
+def _mla_decode_rows(sys_dir: Path) -> tuple[list[list], str, list[str]] | None:
+    """attn_decode rows for MLA's latent from the newest SGLang generation_mla table."""
+    base = sys_dir / "mla" / _MLA_DECODE_SOURCE
+    versions = [v for v in _subdirs(base) if (base / v / "generation_mla_perf.parquet").is_file()]
+    if not versions:
+        return None
+    df = _read_parquet(base / versions[-1] / "generation_mla_perf.parquet")
+    keep = (df["mla_dtype"] == "bfloat16") & (
+        (df["kv_cache_dtype"] == "bfloat16")
+        | ((df["kv_cache_dtype"] == "fp8") & (df["kernel_source"] != _MLA_FP8_MISMATCH)))
+    df = df[keep].copy()
+    if df.empty:
+        return None
+    df["batch"] = df["batch_size"]
+    df["ctx_len"] = df["isl"] + df["step"]
+    df["heads"] = df["num_heads"]
+    df["kv_heads"] = 1
+    df["head_dim"] = MLA_DECODE_HEAD_DIM
+    df["dtype"] = df["kv_cache_dtype"].map(_KV_DTYPES)
+    df["latency_us"] = df["latency"] * _MS_TO_US
+    rows = _rows(df, ["batch", "ctx_len", "heads", "kv_heads", "head_dim", "dtype"])
+    return rows, versions[-1], sorted(df["kernel_source"].unique())
+
+
 def convert(system: str, backend: str = "vllm", version: str | None = None, *, full: bool = False,
             data_root: Path | None = None) -> Profile:
     """Build a profile from one system/backend/version of aiconfigurator's tables.
@@ -370,6 +406,16 @@ def convert(system: str, backend: str = "vllm", version: str | None = None, *, f
             df["prior_ctx"] = 0
             cols = ["batch", "q_len", "prior_ctx", "heads", "kv_heads", "head_dim", "dtype"]
         tables[fam] = make_table(fam, _rows(df, cols))
+
+    # beside the version's own decode rows only: a version without them keeps none
+    mla = _mla_decode_rows(sys_dir) if backend == "vllm" and "attn_decode" in tables else None
+    if mla is not None:
+        rows, mla_version, mla_kernels = mla
+        tables["attn_decode"] = make_table("attn_decode", tables["attn_decode"].rows + rows)
+        kernels["attn_decode_mla"] = mla_kernels
+        notes.append(f"MLA decode attention (head_dim {MLA_DECODE_HEAD_DIM}, one KV head: the latent) from "
+                     f"mla/{_MLA_DECODE_SOURCE}/{mla_version}/generation_mla_perf: the kernel alone, which the "
+                     "context slope of vLLM's own MLA module rows matches; FA3's FP8-cache rows left out")
 
     moe = _moe_rows(sys_dir, backend, version)
     if moe is not None:

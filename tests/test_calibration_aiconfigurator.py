@@ -44,7 +44,7 @@ def test_gemm_rows_keep_16_bit_and_fp8_in_microseconds(profile):
 
 def test_attention_rows(profile):
     src = pd.read_parquet(H100 / "attention" / "vllm" / "0.24.0" / "generation_attention_perf.parquet")
-    dec = profile.tables["attn_decode"].rows
+    dec = [r for r in profile.tables["attn_decode"].rows if r[4] != aic.MLA_DECODE_HEAD_DIM]  # GQA's own
     pre = profile.tables["attn_prefill"].rows
     # Only full attention (the fixture also has windows); head_dim 128 in every layout and
     # 64 only with 4 or 8 query heads per KV head; bf16 and fp8 KV, each under its label.
@@ -189,3 +189,47 @@ def test_gated_deltanet_predictions_follow_the_longest_chunk():
     assert (next_sm.lin_k_heads, next_sm.lin_v_heads) == (q35_sm.lin_k_heads, q35_sm.lin_v_heads) == (4, 8)
     big = timer.op_time(linear_decode_op(512, q35_sm))
     assert 0.5 * big < timer.op_time(linear_decode_op(512, next_sm)) < 0.75 * big
+
+
+def test_mla_decode_rows_come_from_the_kernel_table_in_the_latent_shape(profile):
+    """SGLang's MLA decode kernel rows join attn_decode as one 288-wide KV head (the
+    576-wide latent's K+V bytes); FA3's FP8-cache rows, ~10x slower than the FlashMLA
+    kernel vLLM runs, are dropped."""
+    src = pd.read_parquet(H100 / "mla" / "sglang" / "0.5.14" / "generation_mla_perf.parquet")
+    assert set(src.kv_cache_dtype) == {"bfloat16", "fp8"}
+    mla = [r for r in profile.tables["attn_decode"].rows if r[3:5] == [1, aic.MLA_DECODE_HEAD_DIM]]
+    assert {r[5] for r in mla} == {"bf16"}
+    one = src[(src.batch_size == 64) & (src.step == 4095) & (src.kv_cache_dtype == "bfloat16")].latency.median()
+    got = next(r for r in mla if r[:3] == [64, 4096, 16])
+    assert got[6] == pytest.approx(one * 1000.0, rel=1e-3)
+    assert "MLA decode attention" in " ".join(profile.metadata.notes)
+
+
+def test_mla_rows_are_read_but_do_not_refit_the_gqa_roofline():
+    """The MLA kernel shares the attn_decode family; the family's fitted roofline, which
+    scales GQA rows between shapes, is fitted on the GQA rows alone."""
+    from simulator.cost.calibrated.interpolate import FamilyModel
+    from simulator.cost.config import CostModelConfig
+
+    rows = load_profile("h200_sxm-vllm").tables["attn_decode"].rows
+    gqa = [r for r in rows if r[3:5] != [1, 288]]
+    assert len(gqa) < len(rows)
+    gpu = get_gpu("h200")
+    both, alone = FamilyModel("attn_decode", rows, gpu, CostModelConfig()), FamilyModel("attn_decode", gqa, gpu,
+                                                                                        CostModelConfig())
+    assert both.fit_info == alone.fit_info
+
+
+def test_deepseek_decode_attention_reads_the_mla_kernel_rows():
+    from simulator.cost.calibrated import calibrated_backend
+    from simulator.cost.config import CostModelConfig
+    from simulator.cost.ops import ShardedModel, attn_decode_op
+    from simulator.models import get_model
+
+    timer = calibrated_backend(get_gpu("h200"), CostModelConfig(), "h200_sxm-vllm")
+    sm = ShardedModel.build(get_model("deepseek-v3"), 8, 1, "fp8", "fp8", "bf16", 8)
+    op = attn_decode_op(64, 64 * 4095, sm)  # 64 sequences of 4,095 cached tokens, plus the new one
+    assert op.shape[1:] == (64 * 4096, 16, 1, 288)
+    assert timer.source_of(op) == "profile"
+    row = next(r for r in load_profile("h200_sxm-vllm").tables["attn_decode"].rows if r[:6] == [64, 4096, 16, 1, 288, "bf16"])
+    assert timer.op_time(op) == pytest.approx(row[6] * 1e-6, rel=1e-6)

@@ -31,6 +31,10 @@ ELEMENTWISE_KIND = {"input_norm": "rmsnorm", "post_attn_norm": "rmsnorm", "final
                     "activation": "silu_mul"}
 
 
+# The width ops.attn_decode_op gives an MLA cache's single KV head: (512 + 64) / 2.
+MLA_LATENT_HALF = 288
+
+
 @lru_cache(maxsize=512)
 def _attn_model(heads: int, kv_heads: int, head_dim: int, kv_bytes: float) -> ShardedModel:
     """The per-GPU attention dimensions ops.py needs to build a table row's op.
@@ -41,8 +45,14 @@ def _attn_model(heads: int, kv_heads: int, head_dim: int, kv_bytes: float) -> Sh
     from simulator.models import get_model
 
     base = ShardedModel.build(get_model("llama-3.1-8b"), 1, 1, "bf16", "bf16", "bf16", 8)
+    if kv_heads == 1 and head_dim == MLA_LATENT_HALF:
+        # MLA decode as ops.py encodes it: one KV "head" half the latent wide (its K+V
+        # bytes are the 512 + 64 latent's), attended by every query head over the latent.
+        return replace(base, layers_per_stage=1, pp=1, heads=heads, kv_heads=1, head_dim=128,
+                       kv_lora=512, rope_dim=64, hidden=heads * 128, act_bytes=2.0, kv_bytes=kv_bytes)
     return replace(base, layers_per_stage=1, pp=1, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
                    hidden=heads * head_dim, act_bytes=2.0, kv_bytes=kv_bytes)
+
 
 
 def _log_dist(a: float, b: float) -> float:
@@ -80,6 +90,11 @@ class _Family:
     def clean(self, rows: list[list]) -> list[list]:
         """Measured rows as the predictor should read them (physical constraints applied)."""
         return rows
+
+    def in_fit(self, key: tuple) -> bool:
+        """Whether rows of `key` shape the family's fitted roofline (a different kernel
+        sharing the family, such as MLA's decode, is read but not fitted)."""
+        return True
 
 
 class _Gemm(_Family):
@@ -172,6 +187,9 @@ class _Decode(_Attention):
     def locate(self, op):
         n, kv_total, h, kvh, d = op.shape
         return (h, kvh, d, op.dtype), (float(n), kv_total / n)
+
+    def in_fit(self, key):
+        return not (key[1] == 1 and key[2] == MLA_LATENT_HALF)
 
 
 class _Moe(_Family):

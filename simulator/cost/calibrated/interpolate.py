@@ -39,8 +39,9 @@ class FamilyModel:
             self.rows.append(_Row(key, coords, float(r[n_shape]) * 1e-6))
         if not self.rows:
             raise CalibrationError(f"no {family} rows to fit")
-        ops = [ad.eq_op(r.key, r.coords) for r in self.rows]
-        times = np.array([r.seconds for r in self.rows])
+        fitted = [r for r in self.rows if ad.in_fit(r.key)] or self.rows
+        ops = [ad.eq_op(r.key, r.coords) for r in fitted]
+        times = np.array([r.seconds for r in fitted])
         self.timer, self.fit_info = fit_roofline(family, ops, times, gpu, config.efficiency,
                                                  config.overheads().kernel_latency_us)
         grouped: dict[tuple, list] = {}
