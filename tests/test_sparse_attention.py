@@ -21,6 +21,7 @@ from simulator.cost.ops import (
     sparse_prefill_ops,
 )
 from simulator.cost.roofline import RooflineTimer
+from simulator.errors import CatalogError
 from simulator.hardware import get_gpu
 from simulator.memory import kv_bytes_per_token_per_gpu, plan_memory, weight_bytes_per_gpu
 from simulator.models import MODEL_CATALOG, ModelSpec, get_model, load_hf_config
@@ -233,3 +234,48 @@ def test_dsa_models_page_their_cache_in_the_64_token_blocks_vllm_requires():
         Simulation(load(bench, [*v32, "memory.block_size=16"]))
     assert err.value.where == "memory.block_size" and "memory.block_size: 64" in err.value.fix
     assert Simulation(load(bench, ["model.name=deepseek-v3", "parallelism.tp=8"])).block_size == 16
+
+
+# zai-org/GLM-5-FP8's config.json, shape keys (GLM-5.1's are the same).
+GLM5_CONFIG = {
+    "_name_or_path": "zai-org/GLM-5-FP8", "architectures": ["GlmMoeDsaForCausalLM"], "model_type": "glm_moe_dsa",
+    "hidden_size": 6144, "intermediate_size": 12288, "moe_intermediate_size": 2048, "num_hidden_layers": 78,
+    "num_attention_heads": 64, "num_key_value_heads": 64, "head_dim": 64, "q_lora_rank": 2048, "kv_lora_rank": 512,
+    "qk_nope_head_dim": 192, "qk_rope_head_dim": 64, "v_head_dim": 256, "n_routed_experts": 256,
+    "n_shared_experts": 1, "num_experts_per_tok": 8, "first_k_dense_replace": 3, "moe_layer_freq": 1,
+    "index_topk": 2048, "index_n_heads": 32, "index_head_dim": 128, "vocab_size": 154880,
+    "max_position_embeddings": 202752, "tie_word_embeddings": False,
+    "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]},
+}
+
+
+def test_glm5_is_deepseek_sparse_attention_at_its_own_shapes(tmp_path):
+    """GLM-5's glm_moe_dsa config loads as the catalog entry: the report's 744B total and
+    40B activated, an indexer of 32 heads per layer, 192-wide query/key and 256-wide value heads."""
+    glm = MODEL_CATALOG["glm-5"]
+    for name in ("zai-org/GLM-5", "zai-org/GLM-5-FP8", "nvidia/GLM-5-NVFP4", "zhipuai/GLM-5", "zai-org/GLM-5.1"):
+        assert get_model(name) is glm
+    assert glm.param_count / 1e9 == pytest.approx(744.0, rel=0.001)
+    assert glm.is_sparse and (glm.index_n_heads, glm.head_dim, glm.v_head_dim) == (32, 192, 256)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(GLM5_CONFIG))
+    keep = {"name", "hf_id", "aliases", "published_params_b", "published_active_params_b", "nvfp4_experts_only",
+            "released_in_fp8"}  # this file is the -FP8 repository's; the entry names the bf16 one
+    assert load_hf_config(path).model_dump(exclude=keep) == glm.model_dump(exclude=keep)
+
+
+def test_indexers_shared_across_layers_are_refused_with_the_reason(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**GLM5_CONFIG, "indexer_types": ["full"] * 3 + ["shared"] * 75}))
+    with pytest.raises(CatalogError, match="layer 3's indexer is 'shared'") as err:
+        load_hf_config(path)
+    assert "GLM-5.1" in err.value.fix
+
+
+def test_glm5_runs_end_to_end_with_its_sparse_cache():
+    sim = Simulation(load(BENCH, ["model.name=zai-org/GLM-5-FP8", "parallelism.tp=8", "workload.num_requests=64",
+                                  "workload.arrival.concurrency=16"]))
+    res = sim.run()
+    assert (res.requests["output_tokens"] == 1024).all() and len(res.requests) == 64
+    assert sim.block_size == 64  # vLLM's FlashMLA-sparse block size
+    assert "sparse MLA" in sim.kernel_times

@@ -1156,6 +1156,27 @@ MODEL_CATALOG["deepseek-v3.2"] = ModelSpec(**{
     "aliases": ("deepseek-ai/DeepSeek-V3.2-Exp", "deepseek-ai/DeepSeek-V3.2-Speciale"),
     "index_n_heads": 64, "index_head_dim": 128, "index_topk": 2048})
 
+# GLM-5 (model_type glm_moe_dsa; GlmMoeDsaForCausalLM subclasses vLLM's DeepSeek-V2 model):
+# DeepSeek-V3.2's layer design at other shapes, from zai-org/GLM-5's config.json (as carried
+# by aiconfigurator-core 0.12) and the GLM-5 technical report's table (arXiv:2602.15763):
+# 78 layers of hidden 6144, the first 3 dense (12288), then 256 experts of 2048 with 8
+# routed and 1 shared; 64 heads on a 2048-wide q latent and the 512 + 64 KV latent, query
+# and key heads of 192 + 64 and value heads of 256; an indexer of 32 heads of 128 choosing
+# 2048 tokens; 154,880 vocabulary, 202,752 positions. 744B total and 40B activated (the
+# report); these shapes give 743.9B. GLM-5.1 keeps every shape. zai-org ships block-scaled
+# FP8 checkpoints (-FP8); NVIDIA's NVFP4 ones leave attention and the indexers in 16-bit
+# (their exclude_modules list every self_attn projection).
+MODEL_CATALOG["glm-5"] = ModelSpec(
+    name="glm-5", hf_id="zai-org/GLM-5", native_fp8=True, nvfp4_experts_only=True,
+    aliases=("zai-org/GLM-5-FP8", "nvidia/GLM-5-NVFP4", "zhipuai/GLM-5", "zai-org/GLM-5.1",
+             "zai-org/GLM-5.1-FP8", "nvidia/GLM-5.1-NVFP4", "glm-5.1"),
+    num_layers=78, hidden_size=6144, num_heads=64, num_kv_heads=64, head_dim=192, ffn_size=12288,
+    gated_mlp=True, vocab_size=154880, max_position_embeddings=202752, num_experts=256,
+    experts_per_token=8, moe_ffn_size=2048, num_shared_experts=1, first_dense_layers=3,
+    kv_lora_rank=512, q_lora_rank=2048, qk_rope_head_dim=64, v_head_dim=256,
+    index_n_heads=32, index_head_dim=128, index_topk=2048,
+    published_params_b=744.0, published_active_params_b=40.0)
+
 # Releases with another entry's shapes and their own context length (config.json's
 # max_position_embeddings), which sets the default max_model_len.
 _CONTEXT_VARIANTS: list[tuple[str, str, str, int, tuple[str, ...]]] = [

@@ -24,9 +24,10 @@ _LLAMA_STYLE = frozenset({"llama", "mistral", "qwen2", "qwen3", "phi3", "granite
 _MOE_STYLE = frozenset({"mixtral", "qwen3_moe", "gpt_oss", "llama4", "glm4_moe", "qwen3_next", "qwen3_5_moe"})
 # Hybrid linear attention (Qwen3-Next; Qwen3.5/3.6 dense qwen3_5 and MoE qwen3_5_moe)
 _HYBRID = frozenset({"qwen3_next", "qwen3_5", "qwen3_5_moe"})
-# latent attention, shared experts, dense-first layers (deepseek_v32: plus the sparse-attention
-# indexer, index_n_heads / index_head_dim / index_topk)
-_MLA_STYLE = frozenset({"deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2"})
+# latent attention, shared experts, dense-first layers (deepseek_v32 and GLM-5's glm_moe_dsa:
+# plus the sparse-attention indexer, index_n_heads / index_head_dim / index_topk)
+_DSA = frozenset({"deepseek_v32", "glm_moe_dsa"})
+_MLA_STYLE = frozenset({"deepseek_v2", "deepseek_v3", "kimi_k2"}) | _DSA
 # Multimodal wrappers: the language model's config sits under text_config with its own
 # model_type, which maps to the family above.
 _TEXT_TOWERS = {"qwen3_vl_text": "qwen3", "qwen3_vl_moe_text": "qwen3_moe", "llama4_text": "llama4",
@@ -109,7 +110,13 @@ def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
             fields.update(_hybrid_fields(cfg, where, moe=model_type in _MOE_STYLE))
     elif model_type in _MLA_STYLE:
         fields = _mla_fields(cfg, where)
-        if model_type == "deepseek_v32":
+        if model_type in _DSA:
+            shared = [i for i, t in enumerate(cfg.get("indexer_types") or []) if t != "full"]
+            if shared:
+                raise CatalogError(
+                    f"layer {shared[0]}'s indexer is {cfg['indexer_types'][shared[0]]!r} (indexer_types): "
+                    "indexers shared across layers (GLM-5.2 and later) are not modelled, only one per layer",
+                    where=where, fix="use a config whose indexer_types are all 'full' (GLM-5, GLM-5.1, DeepSeek-V3.2)")
             fields.update(index_n_heads=_require(cfg, "index_n_heads", where),
                           index_head_dim=_require(cfg, "index_head_dim", where),
                           index_topk=_require(cfg, "index_topk", where))
