@@ -18,6 +18,23 @@ from simulator.cost.ops import Op
 from simulator.hardware import GPUSpec
 
 
+class _LazyTrees(dict):
+    """Interpolation trees by key, each built when first read: a run reads a handful of a
+    table's keys (its model's shapes), and building every key's tree was most of a
+    profile's start-up."""
+
+    def __init__(self, grouped: dict[tuple, list]):
+        super().__init__(dict.fromkeys(grouped))
+        self._rows = grouped
+
+    def __getitem__(self, key):
+        tree = dict.__getitem__(self, key)
+        if tree is None:
+            tree = build_tree(self._rows[key], 0)
+            self[key] = tree
+        return tree
+
+
 @dataclass
 class _Row:
     key: tuple
@@ -47,7 +64,7 @@ class FamilyModel:
         grouped: dict[tuple, list] = {}
         for r in self.rows:
             grouped.setdefault(r.key, []).append((r.coords, r.seconds))
-        self.trees = {k: build_tree(v, 0) for k, v in grouped.items()}
+        self.trees = _LazyTrees(grouped)
         self._cands: dict[tuple, list[tuple]] = {}
         # The shape ratios follow. GEMMs use the plain roofline of the fitted timer, without
         # its tile and wave steps: those depend on N and K, and carried across N or K by a
