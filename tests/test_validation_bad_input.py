@@ -232,3 +232,16 @@ def test_one_token_outputs_write_the_report_without_a_legend_warning(tmp_path):
     scenario = ROOT / "scenarios" / "validation" / "distserve-opt13b-a100-vllm.yaml"
     result, out = run_validation([path], scenario, ["model.name=opt-125m"], tmp_path / "out")
     assert result["runs"] == 1 and (out / "validation.html").is_file()
+
+
+def test_an_unreadable_row_among_readable_ones_is_skipped_with_its_reason(tmp_path):
+    """A sweep whose one row has a blank client count (a disaggregated row of
+    aiconfigurator's sample, say) still validates the others; the row is reported as
+    skipped with the file, line, field and fix. A file of only such rows is an error."""
+    path = tmp_path / "m.csv"
+    path.write_text(SWEEP_HEADER + "h200_sxm,llama-3.1-8b,bf16,1,256,16,2,30,8\n"
+                    "h200_sxm,llama-3.1-8b,bf16,1,256,16,,30,8\n")
+    runs = read_measured([path]).runs
+    assert [r.error is None for r in runs] == [True, False]
+    assert "m.csv:3: concurrency is blank, expected a whole number >= 1" in runs[1].error
+    assert "fix" in runs[1].error

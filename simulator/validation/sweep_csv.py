@@ -64,14 +64,23 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None,
         raise MeasurementError("the file has no rows", where=str(path),
                                fix="point to a CSV with one row per measured configuration and concurrency")
     runs = []
+    unreadable: list[MeasurementError] = []
     for i, row in enumerate(df.itertuples(index=False)):
         where = f"{path}:{i + 2}"
-        system, model = (_name_cell(getattr(row, c), c, where) for c in ("system", "model"))
+        try:
+            system, model = (_name_cell(getattr(row, c), c, where) for c in ("system", "model"))
+            conc, isl, osl, tp = (_whole_cell(getattr(row, c), c, where)
+                                  for c in ("concurrency", "isl", "osl", "tp_size"))
+            measured = {c: ms for c in ("ttft_ms", "tpot_ms")
+                        if (ms := _latency_cell(getattr(row, c), c, where)) is not None}
+        except MeasurementError as exc:
+            # One unreadable row among readable ones is reported and skipped, as an unknown
+            # model is; a file with no readable row is an error (below).
+            unreadable.append(exc)
+            runs.append(MeasuredRun(label=f"row {i + 2}", source=path.name, kind="closed_loop", measured={},
+                                    group=f"row {i + 2}", family=f"row {i + 2}", error=exc.render()))
+            continue
         prec = _row_precision(row.precision, model)
-        conc, isl, osl, tp = (_whole_cell(getattr(row, c), c, where)
-                              for c in ("concurrency", "isl", "osl", "tp_size"))
-        measured = {c: ms for c in ("ttft_ms", "tpot_ms")
-                    if (ms := _latency_cell(getattr(row, c), c, where)) is not None}
         other_engine = _other_engine(row, df.columns)
         family = f"{system} {model} {prec or row.precision}{f' {other_engine}' if other_engine else ''}"
         layout = _row_layout(row, df.columns, where)
@@ -109,6 +118,8 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None,
                                 launch_flags=recipe and recipe.describe(isl, version),
                                 engine_version=version,
                                 recipe_version=recipe and recipe.engine_version))
+    if len(unreadable) == len(runs):
+        raise unreadable[0]
     return MeasuredSet("sweep", runs, read_as_written(path), np.arange(len(df)))
 
 
