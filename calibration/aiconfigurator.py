@@ -38,6 +38,7 @@ from calibration.profile import (
     make_table,
     round_sig,
 )
+from simulator.cost.ops import MLA_LATENT_HALF as MLA_DECODE_HEAD_DIM
 
 PACKAGE = "aiconfigurator_core"
 LICENSE_NOTE = ("Data: NVIDIA aiconfigurator-core {version} (Apache-2.0), "
@@ -319,7 +320,6 @@ def _gdn_rows(sys_dir: Path, backend: str, version: str) -> tuple[list[list], st
 # module rows matches these kernel rows to a few percent for a 16-bit cache (FA3's MLA path
 # on Hopper, TRT-LLM's on Blackwell, which vLLM runs through FlashInfer), so the kernel is
 # the same. FA3's FP8-cache MLA rows are ~10x slower than vLLM's FlashMLA and are dropped.
-MLA_DECODE_HEAD_DIM = 288
 _MLA_DECODE_SOURCE = "sglang"
 _MLA_FP8_MISMATCH = "flash_attention"
 

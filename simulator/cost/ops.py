@@ -579,6 +579,12 @@ def attn_decode_cost(num_seqs: int, kv_len, sm: ShardedModel):
             kv_len * 2 * hkv * d * sm.kv_bytes + num_seqs * hq * d * sm.act_bytes * 2)
 
 
+# The width attn_decode_op gives an MLA cache's single KV "head": half the 512 + 64 latent
+# of DeepSeek-V3/R1, Kimi-K2 and GLM-5, so its K+V bytes are the latent's; kernel tables
+# key MLA decode rows by it (calibration/README.md).
+MLA_LATENT_HALF = 288
+
+
 def attn_decode_op(num_seqs: int, context_sum: int, sm: ShardedModel) -> Op:
     """One query token per sequence against its whole KV: bandwidth-bound on the KV read."""
     kv_len = context_sum + num_seqs  # the current token's KV is attended too

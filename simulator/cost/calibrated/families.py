@@ -11,6 +11,7 @@ from calibration.profile import FAMILY_COLUMNS
 from simulator.cost.calibrated.gemm_rows import monotone_gemm_rows
 from simulator.cost.calibrated.trees import TreeNode
 from simulator.cost.ops import (
+    MLA_LATENT_HALF,
     Op,
     ShardedModel,
     attn_decode_op,
@@ -31,10 +32,6 @@ ELEMENTWISE_KIND = {"input_norm": "rmsnorm", "post_attn_norm": "rmsnorm", "final
                     "activation": "silu_mul"}
 
 
-# The width ops.attn_decode_op gives an MLA cache's single KV head: (512 + 64) / 2.
-MLA_LATENT_HALF = 288
-
-
 @lru_cache(maxsize=512)
 def _attn_model(heads: int, kv_heads: int, head_dim: int, kv_bytes: float) -> ShardedModel:
     """The per-GPU attention dimensions ops.py needs to build a table row's op.
@@ -52,7 +49,6 @@ def _attn_model(heads: int, kv_heads: int, head_dim: int, kv_bytes: float) -> Sh
                        kv_lora=512, rope_dim=64, hidden=heads * 128, act_bytes=2.0, kv_bytes=kv_bytes)
     return replace(base, layers_per_stage=1, pp=1, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
                    hidden=heads * head_dim, act_bytes=2.0, kv_bytes=kv_bytes)
-
 
 
 def _log_dist(a: float, b: float) -> float:
