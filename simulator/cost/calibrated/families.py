@@ -221,12 +221,13 @@ class _Moe(_Family):
 @lru_cache(maxsize=256)
 def _linear_model(k_heads: int, v_heads: int, k_dim: int, v_dim: int) -> ShardedModel:
     """Per-GPU Gated DeltaNet dimensions for a table row's op (conv kernel 4, the only one
-    published; the delta-rule state in float32, as the tables' Qwen3.5 layers keep it)."""
+    published; the delta-rule state in bf16, as aiconfigurator's collector allocated it, so a
+    float32 state, Qwen3.5's in serving, reads the rows scaled by its bytes)."""
     from simulator.models import get_model
 
     base = ShardedModel.build(get_model("qwen3-next-80b-a3b"), 1, 1, "bf16", "bf16", "bf16", 8)
     return replace(base, layers_per_stage=1, pp=1, linear_passes=1, lin_k_heads=k_heads, lin_v_heads=v_heads,
-                   lin_k_dim=k_dim, lin_v_dim=v_dim, lin_conv=4, lin_ssm_bytes=4.0, act_bytes=2.0)
+                   lin_k_dim=k_dim, lin_v_dim=v_dim, lin_conv=4, lin_ssm_bytes=2.0, act_bytes=2.0)
 
 
 class _LinearAttention(_Family):
