@@ -219,10 +219,16 @@ def _moe_profile_rows(df, dtypes) -> tuple[list[list], list[str]]:
             sorted(df["kernel_source"].unique()))
 
 
+def _table_versions(base: Path, filename: str, at_most: str | None = None) -> list[str]:
+    """The version folders under `base` holding `filename`, oldest first (only those at or
+    below `at_most` when given)."""
+    return [v for v in _subdirs(base) if (base / v / filename).is_file()
+            and (at_most is None or _vkey(v) <= _vkey(at_most))]
+
+
 def _moe_table_versions(sys_dir: Path, backend: str) -> list[str]:
     """The versions with a fused-MoE table for `backend`, oldest first."""
-    base = sys_dir / "moe" / backend
-    return [v for v in _subdirs(base) if (base / v / "moe_perf.parquet").is_file()]
+    return _table_versions(sys_dir / "moe" / backend, "moe_perf.parquet")
 
 
 def _moe_rows(sys_dir: Path, backend: str, version: str) -> tuple[list[list], str, list[str]] | None:
@@ -288,8 +294,7 @@ def _gdn_rows(sys_dir: Path, backend: str, version: str) -> tuple[list[list], st
     phase, sequences, tokens and per-GPU heads, the median over the models that share them
     (the kernels do not read the model width)."""
     base = sys_dir / "linear_attention" / backend
-    versions = [v for v in _subdirs(base) if (base / v / "gdn_perf.parquet").is_file()
-                and _vkey(v) <= _vkey(version)]
+    versions = _table_versions(base, "gdn_perf.parquet", version)
     if not versions:
         return None
     import pandas as pd
@@ -327,7 +332,7 @@ _MLA_FP8_MISMATCH = "flash_attention"
 def _mla_decode_rows(sys_dir: Path) -> tuple[list[list], str, list[str]] | None:
     """attn_decode rows for MLA's latent from the newest SGLang generation_mla table."""
     base = sys_dir / "mla" / _MLA_DECODE_SOURCE
-    versions = [v for v in _subdirs(base) if (base / v / "generation_mla_perf.parquet").is_file()]
+    versions = _table_versions(base, "generation_mla_perf.parquet")
     if not versions:
         return None
     df = _read_parquet(base / versions[-1] / "generation_mla_perf.parquet")

@@ -161,15 +161,6 @@ def kv_bytes_per_token_per_gpu(model: ModelSpec, kv_dtype: str, tp: int, pp: int
     return 2 * layers * kv_heads * model.head_dim * DTYPE_BYTES[kv_dtype]
 
 
-# vLLM keeps the Gated DeltaNet conv state in the model dtype: its
-# MambaStateDtypeCalculator.gated_delta_net_state_dtype resolves mamba_cache_dtype "auto"
-# (the default) to the model dtype, whatever the KV-cache dtype (vllm/model_executor/
-# layers/mamba/mamba_utils.py); served checkpoints here run bf16/fp16 activations. The
-# delta-rule state follows mamba_ssm_cache_dtype, the model dtype too unless the model's
-# config names another (ModelSpec.linear_ssm_bytes: Qwen3.5's float32).
-LINEAR_STATE_BYTES = 2.0
-
-
 def linear_state_bytes_per_gpu(model: ModelSpec, tp: int, pp: int) -> float:
     """The recurrent state one sequence holds on one GPU: the conv state and the delta-rule
     matrices of its stage's linear-attention layers, split by head over TP as vLLM does.
@@ -181,9 +172,7 @@ def linear_state_bytes_per_gpu(model: ModelSpec, tp: int, pp: int) -> float:
     group from the shared pool: the same bytes per sequence up to that page rounding."""
     if not model.linear_layers:
         return 0.0
-    layers = -(-model.linear_layers // pp)
-    conv, delta = model.linear_state_elements()
-    return layers * (conv * LINEAR_STATE_BYTES + delta * model.linear_ssm_bytes) / tp
+    return -(-model.linear_layers // pp) * model.linear_state_bytes_per_layer() / tp
 
 
 # What the driver keeps out of CUDA's reach: vLLM sizes its budget from torch's total

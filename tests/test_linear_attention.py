@@ -106,9 +106,11 @@ def test_memory_plan_admits_fewer_sequences_as_the_state_grows():
     assert "recurrent state" in plan.table()
 
 
-def test_closed_loop_completes_conserves_tokens_and_frees_kv_and_state():
-    sim = Simulation(load(BENCH, ["model.name=Qwen/Qwen3-Next-80B-A3B-Instruct", "hardware.gpu=h100-sxm",
-                                  "parallelism.tp=4", "model.weight_dtype=bf16", "model.activation_dtype=bf16",
+def run_hybrid_closed_loop(model: str, tp: int):
+    """8 clients send 16 requests of 1,024 + 32 tokens to `model` in bf16 on H100s (roofline);
+    every request completes with all its output tokens. Returns the simulation and result."""
+    sim = Simulation(load(BENCH, [f"model.name={model}", "hardware.gpu=h100-sxm",
+                                  f"parallelism.tp={tp}", "model.weight_dtype=bf16", "model.activation_dtype=bf16",
                                   "workload.arrival.concurrency=8", "workload.num_requests=16",
                                   "workload.prompt_tokens.value=1024", "workload.output_tokens.value=32",
                                   "cost_model.backend=roofline"]))
@@ -116,6 +118,11 @@ def test_closed_loop_completes_conserves_tokens_and_frees_kv_and_state():
     req = result.requests
     assert (req["status"] == "completed").all()
     assert int(req["output_tokens"].sum()) == 16 * 32
+    return sim, result
+
+
+def test_closed_loop_completes_conserves_tokens_and_frees_kv_and_state():
+    sim, result = run_hybrid_closed_loop("Qwen/Qwen3-Next-80B-A3B-Instruct", 4)
     assert result.summary["kv_cache"]["state_blocks_per_sequence"] == 51
     for engine in (e for rep in sim.replicas for e in rep.engines):
         assert engine.scheduler.kv.state_blocks == 51

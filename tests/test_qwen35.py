@@ -7,12 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
+from test_linear_attention import run_hybrid_closed_loop
 
-from simulator.api import load
 from simulator.errors import CatalogError
 from simulator.models import MODEL_CATALOG, get_model, load_hf_config
 from simulator.models.catalog import qwen3_vl_encoder_params
-from simulator.simulation import Simulation
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "scenarios" / "benchmark-concurrency.yaml"
@@ -148,15 +147,7 @@ def test_dense_qwen3_5_with_experts_is_refused(tmp_path):
 
 
 def test_closed_loop_completes_conserves_tokens_and_frees_kv():
-    sim = Simulation(load(BENCH, ["model.name=Qwen/Qwen3.5-35B-A3B", "hardware.gpu=h100-sxm",
-                                  "parallelism.tp=2", "model.weight_dtype=bf16", "model.activation_dtype=bf16",
-                                  "workload.arrival.concurrency=8", "workload.num_requests=16",
-                                  "workload.prompt_tokens.value=1024", "workload.output_tokens.value=32",
-                                  "cost_model.backend=roofline"]))
-    result = sim.run()
-    req = result.requests
-    assert (req["status"] == "completed").all()
-    assert int(req["output_tokens"].sum()) == 16 * 32
+    sim, result = run_hybrid_closed_loop("Qwen/Qwen3.5-35B-A3B", 2)
     assert result.summary["kv_cache"]["state_blocks_per_sequence"] > 0
     for engine in (e for rep in sim.replicas for e in rep.engines):
         assert engine.scheduler.kv.used == 0

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simulator.dtypes import DTYPE_BYTES, gemm_compute_dtype
+from simulator.models.spec import LINEAR_CONV_STATE_BYTES
 
 
 @dataclass(frozen=True, slots=True)
@@ -388,15 +389,12 @@ def linear_attention_token_ops(m: int, sm: ShardedModel) -> list[Op]:
 # FLA's chunked gated delta rule works on chunks of this many tokens (chunk_size=64 in its
 # chunk_gated_delta_rule kernels, which vLLM vendors).
 DELTA_RULE_CHUNK = 64
-# The conv state's element size: vLLM keeps it in the model dtype (memory.LINEAR_STATE_BYTES);
-# the delta-rule state's is the model's (ShardedModel.lin_ssm_bytes).
-_STATE_BYTES = 2.0
 
 
 def linear_state_traffic(seqs: int, sm: ShardedModel) -> float:
     """Bytes to read and write back `seqs` sequences' conv and delta-rule states, one layer."""
     state = (sm.lin_v_heads * sm.lin_k_dim * sm.lin_v_dim * sm.lin_ssm_bytes
-             + sm.lin_conv_dim * (sm.lin_conv - 1) * _STATE_BYTES)
+             + sm.lin_conv_dim * (sm.lin_conv - 1) * LINEAR_CONV_STATE_BYTES)
     return 2.0 * seqs * state
 
 
@@ -411,14 +409,17 @@ def linear_prefill_op(chunks: tuple[tuple[int, int], ...], sm: ShardedModel) -> 
     boundary states (written by one kernel, read by the next), and each sequence's state
     read at its start and written at its end."""
     hv, dk, dv, c_len = sm.lin_v_heads, sm.lin_k_dim, sm.lin_v_dim, DELTA_RULE_CHUNK
-    tokens = sum(q for q, _ in chunks)
-    n_chunks = sum(-(-q // c_len) for q, _ in chunks)
+    tokens = n_chunks = longest = 0
+    for q, _ in chunks:
+        tokens += q
+        n_chunks += -(-q // c_len)
+        longest = max(longest, q)
     flops = hv * (6.0 * dk * dv * tokens + 2.0 * c_len * (3 * dk + 2 * dv) * n_chunks * c_len)
     per_token = (2 * sm.lin_k_heads * dk + 2 * hv * dv) * sm.act_bytes + 2 * hv * 4.0
     nbytes = (tokens * per_token + n_chunks * hv * dk * dv * sm.act_bytes * 2
               + linear_state_traffic(len(chunks), sm))
     return Op("gdn_prefill", "linear_attn", flops, nbytes, sm.linear_passes,
-              (tokens, len(chunks), sm.lin_k_heads, hv, dk, dv, max(q for q, _ in chunks)), "bf16", kernels=6)
+              (tokens, len(chunks), sm.lin_k_heads, hv, dk, dv, longest), "bf16", kernels=6)
 
 
 def linear_decode_op(num_seqs: int, sm: ShardedModel) -> Op:

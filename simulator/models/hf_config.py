@@ -172,16 +172,17 @@ def _optional(cfg: dict[str, Any], key: str, default: Any) -> Any:
 _SSM_DTYPE_BYTES = {"float32": 4.0, "float16": 2.0, "bfloat16": 2.0}
 
 
-def _ssm_bytes(cfg: dict[str, Any], where: str) -> float:
-    """The delta-rule state's element size: the config's mamba_ssm_dtype (Qwen3.5: float32),
-    which vLLM adopts when --mamba-ssm-cache-dtype is left at auto; else the model dtype."""
+def _ssm_fields(cfg: dict[str, Any], where: str) -> dict[str, float]:
+    """The delta-rule state's element size when the config names one (mamba_ssm_dtype,
+    Qwen3.5's float32), which vLLM adopts when --mamba-ssm-cache-dtype is left at auto;
+    without it ModelSpec's default, the model dtype, stands."""
     value = cfg.get("mamba_ssm_dtype")
     if value is None:
-        return 2.0
+        return {}
     if value not in _SSM_DTYPE_BYTES:
         raise CatalogError(f"mamba_ssm_dtype {value!r} is not one of {', '.join(_SSM_DTYPE_BYTES)}",
                            where=where, fix="use the value of the model's published config.json")
-    return _SSM_DTYPE_BYTES[value]
+    return {"linear_ssm_bytes": _SSM_DTYPE_BYTES[value]}
 
 
 def _llama_fields(cfg: dict[str, Any], where: str, model_type: str) -> dict[str, Any]:
@@ -306,8 +307,7 @@ def _hybrid_fields(cfg: dict[str, Any], where: str, moe: bool) -> dict[str, Any]
               "linear_key_head_dim": _require(cfg, "linear_key_head_dim", where),
               "linear_value_head_dim": _require(cfg, "linear_value_head_dim", where),
               "linear_conv_kernel": _optional(cfg, "linear_conv_kernel_dim", 4),
-              "linear_ssm_bytes": _ssm_bytes(cfg, where),
-              "attn_output_gate": _optional(cfg, "attn_output_gate", True)}
+              "attn_output_gate": _optional(cfg, "attn_output_gate", True), **_ssm_fields(cfg, where)}
     if not moe:
         return fields
     shared = _optional(cfg, "shared_expert_intermediate_size", 0)

@@ -41,6 +41,15 @@ def sparse_latent_bytes(kv_lora: int, rope: int, kv_dtype_bytes: float) -> float
     return kv_lora / 2 + rope + kv_lora / 16
 
 
+# vLLM keeps the Gated DeltaNet conv state in the model dtype: its
+# MambaStateDtypeCalculator.gated_delta_net_state_dtype resolves mamba_cache_dtype "auto"
+# (the default) to the model dtype, whatever the KV-cache dtype (vllm/model_executor/
+# layers/mamba/mamba_utils.py); served checkpoints here run bf16/fp16 activations. The
+# delta-rule state follows mamba_ssm_cache_dtype, the model dtype too unless the model's
+# config names another (ModelSpec.linear_ssm_bytes: Qwen3.5's float32).
+LINEAR_CONV_STATE_BYTES = 2.0
+
+
 class ModelSpec(StrictModel):
     """A decoder-only transformer, described by the shapes that cost time and memory.
 
@@ -374,11 +383,15 @@ class ModelSpec(StrictModel):
     def weight_bytes(self, dtype_bytes: float) -> float:
         return self.param_count * dtype_bytes
 
-    def linear_state_bytes(self, conv_dtype_bytes: float) -> float:
-        """Recurrent state one sequence holds across all linear-attention layers: the conv
-        state in the model dtype, the delta-rule matrices in `linear_ssm_bytes`."""
+    def linear_state_bytes_per_layer(self, conv_dtype_bytes: float = LINEAR_CONV_STATE_BYTES) -> float:
+        """Recurrent state one sequence holds in one linear-attention layer: the conv state
+        in `conv_dtype_bytes`, the delta-rule matrices in `linear_ssm_bytes`."""
         conv, delta = self.linear_state_elements()
-        return self.linear_layers * (conv * conv_dtype_bytes + delta * self.linear_ssm_bytes)
+        return conv * conv_dtype_bytes + delta * self.linear_ssm_bytes
+
+    def linear_state_bytes(self, conv_dtype_bytes: float = LINEAR_CONV_STATE_BYTES) -> float:
+        """Recurrent state one sequence holds across all linear-attention layers."""
+        return self.linear_layers * self.linear_state_bytes_per_layer(conv_dtype_bytes)
 
     def kv_bytes_per_token(self, kv_dtype_bytes: float) -> float:
         """K and V of every context-length layer: 2 x layers x kv_heads x head_dim x bytes,
