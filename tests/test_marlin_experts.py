@@ -2,8 +2,10 @@
 
 InferenceX's gpt-oss scripts for H100/H200 export VLLM_MXFP4_USE_MARLIN=1 from vLLM 0.13.0
 on; before that, and by vLLM's default, Hopper runs OpenAI's Triton MoE. The shipped
-Hopper profiles carry Marlin's own rows (label w4a16m), which run at about half the
-tensor rate of the Triton rows at prefill sizes, and Marlin pads the experts to its tiles.
+profiles carry Marlin's own rows (label w4a16m) for other models' expert shapes, which run
+at about half the tensor rate of gpt-oss's Triton rows at prefill sizes. InferenceMAX ran
+gpt-oss-120b's grid on Hopper with both kernels and measured the same steps, so on Hopper
+Marlin at gpt-oss's shape reads the Triton rows of that shape; Marlin still pads the experts.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import pytest
 
 from calibration.profile import load_profile
 from simulator.api import load
+from simulator.cost.calibrated.families import FAMILY_ADAPTERS
 from simulator.cost.ops import IterationShape, moe_table_dtype, token_ops
 from simulator.errors import ConfigError
 from simulator.simulation import Simulation
@@ -40,15 +43,33 @@ def test_the_shipped_hopper_profiles_carry_marlin_rows(gpu):
     assert any("marlin" in k for k in profile.metadata.versions["kernels.moe"].split(", "))
 
 
-def test_a_marlin_run_is_slower_at_prefill_and_pads_the_experts():
+def test_marlin_on_hopper_reads_the_same_shape_rows_and_pads_the_experts():
     auto = Simulation(load(BENCH, GPT_OSS))
     marlin = Simulation(load(BENCH, [*GPT_OSS, "model.expert_kernel=marlin"]))
     moe = {op.name: op for op in token_ops(64, marlin.sharded)}["fused_moe"]
     assert moe.shape[-1] == "w4a16m" and moe.dtype == "bf16"
-    prefill = IterationShape(8192, 1, 0, 0, ((8192, 0),))
-    assert marlin.cost.iteration_time(prefill) > 1.1 * auto.cost.iteration_time(prefill)
+    for shape in (IterationShape(8192, 1, 0, 0, ((8192, 0),)), IterationShape(32, 32, 32, 32 * 1024)):
+        assert marlin.cost.iteration_time(shape) == auto.cost.iteration_time(shape)
     # Marlin pads gpt-oss-120b's experts to 2944 x 3072 (the Triton path keeps 2880 x 2880).
     assert marlin.memory.weights_gib > auto.memory.weights_gib + 4
+
+
+def test_marlin_elsewhere_reads_marlin_rows_of_other_shapes():
+    """Off Hopper the default kernel at gpt-oss's shape is another one (FlashInfer's on
+    Blackwell), so Marlin keeps its own rows, scaled across shapes: slower at prefill."""
+    on_b200 = [*GPT_OSS, "hardware.gpu=b200"]
+    auto = Simulation(load(BENCH, on_b200))
+    marlin = Simulation(load(BENCH, [*on_b200, "model.expert_kernel=marlin"]))
+    prefill = IterationShape(8192, 1, 0, 0, ((8192, 0),))
+    assert marlin.cost.iteration_time(prefill) > 1.1 * auto.cost.iteration_time(prefill)
+
+
+def test_only_hopper_marlin_has_a_same_shape_stand_in():
+    moe = FAMILY_ADAPTERS["moe"]
+    key = (2880, 4, 128, 1, "w4a16m")
+    assert moe.same_shape_standin(key, "hopper") == (2880, 4, 128, 1, "w4a16")
+    assert moe.same_shape_standin(key, "blackwell") is None
+    assert moe.same_shape_standin((2880, 4, 128, 1, "w4a16"), "hopper") is None
 
 
 @pytest.mark.parametrize("sets", [
@@ -62,7 +83,7 @@ def test_marlin_refuses_what_it_cannot_run(sets):
 
 def test_the_inferencex_hopper_recipe_selects_marlin_from_vllm_0_13(tmp_path):
     """A row naming vLLM 0.13 or later gets Marlin; an older or unnamed release keeps vLLM's
-    default kernel (the shipped InferenceMAX run of 2026-01-02 ran 0.11.2)."""
+    default kernel (the shipped InferenceMAX runs name theirs: 0.13.0 and 0.11.2)."""
     src = tmp_path / "gptoss.csv"
     src.write_text("system,model,precision,tp_size,isl,osl,concurrency,vllm_version,ttft_ms,tpot_ms\n"
                    + "".join(f"h200_sxm,openai/gpt-oss-120b,fp4,1,8192,1024,4,{v},380,5\n"

@@ -48,6 +48,7 @@ class FamilyModel:
     def __init__(self, family: str, rows: list[list], gpu: GPUSpec, config: CostModelConfig):
         self.family = family
         self.adapter = FAMILY_ADAPTERS[family]
+        self.architecture = gpu.architecture
         n_shape = len(FAMILY_COLUMNS[family])
         ad = self.adapter
         self.rows = []
@@ -84,8 +85,11 @@ class FamilyModel:
         """Measured keys that answer for `key`: itself, or the nearest stand-ins."""
         found = self._cands.get(key)
         if found is None:
+            standin = self.adapter.same_shape_standin(key, self.architecture)
             if key in self.trees:
                 found = [key]
+            elif standin in self.trees:
+                found = [standin]
             else:
                 scored = [(d, k) for k in self.trees if (d := self.adapter.distance(key, k)) is not None]
                 best = min((d for d, _ in scored), default=None)
