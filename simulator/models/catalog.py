@@ -650,7 +650,9 @@ _MODELS: list[ModelSpec] = [
         published_params_b=671.0,  # technical report: 671B total, 37B activated per token
         published_active_params_b=37.0,
         aliases=("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3.1", "deepseek-ai/DeepSeek-V3-0324",
-                 "deepseek-r1", "nvidia/DeepSeek-R1-NVFP4", "nvidia/DeepSeek-V3.1-NVFP4"),
+                 "deepseek-r1", "nvidia/DeepSeek-R1-NVFP4", "nvidia/DeepSeek-V3.1-NVFP4",
+                 # NVIDIA's NVFP4 releases of R1-0528 (InferenceX's FP4 sweeps name the V2)
+                 "nvidia/DeepSeek-R1-FP4", "nvidia/DeepSeek-R1-0528-FP4", "nvidia/DeepSeek-R1-0528-FP4-V2"),
     ),
     # https://huggingface.co/moonshotai/Kimi-K2-Instruct/blob/main/config.json (DeepSeek-V3
     # architecture, 64 heads, 384 experts, one dense layer). K2-Thinking and K2.5 keep the

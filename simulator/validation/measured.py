@@ -6,6 +6,7 @@
   (one run per row: N clients with fixed lengths).
 - A `vllm bench serve --save-result` JSON: per-request details when saved
   (`--save-detailed`), else the run summary (mean latencies, token totals, traffic).
+- InferenceX's published aggregate (`agg_bmk.json`): read as the sweep CSV it amounts to.
 """
 
 from __future__ import annotations
@@ -16,6 +17,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from simulator.validation.inferencex_json import (
+    is_inferencex_aggregate,
+    load_json,
+    read_inferencex_json,
+)
 from simulator.validation.measurement import MeasuredSet, MeasurementError, csv_header
 from simulator.validation.per_request_csv import PER_REQUEST_COLUMNS, read_per_request_csv
 from simulator.validation.sweep_csv import SWEEP_COLUMNS, read_sweep_csv
@@ -71,6 +77,9 @@ def read_measured(paths: list[Path], rounds: int = 10, length_ratio: float | str
 
 def _read_one(path: Path, rounds: int, length_ratio: float | None, recipes: bool) -> list[MeasuredSet]:
     if path.suffix in (".json", ".jsonl"):
+        data = load_json(path) if path.suffix == ".json" else None
+        if is_inferencex_aggregate(data):
+            return [read_inferencex_json(path, data, rounds, length_ratio, recipes)]
         return read_vllm_json(path)
     cols = set(csv_header(path)) if path.stat().st_size else set()
     if set(SWEEP_COLUMNS) <= cols:

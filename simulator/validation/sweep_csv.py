@@ -52,9 +52,7 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None,
     """One closed-loop run per row; `length_ratio` None picks it per row (harness_length_ratio).
     With `recipes`, a row of a known harness (its length grid, model, GPU and precision) also
     gets that harness's server flags, release and length spread (recipes.py)."""
-    if rounds < 1:  # else every row fails later, blaming the scenario's workload.num_requests
-        raise MeasurementError(f"rounds {rounds} is not a whole number >= 1", where="--rounds",
-                               fix="give each client at least one request (the default is 10)")
+    check_rounds(rounds)
     df = read_csv(path)
     missing = [c for c in SWEEP_COLUMNS if c not in df.columns]
     if missing:
@@ -63,10 +61,33 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None,
     if df.empty:
         raise MeasurementError("the file has no rows", where=str(path),
                                fix="point to a CSV with one row per measured configuration and concurrency")
+    return sweep_set(df, path.name, [f"{path}:{i + 2}" for i in range(len(df))], rounds, length_ratio,
+                     recipes, read_as_written(path))
+
+
+def check_rounds(rounds: int) -> None:
+    """Refuse a --rounds below 1, else every row fails later, blaming the scenario's workload."""
+    if rounds < 1:
+        raise MeasurementError(f"rounds {rounds} is not a whole number >= 1", where="--rounds",
+                               fix="give each client at least one request (the default is 10)")
+
+
+def sweep_set(df: pd.DataFrame, source: str, wheres: list[str], rounds: int, length_ratio: float | None,
+              recipes: bool, table: pd.DataFrame, skipped: dict[int, MeasurementError] | None = None,
+              first_row: int = 2) -> MeasuredSet:
+    """The runs of a sweep's rows (`wheres`: each row's place, for its errors; `skipped`: rows
+    known not to be simulatable, by index, with the reason; `first_row`: the number the
+    first row is labelled with, its line in a CSV)."""
+    skipped = skipped or {}
     runs = []
     unreadable: list[MeasurementError] = []
     for i, row in enumerate(df.itertuples(index=False)):
-        where = f"{path}:{i + 2}"
+        where = wheres[i]
+        if i in skipped:
+            label = f"row {i + first_row}"
+            runs.append(MeasuredRun(label=label, source=source, kind="closed_loop", measured={},
+                                    group=label, family=label, error=skipped[i].render()))
+            continue
         try:
             system, model = (_name_cell(getattr(row, c), c, where) for c in ("system", "model"))
             conc, isl, osl, tp = (_whole_cell(getattr(row, c), c, where)
@@ -77,8 +98,9 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None,
             # One unreadable row among readable ones is reported and skipped, as an unknown
             # model is; a file with no readable row is an error (below).
             unreadable.append(exc)
-            runs.append(MeasuredRun(label=f"row {i + 2}", source=path.name, kind="closed_loop", measured={},
-                                    group=f"row {i + 2}", family=f"row {i + 2}", error=exc.render()))
+            label = f"row {i + first_row}"
+            runs.append(MeasuredRun(label=label, source=source, kind="closed_loop", measured={},
+                                    group=label, family=label, error=exc.render()))
             continue
         prec = _row_precision(row.precision, model)
         other_engine = _other_engine(row, df.columns)
@@ -111,16 +133,16 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None,
                           f"workload.num_requests={conc * rounds}", "workload.duration_s=null"]
             if recipe is not None:
                 overrides += recipe.overrides(isl, version)
-        runs.append(MeasuredRun(label=f"{group} c{conc}", source=path.name, kind="closed_loop",
+        runs.append(MeasuredRun(label=f"{group} c{conc}", source=source, kind="closed_loop",
                                 measured=measured,
                                 overrides=overrides, concurrency=conc, isl=isl, osl=osl, group=group,
                                 family=family, error=error, infer_dp=not layout.states_dp, note=note,
                                 launch_flags=recipe and recipe.describe(isl, version),
                                 engine_version=version,
                                 recipe_version=recipe and recipe.engine_version))
-    if len(unreadable) == len(runs):
+    if unreadable and len(unreadable) + len(skipped) == len(runs):
         raise unreadable[0]
-    return MeasuredSet("sweep", runs, read_as_written(path), np.arange(len(df)))
+    return MeasuredSet("sweep", runs, table, np.arange(len(df)))
 
 
 def _row_precision(cell: object, model: str) -> str | None:

@@ -1,0 +1,116 @@
+"""InferenceX (formerly InferenceMAX) aggregate results: the `agg_bmk.json` its sweep
+workflow publishes, a JSON list with one object per configuration and client count.
+
+Each object is a closed-loop sweep row in other words: `hw`, `model`, `precision`, `tp`,
+`isl`, `osl`, `conc`, and the client's mean TTFT and TPOT in seconds. The image names the
+engine and its release (`vllm/vllm-openai:v0.13.0`), which the sweep rules use as a sweep
+CSV's `engine_version` column; another framework's rows are simulated as a sweep CSV's
+`backend` column has them (the base scenario's scheduler, no vLLM recipes). The runner
+label after the GPU (`b200-trt`, `mi355x-amd_0`) is dropped. What a single aggregated
+server does not describe is skipped with the reason: disaggregated or multi-node rows,
+speculative decoding, and attention data parallelism (whose sizes the file does not split).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from simulator.validation.measurement import MeasuredSet, MeasurementError, read_text
+from simulator.validation.sweep_csv import check_rounds, sweep_set
+
+# The keys that identify an InferenceX aggregate entry (the sweep's columns, in its names).
+INFERENCEX_KEYS = ("hw", "model", "precision", "isl", "osl", "conc", "mean_ttft", "mean_tpot")
+
+_FIX = "pass the agg_bmk.json exactly as InferenceX's workflow published it"
+_RELEASE = re.compile(r":v?(\d+\.\d+(?:\.\d+)?)")
+
+
+def is_inferencex_aggregate(data: object) -> bool:
+    """Whether a parsed JSON document is an InferenceX aggregate (a list of its entries)."""
+    return (isinstance(data, list) and bool(data) and isinstance(data[0], dict)
+            and all(k in data[0] for k in INFERENCEX_KEYS))
+
+
+def read_inferencex_json(path: Path, data: list, rounds: int, length_ratio: float | None,
+                         recipes: bool) -> MeasuredSet:
+    """One closed-loop run per entry, as a sweep CSV row would give it."""
+    check_rounds(rounds)
+    rows, wheres, skipped = [], [], {}
+    for k, entry in enumerate(data, start=1):
+        where = f"{path} (entry {k})"
+        if not isinstance(entry, dict):
+            raise MeasurementError(f"entry {k} is {type(entry).__name__}, not an object", where=where, fix=_FIX)
+        reason = _not_simulated(entry)
+        if reason:
+            skipped[len(rows)] = MeasurementError(reason, where=where, fix="validate the aggregated single-node "
+                                                  "rows; describe other layouts as a sweep CSV or a scenario")
+        rows.append(_sweep_row(entry))
+        wheres.append(where)
+    if len(skipped) == len(rows):
+        raise MeasurementError(f"none of the {len(rows)} entries is a single aggregated server "
+                               f"({next(iter(skipped.values())).message})", where=str(path),
+                               fix="pass an aggregate with single-node, non-disaggregated rows")
+    df = pd.DataFrame(rows)
+    return sweep_set(df, path.name, wheres, rounds, length_ratio, recipes, df.copy(), skipped, first_row=1)
+
+
+def _not_simulated(entry: dict) -> str | None:
+    """Why an entry is not one aggregated server that servesim can replay, or None."""
+    if _truthy(entry.get("disagg")) or _truthy(entry.get("is_multinode")):
+        return "a disaggregated or multi-node deployment (InferenceX `disagg`/`is_multinode`)"
+    if str(entry.get("spec_decoding") or "none").strip().lower() != "none":
+        return f"speculative decoding ({entry['spec_decoding']}), which servesim does not model"
+    if _truthy(entry.get("dp_attention")):
+        return "attention data parallelism (`dp_attention`), whose DP and TP sizes the entry does not separate"
+    return None
+
+
+def _truthy(value: object) -> bool:
+    """InferenceX writes its flags as JSON booleans or as the strings "true"/"false"."""
+    return value is True or str(value).strip().lower() == "true"
+
+
+def _sweep_row(entry: dict) -> dict:
+    """The sweep CSV row an entry stands for (latencies in ms; unreadable cells stay as
+    written, for the sweep reader to report)."""
+    framework = str(entry.get("framework") or "").strip()
+    image = str(entry.get("image") or "")
+    release = _RELEASE.search(image) if framework.lower().startswith("vllm") else None
+    row = {
+        "system": str(entry.get("hw") or "").split("-")[0],
+        "model": entry.get("model"),
+        "precision": entry.get("precision"),
+        "tp_size": entry.get("tp"),
+        "isl": entry.get("isl"),
+        "osl": entry.get("osl"),
+        "concurrency": entry.get("conc"),
+        "ttft_ms": _ms(entry.get("mean_ttft")),
+        "tpot_ms": _ms(entry.get("mean_tpot")),
+        "backend": framework,
+        "engine_version": release.group(1) if release else None,
+        "image": image,
+    }
+    ep = entry.get("ep")
+    if isinstance(ep, int | float) and not isinstance(ep, bool) and ep > 1:
+        row["moe_ep_size"] = ep
+    return row
+
+
+def _ms(seconds: object) -> object:
+    """Seconds as ms; anything else is kept for the sweep reader's error."""
+    if isinstance(seconds, int | float) and not isinstance(seconds, bool) and math.isfinite(seconds):
+        return seconds * 1e3
+    return seconds
+
+
+def load_json(path: Path) -> object | None:
+    """The file's one JSON document, or None when it is not a single document (JSON lines)."""
+    try:
+        return json.loads(read_text(path))
+    except json.JSONDecodeError:
+        return None
