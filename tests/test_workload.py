@@ -521,7 +521,7 @@ def test_every_field_is_documented():
         for name, field in model.model_fields.items():
             assert field.description, f"{model.__name__}.{name} has no description"
             todo.extend(_models_in(field.annotation))
-    assert len(seen) == 12  # WorkloadConfig + 5 arrivals + 5 length distributions + shared_prefix
+    assert len(seen) == 13  # WorkloadConfig + 6 arrivals + 5 length distributions + shared_prefix
 
 
 # ------------------------------------------------------------------------- properties

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from simulator.errors import ServesimError
+from simulator.workload.arrivals import RampArrival
 
 
 class MeasurementError(ServesimError):
@@ -39,6 +40,7 @@ class MeasuredRun:
     concurrency: int | None = None
     rate: float | None = None
     burstiness: float = 1.0
+    ramp: RampArrival | None = None  # vLLM --ramp-up-strategy: the rate ramp the requests were sent at
     isl: int | None = None
     osl: int | None = None
     group: str = ""  # runs that differ only in load (for cliff detection and curves)

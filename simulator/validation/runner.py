@@ -51,7 +51,9 @@ def _replay_workload(run: MeasuredRun, seed: int) -> OpenLoopWorkload | ClosedLo
         order = np.argsort(arrival, kind="stable")
         return OpenLoopWorkload(arrival[order] - arrival[order][0], prompts[order], outputs[order])
     n = len(prompts)
-    if run.rate is None or math.isinf(run.rate):
+    if run.ramp is not None:  # vLLM --ramp-up-strategy: the rate climbs request by request
+        arrival = run.ramp.arrival_times(n, None, np.random.default_rng(seed))
+    elif run.rate is None or math.isinf(run.rate):
         arrival = np.zeros(n)
     else:
         rng = np.random.default_rng(seed)
@@ -61,7 +63,7 @@ def _replay_workload(run: MeasuredRun, seed: int) -> OpenLoopWorkload | ClosedLo
     if run.kind == "closed_loop":
         # vLLM --max-concurrency: at most N in flight; with a finite --request-rate too,
         # each request also waits for its issue time.
-        release = None if run.rate is None or math.isinf(run.rate) else arrival
+        release = None if run.ramp is None and (run.rate is None or math.isinf(run.rate)) else arrival
         return ClosedLoopWorkload(run.concurrency, 0.0, prompts, outputs, None, release_s=release)
     return OpenLoopWorkload(arrival, prompts, outputs)
 

@@ -18,6 +18,7 @@ from simulator.validation.measurement import (
     mean_latencies,
     read_text,
 )
+from simulator.workload.arrivals import RampArrival
 
 
 def vllm_json_documents(path: Path) -> list[dict]:
@@ -166,6 +167,7 @@ def _vllm_run(data: object, path: Path, label: str, source: str) -> MeasuredSet:
     req = pd.DataFrame({"prompt_tokens": prompts, "output_tokens": out,
                         "ttft_ms": ttfts, "tpot_ms": tpot, "e2e_ms": e2e})
     conc, rate, burst = _traffic(data, where)
+    ramp = _ramp(data, burst, where)
     starts = numbers("start_times", lowest=-math.inf)
     kind = "closed_loop" if conc else "rate"
     if starts is not None and not conc:
@@ -176,7 +178,7 @@ def _vllm_run(data: object, path: Path, label: str, source: str) -> MeasuredSet:
         req["arrival_s"] -= req["arrival_s"].min()
     model_id = data.get("model_id")
     run = MeasuredRun(label=label, source=source, kind=kind, measured=mean_latencies(req), requests=req,
-                      concurrency=conc, rate=rate, burstiness=burst,
+                      concurrency=conc, rate=rate, burstiness=burst, ramp=ramp,
                       model_id=str(model_id) if model_id else None)
     return MeasuredSet("vllm_json", [run], req, np.zeros(len(req), dtype=int))
 
@@ -211,6 +213,26 @@ def _traffic(data: dict, where: str) -> tuple[int | None, float, float]:
     rate = math.inf if rate in (None, "inf", math.inf) else _positive_number(data, "request_rate", where)
     burst = 1.0 if data.get("burstiness") is None else _positive_number(data, "burstiness", where)
     return _max_concurrency(data, where), rate, burst
+
+
+RAMP_STRATEGIES = ("linear", "exponential")
+
+
+def _ramp(data: dict, burstiness: float, where: str) -> RampArrival | None:
+    """The rate ramp of a run sent with `--ramp-up-strategy` (vLLM then ignores
+    --request-rate), or None."""
+    strategy = data.get("ramp_up_strategy")
+    if strategy is None:
+        return None
+    if strategy not in RAMP_STRATEGIES:
+        raise MeasurementError(f"`ramp_up_strategy` is {_shown(strategy)}, not one of {', '.join(RAMP_STRATEGIES)}",
+                               where=where, fix=_FIX_JSON)
+    start, end = (_positive_number(data, key, where) if data.get(key) is not None else None
+                  for key in ("ramp_up_start_rps", "ramp_up_end_rps"))
+    if start is None or end is None:
+        raise MeasurementError("`ramp_up_strategy` is set without `ramp_up_start_rps` and `ramp_up_end_rps`",
+                               where=where, fix=_FIX_JSON)
+    return RampArrival(start_rate=start, end_rate=end, strategy=strategy, burstiness=burstiness)
 
 
 def _positive_number(data: dict, key: str, where: str) -> float:
@@ -276,7 +298,15 @@ def _vllm_summary_run(data: dict, where: str, label: str, source: str) -> Measur
     isl = max(1, round(tokens_in / n))
     osl = max(1, round(tokens_out / n))
     conc, rate, burst = _traffic(data, where)
-    if conc:
+    ramp = _ramp(data, burst, where)
+    if ramp is not None:
+        if conc:
+            raise MeasurementError("a rate ramp under --max-concurrency, saved without per-request details, is "
+                                   "not modelled (the clients' cap and the ramp interact request by request)",
+                                   where=where, fix="re-run the benchmark with --save-detailed")
+        arrival = (f"{{type: ramp, start_rate: {ramp.start_rate}, end_rate: {ramp.end_rate}, "
+                   f"strategy: {ramp.strategy}, burstiness: {burst}}}")
+    elif conc:
         arrival = f"{{type: closed_loop, concurrency: {conc}"
         arrival += "}" if math.isinf(rate) else f", rate: {rate}, burstiness: {burst}}}"
     elif math.isinf(rate):
@@ -289,8 +319,9 @@ def _vllm_summary_run(data: dict, where: str, label: str, source: str) -> Measur
                  f"workload.num_requests={n}", "workload.duration_s=null"]
     scalars = {k: v for k, v in data.items() if not isinstance(v, (list, dict))}
     model_id = data.get("model_id")
-    run = MeasuredRun(label=label, source=source, kind="closed_loop" if conc or math.isinf(rate) else "rate",
+    kind = "rate" if ramp is not None else "closed_loop" if conc or math.isinf(rate) else "rate"
+    run = MeasuredRun(label=label, source=source, kind=kind,
                       measured=measured, overrides=overrides, concurrency=conc,
-                      rate=rate, burstiness=burst, isl=isl, osl=osl,
+                      rate=rate, burstiness=burst, ramp=ramp, isl=isl, osl=osl,
                       model_id=str(model_id) if model_id else None)
     return MeasuredSet("vllm_json", [run], pd.DataFrame([scalars]), np.zeros(1, dtype=int))

@@ -27,6 +27,7 @@ from simulator.workload.arrivals import (
     ConstantArrival,
     GammaArrival,
     PoissonArrival,
+    RampArrival,
     TraceArrival,
 )
 from simulator.workload.config import SharedPrefixConfig, WorkloadConfig
@@ -71,6 +72,7 @@ __all__ = [
     "NormalLength",
     "OpenLoopWorkload",
     "PoissonArrival",
+    "RampArrival",
     "SharedPrefixConfig",
     "Trace",
     "TraceArrival",

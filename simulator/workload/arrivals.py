@@ -1,5 +1,5 @@
-"""Arrival processes: when requests are sent (open-loop rates, bursty gamma gaps, closed-loop
-clients, trace replay), following vLLM's benchmark client."""
+"""Arrival processes: when requests are sent (open-loop rates, bursty gamma gaps, rate ramps,
+closed-loop clients, trace replay), following vLLM's benchmark client."""
 
 from __future__ import annotations
 
@@ -134,6 +134,45 @@ class ConstantArrival(StrictModel):
         return times_before(np.arange(n, dtype=np.float64) / self.rate, duration_s)
 
 
+class RampArrival(StrictModel):
+    """Open-loop traffic whose rate climbs over the run (vLLM's ``--ramp-up-strategy``).
+
+    Benchmarks send it to find the rate at which a server saturates."""
+
+    type: Literal["ramp"] = Field(
+        "ramp",
+        description=(
+            "Rate ramp (vLLM --ramp-up-strategy): request i of n is sent at the rate reached at "
+            "progress i/(n - 1) and the gap after it drawn at that rate; first request at t = 0."
+        ),
+    )
+    start_rate: float = Field(gt=0, allow_inf_nan=False, description="Rate at the first request, requests per second (> 0).")
+    end_rate: float = Field(gt=0, allow_inf_nan=False, description="Rate at the last request, requests per second (> 0).")
+    strategy: Literal["linear", "exponential"] = Field(
+        "linear", description="linear: the rate grows by equal steps per request; exponential: by equal factors.")
+    burstiness: float = Field(
+        default=1.0, gt=0, allow_inf_nan=False,
+        description="Gamma shape of each gap, as vLLM's --burstiness (1 = Poisson).")
+
+    def rates(self, n: int) -> np.ndarray:
+        """The rate each of n requests is sent at (vLLM's _get_current_request_rate)."""
+        progress = np.arange(n, dtype=np.float64) / max(n - 1, 1)
+        if self.strategy == "linear":
+            return self.start_rate + (self.end_rate - self.start_rate) * progress
+        return self.start_rate * (self.end_rate / self.start_rate) ** progress
+
+    def arrival_times(
+        self, n: int | None, duration_s: float | None, rng: np.random.Generator
+    ) -> np.ndarray:
+        """``n`` arrivals (the ramp spans the request count, as vLLM's spans --num-prompts),
+        cut at ``duration_s`` when given."""
+        if n is None:
+            raise ConfigError("a ramp spans a number of requests, and none is set", where="workload.num_requests",
+                              fix="set workload.num_requests (vLLM's --num-prompts)")
+        gaps = rng.standard_gamma(self.burstiness, max(n - 1, 0)) / (self.rates(n)[:-1] * self.burstiness)
+        return times_before(_first_at_zero(gaps), duration_s)
+
+
 class ClosedLoopArrival(StrictModel):
     """A fixed number of clients, each waiting for its reply: the load adapts to latency."""
 
@@ -244,6 +283,6 @@ class TraceArrival(StrictModel):
 
 
 ArrivalConfig = Annotated[
-    PoissonArrival | GammaArrival | ConstantArrival | ClosedLoopArrival | TraceArrival,
+    PoissonArrival | GammaArrival | ConstantArrival | RampArrival | ClosedLoopArrival | TraceArrival,
     Field(discriminator="type"),
 ]

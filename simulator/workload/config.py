@@ -41,7 +41,7 @@ class WorkloadConfig(StrictModel):
 
     arrival: ArrivalConfig = Field(
         description=(
-            "How requests arrive: poisson, gamma, constant, closed_loop or trace (selected "
+            "How requests arrive: poisson, gamma, constant, ramp, closed_loop or trace (selected "
             "by `type`)."
         )
     )
