@@ -36,7 +36,7 @@ class ModelConfig(StrictModel):
     kv_dtype: Dtype = Field("bf16", description="KV-cache element format")
     expert_weight_dtype: Dtype | None = Field(None, description="MoE routed experts' weight format when it differs from weight_dtype (gpt-oss: fp4 experts, bf16 rest); default weight_dtype")
     expert_activation_dtype: Dtype | None = Field(None, description="MoE routed experts' GEMM input format when it differs from activation_dtype (gpt-oss on Blackwell under vLLM's VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1: fp8, MXFP4 x MXFP8 experts); default activation_dtype")
-    expert_kernel: Literal["auto", "marlin"] = Field("auto", description="MoE routed experts' kernel: `auto`, the one vLLM picks for the expert format and GPU (the kernel tables' default rows); `marlin`, vLLM's Marlin MoE for 4-bit experts with 16-bit inputs, chosen instead (gpt-oss on Hopper under VLLM_MXFP4_USE_MARLIN=1), timed by the tables' Marlin rows and padded to its tiles")
+    expert_kernel: Literal["auto", "marlin"] = Field("auto", description="MoE routed experts' kernel: `auto`, the one vLLM picks for the expert format and GPU (the kernel tables' default rows); `marlin`, vLLM's Marlin MoE for 4-bit experts with 16-bit inputs, chosen instead (gpt-oss on Hopper under VLLM_MXFP4_USE_MARLIN=1), padded to its tiles and timed by the tables' Marlin rows (on Hopper, at an expert shape timed only under the default kernel, by that shape's rows: InferenceMAX measured the two kernels alike there)")
     max_model_len: int | None = Field(None, ge=2, description="longest prompt + output; default the model's max_position_embeddings")
 
     @model_validator(mode="after")
