@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from simulator.validation.inferencex_json import INFERENCEX_KEYS
 from simulator.validation.measured import read_measured
 from simulator.validation.measurement import MeasurementError
 
@@ -73,3 +76,39 @@ def test_a_vllm_bench_result_list_is_not_taken_for_an_aggregate(tmp_path):
     path.write_text(json.dumps([{"completed": 10}]))
     with pytest.raises(MeasurementError, match="not a benchmark result object"):
         read_measured([path])
+
+
+# Any cell of an entry may be missing, of the wrong type or out of range: reading the file
+# either gives runs (the bad rows skipped with their reason) or one MeasurementError.
+_ANY = st.one_of(st.none(), st.booleans(), st.integers(-3, 10_000), st.floats(allow_nan=True),
+                 st.text(max_size=8), st.lists(st.integers(), max_size=2))
+
+
+@st.composite
+def _entries(draw):
+    entries = []
+    for _ in range(draw(st.integers(1, 4))):
+        entry = _entry()
+        for key in draw(st.lists(st.sampled_from(sorted(entry)), max_size=4, unique=True)):
+            if draw(st.booleans()):
+                del entry[key]
+            else:
+                entry[key] = draw(_ANY)
+        entries.append(entry)
+    return entries
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(entries=_entries())
+def test_any_aggregate_reads_or_fails_with_a_measurement_error(tmp_path, entries):
+    path = tmp_path / "agg_bmk.json"
+    path.write_text(json.dumps(entries))
+    complete = any(all(k in e for k in INFERENCEX_KEYS) for e in entries)
+    try:
+        measured = read_measured([path])
+    except MeasurementError as exc:  # read as an aggregate whenever one entry is complete
+        assert not complete or "not a benchmark result object" not in str(exc)
+        return
+    assert complete
+    for run in measured.runs:
+        assert run.error or (run.overrides and run.concurrency >= 1)
