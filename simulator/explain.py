@@ -28,7 +28,7 @@ class Explanation:
     decode_label: str
     prefill_label: str
     layout: str
-    sources: dict[str, str]  # op -> profile / profile-nearest / roofline-fitted / roofline
+    sources: dict[str, str]  # op -> profile / profile-standin / profile-nearest / roofline-fitted / roofline
     notes: tuple[str, ...] = ()
 
     def rows(self) -> list[tuple[str, float | None, float | None]]:

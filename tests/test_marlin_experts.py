@@ -50,6 +50,7 @@ def test_marlin_on_hopper_reads_the_same_shape_rows_and_pads_the_experts():
     assert moe.shape[-1] == "w4a16m" and moe.dtype == "bf16"
     for shape in (IterationShape(8192, 1, 0, 0, ((8192, 0),)), IterationShape(32, 32, 32, 32 * 1024)):
         assert marlin.cost.iteration_time(shape) == auto.cost.iteration_time(shape)
+    assert marlin.cost.timer.source_of(moe) == "profile-standin"  # what `simulate explain` prints
     # Marlin pads gpt-oss-120b's experts to 2944 x 3072 (the Triton path keeps 2880 x 2880).
     assert marlin.memory.weights_gib > auto.memory.weights_gib + 4
 

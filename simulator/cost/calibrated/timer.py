@@ -212,7 +212,8 @@ class CalibratedTimer:
         return t
 
     def source_of(self, op: Op) -> str:
-        """Where `op`'s time comes from: profile, profile-nearest, shipped:<name> (a shipped
+        """Where `op`'s time comes from: profile, profile-standin (the same shape's rows of
+        the kernel that stands in for this one), profile-nearest, shipped:<name> (a shipped
         profile standing in for a family ours lacks), roofline-fitted or roofline-default."""
         model = self.models.get(op.family)
         if model is None:
@@ -223,4 +224,7 @@ class CalibratedTimer:
         cands = model.candidates(key)
         if not cands:
             return "roofline-fitted"
-        return "profile" if model.adapter.distance(key, cands[0]) == 0 else "profile-nearest"
+        if model.adapter.distance(key, cands[0]) == 0:
+            return "profile"
+        return "profile-standin" if cands[0] == model.adapter.same_shape_standin(key, model.architecture) \
+            else "profile-nearest"
