@@ -84,9 +84,7 @@ def sweep_set(df: pd.DataFrame, source: str, wheres: list[str], rounds: int, len
     for i, row in enumerate(df.itertuples(index=False)):
         where = wheres[i]
         if i in skipped:
-            label = f"row {i + first_row}"
-            runs.append(MeasuredRun(label=label, source=source, kind="closed_loop", measured={},
-                                    group=label, family=label, error=skipped[i].render()))
+            runs.append(_unread_row(f"row {i + first_row}", source, skipped[i]))
             continue
         try:
             system, model = (_name_cell(getattr(row, c), c, where) for c in ("system", "model"))
@@ -98,9 +96,7 @@ def sweep_set(df: pd.DataFrame, source: str, wheres: list[str], rounds: int, len
             # One unreadable row among readable ones is reported and skipped, as an unknown
             # model is; a file with no readable row is an error (below).
             unreadable.append(exc)
-            label = f"row {i + first_row}"
-            runs.append(MeasuredRun(label=label, source=source, kind="closed_loop", measured={},
-                                    group=label, family=label, error=exc.render()))
+            runs.append(_unread_row(f"row {i + first_row}", source, exc))
             continue
         prec = _row_precision(row.precision, model)
         other_engine = _other_engine(row, df.columns)
@@ -143,6 +139,12 @@ def sweep_set(df: pd.DataFrame, source: str, wheres: list[str], rounds: int, len
     if unreadable and len(unreadable) + len(skipped) == len(runs):
         raise unreadable[0]
     return MeasuredSet("sweep", runs, table, np.arange(len(df)))
+
+
+def _unread_row(label: str, source: str, error: MeasurementError) -> MeasuredRun:
+    """A row reported as skipped, with the reason, and not simulated."""
+    return MeasuredRun(label=label, source=source, kind="closed_loop", measured={}, group=label, family=label,
+                       error=error.render())
 
 
 def _row_precision(cell: object, model: str) -> str | None:
