@@ -169,7 +169,7 @@ def run_cmd(
 
 @app.command("validate")
 def validate_cmd(
-    measured: Annotated[list[Path], typer.Argument(help="measured results: per-request CSV(s), a sweep CSV, a vLLM bench JSON, an InferenceX agg_bmk.json, or a folder")],
+    measured: Annotated[list[Path], typer.Argument(help="measured results: per-request CSV(s), a sweep CSV, a vLLM bench JSON, InferenceX results (agg_bmk.json or its API's rows), or a folder")],
     scenario: Annotated[Path, typer.Option("--scenario", "-s", help="base scenario: model, GPU, scheduler, SLOs")],
     set_: Annotated[list[str] | None, typer.Option("--set", help="override a field of the base scenario: dotted.path=value, or ~dotted.path to remove one (repeatable)")] = None,
     output_dir: Annotated[Path | None, typer.Option("--output-dir", "-o", help="default reports/validate-<scenario>-<timestamp>/")] = None,

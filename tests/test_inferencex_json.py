@@ -112,3 +112,28 @@ def test_any_aggregate_reads_or_fails_with_a_measurement_error(tmp_path, entries
     assert complete
     for run in measured.runs:
         assert run.error or (run.overrides and run.concurrency >= 1)
+
+
+def _api_row(**over) -> dict:
+    """A row of InferenceX's dashboard API: a model key, one TP per phase, nested metrics."""
+    row = {"hardware": "h200", "framework": "vllm", "model": "gptoss120b", "precision": "fp4",
+           "spec_method": "none", "disagg": False, "is_multinode": False, "prefill_tp": 4, "prefill_ep": 1,
+           "prefill_dp_attention": False, "prefill_num_workers": 0, "decode_tp": 4, "decode_ep": 1,
+           "decode_dp_attention": False, "decode_num_workers": 0, "num_prefill_gpu": 4, "num_decode_gpu": 4,
+           "isl": 1024, "osl": 1024, "conc": 16, "image": "vllm/vllm-openai:v0.13.0",
+           "metrics": {"mean_ttft": 0.0587, "mean_tpot": 0.00571, "p99_ttft": 0.2},
+           "date": "2026-01-02", "run_url": "https://github.com/SemiAnalysisAI/InferenceX/actions/runs/1"}
+    row.update(over)
+    return row
+
+
+def test_a_dashboard_api_row_reads_as_the_entry_it_carries(tmp_path):
+    agg, split, unknown = read_measured(_write(tmp_path, [
+        _api_row(), _api_row(prefill_tp=8, num_prefill_gpu=8), _api_row(model="dsv4"),
+    ])).runs
+    assert agg.error is None and agg.measured == pytest.approx({"ttft_ms": 58.7, "tpot_ms": 5.71})
+    assert agg.engine_version == "0.13.0" and agg.concurrency == 16
+    assert {"model.name=openai/gpt-oss-120b", "parallelism.tp=4", "model.expert_kernel=marlin"} <= set(agg.overrides)
+    assert "disaggregated" in split.error  # prefill and decode on different TPs
+    # A model the catalog lacks keeps its key (validate then skips it with the catalog's reason).
+    assert "model.name=dsv4" in unknown.overrides

@@ -1,5 +1,7 @@
-"""InferenceX (formerly InferenceMAX) aggregate results: the `agg_bmk.json` its sweep
-workflow publishes, a JSON list with one object per configuration and client count.
+"""InferenceX (formerly InferenceMAX) results: the `agg_bmk.json` its sweep workflow
+publishes, or the benchmark rows its dashboard's API serves (`hardware`, a model key such
+as `dsr1`, `prefill_tp`/`decode_tp`, the latencies under `metrics`); either a JSON list
+with one object per configuration and client count.
 
 Each object is a closed-loop sweep row in other words: `hw`, `model`, `precision`, `tp`,
 `isl`, `osl`, `conc`, and the client's mean TTFT and TPOT in seconds. The image names the
@@ -23,8 +25,22 @@ import pandas as pd
 from simulator.validation.measurement import MeasuredSet, MeasurementError, read_text
 from simulator.validation.sweep_csv import check_rounds, sweep_set
 
-# The keys that identify an InferenceX aggregate entry (the sweep's columns, in its names).
+# The keys that identify an InferenceX aggregate entry (the sweep's columns, in its names),
+# and a row of its dashboard's API.
 INFERENCEX_KEYS = ("hw", "model", "precision", "isl", "osl", "conc", "mean_ttft", "mean_tpot")
+INFERENCEX_API_KEYS = ("hardware", "model", "precision", "isl", "osl", "conc", "metrics")
+
+# InferenceX's database keys for its models (InferenceX-app's compare-model registry), as
+# the checkpoint names the catalog knows; the row's precision picks the weight format. A key
+# not listed (a model the catalog lacks) is kept, and its rows are skipped with the reason.
+INFERENCEX_MODELS = {
+    "dsr1": "deepseek-ai/DeepSeek-R1-0528", "kimik2.5": "moonshotai/Kimi-K2.5",
+    "kimik2.6": "moonshotai/Kimi-K2.6", "kimik2.7-code": "moonshotai/Kimi-K2.7-Code",
+    "glm5": "zai-org/GLM-5", "glm5.1": "zai-org/GLM-5.1", "minimaxm2.5": "MiniMaxAI/MiniMax-M2.5",
+    "minimaxm2.7": "MiniMaxAI/MiniMax-M2.7", "qwen3.5": "Qwen/Qwen3.5-397B-A17B",
+    "gptoss": "openai/gpt-oss-120b", "gptoss120b": "openai/gpt-oss-120b",
+    "llama70b": "meta-llama/Llama-3.3-70B-Instruct",
+}
 
 _RELEASE = re.compile(r":v?(\d+\.\d+(?:\.\d+)?)")
 
@@ -34,7 +50,8 @@ def is_inferencex_aggregate(data: object) -> bool:
     them at least a complete entry (the others are then read as entries, and a bad one
     reported as such)."""
     return (isinstance(data, list) and bool(data) and all(isinstance(e, dict) for e in data)
-            and any(all(k in e for k in INFERENCEX_KEYS) for e in data))
+            and any(all(k in e for k in INFERENCEX_KEYS) or all(k in e for k in INFERENCEX_API_KEYS)
+                    for e in data))
 
 
 def read_inferencex_json(path: Path, data: list, rounds: int, length_ratio: float | None,
@@ -44,6 +61,8 @@ def read_inferencex_json(path: Path, data: list, rounds: int, length_ratio: floa
     rows, wheres, skipped = [], [], {}
     for k, entry in enumerate(data, start=1):
         where = f"{path} (entry {k})"
+        if "hw" not in entry and "hardware" in entry:
+            entry = _from_api_row(entry)
         reason = _not_simulated(entry)
         if reason:
             skipped[len(rows)] = MeasurementError(reason, where=where, fix="validate the aggregated single-node "
@@ -56,6 +75,19 @@ def read_inferencex_json(path: Path, data: list, rounds: int, length_ratio: floa
                                fix="pass an aggregate with single-node, non-disaggregated rows")
     df = pd.DataFrame(rows)
     return sweep_set(df, path.name, wheres, rounds, length_ratio, recipes, df.copy(), skipped, first_row=1)
+
+
+def _from_api_row(row: dict) -> dict:
+    """A dashboard API row as the aggregate entry it carries: one server's TP, EP and DP
+    attention are its prefill and decode ones, which differ only when disaggregated."""
+    metrics = row.get("metrics") if isinstance(row.get("metrics"), dict) else {}
+    split = any(row.get(f"prefill_{k}") != row.get(f"decode_{k}") for k in ("tp", "ep", "dp_attention"))
+    return {"hw": row.get("hardware"), "model": row.get("model"), "precision": row.get("precision"),
+            "framework": row.get("framework"), "image": row.get("image"),
+            "tp": row.get("decode_tp"), "ep": row.get("decode_ep"), "dp_attention": row.get("decode_dp_attention"),
+            "spec_decoding": row.get("spec_method"), "disagg": row.get("disagg") or split,
+            "is_multinode": row.get("is_multinode"), "isl": row.get("isl"), "osl": row.get("osl"),
+            "conc": row.get("conc"), "mean_ttft": metrics.get("mean_ttft"), "mean_tpot": metrics.get("mean_tpot")}
 
 
 def _not_simulated(entry: dict) -> str | None:
@@ -82,7 +114,7 @@ def _sweep_row(entry: dict) -> dict:
     release = _RELEASE.search(image) if framework.lower().startswith("vllm") else None
     row = {
         "system": str(entry.get("hw") or "").split("-")[0],
-        "model": entry.get("model"),
+        "model": INFERENCEX_MODELS.get(str(entry.get("model")), entry.get("model")),
         "precision": entry.get("precision"),
         "tp_size": entry.get("tp"),
         "isl": entry.get("isl"),
