@@ -77,7 +77,10 @@ class IterationCostModel:
 
     def _sum(self, ops: list[Op]) -> float:
         t = self.timer.op_time
-        return sum(t(op) * op.count for op in ops)
+        v = 0.0
+        for op in ops:  # a loop: summing a generator cost more on the memo misses (BENCHMARKS.md)
+            v += t(op) * op.count
+        return v
 
     def token_time(self, num_tokens: int, moe_others: int = 0) -> float:
         """moe_others: tokens other attention-DP ranks add to this step's MoE layers."""
@@ -165,10 +168,8 @@ class IterationCostModel:
         if v is None:
             if len(self._attn_cache) > 500_000:  # bound memory on very long runs
                 self._attn_cache.clear()
-            v = 0.0
-            for op in decode_attention_ops(num_seqs, context_sum, self.sharded, self.decode_sharded):
-                v += self.timer.op_time(op) * op.count
-            self._attn_cache[key] = v
+            v = self._attn_cache[key] = self._sum(
+                decode_attention_ops(num_seqs, context_sum, self.sharded, self.decode_sharded))
         return v
 
     def prefill_attention_time(self, chunks: tuple[tuple[int, int], ...]) -> float:
@@ -177,10 +178,7 @@ class IterationCostModel:
         if v is None:
             if len(self._prefill_cache) > 200_000:  # bound memory on very long runs
                 self._prefill_cache.clear()
-            v = 0.0
-            for op in prefill_attention_ops(chunks, self.sharded):
-                v += self.timer.op_time(op) * op.count
-            self._prefill_cache[chunks] = v
+            v = self._prefill_cache[chunks] = self._sum(prefill_attention_ops(chunks, self.sharded))
         return v
 
     def cpu_time(self, num_seqs: int) -> float:

@@ -15,14 +15,13 @@ speculative decoding, and attention data parallelism (whose sizes the file does 
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path
 
 import pandas as pd
 
-from simulator.validation.measurement import MeasuredSet, MeasurementError, read_text
+from simulator.validation.measurement import MeasuredSet, MeasurementError
 from simulator.validation.sweep_csv import check_rounds, sweep_set
 
 # The keys that identify an InferenceX aggregate entry (the sweep's columns, in its names),
@@ -138,10 +137,3 @@ def _ms(seconds: object) -> object:
         return seconds * 1e3
     return seconds
 
-
-def load_json(path: Path) -> object | None:
-    """The file's one JSON document, or None when it is not a single document (JSON lines)."""
-    try:
-        return json.loads(read_text(path))
-    except json.JSONDecodeError:
-        return None

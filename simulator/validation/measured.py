@@ -19,13 +19,12 @@ import pandas as pd
 
 from simulator.validation.inferencex_json import (
     is_inferencex_aggregate,
-    load_json,
     read_inferencex_json,
 )
 from simulator.validation.measurement import MeasuredSet, MeasurementError, csv_header
 from simulator.validation.per_request_csv import PER_REQUEST_COLUMNS, read_per_request_csv
 from simulator.validation.sweep_csv import SWEEP_COLUMNS, read_sweep_csv
-from simulator.validation.vllm_json import read_vllm_json
+from simulator.validation.vllm_json import read_vllm_json, vllm_json_documents
 
 
 def parse_length_ratio(text: str | float | None) -> float | None:
@@ -77,10 +76,10 @@ def read_measured(paths: list[Path], rounds: int = 10, length_ratio: float | str
 
 def _read_one(path: Path, rounds: int, length_ratio: float | None, recipes: bool) -> list[MeasuredSet]:
     if path.suffix in (".json", ".jsonl"):
-        data = load_json(path) if path.suffix == ".json" else None
-        if is_inferencex_aggregate(data):
-            return [read_inferencex_json(path, data, rounds, length_ratio, recipes)]
-        return read_vllm_json(path)
+        docs = vllm_json_documents(path)
+        if len(docs) == 1 and is_inferencex_aggregate(docs[0]):
+            return [read_inferencex_json(path, docs[0], rounds, length_ratio, recipes)]
+        return read_vllm_json(path, docs)
     cols = set(csv_header(path)) if path.stat().st_size else set()
     if set(SWEEP_COLUMNS) <= cols:
         return [read_sweep_csv(path, rounds, length_ratio, recipes)]

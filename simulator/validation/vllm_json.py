@@ -109,10 +109,11 @@ def _require_successes(data: dict, ok: np.ndarray, where: str) -> None:
                                    fix=_FIX_JSON)
 
 
-def read_vllm_json(path: Path) -> list[MeasuredSet]:
+def read_vllm_json(path: Path, docs: list | None = None) -> list[MeasuredSet]:
     """The runs of a `vllm bench serve --save-result --save-detailed` file (one per result
-    object; a file appended to by several runs holds several, labelled `name#k`)."""
-    docs = vllm_json_documents(path)
+    object; a file appended to by several runs holds several, labelled `name#k`); `docs`:
+    its objects, where the caller has parsed them already."""
+    docs = vllm_json_documents(path) if docs is None else docs
     if len(docs) == 1:
         return [_vllm_run(docs[0], path, path.stem, path.name)]
     return [_vllm_run(d, path, f"{path.stem}#{k}", f"{path.name}#{k}") for k, d in enumerate(docs, start=1)]
@@ -166,8 +167,7 @@ def _vllm_run(data: object, path: Path, label: str, source: str) -> MeasuredSet:
                                "got a first token", where=where, fix=_FIX_JSON)
     req = pd.DataFrame({"prompt_tokens": prompts, "output_tokens": out,
                         "ttft_ms": ttfts, "tpot_ms": tpot, "e2e_ms": e2e})
-    conc, rate, burst = _traffic(data, where)
-    ramp = _ramp(data, burst, where)
+    conc, rate, burst, ramp = _traffic(data, where)
     starts = numbers("start_times", lowest=-math.inf)
     kind = "closed_loop" if conc else "rate"
     if starts is not None and not conc:
@@ -207,12 +207,13 @@ def _summary_number(data: dict, key: str, where: str) -> float | None:
     return number
 
 
-def _traffic(data: dict, where: str) -> tuple[int | None, float, float]:
-    """(max_concurrency or None, request_rate with inf for "inf", burstiness) of a result."""
+def _traffic(data: dict, where: str) -> tuple[int | None, float, float, RampArrival | None]:
+    """(max_concurrency or None, request_rate with inf for "inf", burstiness, the rate ramp
+    or None) of a result."""
     rate = data.get("request_rate", "inf")
     rate = math.inf if rate in (None, "inf", math.inf) else _positive_number(data, "request_rate", where)
     burst = 1.0 if data.get("burstiness") is None else _positive_number(data, "burstiness", where)
-    return _max_concurrency(data, where), rate, burst
+    return _max_concurrency(data, where), rate, burst, _ramp(data, burst, where)
 
 
 RAMP_STRATEGIES = ("linear", "exponential")
@@ -297,8 +298,7 @@ def _vllm_summary_run(data: dict, where: str, label: str, source: str) -> Measur
     n = completed
     isl = max(1, round(tokens_in / n))
     osl = max(1, round(tokens_out / n))
-    conc, rate, burst = _traffic(data, where)
-    ramp = _ramp(data, burst, where)
+    conc, rate, burst, ramp = _traffic(data, where)
     if ramp is not None:
         if conc:
             raise MeasurementError("a rate ramp under --max-concurrency, saved without per-request details, is "

@@ -85,10 +85,9 @@ class FamilyModel:
         """Measured keys that answer for `key`: itself, or the nearest stand-ins."""
         found = self._cands.get(key)
         if found is None:
-            standin = self.adapter.same_shape_standin(key, self.architecture)
             if key in self.trees:
                 found = [key]
-            elif standin in self.trees:
+            elif (standin := self.adapter.same_shape_standin(key, self.architecture)) in self.trees:
                 found = [standin]
             else:
                 scored = [(d, k) for k in self.trees if (d := self.adapter.distance(key, k)) is not None]
