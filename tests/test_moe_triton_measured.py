@@ -10,8 +10,8 @@ Hopper (docs/fidelity.md). If the tables' reading of the MoE family changes, thi
 
 from __future__ import annotations
 
-import csv
 import importlib.util
+import itertools
 import math
 import statistics
 from pathlib import Path
@@ -73,7 +73,7 @@ def test_measured_rows_scale_with_the_work(compared):
             by_tp.setdefault(r["tp"], []).append(r)
         for tp, series in by_tp.items():
             series.sort(key=lambda r: r["tokens"])
-            for a, b in zip(series, series[1:]):
+            for a, b in itertools.pairwise(series):
                 assert b["measured_us"] >= 0.95 * a["measured_us"], (tp, a["tokens"], b["tokens"])
             top = series[-1]
             inter = math.ceil(2880 / tp / 64) * 64
