@@ -25,7 +25,11 @@ from simulator.cost import (
     roofline_estimated,
 )
 from simulator.cost.ops import compute_dtypes
-from simulator.cost.releases import decode_attention_model, untuned_fp8_decode_note
+from simulator.cost.releases import (
+    decode_attention_model,
+    release_expert_kernel,
+    untuned_fp8_decode_note,
+)
 from simulator.engine import Engine
 from simulator.errors import ConfigError, DoesNotFitError, ExpertSplitError
 from simulator.hardware import LINKS, GPUSpec, get_gpu
@@ -240,6 +244,8 @@ class Simulation:
         """One layout's memory plan and cost model; `role` names a disaggregated pool in errors."""
         sc = self.scenario
         expert_parallel = role is None and sc.parallelism.expert_parallel
+        expert_kernel = release_expert_kernel(sc.model.expert_kernel, sc.model.expert_weight_dtype,
+                                              sc.model.activation_dtype, self.gpu, sc.cost_model.engine_version)
         try:
             memory = plan_memory(
                 self.model, self.gpu, tp=tp, pp=pp, weight_dtype=sc.model.weight_dtype,
@@ -249,7 +255,7 @@ class Simulation:
                 max_batched_tokens=self.token_budget, max_num_seqs=self.max_num_seqs,
                 max_model_len=self.max_model_len, kv_cache_tokens=sc.memory.kv_cache_tokens,
                 dp=dp, split_experts=role is None, expert_parallel=expert_parallel,
-                expert_kernel=sc.model.expert_kernel, gpus_per_node=sc.hardware.gpus_per_node)
+                expert_kernel=expert_kernel, gpus_per_node=sc.hardware.gpus_per_node)
         except DoesNotFitError as exc:
             if role is None:
                 raise
@@ -259,7 +265,7 @@ class Simulation:
         sharded = ShardedModel.build(self.model, tp, pp, sc.model.weight_dtype,
                                      sc.model.activation_dtype, sc.model.kv_dtype,
                                      sc.hardware.gpus_per_node, sc.model.expert_weight_dtype, dp,
-                                     expert_parallel, sc.model.expert_activation_dtype, sc.model.expert_kernel)
+                                     expert_parallel, sc.model.expert_activation_dtype, expert_kernel)
         decode = decode_attention_model(sharded, self.gpu, sc.cost_model.engine_version)
         return InstancePlan(tp, pp, replicas, memory, sharded,
                             IterationCostModel(sharded, timer, sc.cost_model,

@@ -1,11 +1,13 @@
 """vLLM's Marlin MoE chosen over the default kernel (`model.expert_kernel: marlin`).
 
 InferenceX's gpt-oss scripts for H100/H200 export VLLM_MXFP4_USE_MARLIN=1 from vLLM 0.13.0
-on; before that, and by vLLM's default, Hopper runs OpenAI's Triton MoE. The shipped
-profiles carry Marlin's own rows (label w4a16m) for other models' expert shapes, which run
-at about half the tensor rate of gpt-oss's Triton rows at prefill sizes. InferenceMAX ran
-gpt-oss-120b's grid on Hopper with both kernels and measured the same steps, so on Hopper
-Marlin at gpt-oss's shape reads the Triton rows of that shape; Marlin still pads the experts.
+on; vLLM 0.12 and later default to OpenAI's Triton MoE on Hopper, earlier releases fell
+back to Marlin (no triton_kernels shipped). The shipped profiles carry Marlin's own rows
+(label w4a16m) for other models' expert shapes, which run at about half the tensor rate of
+gpt-oss's Triton rows at prefill sizes. On Hopper, Marlin at gpt-oss's shape reads that
+shape's Triton rows (its memory-bound decode, where InferenceMAX's Marlin runs measured
+TPOT within 5% of them), bounded below by Marlin's own compute rate (its prefill); Marlin
+also pads the experts.
 """
 
 from __future__ import annotations
@@ -44,15 +46,79 @@ def test_the_shipped_hopper_profiles_carry_marlin_rows(gpu):
 
 
 def test_marlin_on_hopper_reads_the_same_shape_rows_and_pads_the_experts():
+    """Decode steps (memory-bound) read the default kernel's rows at gpt-oss's shape; a long
+    prefill is bounded by Marlin's own compute rate, about half the Triton kernel's."""
     auto = Simulation(load(BENCH, GPT_OSS))
     marlin = Simulation(load(BENCH, [*GPT_OSS, "model.expert_kernel=marlin"]))
     moe = {op.name: op for op in token_ops(64, marlin.sharded)}["fused_moe"]
     assert moe.shape[-1] == "w4a16m" and moe.dtype == "bf16"
-    for shape in (IterationShape(8192, 1, 0, 0, ((8192, 0),)), IterationShape(32, 32, 32, 32 * 1024)):
-        assert marlin.cost.iteration_time(shape) == auto.cost.iteration_time(shape)
+    decode = IterationShape(32, 32, 32, 32 * 1024)
+    assert marlin.cost.iteration_time(decode) == auto.cost.iteration_time(decode)
+    prefill = IterationShape(8192, 1, 0, 0, ((8192, 0),))
+    assert 1.5 * auto.cost.iteration_time(prefill) < marlin.cost.iteration_time(prefill)
+    assert marlin.cost.iteration_time(prefill) < 2.2 * auto.cost.iteration_time(prefill)
     assert marlin.cost.timer.source_of(moe) == "profile-standin"  # what `simulate explain` prints
     # Marlin pads gpt-oss-120b's experts to 2944 x 3072 (the Triton path keeps 2880 x 2880).
     assert marlin.memory.weights_gib > auto.memory.weights_gib + 4
+
+
+def _moe_times(sim, tokens):
+    model = sim.cost.timer.models["moe"]
+    op = {o.name: o for o in token_ops(tokens, sim.sharded)}["fused_moe"]
+    return model, op, model.predict(op)
+
+
+@pytest.mark.parametrize("gpu", ["h100-sxm", "h200"])
+def test_marlins_compute_floor_follows_its_own_rows(gpu):
+    """The floor: the padded FLOPs at the donor's measured rate (the Marlin shape of the
+    nearest hidden size, at the same expert width per GPU and tokens per expert). It never
+    lowers a time, binds only where compute does (prefill), and lands between the Triton
+    kernel's time and the donor's slowest rate."""
+    sets = [*GPT_OSS, f"hardware.gpu={gpu}", "cost_model.sustained_tensor_rate=false"]
+    for tp in (2, 8):  # gpt-oss-120b under Marlin's padding needs two H100s
+        auto = Simulation(load(BENCH, [*sets, f"parallelism.tp={tp}"]))
+        marlin = Simulation(load(BENCH, [*sets, f"parallelism.tp={tp}", "model.expert_kernel=marlin"]))
+        for tokens, low, high in ((1, 1.0, 1.0), (16, 1.0, 1.0), (8192, 1.5, 2.4)):
+            _, _, t_auto = _moe_times(auto, tokens)
+            model, op, t_marlin = _moe_times(marlin, tokens)
+            assert low * t_auto <= t_marlin * (1 + 1e-9) and t_marlin <= high * t_auto * (1 + 1e-9), (tp, tokens)
+        key, coords = model.adapter.locate(op)
+        donor = model.adapter.rate_donor(key, tuple(model.trees), "hopper")
+        assert donor == (3584, 16, 896, 1, "w4a16m")
+        point = model.adapter.donor_point(key, coords, donor)
+        assert point[0] == {2: 1536, 8: 384}[tp]  # Marlin's padded width per GPU
+        assert point[1] == pytest.approx(8192 * 4 / 128 * 896 / 16)  # tokens per expert kept
+        rate = model.adapter.work(key, coords, padded=True) / t_marlin
+        assert 100e12 < rate < 300e12  # Marlin's mma.sync rate on Hopper, not wgmma's
+
+
+def test_no_floor_where_a_kernel_reads_its_own_rows():
+    moe = FAMILY_ADAPTERS["moe"]
+    keys = ((3584, 16, 896, 1, "w4a16m"), (2880, 4, 128, 1, "w4a16"))
+    assert moe.rate_donor((2880, 4, 128, 1, "w4a16"), keys, "hopper") is None
+    assert moe.rate_donor((2880, 4, 128, 1, "w4a16m"), keys, "blackwell") is None
+    assert moe.rate_donor((2880, 4, 128, 1, "w4a16m"), keys, "hopper") == (3584, 16, 896, 1, "w4a16m")
+    assert moe.rate_donor((2880, 4, 128, 2, "w4a16m"), keys, "hopper") is None  # another EP size
+
+
+@pytest.mark.parametrize(("gpu", "release", "kernel"), [
+    ("h200", "0.11.2", "marlin"), ("h100-sxm", "0.10.1", "marlin"), ("h200", "0.12.0", "auto"),
+    ("h200", "0.18.0", "auto"), ("h200", None, "auto"), ("b200", "0.11.2", "auto"),
+])
+def test_releases_before_0_12_ran_marlin_on_hopper(gpu, release, kernel):
+    """vLLM vendors OpenAI's triton_kernels from 0.12.0 on; before, the wheel and image had
+    no copy and gpt-oss's MXFP4 experts fell back to Marlin on Hopper."""
+    from simulator.cost.releases import release_expert_kernel
+    from simulator.hardware import get_gpu
+
+    assert release_expert_kernel("auto", "fp4", "bf16", get_gpu(gpu), release) == kernel
+    assert release_expert_kernel("marlin", "fp4", "bf16", get_gpu(gpu), "0.18.0") == "marlin"
+    assert release_expert_kernel("auto", "fp8", "bf16", get_gpu("h200"), "0.11.2") == "auto"
+    sets = [*GPT_OSS, f"hardware.gpu={gpu}", "parallelism.tp=2"] + (
+        [f"cost_model.engine_version={release}"] if release else [])
+    sim = Simulation(load(BENCH, sets))
+    moe = {op.name: op for op in token_ops(64, sim.sharded)}["fused_moe"]
+    assert (moe.shape[-1] == "w4a16m") == (kernel == "marlin")
 
 
 def test_marlin_elsewhere_reads_marlin_rows_of_other_shapes():
@@ -83,8 +149,9 @@ def test_marlin_refuses_what_it_cannot_run(sets):
 
 
 def test_the_inferencex_hopper_recipe_selects_marlin_from_vllm_0_13(tmp_path):
-    """A row naming vLLM 0.13 or later gets Marlin; an older or unnamed release keeps vLLM's
-    default kernel (the shipped InferenceMAX runs name theirs: 0.13.0 and 0.11.2)."""
+    """A row naming vLLM 0.13 or later gets Marlin by the script's switch; an older or
+    unnamed release keeps vLLM's default kernel, which for 0.11.2 is Marlin again (the
+    release's own fallback, resolved in the simulation: test above)."""
     src = tmp_path / "gptoss.csv"
     src.write_text("system,model,precision,tp_size,isl,osl,concurrency,vllm_version,ttft_ms,tpot_ms\n"
                    + "".join(f"h200_sxm,openai/gpt-oss-120b,fp4,1,8192,1024,4,{v},380,5\n"

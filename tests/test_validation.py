@@ -129,19 +129,22 @@ def test_distserve_disaggregated_pipeline_parallel_decode(tmp_path):
 @pytest.mark.parametrize("measured", [GPT_OSS, GPT_OSS_DEC], ids=["vllm-0.13.0", "vllm-0.11.2"])
 def test_inferencemax_gpt_oss_on_three_gpus(measured, tmp_path):
     """InferenceMAX's gpt-oss-120b sweeps on B200, H200 and H100, the same grid under vLLM
-    0.13.0 (Marlin MoE on Hopper) and 0.11.2 (Triton MoE). Nothing is fitted to them.
-    Measured when set (docs/fidelity.md): TPOT MAPE 4.2% on both and within 5% on each GPU;
-    TTFT 12% on B200 (its W4A8 experts), and low on Hopper (-15%, -20%) under both kernels
-    (Known gaps)."""
+    0.13.0 (Marlin MoE on Hopper by VLLM_MXFP4_USE_MARLIN=1) and 0.11.2 (Marlin too: that
+    release shipped no Triton MoE). Nothing is fitted to them. Measured when set
+    (docs/fidelity.md item 25): TPOT MAPE 4.2% on both and within 5% on each GPU; TTFT 9.5%
+    and 8.2% (B200 11-12%, its W4A8 experts; Hopper 6-8%, +3% to +6% bias, where Marlin's
+    prefill now runs at its own compute rate: -15% to -20% before)."""
     result, _ = run_validation([measured], BENCH_SCENARIO, [], tmp_path / "gpt-oss", workers=2)
     assert result["runs"] == 150 and not result["skipped"]
     assert result["metrics"]["tpot_ms"]["all"]["mape"] <= 6.0
     fams = {f["family"].split()[0]: f for f in result["by_family"]}
     assert all(f["tpot_ms"]["mape"] <= 7.0 for f in fams.values())
     assert fams["b200_sxm"]["ttft_ms_below_cliff"]["mape"] <= 16.0
-    for hopper in ("h100_sxm", "h200_sxm"):  # the known, one-sided gap
-        assert -35.0 < fams[hopper]["ttft_ms_below_cliff"]["mean_signed_pct"] < -10.0
-        assert abs(fams[hopper]["tpot_ms"]["mean_signed_pct"]) < 3.0  # Marlin as the Triton rows
+    assert result["metrics"]["ttft_ms"]["below_cliff"]["mape"] <= 12.0
+    for hopper in ("h100_sxm", "h200_sxm"):
+        assert fams[hopper]["ttft_ms_below_cliff"]["mape"] <= 10.0
+        assert abs(fams[hopper]["ttft_ms_below_cliff"]["mean_signed_pct"]) < 8.0
+        assert abs(fams[hopper]["tpot_ms"]["mean_signed_pct"]) < 5.0  # decode: Marlin as the Triton rows
     assert result["cliffs"]["missed"] == 0 and result["cliffs"]["false_alarms"] == 0
 
 

@@ -15,6 +15,13 @@ serving benchmark:
   tables' FP8 rows time the tuned kernel (on H200 its per-token cost is ~0.7 of BF16's),
   so a run of an earlier release times FP8-KV decode attention by the BF16 rows, at BF16
   bytes. The cache still holds FP8: only the kernel's speed is the older one.
+
+- OpenAI's Triton MoE for MXFP4 experts on Hopper. vLLM picks it only when the
+  `triton_kernels` package imports (`get_mxfp4_backend`), and falls back to Marlin
+  otherwise. The package was not on PyPI and not a dependency; vLLM vendors it from 0.12.0
+  on (vllm-project/vllm#28788, `vllm/third_party/triton_kernels`). The 0.11.2 wheel has no
+  copy, so a stock install of a release before 0.12.0 ran gpt-oss's experts on Marlin
+  (`model.expert_kernel: auto` resolves so; docs/fidelity.md item 25).
 """
 
 from __future__ import annotations
@@ -30,6 +37,21 @@ RELEASE_FORMAT = "MAJOR.MINOR[.PATCH], e.g. 0.10.2"
 
 # head_dim -> the first vLLM release whose FA3 FP8 decode tiles were tuned (see above).
 FP8_DECODE_TUNED_SINCE: dict[int, tuple[int, int, int]] = {64: (0, 11, 0), 128: (0, 11, 1)}
+
+
+# The first vLLM release that ships OpenAI's triton_kernels (see above).
+TRITON_MOE_SHIPPED_SINCE = (0, 12, 0)
+
+
+def release_expert_kernel(kernel: str, expert_weight_dtype: str | None, activation_dtype: str,
+                          gpu: GPUSpec, engine_version: str | None) -> str:
+    """The MoE kernel a run's `model.expert_kernel` stands for under its release: `auto`
+    is Marlin for MXFP4 experts on Hopper under a release that shipped no Triton MoE."""
+    release = parse_version(engine_version)
+    if (kernel == "auto" and release is not None and release < TRITON_MOE_SHIPPED_SINCE
+            and gpu.architecture == "hopper" and expert_weight_dtype == "fp4" and activation_dtype == "bf16"):
+        return "marlin"
+    return kernel
 
 
 def parse_version(text: object) -> tuple[int, int, int] | None:

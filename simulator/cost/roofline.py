@@ -61,6 +61,12 @@ class RooflineTimer:
         the kernel's M tile (16/64/128 rows, as vLLM's tuned fused_moe configs pick by batch
         size), reading only the active experts' weights; plus the activation traffic of
         align, activation and sum at elementwise bandwidth."""
+        compute, memory, rest = self.moe_parts(op)
+        return max(compute, memory) + rest
+
+    def moe_parts(self, op: Op) -> tuple[float, float, float]:
+        """moe_time's terms: the grouped GEMMs' compute and weight-read times, and the rest
+        (activation traffic and launches)."""
         m, hidden, inter, top_k, _experts, up_n, active, gemm_bytes, ep, _label = op.shape
         rows = m * top_k / ep / active if active else 0.0
         tile_m = 16 if rows <= 16 else 64 if rows <= 64 else 128
@@ -68,7 +74,7 @@ class RooflineTimer:
         compute = max(op.flops, padded) / (self.peak(op.dtype) * self.eff.gemm_compute)
         memory = gemm_bytes / (self.bw * self.eff.gemm_memory)
         rest = max(op.bytes - gemm_bytes, 0.0) / (self.bw * self.eff.elementwise_memory)
-        return max(compute, memory) + rest + self.latency * op.kernels
+        return compute, memory, rest + self.latency * op.kernels
 
     @staticmethod
     def _gemm_kernels(dtype: str) -> int:

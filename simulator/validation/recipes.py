@@ -125,10 +125,10 @@ INFERENCEX_RECIPES: tuple[LaunchRecipe, ...] = (
         "VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1)",
         kv_dtype="fp8", expert_activation_dtype="fp8", async_scheduling=True),
     # The H100/H200 scripts export VLLM_MXFP4_USE_MARLIN=1 from the move to vLLM 0.13.0 (PR 327,
-    # January 2026) on; before it they ran vLLM's default, OpenAI's Triton MoE. A row that
-    # does not name its release keeps the default. The two shipped InferenceMAX runs name
-    # theirs (0.13.0 of 2026-01-02 and 0.11.2 of December 2025, validation/); on Hopper the
-    # two kernels cost the same at gpt-oss's shape, and Marlin only pads the experts.
+    # January 2026) on; before it they ran vLLM's default, which under 0.11.2 was Marlin too:
+    # that release shipped no Triton MoE (simulator/cost/releases.py). A row that does not
+    # name its release keeps the default. The two shipped InferenceMAX runs name theirs
+    # (0.13.0 of 2026-01-02 and 0.11.2 of December 2025, validation/) and measured the same.
     LaunchRecipe(
         frozenset({"gpt-oss-120b"}), frozenset({"h100-sxm", "h200"}), frozenset({"fp4"}),
         "benchmarks/single_node/gptoss_fp4_{h100,h200}.sh (VLLM_MXFP4_USE_MARLIN=1 since PR 327, vLLM 0.13.0)",

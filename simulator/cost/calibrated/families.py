@@ -21,6 +21,7 @@ from simulator.cost.ops import (
     linear_prefill_op,
 )
 from simulator.dtypes import DTYPE_BYTES
+from simulator.memory import MXFP4_MARLIN_TILE
 
 FAMILIES = tuple(FAMILY_COLUMNS)
 
@@ -96,6 +97,19 @@ class _Family:
         """Another kernel's key at this very shape whose rows answer for `key` ahead of any
         other shape's (None: no such stand-in)."""
         return None
+
+    def rate_donor(self, key: tuple, keys, architecture: str) -> tuple | None:
+        """A measured key of the same kernel at another shape whose achieved compute rate
+        bounds `key`'s time from below where a stand-in answers for it (None: no bound)."""
+        return None
+
+    def donor_point(self, key: tuple, coords: tuple, donor: tuple) -> tuple:
+        """The donor's coordinates at which its rate applies to `key` at `coords`."""
+        raise NotImplementedError
+
+    def work(self, key: tuple, coords: tuple, padded: bool = False) -> float:
+        """FLOPs of one call (on the kernel's padded operands with `padded`)."""
+        raise NotImplementedError
 
 
 class _Gemm(_Family):
@@ -224,14 +238,43 @@ class _Moe(_Family):
 
     def same_shape_standin(self, key, architecture):
         """Marlin (W4A16M) at an expert shape the tables time only under the default
-        16-bit-input kernel (W4A16), on Hopper: those rows, not another model's Marlin rows
-        scaled by the roofline. InferenceMAX ran gpt-oss-120b's grid on H100 and H200 with
-        both, OpenAI's Triton MoE under vLLM 0.11.2 and Marlin under 0.13.0, and measured the
-        same steps (TPOT ratio 0.97-1.04 on every row at TP1-8, TTFT within a few percent;
-        docs/fidelity.md), where the borrowed Marlin rows read a quarter slower."""
+        16-bit-input kernel (W4A16), on Hopper: those rows time its memory-bound side. Both
+        kernels stream the same 4-bit weights, and InferenceMAX's Marlin runs of gpt-oss-120b
+        on H100/H200 measured TPOT within 5% of those rows at every TP (docs/fidelity.md);
+        another model's Marlin rows scaled by the roofline read its decode a quarter slow.
+        Its compute-bound side is bounded by `rate_donor`."""
         if architecture == "hopper" and key[4] == "w4a16m":
             return (*key[:4], "w4a16")
         return None
+
+    def rate_donor(self, key, keys, architecture):
+        """Where Marlin on Hopper reads the default kernel's rows (`same_shape_standin`), its
+        prefill cannot run faster than Marlin's own compute rate: an Ampere-era mma.sync
+        kernel, it reaches ~200-230 TFLOP/s on an H200 at 8k-16k tokens where OpenAI's
+        Triton kernel (wgmma) reaches 414-488 at gpt-oss's shape. The donor is the Marlin key
+        of the nearest hidden size at the same expert-parallel size."""
+        if self.same_shape_standin(key, architecture) is None:
+            return None
+        donors = [k for k in keys if k[4] == key[4] and k[3] == key[3]]
+        return min(donors, key=lambda k: _log_dist(k[0], key[0]), default=None)
+
+    def donor_point(self, key, coords, donor):
+        """The same expert width per GPU (Marlin's padded one) and the same tokens per expert:
+        what sets the tile occupancy and the grouped GEMM's M."""
+        inter, tokens = coords
+        per_expert = tokens * key[1] / key[2]
+        return (_pad(inter, MXFP4_MARLIN_TILE[0]), per_expert * donor[2] / donor[1])
+
+    def work(self, key, coords, padded=False):
+        hidden, topk = key[0], key[1]
+        inter, tokens = coords
+        if padded:
+            hidden, inter = _pad(hidden, MXFP4_MARLIN_TILE[1]), _pad(inter, MXFP4_MARLIN_TILE[0])
+        return 2.0 * tokens * topk * hidden * 3.0 * inter  # gate/up (2 x inter) and down
+
+
+def _pad(x: float, multiple: int) -> float:
+    return math.ceil(x / multiple) * multiple
 
 
 @lru_cache(maxsize=256)

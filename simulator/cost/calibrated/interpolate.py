@@ -67,6 +67,7 @@ class FamilyModel:
             grouped.setdefault(r.key, []).append((r.coords, r.seconds))
         self.trees = _LazyTrees(grouped)
         self._cands: dict[tuple, list[tuple]] = {}
+        self._donors: dict[tuple, tuple | None] = {}
         # The shape ratios follow. GEMMs use the plain roofline of the fitted timer, without
         # its tile and wave steps: those depend on N and K, and carried across N or K by a
         # ratio they would put steps into M that the measurements do not have.
@@ -121,7 +122,24 @@ class FamilyModel:
             c = self.adapter.adapt(tree, k, coords)
             t = self._eval(tree, k, c, 0) * r_op / max(self._r(self._eq(k, c)), 1e-15)
             best = min(best, t)
-        return best
+        return max(best, self._compute_floor(key, coords))
+
+    def _compute_floor(self, key: tuple, coords: tuple) -> float:
+        """A stand-in kernel's time bounded below by its own kernel's achieved compute rate,
+        measured at another shape (`rate_donor`); 0 where none applies."""
+        donor = self._donors.get(key, False)
+        if donor is False:
+            donor = self._donors[key] = self.adapter.rate_donor(key, tuple(self.trees), self.architecture)
+        if donor is None:
+            return 0.0
+        point = self.adapter.donor_point(key, coords, donor)
+        t = self._eval(self.trees[donor], donor, point, 0)
+        # Only the compute-bound part of the donor's time sets a compute rate: the fitted
+        # roofline's compute share of it (a donor row reading many experts' weights at few
+        # tokens each is memory-bound, and its time says nothing of Marlin's tensor rate).
+        compute, memory, rest = self.timer.moe_parts(self._eq(donor, point))
+        t_compute = t * compute / (max(compute, memory) + rest)
+        return self.adapter.work(key, coords, padded=True) * t_compute / self.adapter.work(donor, point)
 
     def _eval(self, node, key: tuple, q: tuple, d: int) -> float:
         if d == self._ndim:
