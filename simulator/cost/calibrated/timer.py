@@ -213,7 +213,8 @@ class CalibratedTimer:
 
     def source_of(self, op: Op) -> str:
         """Where `op`'s time comes from: profile, profile-standin (the same shape's rows of
-        the kernel that stands in for this one), profile-nearest, shipped:<name> (a shipped
+        the kernel that stands in for this one, bounded below by its own compute rate where
+        the family gives one), profile-nearest, shipped:<name> (a shipped
         profile standing in for a family ours lacks), roofline-fitted or roofline-default."""
         model = self.models.get(op.family)
         if model is None:
