@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from calibration.profile import FAMILY_COLUMNS, CalibrationError
-from simulator.cost.calibrated.families import COLLECTIVES, FAMILY_ADAPTERS
+from simulator.cost.calibrated.families import COLLECTIVES, FAMILY_ADAPTERS, _Family
 from simulator.cost.calibrated.fit import fit_roofline
 from simulator.cost.calibrated.trees import build_tree
 from simulator.cost.config import CostModelConfig
@@ -68,6 +68,7 @@ class FamilyModel:
         self.trees = _LazyTrees(grouped)
         self._cands: dict[tuple, list[tuple]] = {}
         self._donors: dict[tuple, tuple | None] = {}
+        self._floors = type(ad).rate_donor is not _Family.rate_donor  # a family with compute floors
         # The shape ratios follow. GEMMs use the plain roofline of the fitted timer, without
         # its tile and wave steps: those depend on N and K, and carried across N or K by a
         # ratio they would put steps into M that the measurements do not have.
@@ -122,7 +123,7 @@ class FamilyModel:
             c = self.adapter.adapt(tree, k, coords)
             t = self._eval(tree, k, c, 0) * r_op / max(self._r(self._eq(k, c)), 1e-15)
             best = min(best, t)
-        return max(best, self._compute_floor(key, coords))
+        return max(best, self._compute_floor(key, coords)) if self._floors else best
 
     def _compute_floor(self, key: tuple, coords: tuple) -> float:
         """A stand-in kernel's time bounded below by its own kernel's achieved compute rate,
