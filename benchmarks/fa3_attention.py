@@ -24,8 +24,12 @@ from __future__ import annotations
 import argparse
 import csv
 import math
+import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_timing import graph_median_us, time_calls
 
 
 def parse_ints(text: str) -> list[int]:
@@ -56,35 +60,12 @@ class Fa3:
         return self.op(*args)
 
 
-def time_calls(fn, calls: int) -> float:
-    import torch
-
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(calls):
-        fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) * 1e3 / calls
-
-
 def graphed_us(fn, calls: int, repeats: int) -> float | None:
-    import torch
-
     try:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            fn()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for _ in range(calls):
-                fn()
-        torch.cuda.synchronize()
-        times = sorted(time_calls(graph.replay, 1) / calls for _ in range(repeats))
-        return times[len(times) // 2]
+        return graph_median_us(fn, calls, repeats)
     except Exception as exc:  # capture not possible: fall back to eager timing
+        import torch
+
         print(f"graph capture failed ({type(exc).__name__}: {str(exc)[:120]}); eager timing", flush=True)
         torch.cuda.synchronize()
         return None

@@ -30,6 +30,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_timing import graph_median_us, time_calls
+
 SWIGLU_ALPHA, SWIGLU_LIMIT = 1.702, 7.0  # gpt-oss's clamped SwiGLU
 
 
@@ -180,24 +183,6 @@ class MoeLayer:
         return out
 
 
-def time_calls(fn, calls: int, on_gpu: bool) -> float:
-    """Mean microseconds per call over `calls` back-to-back calls."""
-    if on_gpu:
-        import torch
-
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(calls):
-            fn()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) * 1e3 / calls
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    return (time.perf_counter() - t0) * 1e6 / calls
-
-
 class GraphTimer:
     """Per-layer time of `calls` layers captured in one CUDA graph (no Python launch cost),
     as vLLM's decode steps replay them; switched off for the run after a capture fails."""
@@ -211,20 +196,7 @@ class GraphTimer:
         import torch
 
         try:
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                fn()
-            torch.cuda.current_stream().wait_stream(side)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                for _ in range(calls):
-                    fn()
-            graph.replay()
-            torch.cuda.synchronize()
-            times = sorted(time_calls(graph.replay, 1, True) / calls for _ in range(repeats))
-            del graph
-            return times[len(times) // 2]
+            return graph_median_us(fn, calls, repeats)
         except Exception as exc:  # any capture failure ends graph timing
             self.enabled, self.error = False, f"{type(exc).__name__}: {exc}"[:300]
             print(f"CUDA graph timing off: {self.error}", flush=True)
