@@ -99,6 +99,7 @@ def test_no_floor_where_a_kernel_reads_its_own_rows():
     assert moe.rate_donor((2880, 4, 128, 1, "w4a16m"), keys, "blackwell") is None
     assert moe.rate_donor((2880, 4, 128, 1, "w4a16m"), keys, "hopper") == (3584, 16, 896, 1, "w4a16m")
     assert moe.rate_donor((2880, 4, 128, 2, "w4a16m"), keys, "hopper") is None  # another EP size
+    assert moe.rate_donor((3584, 16, 896, 1, "w4a16m"), keys, "hopper") is None  # Marlin's own rows
 
 
 @pytest.mark.parametrize(("gpu", "release", "kernel"), [

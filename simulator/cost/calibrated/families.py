@@ -253,8 +253,8 @@ class _Moe(_Family):
         kernel, it reaches ~200-230 TFLOP/s on an H200 at 8k-16k tokens where OpenAI's
         Triton kernel (wgmma) reaches 414-488 at gpt-oss's shape. The donor is the Marlin key
         of the nearest hidden size at the same expert-parallel size."""
-        if self.same_shape_standin(key, architecture) is None:
-            return None
+        if key in keys or self.same_shape_standin(key, architecture) is None:
+            return None  # its own rows time it, compute and all
         donors = [k for k in keys if k[4] == key[4] and k[3] == key[3]]
         return min(donors, key=lambda k: _log_dist(k[0], key[0]), default=None)
 
