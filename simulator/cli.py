@@ -282,7 +282,8 @@ def explain_cmd(
                   caption=f"{e.decode_label}; {e.prefill_label}. Sums over all pipeline stages."
                   + "".join(f"\n{n}." for n in e.notes))
     for col in ("op", "decode ms", "%", "prefill ms", "%", "time from"):
-        table.add_column(col, justify="left" if col in ("op", "time from") else "right")
+        table.add_column(col, justify="left" if col in ("op", "time from") else "right",
+                         overflow="fold" if col == "time from" else "ellipsis")
     for name, dt, pt in e.rows():
         table.add_row(name, "" if dt is None else f"{dt * 1e3:.3f}", "" if dt is None else f"{100 * dt / d_total:.1f}",
                       "" if pt is None else f"{pt * 1e3:.3f}", "" if pt is None else f"{100 * pt / p_total:.1f}",

@@ -95,8 +95,12 @@ def explain(loaded: LoadedScenario, *, batch: int = 32, context: int | None = No
     decode = decode_pool.cost.breakdown(decode_shape)  # one step of many: follows another
     lone = prefill_pool.cost.breakdown(prefill_shape, from_idle=True)
     overlap = " (async: overlapped)" if decode_pool.cost.overlap_cpu else ""
-    sources = {**_sources(prefill_pool.cost, prefill_shape), **_sources(decode_pool.cost, decode_shape),
-               "framework_overhead": "engine preset" + overlap}
+    prefill_sources = _sources(prefill_pool.cost, prefill_shape)
+    sources = {**prefill_sources, **_sources(decode_pool.cost, decode_shape)}
+    for name, where in prefill_sources.items():  # an op timed one way in decode, another in prefill
+        if sources[name] != where:
+            sources[name] = f"{sources[name]} (prefill: {where})"
+    sources["framework_overhead"] = "engine preset" + overlap
     sc = loaded.scenario
     if sc.disaggregation is None:
         par = sc.parallelism

@@ -58,6 +58,8 @@ def test_marlin_on_hopper_reads_the_same_shape_rows_and_pads_the_experts():
     assert 1.5 * auto.cost.iteration_time(prefill) < marlin.cost.iteration_time(prefill)
     assert marlin.cost.iteration_time(prefill) < 2.2 * auto.cost.iteration_time(prefill)
     assert marlin.cost.timer.source_of(moe) == "profile-standin"  # what `simulate explain` prints
+    long_moe = {op.name: op for op in token_ops(8192, marlin.sharded)}["fused_moe"]
+    assert marlin.cost.timer.source_of(long_moe) == "profile-standin-rate"
     # Marlin pads gpt-oss-120b's experts to 2944 x 3072 (the Triton path keeps 2880 x 2880).
     assert marlin.memory.weights_gib > auto.memory.weights_gib + 4
 
@@ -161,3 +163,13 @@ def test_the_inferencex_hopper_recipe_selects_marlin_from_vllm_0_13(tmp_path):
     assert "model.expert_kernel=marlin" in newer.overrides
     assert not any("expert_kernel" in o for o in unnamed.overrides + older.overrides)
     assert all("scheduler.async_scheduling=true" in r.overrides for r in (newer, unnamed, older))
+
+
+def test_explain_names_marlins_prefill_bound():
+    """`simulate explain` shows where an op's time comes from in decode, and in prefill too
+    where that differs: Marlin's decode from the stand-in rows, its prefill from its rate."""
+    from simulator.explain import explain
+
+    e = explain(load(BENCH, [*GPT_OSS, "model.expert_kernel=marlin", "parallelism.tp=2"]), batch=4, prefill=8192)
+    assert e.sources["fused_moe"] == "profile-standin (prefill: profile-standin-rate)"
+    assert e.sources["qkv_proj"] == "profile"

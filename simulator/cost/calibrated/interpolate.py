@@ -125,6 +125,14 @@ class FamilyModel:
             best = min(best, t)
         return max(best, self._compute_floor(key, coords)) if self._floors else best
 
+    def floor_binds(self, op: Op) -> bool:
+        """Whether `op`'s time is its compute floor rather than its rows' (see predict)."""
+        if not self._floors:
+            return False
+        key, coords = self.adapter.locate(op)
+        floor = self._compute_floor(key, coords)
+        return floor > 0.0 and floor >= (self.predict(op) or 0.0)
+
     def _compute_floor(self, key: tuple, coords: tuple) -> float:
         """A stand-in kernel's time bounded below by its own kernel's achieved compute rate,
         measured at another shape (`rate_donor`); 0 where none applies."""
