@@ -112,7 +112,7 @@ def check_parallelism(model: ModelSpec, gpu: GPUSpec, scenario: Scenario, *,
         raise ConfigError(f"pp={pp} exceeds the {model.num_layers} layers of {model.name}",
                           where=f"{where}.pp", fix=f"use pp <= {model.num_layers}")
     _check_block_fp8_expert_split(model, scenario, tp, layout is None, where)
-    _check_expert_kernel(model, scenario.model)
+    _check_expert_kernel(model, scenario.model, gpu)
     for field in ("activation_dtype", "expert_activation_dtype"):
         act = getattr(scenario.model, field)
         if act in ("fp8", "int8", "fp4") and act not in gpu.peak_tflops:
@@ -120,12 +120,21 @@ def check_parallelism(model: ModelSpec, gpu: GPUSpec, scenario: Scenario, *,
                               fix=f"use {field}: bf16 (weight-only quantisation) or a GPU that supports it")
 
 
-def _check_expert_kernel(model: ModelSpec, m: ModelConfig) -> None:
-    """Marlin MoE runs 4-bit experts under 16-bit inputs only (vLLM's weight-only path)."""
-    if m.expert_kernel != "marlin":
+def _check_expert_kernel(model: ModelSpec, m: ModelConfig, gpu: GPUSpec) -> None:
+    """Marlin MoE runs 4-bit experts under 16-bit inputs only (vLLM's weight-only path);
+    OpenAI's Triton MoE is vLLM's MXFP4 path on Hopper."""
+    if m.expert_kernel == "auto":
         return
     experts = m.expert_weight_dtype or m.weight_dtype
     inputs = m.expert_activation_dtype or m.activation_dtype
+    if m.expert_kernel == "triton":
+        if not model.num_experts or experts != "fp4" or inputs not in ("bf16", "fp16") \
+                or gpu.architecture != "hopper":
+            raise ConfigError(f"the Triton MoE kernel (`expert_kernel: triton`) is vLLM's path for MXFP4 experts "
+                              f"under 16-bit inputs on Hopper; this run has {model.name} on {gpu.name}",
+                              where="model.expert_kernel",
+                              fix="use expert_kernel: auto (the kernel vLLM picks here)")
+        return
     if not model.num_experts or experts not in ("fp4", "int4") or inputs not in ("bf16", "fp16"):
         raise ConfigError(f"Marlin MoE needs routed experts in fp4 or int4 under bf16/fp16 inputs; {model.name} "
                           f"has {'no routed experts' if not model.num_experts else f'{experts} experts under {inputs} inputs'}",

@@ -173,3 +173,21 @@ def test_explain_names_marlins_prefill_bound():
     e = explain(load(BENCH, [*GPT_OSS, "model.expert_kernel=marlin", "parallelism.tp=2"]), batch=4, prefill=8192)
     assert e.sources["fused_moe"] == "profile-standin (prefill: profile-standin-rate)"
     assert e.sources["qkv_proj"] == "profile"
+
+
+def test_the_triton_kernel_can_be_named_for_an_older_release():
+    """A vLLM 0.11 install with triton_kernels added by hand ran OpenAI's Triton MoE: naming
+    it keeps the default rows (no Marlin padding or rate) whatever the release; elsewhere
+    it is refused."""
+    old = [*GPT_OSS, "parallelism.tp=2", "cost_model.engine_version=0.11.2"]
+    marlin = Simulation(load(BENCH, old))
+    triton = Simulation(load(BENCH, [*old, "model.expert_kernel=triton"]))
+    current = Simulation(load(BENCH, [*GPT_OSS, "parallelism.tp=2"]))
+    prefill = IterationShape(8192, 1, 0, 0, ((8192, 0),))
+    assert triton.cost.iteration_time(prefill) == current.cost.iteration_time(prefill)
+    assert triton.cost.iteration_time(prefill) < 0.75 * marlin.cost.iteration_time(prefill)
+    assert triton.memory.weights_gib == current.memory.weights_gib < marlin.memory.weights_gib
+    for sets in ([*GPT_OSS, "hardware.gpu=b200"], ["model.name=llama-3.1-8b"],
+                 [*GPT_OSS, "model.expert_weight_dtype=fp8"]):
+        with pytest.raises(ConfigError, match=r"model\.expert_kernel"):
+            Simulation(load(BENCH, [*sets, "model.expert_kernel=triton"]))
