@@ -99,10 +99,11 @@ def expert_padding(model: ModelSpec, tp: int, tile: tuple[int, int] | None) -> f
 # needs the intermediate width a multiple of 128 and the hidden one of 256 (the same file:
 # "n % 256 == 0 and k % 128 == 0"): gpt-oss-120b's experts become 2944 x 3072, and vLLM
 # 0.10.1, which still ran Marlin on Hopper, logs 65.97 GiB loaded on one H100
-# (vllm-project/vllm#23278) against 65.8 for that padding. Hopper now runs the Triton path
-# (intermediate to 64, hidden as is: nothing for gpt-oss at TP1) and keeps the checkpoint's
-# size (docs/fidelity.md, GPUStack section), unless the run selects Marlin
-# (`model.expert_kernel: marlin`, vLLM's VLLM_MXFP4_USE_MARLIN=1).
+# (vllm-project/vllm#23278) against 65.8 for that padding. From vLLM 0.12, which ships the
+# Triton path, Hopper runs it (intermediate to 64, hidden as is: nothing for gpt-oss at TP1)
+# and keeps the checkpoint's size (docs/fidelity.md, GPUStack section), unless the run
+# selects Marlin (`model.expert_kernel: marlin`, vLLM's VLLM_MXFP4_USE_MARLIN=1; `auto`
+# under an older `engine_version`, simulator/cost/releases.py).
 MXFP4_BLACKWELL_TILE = (256, 256)
 MXFP4_MARLIN_TILE = (128, 256)
 
