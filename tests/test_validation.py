@@ -131,9 +131,9 @@ def test_inferencemax_gpt_oss_on_three_gpus(measured, tmp_path):
     """InferenceMAX's gpt-oss-120b sweeps on B200, H200 and H100, the same grid under vLLM
     0.13.0 (Marlin MoE on Hopper by VLLM_MXFP4_USE_MARLIN=1) and 0.11.2 (Marlin too: that
     release shipped no Triton MoE). Nothing is fitted to them. Measured when set
-    (docs/fidelity.md item 25): TPOT MAPE 4.2% on both and within 5% on each GPU; TTFT 9.5%
-    and 8.2% (B200 11-12%, its W4A8 experts; Hopper 6-8%, +3% to +6% bias, where Marlin's
-    prefill now runs at its own compute rate: -15% to -20% before)."""
+    (docs/fidelity.md item 25): TPOT MAPE 4.1% on both and within 5% on each GPU; TTFT 9.2%
+    and 8.3% (B200 11-12%, its W4A8 experts; Hopper 6.5-7.9%, bias -1% to +2%, where
+    Marlin's prefill now runs at its own compute rate: -15% to -20% before)."""
     result, _ = run_validation([measured], BENCH_SCENARIO, [], tmp_path / "gpt-oss", workers=2)
     assert result["runs"] == 150 and not result["skipped"]
     assert result["metrics"]["tpot_ms"]["all"]["mape"] <= 6.0
