@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import math
 import subprocess
 import sys
 from pathlib import Path
@@ -51,7 +50,7 @@ def layer_parts(torch, moe_mod, fa3_mod, kernels_dir: Path, fa3_path: Path, toke
     sys.path.insert(0, str(kernels_dir.resolve()))
     dev = torch.device("cuda")
     heads, kv_heads = HEADS // tp, max(1, KV_HEADS // tp)
-    inter = math.ceil(INTER / tp / 64) * 64  # vLLM's Triton path pads the per-GPU width to 64
+    inter = moe_mod.triton_width(INTER, tp)
     kernels = moe_mod.Kernels(True)
     fa3 = fa3_mod.Fa3(fa3_path)
     gen = torch.Generator(device=dev).manual_seed(0)

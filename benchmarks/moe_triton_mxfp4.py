@@ -36,8 +36,9 @@ from gpu_timing import graph_median_us, time_calls
 SWIGLU_ALPHA, SWIGLU_LIMIT = 1.702, 7.0  # gpt-oss's clamped SwiGLU
 
 
-def round_up(x: int, m: int) -> int:
-    return (x + m - 1) // m * m
+def triton_width(inter: int, tp: int) -> int:
+    """The expert width per GPU vLLM's Triton MXFP4 path allocates: padded to 64."""
+    return -(-math.ceil(inter / tp) // 64) * 64
 
 
 def parse_ints(text: str) -> list[int]:
@@ -270,7 +271,7 @@ def main() -> None:
         writer = csv.DictWriter(handle, fieldnames=fields)
         writer.writeheader()
         for tp in args.tp:
-            inter = round_up(math.ceil(args.inter / tp), 64)
+            inter = triton_width(args.inter, tp)
             layer = MoeLayer(kernels, device, args.hidden, inter, args.experts, args.topk)
             for skew in args.skew:
                 for tokens in args.tokens:

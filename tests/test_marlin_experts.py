@@ -90,7 +90,7 @@ def test_marlins_compute_floor_follows_its_own_rows(gpu):
         point = model.adapter.donor_point(key, coords, donor)
         assert point[0] == {2: 1536, 8: 384}[tp]  # Marlin's padded width per GPU
         assert point[1] == pytest.approx(8192 * 4 / 128 * 896 / 16)  # tokens per expert kept
-        rate = model.adapter.work(key, coords, padded=True) / t_marlin
+        rate = model.adapter.eq_op(*model.adapter.padded(key, coords)).flops / t_marlin
         assert 100e12 < rate < 300e12  # Marlin's mma.sync rate on Hopper, not wgmma's
 
 

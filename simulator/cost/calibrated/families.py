@@ -98,6 +98,9 @@ class _Family:
         other shape's (None: no such stand-in)."""
         return None
 
+    # Whether rate_donor can bound a key's time from below (FamilyModel skips the check otherwise).
+    has_rate_floor = False
+
     def rate_donor(self, key: tuple, keys, architecture: str) -> tuple | None:
         """A measured key of the same kernel at another shape whose achieved compute rate
         bounds `key`'s time from below where a stand-in answers for it (None: no bound)."""
@@ -107,9 +110,9 @@ class _Family:
         """The donor's coordinates at which its rate applies to `key` at `coords`."""
         raise NotImplementedError
 
-    def work(self, key: tuple, coords: tuple, padded: bool = False) -> float:
-        """FLOPs of one call (on the kernel's padded operands with `padded`)."""
-        raise NotImplementedError
+    def padded(self, key: tuple, coords: tuple) -> tuple[tuple, tuple]:
+        """`key` and `coords` on the operands the kernel actually computes (its tile padding)."""
+        return key, coords
 
 
 class _Gemm(_Family):
@@ -247,6 +250,8 @@ class _Moe(_Family):
             return (*key[:4], "w4a16")
         return None
 
+    has_rate_floor = True
+
     def rate_donor(self, key, keys, architecture):
         """Where Marlin on Hopper reads the default kernel's rows (`same_shape_standin`), its
         prefill cannot run faster than Marlin's own compute rate: an Ampere-era mma.sync
@@ -265,12 +270,10 @@ class _Moe(_Family):
         per_expert = tokens * key[1] / key[2]
         return (_pad(inter, MXFP4_MARLIN_TILE[0]), per_expert * donor[2] / donor[1])
 
-    def work(self, key, coords, padded=False):
-        hidden, topk = key[0], key[1]
+    def padded(self, key, coords):
+        """Marlin's operands: hidden and expert width padded to its 256 x 128 tiles."""
         inter, tokens = coords
-        if padded:
-            hidden, inter = _pad(hidden, MXFP4_MARLIN_TILE[1]), _pad(inter, MXFP4_MARLIN_TILE[0])
-        return 2.0 * tokens * topk * hidden * 3.0 * inter  # gate/up (2 x inter) and down
+        return (_pad(key[0], MXFP4_MARLIN_TILE[1]), *key[1:]), (_pad(inter, MXFP4_MARLIN_TILE[0]), tokens)
 
 
 def _pad(x: float, multiple: int) -> float:

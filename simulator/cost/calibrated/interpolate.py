@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from calibration.profile import FAMILY_COLUMNS, CalibrationError
-from simulator.cost.calibrated.families import COLLECTIVES, FAMILY_ADAPTERS, _Family
+from simulator.cost.calibrated.families import COLLECTIVES, FAMILY_ADAPTERS
 from simulator.cost.calibrated.fit import fit_roofline
 from simulator.cost.calibrated.trees import build_tree
 from simulator.cost.config import CostModelConfig
@@ -68,7 +68,7 @@ class FamilyModel:
         self.trees = _LazyTrees(grouped)
         self._cands: dict[tuple, list[tuple]] = {}
         self._donors: dict[tuple, tuple | None] = {}
-        self._floors = type(ad).rate_donor is not _Family.rate_donor  # a family with compute floors
+        self._floors = ad.has_rate_floor
         # The shape ratios follow. GEMMs use the plain roofline of the fitted timer, without
         # its tile and wave steps: those depend on N and K, and carried across N or K by a
         # ratio they would put steps into M that the measurements do not have.
@@ -126,7 +126,8 @@ class FamilyModel:
         return max(best, self._compute_floor(key, coords)) if self._floors else best
 
     def floor_binds(self, op: Op) -> bool:
-        """Whether `op`'s time is its compute floor rather than its rows' (see predict)."""
+        """Whether `op`'s time is its compute floor rather than its rows' (see predict; off
+        the simulation's path, so the floor is simply read twice)."""
         if not self._floors:
             return False
         key, coords = self.adapter.locate(op)
@@ -146,9 +147,10 @@ class FamilyModel:
         # Only the compute-bound part of the donor's time sets a compute rate: the fitted
         # roofline's compute share of it (a donor row reading many experts' weights at few
         # tokens each is memory-bound, and its time says nothing of Marlin's tensor rate).
-        compute, memory, rest = self.timer.moe_parts(self._eq(donor, point))
+        donor_op = self._eq(donor, point)
+        compute, memory, rest = self.timer.moe_parts(donor_op)
         t_compute = t * compute / (max(compute, memory) + rest)
-        return self.adapter.work(key, coords, padded=True) * t_compute / self.adapter.work(donor, point)
+        return self._eq(*self.adapter.padded(key, coords)).flops * t_compute / donor_op.flops
 
     def _eval(self, node, key: tuple, q: tuple, d: int) -> float:
         if d == self._ndim:
