@@ -241,14 +241,54 @@ def _moe_rows(sys_dir: Path, backend: str, version: str) -> tuple[list[list], st
     df = _kept_moe(_read_parquet(sys_dir / "moe" / backend / chosen / "moe_perf.parquet"), _MOE_DTYPES)
     if df.empty:
         return None
-    shape = ["hidden_size", "topk", "num_experts"]
-    blocked = set(map(tuple, df.loc[df["moe_dtype"] == "fp8_block", shape].drop_duplicates().to_numpy().tolist()))
-    per_tensor_shadowed = (df["moe_dtype"] == "fp8") & df[shape].apply(tuple, axis=1).isin(blocked)
-    rows, kernels = _moe_profile_rows(df[~per_tensor_shadowed].copy(), _MOE_DTYPES)
+    rows, kernels = _moe_profile_rows(df[~_per_tensor_shadowed(df)].copy(), _MOE_DTYPES)
     marlin = df[df["kernel_source"].str.contains("marlin") & df["moe_dtype"].isin(_MARLIN_MOE_DTYPES)]
     if not marlin.empty:
         rows += _moe_profile_rows(marlin.copy(), _MARLIN_MOE_DTYPES)[0]
     return rows, chosen, kernels
+
+
+def _per_tensor_shadowed(df):
+    """Per-tensor FP8 rows of an expert shape that also has block-scaled rows: the
+    checkpoints of those models are block-scaled, so those rows time them."""
+    shape = ["hidden_size", "topk", "num_experts"]
+    blocked = set(map(tuple, df.loc[df["moe_dtype"] == "fp8_block", shape].drop_duplicates().to_numpy().tolist()))
+    return (df["moe_dtype"] == "fp8") & df[shape].apply(tuple, axis=1).isin(blocked)
+
+
+# vLLM's Triton fused MoE for FP8 experts where the default rows time another kernel. On
+# Blackwell vLLM picks FlashInfer's TRT-LLM MoE, then DeepGEMM, before Triton
+# (`select_fp8_moe_backend`); a run that turns both off (VLLM_USE_FLASHINFER_MOE_FP8=0,
+# VLLM_MOE_USE_DEEP_GEMM=0, as InferenceX's MiniMax-M2.5 FP8 B200 script did on vLLM 0.17)
+# runs Triton, 1.1-1.3x the TRT-LLM kernel's time at decode batches and 1.5-2x at prefill on
+# B200. Those rows are labelled fp8t (`model.expert_kernel: triton`), from the newest table
+# whose FP8 rows time Triton. On Hopper Triton is the default under TP: no extra rows.
+_TRITON_FP8_MOE_DTYPES = {"fp8_block": "fp8t", "fp8": "fp8t"}
+
+
+def _is_triton_moe(kernel_source: str) -> bool:
+    return kernel_source == "vllm_fused_moe" or "triton" in kernel_source
+
+
+def _triton_fp8_moe_rows(sys_dir: Path, backend: str, default_version: str) -> tuple[list[list], str, list[str]] | None:
+    """FP8 fused-MoE rows of vLLM's Triton kernel, labelled fp8t, where the default table's
+    block-scaled rows time another kernel; None where they are Triton already or no table
+    has them."""
+    def fp8_rows(version):
+        df = _kept_moe(_read_parquet(sys_dir / "moe" / backend / version / "moe_perf.parquet"), _TRITON_FP8_MOE_DTYPES)
+        return df[~_per_tensor_shadowed(df)]
+
+    default = fp8_rows(default_version)
+    # block-scaled checkpoints under TP: where the default already runs Triton (Hopper), no rows
+    default = default[(default["moe_ep_size"] == 1) & (default["moe_dtype"] == "fp8_block")]
+    if default.empty or default["kernel_source"].map(_is_triton_moe).all():
+        return None
+    for version in reversed(_moe_table_versions(sys_dir, backend)):
+        df = fp8_rows(version)
+        if not df.empty and df["kernel_source"].map(_is_triton_moe).all():
+            rows, kernels = _moe_profile_rows(df.copy(), _TRITON_FP8_MOE_DTYPES)
+            return rows, version, kernels
+    return None
 
 
 # vLLM's Marlin MoE (4-bit weights dequantised to BF16 in the kernel, Ampere-era mma
@@ -433,6 +473,13 @@ def convert(system: str, backend: str = "vllm", version: str | None = None, *, f
             rows, moe_kernels = rows + w4a8_rows, moe_kernels + w4a8_kernels
             notes.append(f"W4A8 (MXFP4 x MXFP8) fused MoE from moe/{W4A8_SOURCE_BACKEND}/{w4a8_version}: the same "
                          "FlashInfer TRT-LLM kernel vLLM runs under VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1")
+        triton = _triton_fp8_moe_rows(sys_dir, backend, moe_version)
+        if triton is not None:
+            triton_rows, triton_version, triton_kernels = triton
+            rows, moe_kernels = rows + triton_rows, moe_kernels + triton_kernels
+            notes.append(f"FP8 fused MoE on vLLM's Triton kernel (label fp8t, model.expert_kernel: triton) from "
+                         f"moe/{backend}/{triton_version}: the kernel vLLM runs with FlashInfer and DeepGEMM MoE "
+                         "turned off")
         tables["moe"] = make_table("moe", rows)
         kernels["moe"] = moe_kernels
 

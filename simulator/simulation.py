@@ -122,16 +122,19 @@ def check_parallelism(model: ModelSpec, gpu: GPUSpec, scenario: Scenario, *,
 
 def _check_expert_kernel(model: ModelSpec, m: ModelConfig, gpu: GPUSpec) -> None:
     """Marlin MoE runs 4-bit experts under 16-bit inputs only (vLLM's weight-only path);
-    OpenAI's Triton MoE is vLLM's MXFP4 path on Hopper."""
+    the Triton MoE kernels are vLLM's path for MXFP4 experts on Hopper (OpenAI's) and for
+    FP8 experts under FP8 inputs on FP8 tensor cores (vLLM's fused_moe)."""
     if m.expert_kernel == "auto":
         return
     experts = m.expert_weight_dtype or m.weight_dtype
     inputs = m.expert_activation_dtype or m.activation_dtype
     if m.expert_kernel == "triton":
-        if not model.num_experts or experts != "fp4" or inputs not in ("bf16", "fp16") \
-                or gpu.architecture != "hopper":
-            raise ConfigError(f"the Triton MoE kernel (`expert_kernel: triton`) is vLLM's path for MXFP4 experts "
-                              f"under 16-bit inputs on Hopper; this run has {model.name} on {gpu.name}",
+        mxfp4_hopper = experts == "fp4" and inputs in ("bf16", "fp16") and gpu.architecture == "hopper"
+        fp8 = experts == "fp8" and inputs == "fp8" and gpu.peak_tflops.get("fp8", 0) > 0
+        if not model.num_experts or not (mxfp4_hopper or fp8):
+            raise ConfigError(f"the Triton MoE kernels (`expert_kernel: triton`) are vLLM's paths for MXFP4 experts "
+                              f"under 16-bit inputs on Hopper and for FP8 experts under FP8 inputs; this run has "
+                              f"{model.name} with {experts} experts under {inputs} inputs on {gpu.name}",
                               where="model.expert_kernel",
                               fix="use expert_kernel: auto (the kernel vLLM picks here)")
         return

@@ -98,7 +98,7 @@ class ShardedModel:
     dp: int = 1  # attention data-parallel ranks sharing the MoE layers (experts split dp x tp ways)
     moe_link: str = "intra"  # the link the dp x tp MoE group communicates over
     ep: int = 1  # GPUs the routed experts are split over by expert (1: sliced by width instead)
-    expert_kernel: str = "auto"  # "marlin": vLLM's Marlin MoE chosen over the default kernel
+    expert_kernel: str = "auto"  # "marlin"/"triton": that MoE kernel chosen over the default one
     attn_gate: bool = False  # q_proj also emits a sigmoid gate on the attention output
     shared_gate: bool = False  # a hidden -> 1 sigmoid gate on the shared experts
     linear_passes: int = 0  # layer passes that are Gated DeltaNet (linear attention) layers
@@ -237,19 +237,23 @@ def moe_table_dtype(weight_dtype: str, compute_dtype: str, kernel: str = "auto")
     kernel vLLM picks for the format and GPU, e.g. OpenAI's triton MoE for gpt-oss on
     Hopper), W4A16M (the same on vLLM's Marlin MoE, where it is chosen instead) and W4A8
     (MXFP4 weights x MXFP8 inputs on the FP8 tensor cores, FlashInfer's TRT-LLM MoE on
-    Blackwell)."""
+    Blackwell); FP8T is FP8 experts on vLLM's Triton fused MoE where a run turns the
+    default kernel off (FlashInfer's TRT-LLM MoE on Blackwell)."""
     if compute_dtype == "fp4":
         return "fp4"
     if DTYPE_BYTES[weight_dtype] < 1 and compute_dtype in ("bf16", "fp16", "fp8"):
         if compute_dtype == "fp8":
             return "w4a8"
         return "w4a16m" if kernel == "marlin" else "w4a16"
+    if compute_dtype == "fp8" and kernel == "triton":
+        return "fp8t"
     return compute_dtype if compute_dtype in ("fp8", "int8") else "bf16"
 
 
-MOE_TABLE_COMPUTE = {"fp4": "fp4", "w4a16": "bf16", "w4a16m": "bf16", "w4a8": "fp8", "fp8": "fp8", "int8": "int8",
-                     "bf16": "bf16"}
-MOE_TABLE_WEIGHT_BYTES = {"fp4": 0.5, "w4a16": 0.5, "w4a16m": 0.5, "w4a8": 0.5, "fp8": 1.0, "int8": 1.0, "bf16": 2.0}
+MOE_TABLE_COMPUTE = {"fp4": "fp4", "w4a16": "bf16", "w4a16m": "bf16", "w4a8": "fp8", "fp8": "fp8", "fp8t": "fp8",
+                     "int8": "int8", "bf16": "bf16"}
+MOE_TABLE_WEIGHT_BYTES = {"fp4": 0.5, "w4a16": 0.5, "w4a16m": 0.5, "w4a8": 0.5, "fp8": 1.0, "fp8t": 1.0, "int8": 1.0,
+                          "bf16": 2.0}
 
 
 def fused_moe_op(m: int, hidden: int, inter: int, top_k: int, experts: int, label: str,

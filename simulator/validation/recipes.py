@@ -55,6 +55,7 @@ class LaunchRecipe:
     engine_version: str | None = None  # the vLLM image the script ran, for rows that do not name one
     expert_kernel: str | None = None  # VLLM_MXFP4_USE_MARLIN=1: marlin
     expert_kernel_since: str | None = None  # the first image the script set it for (rows naming a release)
+    until: str | None = None  # the image a later script version moved to: rows naming an older release only
 
     def describe(self, isl: int, version: str | None = None) -> str:
         """The flags as applied to a row of this ISL (and release), and where they come from."""
@@ -85,6 +86,15 @@ class LaunchRecipe:
         return out
 
 
+    def covers(self, version: str | None) -> bool:
+        """Whether a row of this release ran this version of the script: one replaced with a
+        later image (`until`) covers only rows that name an older release."""
+        if self.until is None:
+            return True
+        release = parse_version(version)
+        return release is not None and release < parse_version(self.until)
+
+
 def _at_least(version: str | None, since: str | None) -> bool:
     """Whether a row's release is `since` or later (always, where there is no `since`)."""
     if since is None:
@@ -103,6 +113,18 @@ INFERENCEX_RECIPES: tuple[LaunchRecipe, ...] = (
         frozenset({"llama-3.1-70b"}), frozenset({"h100-sxm", "h200"}), frozenset({"fp8"}),
         "benchmarks/70b_fp8_{h100,h200}_slurm.sh with .github/workflows/70b-tmpl.yml's v0.10.2 image",
         kv_dtype="fp8", async_scheduling=True, engine_version="0.10.2"),
+    # The first B200 script (PR 757, the v0.17.0 image) turned FlashInfer's and DeepGEMM's MoE
+    # off (VLLM_USE_FLASHINFER_MOE_FP8=0, VLLM_MOE_USE_DEEP_GEMM=0), so the experts ran vLLM's
+    # Triton fused MoE, and its `-ge 1` test turned expert parallelism on for every row. PR 947
+    # moved to v0.19.0, dropped both variables (vLLM 0.19 runs FlashInfer's TRT-LLM modular
+    # kernel for MiniMax's routing, vllm-project/vllm#36307 and #37346), fixed the test to
+    # `-gt 1` and added the flags of the recipe below.
+    LaunchRecipe(
+        frozenset({"minimax-m2"}), frozenset({"b200"}), frozenset({"fp8"}),
+        "benchmarks/single_node/minimaxm2.5_fp8_b200.sh of PR 757 with the vLLM 0.17.0 image "
+        "(VLLM_USE_FLASHINFER_MOE_FP8=0, VLLM_MOE_USE_DEEP_GEMM=0)",
+        gpu_memory_utilization=0.95, block_size=32, expert_parallel=True, expert_kernel="triton",
+        until="0.19.0"),
     LaunchRecipe(
         frozenset({"minimax-m2"}), BLACKWELL, frozenset({"fp8"}),
         "benchmarks/single_node/minimaxm2.5_fp8_{b200,b300}.sh with the vLLM 0.19 images (PRs 947, 1054)",
@@ -157,14 +179,16 @@ AICONFIGURATOR_RECIPES: tuple[LaunchRecipe, ...] = (
 )
 
 
-def launch_recipe(model: str, gpu: str, precision: str, isl: int, osl: int) -> LaunchRecipe | None:
-    """The recipe for a row's model, GPU, (canonical) precision and lengths, if one applies."""
+def launch_recipe(model: str, gpu: str, precision: str, isl: int, osl: int,
+                  version: str | None = None) -> LaunchRecipe | None:
+    """The recipe for a row's model, GPU, (canonical) precision, lengths and release, if one
+    applies (a row that names no release gets the script's latest version)."""
     try:
         model_name, gpu_name = get_model(model).name, get_gpu(gpu).name
     except CatalogError:  # reported later as unsimulatable, with the catalog's reason
         return None
     for recipe in (*INFERENCEX_RECIPES, *AICONFIGURATOR_RECIPES):
         if (model_name in recipe.models and gpu_name in recipe.gpus and precision in recipe.precisions
-                and (isl, osl) in recipe.grid):
+                and (isl, osl) in recipe.grid and recipe.covers(version)):
             return recipe
     return None

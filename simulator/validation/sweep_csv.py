@@ -121,7 +121,7 @@ def sweep_set(df: pd.DataFrame, source: str, wheres: list[str], rounds: int, len
                 *layout.assignments,
                 f"workload.arrival={{type: closed_loop, concurrency: {conc}}}",
             ]
-            recipe = launch_recipe(model, system, prec, isl, osl) \
+            recipe = launch_recipe(model, system, prec, isl, osl, version) \
                 if recipes and not other_engine else None
             ratio = harness_length_ratio(isl, osl, recipe and recipe.length_ratio) \
                 if length_ratio is None else length_ratio

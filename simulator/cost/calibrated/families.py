@@ -232,6 +232,11 @@ class _Moe(_Family):
         m, hidden, inter, topk, experts, *_, ep, label = op.shape
         return (hidden, topk, experts, ep, label), (float(inter), float(m))
 
+    def in_fit(self, key):
+        """vLLM's Triton FP8 rows on Blackwell (FP8T) time a kernel a run must ask for: read
+        where it does, but kept out of the roofline fitted to the default kernels."""
+        return key[4] != "fp8t"
+
     def distance(self, want, have):
         """Another model's expert shape stands in only at the same expert-parallel size and
         kernel format (vLLM runs other MoE kernels under expert parallelism)."""
@@ -245,9 +250,14 @@ class _Moe(_Family):
         kernels stream the same 4-bit weights, and InferenceMAX's Marlin runs of gpt-oss-120b
         on H100/H200 measured TPOT within 5% of those rows at every TP (docs/fidelity.md);
         another model's Marlin rows scaled by the roofline read its decode a quarter slow.
-        Its compute-bound side is bounded by `rate_donor`."""
+        Its compute-bound side is bounded by `rate_donor`.
+
+        vLLM's Triton fused MoE for FP8 experts (FP8T) on Hopper, without expert
+        parallelism: that is the default kernel there, so the default rows time it."""
         if architecture == "hopper" and key[4] == "w4a16m":
             return (*key[:4], "w4a16")
+        if architecture == "hopper" and key[4] == "fp8t" and key[3] == 1:
+            return (*key[:4], "fp8")
         return None
 
     has_rate_floor = True
