@@ -186,8 +186,8 @@ def validate_cmd(
         "--engine-version",
         help="the vLLM release the measurements were taken with, where the files do not say (a sweep "
              "CSV may carry it per row: engine_version, vllm_version or backend_version); runs of a "
-             "release whose defaults differ from today's simulate with its defaults: before 0.14, "
-             "no async scheduling")] = None,
+             "release whose defaults differ from today's simulate with its defaults (before 0.14, "
+             "no async scheduling), its kernels, and the launch recipe its harness's script had then")] = None,
     workers: Annotated[int | None, typer.Option(
         "--workers", "-j", min=1,
         help="runs simulated in parallel processes; default one per CPU, as many as free memory holds")] = None,

@@ -104,3 +104,11 @@ def test_the_v017_minimax_script_ran_triton_with_expert_parallelism(tmp_path):
                        "b200_sxm,MiniMaxAI/MiniMax-M2.5,fp8,2,1024,1024,4,100,10\n")
     run, = read_measured([unnamed]).runs
     assert "model.kv_dtype=fp8" in run.overrides and "model.expert_kernel=triton" not in run.overrides
+
+
+def test_engine_version_picks_the_script_version_for_rows_that_name_no_release(tmp_path):
+    src = tmp_path / "sweep.csv"
+    src.write_text("system,model,precision,tp_size,isl,osl,concurrency,ttft_ms,tpot_ms\n"
+                   "b200_sxm,MiniMaxAI/MiniMax-M2.5,fp8,2,1024,1024,4,100,10\n")
+    run, = read_measured([src], engine_version="0.17.0").runs
+    assert "model.expert_kernel=triton" in run.overrides and run.engine_version == "0.17.0"

@@ -63,7 +63,8 @@ def prepare_measured(paths: list[Path], base, overrides: list[str], *, rounds: i
     """The measured runs with every setting validate gives them before simulating (the
     model a file names, a server sized to the clients, the release's defaults), and the
     models followed from the files. `base` is the loaded base scenario."""
-    measured = read_measured(paths, rounds=rounds, length_ratio=length_ratio, recipes=recipes)
+    measured = read_measured(paths, rounds=rounds, length_ratio=length_ratio, recipes=recipes,
+                             engine_version=engine_version)
     named = sets_field(overrides, "model", "model.name", "model.config_json")
     followed = {} if named else _follow_model_ids(measured, base.scenario.model, base.scenario.hardware.gpu)
     _servers_sized_to_clients(measured, base.scenario.scheduler)

@@ -54,7 +54,7 @@ def is_inferencex_aggregate(data: object) -> bool:
 
 
 def read_inferencex_json(path: Path, data: list, rounds: int, length_ratio: float | None,
-                         recipes: bool) -> MeasuredSet:
+                         recipes: bool, default_version: str | None = None) -> MeasuredSet:
     """One closed-loop run per entry, as a sweep CSV row would give it."""
     check_rounds(rounds)
     rows, wheres, skipped = [], [], {}
@@ -73,7 +73,8 @@ def read_inferencex_json(path: Path, data: list, rounds: int, length_ratio: floa
                                f"({next(iter(skipped.values())).message})", where=str(path),
                                fix="pass an aggregate with single-node, non-disaggregated rows")
     df = pd.DataFrame(rows)
-    return sweep_set(df, path.name, wheres, rounds, length_ratio, recipes, df.copy(), skipped, first_row=1)
+    return sweep_set(df, path.name, wheres, rounds, length_ratio, recipes, df.copy(), skipped, first_row=1,
+                     default_version=default_version)
 
 
 def _from_api_row(row: dict) -> dict:

@@ -43,8 +43,10 @@ def parse_length_ratio(text: str | float | None) -> float | None:
 
 
 def read_measured(paths: list[Path], rounds: int = 10, length_ratio: float | str | None = None,
-                  recipes: bool = True) -> MeasuredSet:
-    """Read one or more files (a folder means every CSV/JSON in it) into one set."""
+                  recipes: bool = True, engine_version: str | None = None) -> MeasuredSet:
+    """Read one or more files (a folder means every CSV/JSON in it) into one set;
+    `engine_version` is the vLLM release of sweep rows that name none (their recipe's
+    script version)."""
     files: list[Path] = []
     for p in paths:
         if p.is_dir():
@@ -57,7 +59,7 @@ def read_measured(paths: list[Path], rounds: int = 10, length_ratio: float | str
         raise MeasurementError("no measurement files found", where=", ".join(map(str, paths)),
                                fix="pass CSV or JSON files, or a folder that holds them")
     length_ratio = parse_length_ratio(length_ratio)
-    sets = [s for f in files for s in _read_one(f, rounds, length_ratio, recipes)]
+    sets = [s for f in files for s in _read_one(f, rounds, length_ratio, recipes, engine_version)]
     kinds = {s.kind for s in sets}
     if len(kinds) > 1:
         raise MeasurementError(f"mixed formats: {', '.join(sorted(kinds))}", where=", ".join(map(str, paths)),
@@ -74,15 +76,16 @@ def read_measured(paths: list[Path], rounds: int = 10, length_ratio: float | str
     return MeasuredSet(sets[0].kind, runs, pd.concat(tables, ignore_index=True), np.concatenate(row_run))
 
 
-def _read_one(path: Path, rounds: int, length_ratio: float | None, recipes: bool) -> list[MeasuredSet]:
+def _read_one(path: Path, rounds: int, length_ratio: float | None, recipes: bool,
+              engine_version: str | None) -> list[MeasuredSet]:
     if path.suffix in (".json", ".jsonl"):
         docs = vllm_json_documents(path)
         if len(docs) == 1 and is_inferencex_aggregate(docs[0]):
-            return [read_inferencex_json(path, docs[0], rounds, length_ratio, recipes)]
+            return [read_inferencex_json(path, docs[0], rounds, length_ratio, recipes, engine_version)]
         return read_vllm_json(path, docs)
     cols = set(csv_header(path)) if path.stat().st_size else set()
     if set(SWEEP_COLUMNS) <= cols:
-        return [read_sweep_csv(path, rounds, length_ratio, recipes)]
+        return [read_sweep_csv(path, rounds, length_ratio, recipes, engine_version)]
     if set(PER_REQUEST_COLUMNS) <= cols:
         return [read_per_request_csv(path)]
     # Name what the nearer format lacks: a sweep missing tpot_ms is not a per-request file.

@@ -48,10 +48,11 @@ SWEEP_EP_COLUMNS = ("moe_ep_size", "ep_size")
 
 
 def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None,
-                   recipes: bool = True) -> MeasuredSet:
+                   recipes: bool = True, default_version: str | None = None) -> MeasuredSet:
     """One closed-loop run per row; `length_ratio` None picks it per row (harness_length_ratio).
     With `recipes`, a row of a known harness (its length grid, model, GPU and precision) also
-    gets that harness's server flags, release and length spread (recipes.py)."""
+    gets that harness's server flags, release and length spread (recipes.py), as its script
+    stood at the row's release (`default_version` for rows that name none)."""
     check_rounds(rounds)
     df = read_csv(path)
     missing = [c for c in SWEEP_COLUMNS if c not in df.columns]
@@ -62,7 +63,7 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None,
         raise MeasurementError("the file has no rows", where=str(path),
                                fix="point to a CSV with one row per measured configuration and concurrency")
     return sweep_set(df, path.name, [f"{path}:{i + 2}" for i in range(len(df))], rounds, length_ratio,
-                     recipes, read_as_written(path))
+                     recipes, read_as_written(path), default_version=default_version)
 
 
 def check_rounds(rounds: int) -> None:
@@ -74,10 +75,11 @@ def check_rounds(rounds: int) -> None:
 
 def sweep_set(df: pd.DataFrame, source: str, wheres: list[str], rounds: int, length_ratio: float | None,
               recipes: bool, table: pd.DataFrame, skipped: dict[int, MeasurementError] | None = None,
-              first_row: int = 2) -> MeasuredSet:
+              first_row: int = 2, default_version: str | None = None) -> MeasuredSet:
     """The runs of a sweep's rows (`wheres`: each row's place, for its errors; `skipped`: rows
     known not to be simulatable, by index, with the reason; `first_row`: the number the
-    first row is labelled with, its line in a CSV)."""
+    first row is labelled with, its line in a CSV; `default_version`: the vLLM release of
+    rows that name none, --engine-version)."""
     skipped = skipped or {}
     runs = []
     unreadable: list[MeasurementError] = []
@@ -108,7 +110,7 @@ def sweep_set(df: pd.DataFrame, source: str, wheres: list[str], rounds: int, len
             note = "; ".join(filter(None, [note, f"measured on {other_engine}, simulated with the base "
                                                  "scenario's scheduler, without vLLM's release rules or recipes"]))
         overrides, error, recipe = [], None, None
-        version = None if other_engine else _row_version(row, df.columns)
+        version = None if other_engine else (_row_version(row, df.columns) or default_version)
         if prec is None:  # one row we cannot map is reported and skipped, like an unknown model
             error = MeasurementError(f"unknown precision {row.precision!r}", where=where,
                                      fix=f"use one of: {', '.join([*PRECISIONS, *PRECISION_ALIASES])}, "
