@@ -24,7 +24,7 @@ from simulator.cost import (
     kernel_times_source,
     roofline_estimated,
 )
-from simulator.cost.ops import compute_dtypes
+from simulator.cost.ops import compute_dtypes, token_ops
 from simulator.cost.releases import (
     decode_attention_model,
     release_expert_kernel,
@@ -118,6 +118,21 @@ def check_parallelism(model: ModelSpec, gpu: GPUSpec, scenario: Scenario, *,
         if act in ("fp8", "int8", "fp4") and act not in gpu.peak_tflops:
             raise ConfigError(f"{gpu.name} has no {act} tensor cores", where=f"model.{field}",
                               fix=f"use {field}: bf16 (weight-only quantisation) or a GPU that supports it")
+
+
+def _check_triton_rows(sharded, timer, gpu: GPUSpec) -> None:
+    """vLLM's Triton FP8 MoE off Hopper is timed by its own rows (B200's profile carries
+    them); kernel tables without them would time it as the default kernel's fitted roofline,
+    up to ~3x fast at prefill, so such a run is refused rather than guessed."""
+    if sharded.expert_kernel != "triton" or not hasattr(timer, "source_of"):
+        return
+    moe = next((op for op in token_ops(64, sharded) if op.name == "fused_moe"), None)
+    if moe is not None and moe.shape[-1] == "fp8t" and timer.source_of(moe) == "roofline-fitted":
+        raise ConfigError(f"the kernel tables for {gpu.name} time no Triton FP8 MoE (of the shipped profiles, "
+                          "B200's carries those rows, which GB200 reads)",
+                          where="model.expert_kernel",
+                          fix="use expert_kernel: auto, a profile with Triton MoE rows, or "
+                              "cost_model.backend: roofline for a datasheet estimate")
 
 
 def _check_expert_kernel(model: ModelSpec, m: ModelConfig, gpu: GPUSpec) -> None:
@@ -278,6 +293,7 @@ class Simulation:
                                      sc.model.activation_dtype, sc.model.kv_dtype,
                                      sc.hardware.gpus_per_node, sc.model.expert_weight_dtype, dp,
                                      expert_parallel, sc.model.expert_activation_dtype, expert_kernel)
+        _check_triton_rows(sharded, timer, self.gpu)
         decode = decode_attention_model(sharded, self.gpu, sc.cost_model.engine_version)
         return InstancePlan(tp, pp, replicas, memory, sharded,
                             IterationCostModel(sharded, timer, sc.cost_model,

@@ -81,6 +81,16 @@ def test_triton_elsewhere_is_refused_with_the_reason(overrides):
     assert err.value.where == "model.expert_kernel" and "Triton" in err.value.message
 
 
+def test_triton_without_its_rows_is_refused_not_guessed():
+    """B300's tables time no Triton FP8 MoE: the default kernel's fitted roofline would read
+    its prefill ~3x fast, so the run is refused; the roofline back end gives an estimate."""
+    with pytest.raises(ConfigError) as err:
+        Simulation(load(BENCH, [*MINIMAX, "hardware.gpu=b300", "model.expert_kernel=triton"]))
+    assert err.value.where == "model.expert_kernel" and "b300" in err.value.message
+    Simulation(load(BENCH, [*MINIMAX, "hardware.gpu=b300", "model.expert_kernel=triton", "cost_model.backend=roofline"]))
+    Simulation(load(BENCH, [*MINIMAX, "hardware.gpu=gb200", "model.expert_kernel=triton"]))  # reads B200's
+
+
 def _sweep_row(tmp_path: Path, version: str):
     src = tmp_path / f"sweep-{version}.csv"
     src.write_text("system,model,precision,tp_size,isl,osl,concurrency,ttft_ms,tpot_ms,engine_version\n"
