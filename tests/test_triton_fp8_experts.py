@@ -122,3 +122,16 @@ def test_engine_version_picks_the_script_version_for_rows_that_name_no_release(t
                    "b200_sxm,MiniMaxAI/MiniMax-M2.5,fp8,2,1024,1024,4,100,10\n")
     run, = read_measured([src], engine_version="0.17.0").runs
     assert "model.expert_kernel=triton" in run.overrides and run.engine_version == "0.17.0"
+
+
+def test_the_first_minimax_h200_script_ran_without_expert_parallelism(tmp_path):
+    """PR 831 (vLLM 0.16.0, TP4) passed no EP flag; PR 869's test turned it on, on TP8 rows
+    from PR 958's v0.18.0 image on."""
+    src = tmp_path / "sweep.csv"
+    src.write_text("system,model,precision,tp_size,isl,osl,concurrency,ttft_ms,tpot_ms,engine_version\n"
+                   "h200_sxm,MiniMaxAI/MiniMax-M2.5,fp8,4,1024,1024,4,100,10,0.16.0\n"
+                   "h200_sxm,MiniMaxAI/MiniMax-M2.5,fp8,8,1024,1024,4,100,10,0.18.0\n")
+    tp4, tp8 = read_measured([src]).runs
+    assert "parallelism.expert_parallel=true" not in tp4.overrides and "PR 831" in tp4.launch_flags
+    assert "memory.gpu_memory_utilization=0.95" in tp4.overrides
+    assert "parallelism.expert_parallel=true" in tp8.overrides and "PRs 869, 958" in tp8.launch_flags

@@ -133,9 +133,15 @@ INFERENCEX_RECIPES: tuple[LaunchRecipe, ...] = (
         frozenset({"minimax-m2"}), BLACKWELL, frozenset({"fp4"}),
         "benchmarks/single_node/minimaxm2.5_fp4_{b200,b300}.sh with the vLLM 0.19 images (PRs 996, 1055)",
         kv_dtype="fp8", gpu_memory_utilization=0.90, batched_tokens_per_isl=2),
+    # The first H200 script (PR 831, vLLM 0.16.0, TP4) passed no expert-parallel flag; PR 869
+    # moved the sweep to TP8 with the EP test below, and PR 958 to the v0.18.0 image.
     LaunchRecipe(
         frozenset({"minimax-m2"}), frozenset({"h200"}), frozenset({"fp8"}),
-        "benchmarks/single_node/minimaxm2.5_fp8_h200.sh (PRs 831, 958; its EP test `-ge 1` holds for every row)",
+        "benchmarks/single_node/minimaxm2.5_fp8_h200.sh of PR 831 with the vLLM 0.16.0 image (no expert parallelism)",
+        gpu_memory_utilization=0.95, until="0.18.0"),
+    LaunchRecipe(
+        frozenset({"minimax-m2"}), frozenset({"h200"}), frozenset({"fp8"}),
+        "benchmarks/single_node/minimaxm2.5_fp8_h200.sh (PRs 869, 958; its EP test `-ge 1` holds for every row)",
         gpu_memory_utilization=0.95, expert_parallel=True),
     # The B200 script also exports VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1 (in every version
     # since the Dec 2025 docker script): MXFP4 experts under MXFP8 inputs, 0.75x the W4A16
