@@ -56,7 +56,12 @@ def test_every_recipe_names_catalog_entries_and_sets_valid_fields(tmp_path):
     assert "model.expert_activation_dtype=fp8" in gpt_oss_b200.overrides(8192)  # MXFP4 x MXFP8 experts
     gpt_oss_h200 = launch_recipe("openai/gpt-oss-120b", "h200_sxm", "fp4", 1024, 1024)
     assert "model.expert_kernel=marlin" in gpt_oss_h200.overrides(1024, "0.15.1")  # VLLM_MXFP4_USE_MARLIN=1
-    assert not any("expert_kernel" in o for o in gpt_oss_h200.overrides(1024, "0.11.2") + gpt_oss_h200.overrides(1024))
+    # 0.11.2 runs Marlin by its release (no Triton MoE shipped), 0.12 Triton, its default; a
+    # row naming no release ran the latest script, which sets Marlin
+    assert not any("expert_kernel" in o for o in gpt_oss_h200.overrides(1024, "0.11.2")
+                   + gpt_oss_h200.overrides(1024, "0.12.0"))
+    assert "model.expert_kernel=marlin" in gpt_oss_h200.overrides(1024)
+    assert "model.expert_kernel=marlin" in gpt_oss_h200.overrides(1024, "nightly-abc")  # unparsed: recent
     assert launch_recipe("openai/gpt-oss-120b", "h200_sxm", "fp4", 1000, 1000) is None
     assert "parallelism.expert_parallel=true" in launch_recipe("MiniMaxAI/MiniMax-M2.5", "h200_sxm", "fp8", 1024, 8192).overrides(1024)
     assert launch_recipe("no-such/model", "b200_sxm", "fp8", 1024, 1024) is None

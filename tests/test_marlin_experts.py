@@ -152,16 +152,17 @@ def test_marlin_refuses_what_it_cannot_run(sets):
 
 
 def test_the_inferencex_hopper_recipe_selects_marlin_from_vllm_0_13(tmp_path):
-    """A row naming vLLM 0.13 or later gets Marlin by the script's switch; an older or
-    unnamed release keeps vLLM's default kernel, which for 0.11.2 is Marlin again (the
-    release's own fallback, resolved in the simulation: test above)."""
+    """A row naming vLLM 0.13 or later gets Marlin by the script's switch, and so does a row
+    naming no release (the latest script); an older release keeps vLLM's default kernel,
+    which for 0.11.2 is Marlin again (the release's own fallback, resolved in the
+    simulation: test above)."""
     src = tmp_path / "gptoss.csv"
     src.write_text("system,model,precision,tp_size,isl,osl,concurrency,vllm_version,ttft_ms,tpot_ms\n"
                    + "".join(f"h200_sxm,openai/gpt-oss-120b,fp4,1,8192,1024,4,{v},380,5\n"
                              for v in ("0.18.0", "", "0.11.2")))
     newer, unnamed, older = read_measured([src]).runs
-    assert "model.expert_kernel=marlin" in newer.overrides
-    assert not any("expert_kernel" in o for o in unnamed.overrides + older.overrides)
+    assert "model.expert_kernel=marlin" in newer.overrides and "model.expert_kernel=marlin" in unnamed.overrides
+    assert not any("expert_kernel" in o for o in older.overrides)
     assert all("scheduler.async_scheduling=true" in r.overrides for r in (newer, unnamed, older))
 
 

@@ -96,11 +96,12 @@ class LaunchRecipe:
 
 
 def _at_least(version: str | None, since: str | None) -> bool:
-    """Whether a row's release is `since` or later (always, where there is no `since`)."""
-    if since is None:
+    """Whether a row's release is `since` or later (always, where there is no `since`). A
+    row that names no release ran the script's latest version, which has the setting."""
+    if since is None or version is None:
         return True
     release = parse_version(version)
-    return release is not None and release >= parse_version(since)
+    return release is None or release >= parse_version(since)
 
 
 BLACKWELL = frozenset({"b200", "b300"})
@@ -154,9 +155,11 @@ INFERENCEX_RECIPES: tuple[LaunchRecipe, ...] = (
         kv_dtype="fp8", expert_activation_dtype="fp8", async_scheduling=True),
     # The H100/H200 scripts export VLLM_MXFP4_USE_MARLIN=1 from the move to vLLM 0.13.0 (PR 327,
     # January 2026) on; before it they ran vLLM's default, which under 0.11.2 was Marlin too:
-    # that release shipped no Triton MoE (simulator/cost/releases.py). A row that does not
-    # name its release keeps the default. The two shipped InferenceMAX runs name theirs
-    # (0.13.0 of 2026-01-02 and 0.11.2 of December 2025, validation/) and measured the same.
+    # that release shipped no Triton MoE (simulator/cost/releases.py). So every InferenceX
+    # gpt-oss run on Hopper ran Marlin, and a row that names no release (a 9-column sweep)
+    # runs it too; only a row naming a 0.12 release keeps that release's default, Triton. The
+    # two shipped InferenceMAX runs name theirs (0.13.0 of 2026-01-02 and 0.11.2 of December
+    # 2025, validation/) and measured the same.
     LaunchRecipe(
         frozenset({"gpt-oss-120b"}), frozenset({"h100-sxm", "h200"}), frozenset({"fp4"}),
         "benchmarks/single_node/gptoss_fp4_{h100,h200}.sh (VLLM_MXFP4_USE_MARLIN=1 since PR 327, vLLM 0.13.0)",
