@@ -144,6 +144,12 @@ INFERENCEX_RECIPES: tuple[LaunchRecipe, ...] = (
         frozenset({"minimax-m2"}), frozenset({"h200"}), frozenset({"fp8"}),
         "benchmarks/single_node/minimaxm2.5_fp8_h200.sh (PRs 869, 958; its EP test `-ge 1` holds for every row)",
         gpu_memory_utilization=0.95, expert_parallel=True),
+    # The H100 script (PR 832, vLLM 0.16.0; PR 958, 0.18.0) runs TP4 with EP_SIZE 4, and its
+    # test `[ "$EP_SIZE" -gt 1 ]` passes --enable-expert-parallel (perf-changelog: "TP=4/EP=4").
+    LaunchRecipe(
+        frozenset({"minimax-m2"}), frozenset({"h100-sxm"}), frozenset({"fp8"}),
+        "benchmarks/single_node/minimaxm2.5_fp8_h100.sh (PRs 832, 958; TP4 with EP4)",
+        expert_parallel=True),
     # The B200 script also exports VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1 (in every version
     # since the Dec 2025 docker script): MXFP4 experts under MXFP8 inputs, 0.75x the W4A16
     # kernel's time at decode batches and under 0.3x at 8k-token prefills. The gpt-oss scripts
