@@ -228,8 +228,8 @@ def validate_cmd(
         console.print(f"SLO attainment: worst difference {worst:.1f} points over {len(result['slo']['runs'])} run(s)")
     for used in result.get("launch_flags", []):
         console.print(f"launch flags for {used['runs']} run(s): {used['flags']}", highlight=False)
-    for noted in result.get("notes", []):
-        console.print(f"{noted['run']}: {noted['note']}", highlight=False)
+    for line in _grouped_notes(result.get("notes", [])):
+        console.print(line, highlight=False)
     for skipped in result.get("skipped", []):
         err_console.print(f"skipped {skipped['run']}: {skipped['error'].splitlines()[0]}", highlight=False)
     for m, d in result.get("per_request", {}).items():
@@ -245,6 +245,17 @@ def validate_cmd(
     if hint:
         console.print(hint, highlight=False)
     console.print(f"output     {out}/  (validation.html, validation.json, validation.csv)")
+
+
+def _grouped_notes(notes: list[dict]) -> list[str]:
+    """One terminal line per distinct note: a sweep's release rule or a recipe's consequence
+    repeats on every row it touches, so the runs that share a note are counted and the first
+    is named (validation.json keeps the note of every run)."""
+    runs_by_note: dict[str, list[str]] = {}
+    for noted in notes:
+        runs_by_note.setdefault(noted["note"], []).append(noted["run"])
+    return [f"{runs[0]}: {note}" if len(runs) == 1 else f"{len(runs)} runs (first: {runs[0]}): {note}"
+            for note, runs in runs_by_note.items()]
 
 
 def _family_table(families: list[dict]) -> Table:

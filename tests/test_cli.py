@@ -365,3 +365,14 @@ def test_summary_lists_only_the_files_written(tmp_path, capsys, monkeypatch):
     assert cli(CHATBOT, *SMALL, "--no-report", "--set", "output.iterations_csv=false", "-o", tmp_path / "o") == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("output"))
     assert line.endswith("(summary.json, requests.csv)")
+
+
+def test_validate_prints_a_note_shared_by_many_runs_once():
+    """A release rule repeats on every sweep row it touches: the terminal counts the runs and
+    names the first, while validation.json keeps each run's note."""
+    from simulator.cli import _grouped_notes
+
+    notes = [{"run": "a c4", "note": "predates async"}, {"run": "b", "note": "other"},
+             {"run": "a c8", "note": "predates async"}]
+    assert _grouped_notes(notes) == ["2 runs (first: a c4): predates async", "b: other"]
+    assert _grouped_notes([]) == []
