@@ -13,6 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from calibration.profile import load_profile
 from simulator.api import load
@@ -135,3 +137,17 @@ def test_the_first_minimax_h200_script_ran_without_expert_parallelism(tmp_path):
     assert "parallelism.expert_parallel=true" not in tp4.overrides and "PR 831" in tp4.launch_flags
     assert "memory.gpu_memory_utilization=0.95" in tp4.overrides
     assert "parallelism.expert_parallel=true" in tp8.overrides and "PRs 869, 958" in tp8.launch_flags
+
+
+@given(major=st.integers(0, 1), minor=st.integers(0, 40), patch=st.integers(0, 5))
+@settings(max_examples=60, deadline=None)
+def test_a_release_picks_the_script_version_it_ran(major, minor, patch):
+    """Releases before 0.19.0 ran PR 757's B200 script, later ones PR 947's, whatever the
+    patch level; exactly one recipe answers for every release."""
+    from simulator.validation.recipes import launch_recipe
+
+    version = f"{major}.{minor}.{patch}"
+    recipe = launch_recipe("MiniMaxAI/MiniMax-M2.5", "b200_sxm", "fp8", 1024, 1024, version)
+    older = (major, minor) < (0, 19)
+    assert recipe is not None and (recipe.until == "0.19.0") == older
+    assert ("model.expert_kernel=triton" in recipe.overrides(1024, version)) == older
