@@ -85,14 +85,10 @@ class LaunchRecipe:
             out.append(f"scheduler.async_scheduling={str(self.async_scheduling).lower()}")
         return out
 
-
     def covers(self, version: str | None) -> bool:
         """Whether a row of this release ran this version of the script: one replaced with a
         later image (`until`) covers only rows that name an older release."""
-        if self.until is None:
-            return True
-        release = parse_version(version)
-        return release is not None and release < parse_version(self.until)
+        return self.until is None or not _at_least(version, self.until)
 
 
 def _at_least(version: str | None, since: str | None) -> bool:
