@@ -120,7 +120,7 @@ def check_parallelism(model: ModelSpec, gpu: GPUSpec, scenario: Scenario, *,
                               fix=f"use {field}: bf16 (weight-only quantisation) or a GPU that supports it")
 
 
-def _check_triton_rows(sharded, timer, gpu: GPUSpec) -> None:
+def _check_triton_rows(sharded: ShardedModel, timer, gpu: GPUSpec) -> None:
     """vLLM's Triton FP8 MoE off Hopper is timed by its own rows (B200's profile carries
     them); kernel tables without them would time it as the default kernel's fitted roofline,
     up to ~3x fast at prefill, so such a run is refused rather than guessed."""
