@@ -32,6 +32,7 @@ from simulator.cost.releases import (
 )
 from simulator.engine import Engine
 from simulator.errors import ConfigError, DoesNotFitError, ExpertSplitError
+from simulator.frontend import ApiServer
 from simulator.hardware import LINKS, GPUSpec, get_gpu
 from simulator.kv_cache import BlockManager
 from simulator.kv_transfer import build_kv_transfer
@@ -339,15 +340,8 @@ class Simulation:
 
     def _dispatch(self, req: Request) -> None:
         self.requests.append(req)
-        if self._frontend_fixed or self._frontend_per_token or self._frontend_latency:
-            # The API server's CPU work (parsing, tokenising) is serial (one event loop);
-            # its latency (HTTP, process hand-offs) is not.
-            service = self._frontend_fixed + self._frontend_per_token * req.prompt_tokens
-            ready = max(self.env.now, self._frontend_free) + service
-            self._frontend_free = ready
-            # A timeout with a callback: one event, where a process takes three (start, wait, end).
-            self.env.timeout(ready + self._frontend_latency - self.env.now).callbacks.append(
-                lambda _event, req=req: self._route(req))
+        if self.api_server.active:
+            self.api_server.submit(req)
         else:
             self._route(req)
 
@@ -452,11 +446,7 @@ class Simulation:
         if any(p.dp > 1 for p in self.pools.values()):
             log.record_ranks()
         self.router = make_router(self.scenario.router)
-        cm = self.scenario.cost_model
-        self._frontend_fixed = cm.frontend_ms_per_request * 1e-3
-        self._frontend_per_token = cm.frontend_us_per_token * 1e-6
-        self._frontend_free = 0.0
-        self._frontend_latency = cm.frontend_latency_ms * 1e-3
+        self.api_server = ApiServer(env, self.scenario.cost_model, lambda req: self._route(req))
         if self.scenario.disaggregation is None:
             self.replicas = self._build_engines(env, itl, log, self.pools["serve"])
         else:

@@ -36,12 +36,17 @@ class EngineOverhead(NamedTuple):
     preparation, output processing).
     per_sequence_overhead_us: the part of that work that grows with each scheduled
     sequence (sampling bookkeeping, detokenisation, stop checks).
+    tokenizer_batch, tokenizer_window_ms: how the API server tokenises prompts (used when
+    `frontend_us_per_token` is set): up to this many prompts that reach an idle tokeniser
+    within the window are encoded as one batch (simulator/frontend.py); 1 and 0: one by one.
     """
 
     kernel_latency_us: float
     framework_overhead_ms: float
     per_sequence_overhead_us: float
     note: str
+    tokenizer_batch: int = 1
+    tokenizer_window_ms: float = 0.0
 
 
 # The per-kernel launch+tail cost a timed kernel (CUDA events around one launch) already
@@ -51,7 +56,9 @@ MEASURED_LAUNCH_US = 3.5
 # One entry per engine generation; the values are global constants documented (and fitted,
 # where noted) in docs/fidelity.md. Never tuned per scenario or per measurement row.
 ENGINES: dict[str, EngineOverhead] = {
-    "vllm-v1": EngineOverhead(MEASURED_LAUNCH_US, 0.6, 3.0, "vLLM >= 0.8 (V1 engine): CUDA graphs, overlapped CPU work"),
+    # The tokeniser: vLLM's AsyncMicrobatchTokenizer (vllm#19334, from 0.10): 32 prompts, 2 ms.
+    "vllm-v1": EngineOverhead(MEASURED_LAUNCH_US, 0.6, 3.0, "vLLM >= 0.8 (V1 engine): CUDA graphs, overlapped CPU work",
+                              tokenizer_batch=32, tokenizer_window_ms=2.0),
     "vllm-0.2": EngineOverhead(20.0, 4.0, 400.0, "vLLM 0.2.x: eager PyTorch, Python sampler and detokeniser"),
     # Fitted to DistServe's own published iteration-time profile of its engine (OPT-13B on
     # A100-80GB, TP 1/2/4; docs/fidelity.md), not to end-to-end measurements.
@@ -85,7 +92,9 @@ class CostModelConfig(StrictModel):
         0.0, ge=0, description="API-server time per request before the engine sees it (HTTP, "
         "request parsing), ms; requests queue for it one at a time")
     frontend_us_per_token: float = Field(
-        0.0, ge=0, description="API-server tokenisation time per prompt token, µs (serial, as above)")
+        0.0, ge=0, description="API-server tokenisation time per prompt token, µs, on one tokeniser thread that "
+        "`engine` batches as vLLM does (simulator/frontend.py); benchmarks/tokenize_prompts.py measures it "
+        "(1.3 µs for benchmark prompts)")
     sustained_tensor_rate: bool = Field(
         True, description="calibrated back end: run the compute-bound part of GEMMs, MoE experts and prefill "
         "attention at the "
@@ -114,9 +123,10 @@ class CostModelConfig(StrictModel):
     def overheads(self) -> EngineOverhead:
         """The engine's overheads with any explicit setting applied on top."""
         base = ENGINES[self.engine]
-        return EngineOverhead(
-            base.kernel_latency_us if self.kernel_latency_us is None else self.kernel_latency_us,
-            base.framework_overhead_ms if self.framework_overhead_ms is None else self.framework_overhead_ms,
-            base.per_sequence_overhead_us if self.per_sequence_overhead_us is None else self.per_sequence_overhead_us,
-            base.note,
+        return base._replace(
+            kernel_latency_us=base.kernel_latency_us if self.kernel_latency_us is None else self.kernel_latency_us,
+            framework_overhead_ms=(base.framework_overhead_ms if self.framework_overhead_ms is None
+                                   else self.framework_overhead_ms),
+            per_sequence_overhead_us=(base.per_sequence_overhead_us if self.per_sequence_overhead_us is None
+                                      else self.per_sequence_overhead_us),
         )
