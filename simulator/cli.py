@@ -134,6 +134,8 @@ def print_summary(summary: dict, out_dir: Path | None) -> None:
                      f"${cost['usd_per_million_output_tokens']:.2f} per M output tokens")
     if summary.get("config", {}).get("kernel_times"):
         lines.append(f"kernels    {summary['config']['kernel_times']}")
+    if summary.get("config", {}).get("api_server"):
+        lines.append(f"API server {summary['config']['api_server']} (cost_model.frontend_*)")
     lines.append(f"simulated  {summary['iterations']:,} iterations in {summary['sim_wall_s']:.2f} s wall")
     if out_dir is not None:
         written = [f for f in ("report.html", "summary.json", "requests.csv", "iterations.csv")
@@ -238,6 +240,8 @@ def validate_cmd(
         # One line per source: a source's own text may hold "; " (its sustained rate, a kernel note).
         for i, source in enumerate(result["kernel_times"]):
             console.print(f"{'kernels' if i == 0 else '':<11}{source}", highlight=False)
+    for i, server in enumerate(result.get("api_server", [])):
+        console.print(f"{'API server' if i == 0 else '':<11}{server} (cost_model.frontend_*)", highlight=False)
     for run, model in result.get("model_from_file", {}).items():
         console.print(f"{run}: simulated as {model}, the model its file names "
                       "(--set model.name=... to choose another)", highlight=False)

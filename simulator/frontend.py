@@ -47,6 +47,22 @@ class ApiServer:
         """False when every cost is zero: requests then go straight to the engines."""
         return bool(self.parse_s or self.per_token_s or self.latency_s)
 
+    def describe(self) -> str | None:
+        """One line for run summaries: what a request spends here, so a reader can tell
+        the engine's TTFT from the server's."""
+        if not self.active:
+            return None
+        parts = []
+        if self.parse_s:
+            parts.append(f"{self.parse_s * 1e3:g} ms parsing (one at a time)")
+        if self.per_token_s:
+            batching = (f"in batches of up to {self.max_batch} within {self.window_s * 1e3:g} ms"
+                        if self.max_batch > 1 else "one prompt at a time")
+            parts.append(f"tokenising {self.per_token_s * 1e6:g} µs a prompt token, {batching}")
+        if self.latency_s:
+            parts.append(f"{self.latency_s * 1e3:g} ms hand-off")
+        return "; ".join(parts)
+
     def submit(self, req: Request) -> None:
         now = self.env.now
         if not self.parse_s:

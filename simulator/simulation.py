@@ -538,6 +538,7 @@ class Simulation:
             "prefix_caching": getattr(self.scheduler_config, "enable_prefix_caching", None),
             "cost_backend": sc.cost_model.backend,
             "kernel_times": self.kernel_times,
+            "api_server": self.api_server.describe(),
             "seed": sc.workload.seed,
         }
         if dis:

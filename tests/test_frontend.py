@@ -8,6 +8,7 @@ from itertools import pairwise
 
 import pytest
 import simpy
+import yaml
 from conftest import cost_model_of, fixed, poisson, prefill_shape, scenario, simulate
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 from simulator.cost.config import ENGINES, CostModelConfig
 from simulator.frontend import ApiServer
 from simulator.request import Request
+from simulator.validation import run_validation
 
 PER_TOKEN_US, LATENCY_MS = 1.3, 10.0
 
@@ -131,3 +133,22 @@ def test_every_request_leaves_once_as_the_tokeniser_loop_says(arrivals, engine):
     order = sorted(range(len(arrivals)), key=lambda i: (arrivals[i][0], i))
     leaves = [out[i] for i in order]
     assert all(b >= a - 1e-12 for a, b in pairwise(leaves))
+
+
+def test_run_and_validate_summaries_say_what_the_server_adds(tmp_path):
+    """The run summary and the validation result name the API server's costs, so a reader can
+    tell the engine's TTFT from the server's; with every cost at zero there is no line."""
+
+    d = scenario(arrival=poisson(5.0), prompt=fixed(200), output=fixed(4), num_requests=5)
+    assert simulate(d)[1].summary["config"]["api_server"] is None
+    d["cost_model"] = {"frontend_us_per_token": PER_TOKEN_US, "frontend_latency_ms": LATENCY_MS}
+    line = simulate(d)[1].summary["config"]["api_server"]
+    assert line == "tokenising 1.3 µs a prompt token, in batches of up to 32 within 2 ms; 10 ms hand-off"
+    src = tmp_path / "m.csv"
+    src.write_text("arrival_s,prompt_tokens,output_tokens,ttft_ms,tpot_ms\n0.0,200,4,50.0,8.0\n0.5,300,4,50.0,8.0\n")
+    d["cost_model"]["engine"] = "vllm-0.2"
+    base = tmp_path / "base.yaml"
+    base.write_text(yaml.safe_dump(d))
+    result, out = run_validation([src], base, [], tmp_path / "out")
+    assert result["api_server"] == ["tokenising 1.3 µs a prompt token, one prompt at a time; 10 ms hand-off"]
+    assert "one prompt at a time" in (out / "validation.html").read_text()

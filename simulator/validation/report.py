@@ -227,6 +227,9 @@ def write_validation_report(out_dir: Path, result: dict, runs: pd.DataFrame, pre
     sources = result.get("kernel_times")
     extra = ("<p>Kernel times from:</p><ul>" + "".join(f"<li>{_esc(src)}</li>" for src in sources) + "</ul>"
              if sources else "")
+    servers = result.get("api_server")
+    extra += ("<p>API server (in every predicted TTFT):</p><ul>"
+              + "".join(f"<li>{_esc(s)}</li>" for s in servers) + "</ul>" if servers else "")
     if "cliffs" in result:
         c = result["cliffs"]
         extra += (f"<p>KV-capacity cliffs (TTFT ≥ 5× the configuration's lowest-concurrency TTFT): "

@@ -27,7 +27,8 @@ def runs_frame(preds: list[RunPrediction]) -> pd.DataFrame:
     for p in preds:
         row = {"run": p.run.label, "source": p.run.source, "group": p.run.group, "family": p.run.family,
                "concurrency": p.run.concurrency, "error": p.error, "note": p.note,
-               "kernel_times": (p.summary.get("config") or {}).get("kernel_times")}
+               "kernel_times": (p.summary.get("config") or {}).get("kernel_times"),
+               "api_server": (p.summary.get("config") or {}).get("api_server")}
         for m in METRICS:
             meas = p.run.measured.get(m)
             pred = p.predicted.get(m)
@@ -131,6 +132,7 @@ def score(measured: MeasuredSet, preds: list[RunPrediction], slo: dict[str, floa
         result["launch_flags"] = [{"flags": f, "runs": int(n)} for f, n in flags.value_counts(sort=False).items()]
     # Where the runs' kernel times came from (one entry per source), for the CLI and report.
     result["kernel_times"] = sorted({k for k in runs["kernel_times"] if isinstance(k, str) and k})
+    result["api_server"] = sorted({k for k in runs["api_server"] if isinstance(k, str) and k})
     if any(v is not None for v in slo.values()):
         slo_rows = []
         for p in preds:
