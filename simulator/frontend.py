@@ -27,6 +27,14 @@ from simulator.cost.config import CostModelConfig
 from simulator.request import Request
 
 
+def lone_request_delay(config: CostModelConfig, prompt_tokens: int) -> float:
+    """Seconds a request that finds the server idle spends there before an engine sees it."""
+    engine = config.overheads()
+    tokenising = config.frontend_us_per_token * 1e-6 * prompt_tokens
+    window = engine.tokenizer_window_ms * 1e-3 if tokenising and engine.tokenizer_batch > 1 else 0.0
+    return config.frontend_ms_per_request * 1e-3 + window + tokenising + config.frontend_latency_ms * 1e-3
+
+
 class ApiServer:
     """Releases each request to `deliver` once the server's parse, tokenise and hand-off are done."""
 

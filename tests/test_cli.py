@@ -262,13 +262,14 @@ def test_explain_adds_up_to_the_iteration_times_a_run_uses(capsys):
     assert "gate_up_proj" in text and "total" in text and "TP1 PP1" in text
     # FP8 GEMMs and a BF16 KV cache (the base scenario's): both dtypes' compute runs slower.
     assert [n.split(":")[0] for n in e.notes] == ["bf16 kernels (GEMMs, experts)", "fp8 kernels (GEMMs, experts)",
-                                                 "prefill attention"]
+                                                 "prefill attention", "API server"]
     assert "compute at 0.71" in e.notes[2]  # H200's attention measured inside a prefill layer
     assert "measured on this GPU" in e.notes[1] and "compute at 0.88" in " ".join(text.split())
     # A disaggregated scenario: the decode column is the decode pool's, the prefill the prefill pool's.
     disagg = ROOT / "scenarios" / "validation" / "distserve-opt13b-a100-disagg.yaml"
     fp16 = explain(api.load(disagg), batch=8, context=500, prefill=500)
-    assert "prefill TP2 PP1, decode TP1 PP1" in fp16.layout and fp16.notes == ()  # roofline: none
+    assert "prefill TP2 PP1, decode TP1 PP1" in fp16.layout  # roofline: no sustained-rate notes
+    assert [n.split(":")[0] for n in fp16.notes] == ["API server"]
     assert cli("explain", bench, "--batch", 0) == 2
     assert "--batch must be >= 1" in capsys.readouterr().err
 

@@ -152,3 +152,16 @@ def test_run_and_validate_summaries_say_what_the_server_adds(tmp_path):
     result, out = run_validation([src], base, [], tmp_path / "out")
     assert result["api_server"] == ["tokenising 1.3 µs a prompt token, one prompt at a time; 10 ms hand-off"]
     assert "one prompt at a time" in (out / "validation.html").read_text()
+
+
+def test_explain_adds_the_servers_share_to_a_lone_prefill():
+    """`simulate explain` names what a lone request spends in the API server, and the figure
+    is the one the simulation gives it (the closed form above)."""
+    from simulator import api
+    from simulator.explain import explain
+
+    d = scenario(arrival=poisson(1.0), prompt=fixed(2000), output=fixed(4), num_requests=1)
+    assert not any("API server" in n for n in explain(api.load(data=d), prefill=2000).notes)
+    d["cost_model"] = {"frontend_us_per_token": PER_TOKEN_US, "frontend_latency_ms": LATENCY_MS}
+    note = next(n for n in explain(api.load(data=d), prefill=2000).notes if n.startswith("API server"))
+    assert f"{2.0 + 2000 * PER_TOKEN_US * 1e-3 + LATENCY_MS:.3f} ms" in note  # window + tokenising + hand-off
