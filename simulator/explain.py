@@ -10,15 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import simpy
-
 from simulator.config import LoadedScenario
 from simulator.cost import prefill_attention_rate, sustained_rates_used
 from simulator.cost.model import IterationCostModel
 from simulator.cost.ops import IterationShape, compute_dtypes
 from simulator.cost.releases import untuned_fp8_decode_note
 from simulator.errors import ConfigError
-from simulator.frontend import ApiServer, lone_request_delay
+from simulator.frontend import describe_api_server, lone_request_delay
 from simulator.simulation import Simulation
 
 
@@ -116,7 +114,7 @@ def explain(loaded: LoadedScenario, *, batch: int = 32, context: int | None = No
         d = sc.disaggregation
         layout = f"prefill TP{d.prefill.tp} PP{d.prefill.pp}, decode TP{d.decode.tp} PP{d.decode.pp}"
     notes = _sustained_notes(prefill_pool.cost) + _sustained_notes(decode_pool.cost)
-    server = ApiServer(simpy.Environment(), sc.cost_model, lambda _req: None).describe()
+    server = describe_api_server(sc.cost_model)
     if server:
         before = lone_request_delay(sc.cost_model, prefill) * 1e3
         notes += (f"API server: a lone request of {prefill} prompt tokens spends {before:.3f} ms there before "

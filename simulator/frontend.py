@@ -35,6 +35,22 @@ def lone_request_delay(config: CostModelConfig, prompt_tokens: int) -> float:
     return config.frontend_ms_per_request * 1e-3 + window + tokenising + config.frontend_latency_ms * 1e-3
 
 
+def describe_api_server(config: CostModelConfig) -> str | None:
+    """One line for run summaries and `explain`: what a request spends in the API server, so
+    a reader can tell the engine's TTFT from the server's; None when every cost is zero."""
+    engine = config.overheads()
+    parts = []
+    if config.frontend_ms_per_request:
+        parts.append(f"{config.frontend_ms_per_request:g} ms parsing (one at a time)")
+    if config.frontend_us_per_token:
+        batching = (f"in batches of up to {engine.tokenizer_batch} within {engine.tokenizer_window_ms:g} ms"
+                    if engine.tokenizer_batch > 1 else "one prompt at a time")
+        parts.append(f"tokenising {config.frontend_us_per_token:g} µs a prompt token, {batching}")
+    if config.frontend_latency_ms:
+        parts.append(f"{config.frontend_latency_ms:g} ms hand-off")
+    return "; ".join(parts) or None
+
+
 class ApiServer:
     """Releases each request to `deliver` once the server's parse, tokenise and hand-off are done."""
 
@@ -58,22 +74,6 @@ class ApiServer:
     def active(self) -> bool:
         """False when every cost is zero: requests then go straight to the engines."""
         return bool(self.parse_s or self.per_token_s or self.latency_s)
-
-    def describe(self) -> str | None:
-        """One line for run summaries: what a request spends here, so a reader can tell
-        the engine's TTFT from the server's."""
-        if not self.active:
-            return None
-        parts = []
-        if self.parse_s:
-            parts.append(f"{self.parse_s * 1e3:g} ms parsing (one at a time)")
-        if self.per_token_s:
-            batching = (f"in batches of up to {self.max_batch} within {self.window_s * 1e3:g} ms"
-                        if self.max_batch > 1 else "one prompt at a time")
-            parts.append(f"tokenising {self.per_token_s * 1e6:g} µs a prompt token, {batching}")
-        if self.latency_s:
-            parts.append(f"{self.latency_s * 1e3:g} ms hand-off")
-        return "; ".join(parts)
 
     def submit(self, req: Request) -> None:
         now = self.env.now

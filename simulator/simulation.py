@@ -32,7 +32,7 @@ from simulator.cost.releases import (
 )
 from simulator.engine import Engine
 from simulator.errors import ConfigError, DoesNotFitError, ExpertSplitError
-from simulator.frontend import ApiServer
+from simulator.frontend import ApiServer, describe_api_server
 from simulator.hardware import LINKS, GPUSpec, get_gpu
 from simulator.kv_cache import BlockManager
 from simulator.kv_transfer import build_kv_transfer
@@ -538,7 +538,7 @@ class Simulation:
             "prefix_caching": getattr(self.scheduler_config, "enable_prefix_caching", None),
             "cost_backend": sc.cost_model.backend,
             "kernel_times": self.kernel_times,
-            "api_server": self.api_server.describe(),
+            "api_server": describe_api_server(sc.cost_model),
             "seed": sc.workload.seed,
         }
         if dis:

@@ -25,10 +25,10 @@ def pct(pred: float, meas: float) -> float:
 def runs_frame(preds: list[RunPrediction]) -> pd.DataFrame:
     rows = []
     for p in preds:
+        config = p.summary.get("config") or {}
         row = {"run": p.run.label, "source": p.run.source, "group": p.run.group, "family": p.run.family,
                "concurrency": p.run.concurrency, "error": p.error, "note": p.note,
-               "kernel_times": (p.summary.get("config") or {}).get("kernel_times"),
-               "api_server": (p.summary.get("config") or {}).get("api_server")}
+               "kernel_times": config.get("kernel_times"), "api_server": config.get("api_server")}
         for m in METRICS:
             meas = p.run.measured.get(m)
             pred = p.predicted.get(m)
