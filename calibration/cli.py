@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from calibration.profile import (
@@ -28,6 +27,7 @@ from calibration.profile import (
     save_profile,
     staged_file,
 )
+from simulator.terminal import make_console
 
 # The smallest prefill chunk measured (calibration.grid.PREFILL_Q[0]); a smaller --token-budget
 # would leave prefill attention without a single row. Not imported: grid pulls in the cost model.
@@ -38,8 +38,8 @@ calibrate_app = typer.Typer(
     "or inspect (`show`), compare (`compare`) and import (`import-aiconfigurator`) profiles.",
     invoke_without_command=True,
 )
-console = Console()
-err_console = Console(stderr=True)
+console = make_console()
+err_console = make_console(stderr=True)
 
 
 def _models(names: list[str] | None, scenario: Path | None) -> tuple[list, list[int] | None]:

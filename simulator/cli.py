@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
@@ -20,6 +19,7 @@ from rich.text import Text
 from calibration.cli import calibrate_app
 from simulator.errors import ServesimError
 from simulator.plan.cli import plan_cmd
+from simulator.terminal import make_console
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="servesim: simulate LLM inference serving. `simulate SCENARIO.yaml` runs a scenario.")
@@ -27,8 +27,22 @@ list_app = typer.Typer(help="List catalog entries.", no_args_is_help=True)
 app.add_typer(list_app, name="list")
 app.add_typer(calibrate_app, name="calibrate")
 app.command("plan")(plan_cmd)
-console = Console()
-err_console = Console(stderr=True)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from simulator import __version__
+
+        console.print(f"servesim {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_print_version,
+                                                help="print servesim's version and exit")] = False) -> None:
+    """servesim: simulate LLM inference serving. `simulate SCENARIO.yaml` runs a scenario."""
+console = make_console()
+err_console = make_console(stderr=True)
 
 PROGRESS_AFTER_S = 1.5
 
@@ -144,6 +158,11 @@ def print_summary(summary: dict, out_dir: Path | None) -> None:
     console.print("\n".join(lines))
 
 
+def print_warnings(warnings: tuple[str, ...]) -> None:
+    for warning in warnings:
+        err_console.print(f"warning: {warning}", highlight=False)
+
+
 @app.command("run")
 def run_cmd(
     scenario: Annotated[Path, typer.Argument(help="scenario YAML file")],
@@ -157,6 +176,7 @@ def run_cmd(
     from simulator.output import check_output_dir
 
     loaded = api.load(scenario, set_ or [])
+    print_warnings(loaded.warnings)
     if output_dir is not None:  # a bad folder is reported before the run, not after it
         check_output_dir(output_dir)
     progress = LazyProgress(f"simulating {loaded.name}", enabled=not quiet)
@@ -198,6 +218,7 @@ def validate_cmd(
     """Simulate measured benchmarks under SCENARIO and report the prediction error."""
     from simulator.validation import run_validation
     from simulator.validation.occupancy import occupancy_hint
+    from simulator.validation.scoring import mismatch_hint
     from simulator.workers import default_workers
 
     progress = LazyProgress("validating", enabled=not quiet, unit="runs")
@@ -210,7 +231,10 @@ def validate_cmd(
         progress.close()
     if quiet:
         return
-    table = Table(title=f"validation: {result['runs']} run(s) against {scenario}", title_justify="left")
+    skipped = len(result.get("skipped", []))
+    counted = f"{result['runs'] - skipped} run(s)" + (f", {skipped} skipped," if skipped else "")
+    console.print(f"validation: {counted} against {scenario}", highlight=False)
+    table = Table()
     for col in ("metric", "rows", "n", "MAPE %", "mean signed %", "max |err| %"):
         table.add_column(col, justify="right" if col not in ("metric", "rows") else "left")
     for m, blocks in result["metrics"].items():
@@ -245,9 +269,9 @@ def validate_cmd(
     for run, model in result.get("model_from_file", {}).items():
         console.print(f"{run}: simulated as {model}, the model its file names "
                       "(--set model.name=... to choose another)", highlight=False)
-    hint = occupancy_hint(result.get("kv_occupancy"))
-    if hint:
-        console.print(hint, highlight=False)
+    for hint in (mismatch_hint(result), occupancy_hint(result.get("kv_occupancy"))):
+        if hint:
+            console.print(hint, highlight=False)
     console.print(f"output     {out}/  (validation.html, validation.json, validation.csv)")
 
 
@@ -291,7 +315,9 @@ def explain_cmd(
     from simulator import api
     from simulator.explain import explain
 
-    e = explain(api.load(scenario, set_ or []), batch=batch, context=context, prefill=prefill)
+    loaded = api.load(scenario, set_ or [])
+    print_warnings(loaded.warnings)
+    e = explain(loaded, batch=batch, context=context, prefill=prefill)
     d_total, p_total = sum(e.decode.values()), sum(e.prefill.values())
     table = Table(title=f"{scenario}: {e.layout}", title_justify="left", caption_justify="left",
                   caption=f"{e.decode_label}; {e.prefill_label}. Sums over all pipeline stages."

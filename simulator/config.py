@@ -153,6 +153,7 @@ class LoadedScenario:
     path: Path | None
     base_dir: Path
     text: str  # the YAML after overrides, for the report
+    warnings: tuple[str, ...] = ()  # valid but probably unintended, e.g. switched_arrival_leftovers
 
     @property
     def name(self) -> str:
@@ -282,8 +283,7 @@ def _fix_for(err: dict) -> str:
         allowed = sorted(owner.model_fields) if owner else []
         close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
         hint = f"did you mean `{close[0]}`? " if close else ""
-        plain = ".".join(str(x) for x in loc if not (isinstance(x, str) and x != loc[-1] and _tagged(x) is not None))
-        remove = f"remove it (from the file, or with --set '~{plain}')"
+        remove = _removal(loc)
         return f"{hint}{remove}; allowed here: {', '.join(allowed)}" if allowed else remove
     if kind == "union_tag_invalid":
         return f"use one of: {err.get('ctx', {}).get('expected_tags', '')}"
@@ -330,6 +330,28 @@ def plain_message(err: dict) -> str:
     return err["msg"].removeprefix("Value error, ")
 
 
+def _plain(loc: tuple) -> str:
+    """The field's dotted path as a file or `--set` writes it: `workload.arrival.rate`."""
+    return ".".join(str(x) for x in loc if not (isinstance(x, str) and x != loc[-1] and _tagged(x) is not None))
+
+
+def _removal(loc: tuple) -> str:
+    return f"remove it (from the file, or with --set '~{_plain(loc)}')"
+
+
+def override_origin(overrides: list[str]) -> Callable[[str], str | None]:
+    """Which `--set` produced a field: the assignment whose path is the field, lies under
+    it or above it (so `--set foo.bar=1` answers for the unknown section `foo`)."""
+    paths = [(a.lstrip("~").partition("=")[0].strip(), a) for a in overrides]
+
+    def origin(field: str) -> str | None:
+        for path, assignment in reversed(paths):
+            if path == field or path.startswith(field + ".") or field.startswith(path + "."):
+                return assignment
+        return None
+    return origin
+
+
 def _dotted(loc: tuple) -> str:
     """`workload.arrival.rate (poisson)` rather than pydantic's `workload.arrival.poisson.rate`."""
     parts, tags = [], []
@@ -342,17 +364,24 @@ def _dotted(loc: tuple) -> str:
 
 
 def format_validation_error(exc: ValidationError, source: str, *, what: str = "scenario",
-                            fix_for: Callable[[dict], str] = _fix_for) -> ConfigError:
+                            fix_for: Callable[[dict], str] = _fix_for,
+                            origin: Callable[[str], str | None] | None = None) -> ConfigError:
     """One error for every problem pydantic found, each with its field and fix (a plan
-    passes its own `fix_for`, which knows the plan's fields)."""
+    passes its own `fix_for`, which knows the plan's fields). `origin` names the `--set`
+    behind a field, so a problem the command line made is not blamed on the file."""
     lines = []
     fixes = []
     for err in exc.errors():
         loc = _dotted(tuple(err["loc"])) or f"({what})"
         got = err.get("input")
         shown = "" if isinstance(got, dict) or err["type"] == "missing" else f" (got {got!r})"
-        lines.append(f"{loc}: {_message_for(err)}{shown}")
-        if fix := fix_for(err):
+        assignment = origin(_plain(tuple(err["loc"]))) if origin is not None and err["loc"] else None
+        by = f" [from --set '{assignment}']" if assignment else ""
+        lines.append(f"{loc}: {_message_for(err)}{shown}{by}")
+        fix = fix_for(err)
+        if assignment and err["type"] == "extra_forbidden":
+            fix = fix.replace(_removal(tuple(err["loc"])), f"correct or drop --set '{assignment}'")
+        if fix:
             fixes.append(f"{loc}: {fix}")
     n = len(lines)
     head = f"invalid {what} ({n} problem{'s' if n > 1 else ''}):\n  " + "\n  ".join(lines)
@@ -368,9 +397,13 @@ def load_scenario(path: str | Path | None = None, overrides: list[str] | None = 
         if path is None:
             raise ConfigError("no scenario given", fix="pass a scenario file, e.g. scenarios/chatbot.yaml")
         p = Path(path)
+        if p.is_dir():
+            found = sorted(p.glob("*.yaml"))[:3]
+            raise ConfigError("this is a folder, not a scenario file", where=source,
+                              fix="pass one YAML file" + (f", e.g. {found[0]}" if found else ""))
         if not p.is_file():
             raise ConfigError("scenario file not found", where=source,
-                              fix="check the path; example scenarios live in scenarios/")
+                              fix="check the path; the project's example scenarios are in its scenarios/ folder")
         try:
             data = load_yaml(p.read_text())
         except yaml.YAMLError as exc:
@@ -382,15 +415,46 @@ def load_scenario(path: str | Path | None = None, overrides: list[str] | None = 
                               fix="start from scenarios/chatbot.yaml")
     else:
         data = _deepcopy(data)
+    as_written = _deepcopy(data)
     for assignment in overrides or []:
         apply_override(data, assignment)
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
-        raise format_validation_error(exc, source) from None
+        raise format_validation_error(exc, source, origin=override_origin(overrides or [])) from None
     base = Path(path).resolve().parent if path is not None else Path.cwd()
     text = yaml.safe_dump(data, sort_keys=False)
-    return LoadedScenario(scenario, Path(path) if path is not None else None, base, text)
+    return LoadedScenario(scenario, Path(path) if path is not None else None, base, text,
+                          switched_arrival_leftovers(as_written, overrides or []))
+
+
+def switched_arrival_leftovers(as_written: dict, overrides: list[str]) -> tuple[str, ...]:
+    """Fields of the file's arrival that outlive a `--set` switching its type.
+
+    Poisson's `rate` is also a closed loop's send-rate cap (vLLM bench serve's
+    --request-rate under --max-concurrency), so `--set workload.arrival.type=closed_loop`
+    on a Poisson scenario validates yet paces its clients at the old rate: say so."""
+    section = ("workload", "arrival")
+    written: Any = as_written
+    for part in section:
+        written = written.get(part) if isinstance(written, dict) else None
+    if not isinstance(written, dict):
+        return ()
+    prefix = ".".join(section) + "."
+    touched = {a.lstrip("~").partition("=")[0].strip() for a in overrides}
+    switch = next((a for a in reversed(overrides)
+                   if a.partition("=")[0].strip() == prefix + "type" and not a.startswith("~")), None)
+    if switch is None:
+        return ()
+    new_type = str(load_yaml(switch.partition("=")[2]) if switch.partition("=")[2].strip() else None)
+    old_type = written.get("type")
+    if old_type == new_type:
+        return ()
+    kept = [k for k in written if k != "type" and prefix + k not in touched]
+    return tuple(
+        f"--set {switch}: the file's `{k}: {written[k]}`, written for {old_type}, still applies "
+        f"({new_type} takes it too); drop it with --set '~{prefix}{k}' if it is not meant"
+        for k in kept)
 
 
 def _deepcopy(d: Any) -> Any:

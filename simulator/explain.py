@@ -79,7 +79,7 @@ def explain(loaded: LoadedScenario, *, batch: int = 32, context: int | None = No
     disaggregated). Sums run over every pipeline stage: one micro-batch's path."""
     for name, value in (("--batch", batch), ("--context", context), ("--prefill", prefill)):
         if value is not None and value < 1:
-            raise ConfigError(f"{name} must be >= 1, got {value}", where=name, fix="pass a positive count")
+            raise ConfigError(f"must be >= 1, got {value}", where=name, fix="pass a positive count")
     sim = Simulation(loaded)
     context = min(DEFAULT_TOKENS, sim.max_model_len - 1) if context is None else context
     prefill = min(DEFAULT_TOKENS, sim.max_model_len) if prefill is None else prefill

@@ -271,7 +271,7 @@ def test_explain_adds_up_to_the_iteration_times_a_run_uses(capsys):
     assert "prefill TP2 PP1, decode TP1 PP1" in fp16.layout  # roofline: no sustained-rate notes
     assert [n.split(":")[0] for n in fp16.notes] == ["API server"]
     assert cli("explain", bench, "--batch", 0) == 2
-    assert "--batch must be >= 1" in capsys.readouterr().err
+    assert "--batch: must be >= 1" in capsys.readouterr().err
 
 
 def test_ctrl_c_exits_130_and_writes_nothing(tmp_path, capsys, monkeypatch):

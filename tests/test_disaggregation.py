@@ -172,6 +172,8 @@ def disagg_scenarios(draw) -> dict:
         # Without chunking the budget must hold max_model_len (2048), as vLLM requires.
         budgets = [48, 512, 2048] if sched["enable_chunked_prefill"] else [2048, 4096]
         sched["max_num_batched_tokens"] = draw(st.sampled_from(budgets))
+        # vLLM refuses a budget below max_num_seqs (every running sequence needs a token).
+        sched["max_num_seqs"] = min(sched["max_num_seqs"], sched["max_num_batched_tokens"])
         # Async scheduling hides CPU work from a pool's second iteration on: a decode pool's
         # first request starts an idle engine, which fast-forwarding must time the same way.
         sched["async_scheduling"] = draw(st.booleans())

@@ -55,6 +55,8 @@ def scenarios(draw) -> dict:
     shared = None
     if policy == "vllm-v1":
         sched["max_num_batched_tokens"] = draw(st.sampled_from([48, 512, 2048]))
+        # vLLM refuses a budget below max_num_seqs (every running sequence needs a token).
+        sched["max_num_seqs"] = min(sched["max_num_seqs"], sched["max_num_batched_tokens"])
         sched["async_scheduling"] = draw(st.booleans())
         if draw(st.booleans()):  # prompts opening with shared text: prefix-cache hits and evictions
             shared = {"tokens": draw(st.sampled_from([5, 40, 700])), "groups": draw(st.integers(1, 4))}

@@ -287,7 +287,7 @@ def test_bad_plans_are_one_clean_error(tmp_path, capsys, edit, needle):
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(d))
     assert cli("plan", path, "-o", tmp_path / "out") == 2
-    err = capsys.readouterr().err
+    err = " ".join(capsys.readouterr().err.split())  # as read, not as the console wrapped it
     assert needle.lower() in err.lower() and "Traceback" not in err and "fix:" in err
     assert not (tmp_path / "out").exists()
 

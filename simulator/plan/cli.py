@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -18,10 +17,11 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from simulator.terminal import make_console
 from simulator.workers import default_workers
 
-console = Console()
-err_console = Console(stderr=True)
+console = make_console()
+err_console = make_console(stderr=True)
 
 
 class SweepProgress:
@@ -68,7 +68,7 @@ def _plan_data(path: Path, overrides: list[str]) -> dict | None:
 def plan_cmd(
     plan: Annotated[Path, typer.Argument(help="plan YAML file (see scenarios/plans/)")],
     output_dir: Annotated[Path | None, typer.Option("--output-dir", "-o", help="default reports/plan-<name>-<timestamp>/")] = None,
-    workers: Annotated[int | None, typer.Option("--workers", "-j", help="parallel searches; default one per CPU, as many as free memory holds")] = None,
+    workers: Annotated[int | None, typer.Option("--workers", "-j", min=1, help="parallel searches; default one per CPU, as many as free memory holds")] = None,
     executor: Annotated[str, typer.Option("--executor", help="local (processes) or ray")] = "local",
     address: Annotated[str | None, typer.Option("--address", help="Ray cluster address (with --executor ray); default a local Ray")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="continue a sweep: skip configurations already in results.jsonl")] = False,
@@ -79,10 +79,12 @@ def plan_cmd(
     from simulator.plan.config import load_plan
     from simulator.plan.infeasible import reason_groups
     from simulator.plan.report import headline, why_it_fits
-    from simulator.plan.runner import run_plan
+    from simulator.plan.runner import default_output_dir, run_plan
 
     loaded = load_plan(plan, data=_plan_data(plan, set_ or []))
     workers = workers or default_workers()
+    if output_dir is None and not resume:  # named now, so an interrupted run can say where it is
+        output_dir = default_output_dir(loaded.name)
     progress = SweepProgress(enabled=not quiet)
     t0 = time.perf_counter()
     try:
@@ -90,8 +92,9 @@ def plan_cmd(
                            on_start=progress.start, on_result=progress.advance)
     except KeyboardInterrupt:
         progress.close()
+        where = f" --output-dir {output_dir}" if output_dir is not None else ""
         err_console.print("interrupted: finished configurations are saved in results.jsonl; "
-                          "rerun with --resume --output-dir <folder> to continue")
+                          f"rerun with --resume{where} to continue", highlight=False)
         raise SystemExit(130) from None
     finally:
         progress.close()
@@ -111,6 +114,7 @@ def plan_cmd(
         _print_infeasible(groups)
     best, second = outcome.recommendation, outcome.runner_up
     if best is None:
+        _print_slo_misses(rows)
         console.print(f"recommended: none — {_why_none(groups, n_ok, n_err, loaded)}", soft_wrap=True,
                       markup=False, highlight=False)
     else:
@@ -132,6 +136,17 @@ def _print_infeasible(groups) -> None:
 
     for i, line in enumerate(summary_lines(groups)):
         console.print(f"{'infeasible:' if i == 0 else '':<13}{line}", soft_wrap=True, markup=False, highlight=False)
+
+
+def _print_slo_misses(rows: list[dict], shown: int = 4) -> None:
+    """Why the searched configurations missed the SLO (the lowest rate tried and the limit
+    it broke); without them the terminal says only that none qualified."""
+    missed = [r for r in rows if r["status"] == "ok" and r.get("reason")]
+    for i, r in enumerate(missed[:shown]):
+        console.print(f"{'SLO missed:' if i == 0 else '':<13}{r['label']}: {r['reason']}",
+                      soft_wrap=True, markup=False, highlight=False)
+    if len(missed) > shown:
+        console.print(f"{'':<13}… {len(missed) - shown} more (plan.csv, column reason)", highlight=False)
 
 
 def _why_none(groups, n_ok: int, n_err: int, loaded) -> str:

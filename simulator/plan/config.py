@@ -293,6 +293,9 @@ def _fix(err: dict) -> str:
 
 
 def _read_yaml(path: Path, what: str) -> dict:
+    if path.is_dir():
+        raise ConfigError(f"this is a folder, not a {what}", where=str(path),
+                          fix="pass one YAML file, e.g. scenarios/plans/tiny.yaml")
     if not path.is_file():
         raise ConfigError(f"{what} not found", where=str(path),
                           fix="check the path; example plans live in scenarios/plans/")

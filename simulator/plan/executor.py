@@ -102,16 +102,23 @@ def run_ray(tasks: list[dict], workers: int, address: str | None, on_result: OnR
             ray.shutdown()
 
 
+def check_executor(executor: str, address: str | None) -> None:
+    """Refuse a bad executor choice before anything is written (a plan's output folder)."""
+    if executor not in EXECUTORS:
+        raise ServesimError(f"unknown executor {executor!r}", where="--executor",
+                            fix=f"use one of: {', '.join(EXECUTORS)}")
+    if executor == "local" and address:
+        raise ServesimError("--address is for the Ray executor", where="--address",
+                            fix="add --executor ray, or drop --address")
+    if executor == "ray":
+        import_ray()
+
+
 def run_tasks(tasks: list[dict], *, executor: str = "local", workers: int | None = None,
               address: str | None = None, on_result: OnResult) -> None:
     workers = workers or default_workers()
+    check_executor(executor, address)
     if executor == "local":
-        if address:
-            raise ServesimError("--address is for the Ray executor", where="--address",
-                                fix="add --executor ray, or drop --address")
         run_local(tasks, workers, on_result)
-    elif executor == "ray":
-        run_ray(tasks, workers, address, on_result)
     else:
-        raise ServesimError(f"unknown executor {executor!r}", where="--executor",
-                            fix=f"use one of: {', '.join(EXECUTORS)}")
+        run_ray(tasks, workers, address, on_result)

@@ -24,7 +24,7 @@ from simulator.errors import ServesimError
 from simulator.output import check_creatable, make_dirs, write_outputs
 from simulator.plan.analysis import derive, sort_key, within_caps
 from simulator.plan.config import LoadedPlan, gpus_per_replica
-from simulator.plan.executor import run_tasks
+from simulator.plan.executor import check_executor, run_tasks
 from simulator.plan.slo import evaluate
 from simulator.simulation import Simulation
 
@@ -116,6 +116,7 @@ def run_plan(loaded: LoadedPlan, out_dir: Path | None = None, *, executor: str =
              on_result: Callable[[dict], None] | None = None) -> PlanOutcome:
     """Search, rank, verify and write the plan's output folder; returns the outcome."""
     t0 = time.perf_counter()
+    check_executor(executor, address)
     if out_dir is None and resume:
         out_dir = latest_output_dir(loaded.name)
         if out_dir is None:

@@ -75,7 +75,17 @@ class VllmV1Config(SchedulerConfigBase):
         if not self.enable_chunked_prefill:  # vLLM: a whole prompt must fit one iteration
             budget = whole_prompt_budget(self.max_num_batched_tokens or max(max_model_len, 2048),
                                          max_model_len, "vllm-v1 with enable_chunked_prefill: false")
-        return self.max_num_batched_tokens or budget, self.max_num_seqs or seqs
+        budget = self.max_num_batched_tokens or budget
+        if self.max_num_seqs is None:  # vLLM's default never exceeds the budget (EngineArgs)
+            return budget, min(seqs, budget)
+        if budget < self.max_num_seqs:  # vLLM's SchedulerConfig refuses to start
+            raise ConfigError(
+                f"max_num_batched_tokens ({budget}) is below max_num_seqs ({self.max_num_seqs}); vLLM "
+                "refuses this, since every running sequence needs a token of the budget each step",
+                where="scheduler.max_num_batched_tokens",
+                fix=f"raise scheduler.max_num_batched_tokens to at least {self.max_num_seqs}, or lower "
+                    "scheduler.max_num_seqs")
+        return budget, self.max_num_seqs
 
 
 def vllm_default_limits(gpu_name: str, gpu_memory_gib: float) -> tuple[int, int]:

@@ -83,7 +83,11 @@ def _read_one(path: Path, rounds: int, length_ratio: float | None, recipes: bool
         if len(docs) == 1 and is_inferencex_aggregate(docs[0]):
             return [read_inferencex_json(path, docs[0], rounds, length_ratio, recipes, engine_version)]
         return read_vllm_json(path, docs)
-    cols = set(csv_header(path)) if path.stat().st_size else set()
+    if not path.stat().st_size:
+        raise MeasurementError("the file is empty", where=str(path),
+                               fix=f"a per-request CSV starts with the header {','.join(PER_REQUEST_COLUMNS)}"
+                               f"[,e2e_ms]; a sweep CSV with {','.join(SWEEP_COLUMNS)}")
+    cols = set(csv_header(path))
     if set(SWEEP_COLUMNS) <= cols:
         return [read_sweep_csv(path, rounds, length_ratio, recipes, engine_version)]
     if set(PER_REQUEST_COLUMNS) <= cols:

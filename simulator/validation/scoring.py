@@ -18,6 +18,22 @@ from simulator.validation.runner import METRICS, RunPrediction
 CLIFF_FACTOR = 5.0
 
 
+MISMATCH_MAPE = 50.0
+
+
+def mismatch_hint(result: dict) -> str | None:
+    """A pointer at the inputs when an error is too large to be the model's: a per-request
+    CSV names no model or GPU, so a base scenario of another system runs without complaint."""
+    worst = max((b["mape"] for blocks in result.get("metrics", {}).values() for b in blocks.values()
+                 if b.get("mape") is not None), default=None)
+    if worst is None or worst <= MISMATCH_MAPE:
+        return None
+    sweep = " and that --rounds matches the requests each client sent" if "cliffs" in result else ""
+    return (f"An error of {worst:.0f}% usually means the inputs disagree, not the model: check that the "
+            "base scenario's model, GPU, parallelism, precision and engine are the measured server's"
+            f"{sweep}.")
+
+
 def pct(pred: float, meas: float) -> float:
     return (pred - meas) / meas * 100.0 if meas else float("nan")
 

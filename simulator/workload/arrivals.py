@@ -226,7 +226,8 @@ class ClosedLoopArrival(StrictModel):
 
 
 class TraceArrival(StrictModel):
-    """Replay of recorded traffic: exact timestamps and lengths from a file."""
+    """Replay of recorded traffic: exact timestamps and lengths from a file (rows out of time
+    order are replayed in time order; request ids follow that order)."""
 
     type: Literal["trace"] = Field(
         "trace",

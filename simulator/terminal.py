@@ -1,0 +1,28 @@
+"""The consoles the command lines print to.
+
+rich lays a table out for 80 columns when output is not a terminal (a pipe, a log file,
+CI), which folds paths and table cells mid-word; 120 keeps them whole there. A terminal
+keeps its own width, and `COLUMNS` (read when printing) still wins.
+"""
+
+from __future__ import annotations
+
+import os
+
+from rich.console import Console, ConsoleDimensions
+
+PIPED_WIDTH = 120
+
+
+class _PipeWideConsole(Console):
+    def _size(self) -> ConsoleDimensions:
+        size = Console.size.fget(self)
+        if self._width is None and not self.is_terminal and "COLUMNS" not in os.environ:
+            return ConsoleDimensions(PIPED_WIDTH, size.height)
+        return size
+
+    size = property(_size, Console.size.fset)
+
+
+def make_console(stderr: bool = False) -> Console:
+    return _PipeWideConsole(stderr=stderr)

@@ -1,0 +1,167 @@
+"""What the command line says when the input is wrong or probably unintended: who made a
+bad field (the file or a `--set`), a folder passed as a file, an arrival type switched with
+a leftover field, a plan that cannot start, a validation whose error points at its inputs,
+and the width of its tables in a pipe."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import CHATBOT, ROOT
+
+from simulator import api
+from simulator.cli import main
+from simulator.errors import ServesimError
+
+TINY_PLAN = ROOT / "scenarios" / "plans" / "tiny.yaml"
+BENCH = ROOT / "scenarios" / "benchmark-concurrency.yaml"
+
+
+def cli(*args) -> int:
+    try:
+        main([str(a) for a in args])
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+# -- who wrote the bad field ------------------------------------------------------------
+def test_a_bad_set_is_named_not_blamed_on_the_file(capsys):
+    assert cli(CHATBOT, "--set", "workload.arrival.rat=3", "-q") == 2
+    err = flat(capsys.readouterr().err)
+    assert "[from --set 'workload.arrival.rat=3']" in err
+    assert "did you mean `rate`? correct or drop --set 'workload.arrival.rat=3'" in err
+    assert "from the file" not in err
+
+
+def test_an_unknown_section_made_by_set_names_the_set(capsys):
+    assert cli(CHATBOT, "--set", "foo.bar=1", "-q") == 2
+    err = flat(capsys.readouterr().err)
+    assert "foo: Extra inputs are not permitted [from --set 'foo.bar=1']" in err
+
+
+def test_a_bad_field_in_the_file_still_points_at_the_file(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(CHATBOT.read_text().replace("  arrival:", "  arival: 1\n  arrival:", 1))
+    with pytest.raises(ServesimError) as exc:
+        api.load(bad, ["workload.arrival.rate=2"])  # an unrelated --set is not blamed
+    assert "--set" not in exc.value.message.split("\n")[1]
+    assert "remove it (from the file, or with --set '~workload.arival')" in exc.value.fix
+
+
+def test_a_folder_given_as_a_scenario_says_so(capsys):
+    assert cli("run", ROOT / "scenarios", "-q") == 2
+    err = flat(capsys.readouterr().err)
+    assert "this is a folder, not a scenario file" in err
+    assert "pass one YAML file, e.g." in err and ".yaml" in err
+
+
+# -- an arrival switched by --set --------------------------------------------------------
+def test_switching_the_arrival_type_warns_about_the_rate_it_keeps():
+    loaded = api.load(CHATBOT, ["workload.arrival.type=closed_loop", "workload.arrival.concurrency=64"])
+    assert loaded.scenario.workload.arrival.rate == 10.0  # valid: a closed loop's send-rate cap
+    (warning,) = loaded.warnings
+    assert "`rate: 10.0`, written for poisson, still applies" in warning
+    assert "--set '~workload.arrival.rate'" in warning
+    dropped = api.load(CHATBOT, ["workload.arrival.type=closed_loop", "workload.arrival.concurrency=64",
+                                 "~workload.arrival.rate"])
+    assert dropped.warnings == () and dropped.scenario.workload.arrival.rate is None
+    assert api.load(CHATBOT, ["workload.arrival.rate=3"]).warnings == ()  # no switch, no warning
+    same = api.load(BENCH, ["workload.arrival.type=closed_loop"])  # the file's own type
+    assert same.warnings == ()
+
+
+def test_the_run_command_prints_the_warning(tmp_path, capsys):
+    assert cli(CHATBOT, "--set", "workload.arrival.type=closed_loop", "--set", "workload.arrival.concurrency=8",
+               "--set", "workload.num_requests=20", "-q", "-o", tmp_path / "out") == 0
+    assert "warning: --set workload.arrival.type=closed_loop" in flat(capsys.readouterr().err)
+
+
+# -- vLLM's budget rule ------------------------------------------------------------------
+def test_a_budget_below_max_num_seqs_is_refused_as_vllm_refuses_it():
+    with pytest.raises(ServesimError) as exc:
+        api.run(CHATBOT, ["scheduler.max_num_batched_tokens=100", "scheduler.max_num_seqs=200",
+                          "workload.num_requests=5"])
+    assert "max_num_batched_tokens (100) is below max_num_seqs (200)" in exc.value.message
+    assert "at least 200" in exc.value.fix
+
+
+def test_the_default_max_num_seqs_never_exceeds_an_explicit_budget():
+    from simulator.simulation import Simulation
+
+    sim = Simulation(api.load(CHATBOT, ["scheduler.max_num_batched_tokens=100"]))
+    assert sim.max_num_seqs == 100  # vLLM's EngineArgs: min(usage default 1024, the budget)
+    assert Simulation(api.load(CHATBOT)).max_num_seqs == 1024
+
+
+# -- plans -------------------------------------------------------------------------------
+def test_an_unknown_executor_is_refused_before_any_output(tmp_path, capsys):
+    assert cli("plan", TINY_PLAN, "--executor", "foo", "-o", tmp_path / "out") == 2
+    assert "unknown executor 'foo'" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_zero_plan_workers_is_a_usage_error(tmp_path):
+    assert cli("plan", TINY_PLAN, "-j", "0", "-o", tmp_path / "out") == 2
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_plan_with_no_answer_says_why_each_configuration_missed(tmp_path, capsys):
+    assert cli("plan", TINY_PLAN, "--set", "slo.ttft_ms.p99=1", "-o", tmp_path / "out") == 0
+    out = flat(capsys.readouterr().out)
+    assert "SLO missed: h100-sxm TP1: SLO not met even at" in out
+    assert "p99 TTFT > 1 ms" in out
+    assert "recommended: none" in out
+
+
+# -- validation --------------------------------------------------------------------------
+def test_a_huge_error_points_at_the_inputs():
+    from simulator.validation.scoring import mismatch_hint
+
+    def result(mape, sweep=False):
+        r = {"metrics": {"ttft_ms": {"all": {"mape": mape}}, "tpot_ms": {"all": {"mape": 4.0}}}}
+        return {**r, "cliffs": {}} if sweep else r
+
+    assert mismatch_hint(result(12.0)) is None
+    hint = mismatch_hint(result(89.0))
+    assert hint.startswith("An error of 89% usually means the inputs disagree")
+    assert "--rounds" not in hint and "--rounds" in mismatch_hint(result(208.0, sweep=True))
+
+
+def test_an_empty_measurement_file_says_it_is_empty(tmp_path, capsys):
+    empty = tmp_path / "e.csv"
+    empty.write_text("")
+    assert cli("validate", empty, "-s", BENCH, "-o", tmp_path / "out") == 2
+    err = flat(capsys.readouterr().err)
+    assert "the file is empty" in err and "arrival_s,prompt_tokens" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_skipped_rows_are_not_counted_as_runs(tmp_path, capsys):
+    sweep = tmp_path / "part.csv"
+    sweep.write_text("system,model,precision,tp_size,isl,osl,concurrency,ttft_ms,tpot_ms\n"
+                     "h200_sxm,llama-3.1-70b,fp8,1,128,16,2,100,10\n"
+                     "h200_sxm,nosuch-model,fp8,1,128,16,2,100,10\n")
+    assert cli("validate", sweep, "-s", BENCH, "-o", tmp_path / "out", "--rounds", 2) == 0
+    assert "validation: 1 run(s), 1 skipped, against" in capsys.readouterr().out
+
+
+# -- the terminal ------------------------------------------------------------------------
+def test_version(capsys):
+    from simulator import __version__
+
+    assert cli("--version") == 0
+    assert capsys.readouterr().out.strip() == f"servesim {__version__}"
+
+
+def test_piped_output_is_laid_out_wider_than_80_columns(monkeypatch):
+    from simulator.terminal import PIPED_WIDTH, make_console
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    console = make_console()
+    assert not console.is_terminal and console.width == PIPED_WIDTH
+    monkeypatch.setenv("COLUMNS", "80")
+    assert console.width == 80  # COLUMNS, read when printing, still wins
