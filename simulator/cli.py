@@ -402,9 +402,10 @@ def list_policies() -> None:
 
 def _argv_with_default_command(argv: list[str]) -> list[str]:
     """`simulate X.yaml ...` means `simulate run X.yaml ...`."""
-    commands = {"run", "list", "--help", "-h"} | {c.name for c in app.registered_commands if c.name} \
+    commands = {"run", "list", "--help", "-h", "--version"} | {c.name for c in app.registered_commands if c.name} \
         | {g.name for g in app.registered_groups if g.name}
-    if argv and argv[0] not in commands and not argv[0].startswith("-"):
+    # Any other leading option is run's (`simulate -q X.yaml`): the top level has no others.
+    if argv and argv[0] not in commands:
         return ["run", *argv]
     return argv
 

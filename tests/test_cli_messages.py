@@ -165,3 +165,16 @@ def test_piped_output_is_laid_out_wider_than_80_columns(monkeypatch):
     assert not console.is_terminal and console.width == PIPED_WIDTH
     monkeypatch.setenv("COLUMNS", "80")
     assert console.width == 80  # COLUMNS, read when printing, still wins
+
+
+def test_a_scenario_passed_to_plan_is_named_as_one(tmp_path, capsys):
+    assert cli("plan", CHATBOT, "-o", tmp_path / "out") == 2
+    err = flat(capsys.readouterr().err)
+    assert "this is a scenario, not a plan" in err and "simulate run" in err
+    assert "Field required" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_run_options_may_come_before_the_scenario(tmp_path):
+    assert cli("-q", CHATBOT, "--set", "workload.num_requests=5", "-o", tmp_path / "out") == 0
+    assert (tmp_path / "out" / "summary.json").is_file()

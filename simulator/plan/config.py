@@ -309,6 +309,20 @@ def _read_yaml(path: Path, what: str) -> dict:
     return data
 
 
+SCENARIO_ONLY = ("workload", "model", "hardware", "scheduler")
+
+
+def _refuse_a_scenario(data: dict, source: str) -> None:
+    """A scenario passed where a plan goes would list every plan field as a problem; say
+    what it is instead."""
+    if "base" not in data and "target" not in data and any(k in data for k in SCENARIO_ONLY):
+        found = ", ".join(k for k in SCENARIO_ONLY if k in data)
+        raise ConfigError(f"this is a scenario, not a plan: it has a scenario's sections ({found}) and "
+                          "no plan `base` or `target`", where=source,
+                          fix=f"run it with `simulate run {source}`, or write a plan whose `base:` names it "
+                              "(as scenarios/plans/bench-100.yaml names ../chatbot.yaml)")
+
+
 def load_plan(path: str | Path | None = None, *, data: dict | None = None) -> LoadedPlan:
     """Read and validate a plan, its base scenario and every configuration of its space."""
     source = str(path) if path is not None else "<plan>"
@@ -316,6 +330,7 @@ def load_plan(path: str | Path | None = None, *, data: dict | None = None) -> Lo
         if path is None:
             raise ConfigError("no plan given", fix="pass a plan file, e.g. scenarios/plans/tiny.yaml")
         data = _read_yaml(Path(path), "plan file")
+    _refuse_a_scenario(data, source)
     try:
         plan = Plan.model_validate(data)
     except ValidationError as exc:
