@@ -41,12 +41,13 @@ def check_creatable(final: Path) -> None:
                             fix="choose a folder you can write to for --output-dir")
 
 
-def make_dirs(path: Path) -> None:
-    """mkdir -p, with an OS refusal (read-only disk, quota) as a clean error."""
+def make_dirs(path: Path, named: Path | None = None) -> None:
+    """mkdir -p, with an OS refusal (read-only disk, quota) as a clean error that names
+    `named` (the folder the user asked for, when `path` is its staging copy)."""
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise ServesimError(f"cannot create the folder: {exc.strerror or exc}", where=str(path),
+        raise ServesimError(f"cannot create the folder: {exc.strerror or exc}", where=str(named or path),
                             fix="choose another folder for --output-dir") from None
 
 
@@ -81,7 +82,7 @@ def staging_dir(final: Path) -> Path:
     tmp = final.parent / f".{final.name}.tmp-{os.getpid()}"
     if tmp.exists():
         shutil.rmtree(tmp)
-    make_dirs(tmp)
+    make_dirs(tmp, named=final)
     return tmp
 
 

@@ -178,3 +178,10 @@ def test_a_scenario_passed_to_plan_is_named_as_one(tmp_path, capsys):
 def test_run_options_may_come_before_the_scenario(tmp_path):
     assert cli("-q", CHATBOT, "--set", "workload.num_requests=5", "-o", tmp_path / "out") == 0
     assert (tmp_path / "out" / "summary.json").is_file()
+
+
+@pytest.mark.skipif(not __import__("os").path.isdir("/proc/self"), reason="needs Linux's /proc")
+def test_an_uncreatable_output_folder_is_named_as_given(capsys):
+    assert cli(CHATBOT, "-q", "--set", "workload.num_requests=5", "-o", "/proc/nope") == 2
+    err = flat(capsys.readouterr().err)
+    assert err.startswith("error: /proc/nope: cannot create the folder") and ".tmp-" not in err
