@@ -32,7 +32,8 @@ class VllmV1Config(SchedulerConfigBase):
     """vLLM v1: chunked prefill under a token budget, running requests first."""
 
     policy: Literal["vllm-v1"] = "vllm-v1"
-    max_num_seqs: int | None = max_num_seqs_field("same rule as the budget: 1024 or 256")
+    max_num_seqs: int | None = max_num_seqs_field(
+        "same rule as the budget: 1024 or 256, and never above the budget (vLLM refuses a budget below it)")
     max_num_batched_tokens: int | None = Field(
         None, ge=1, description="token budget per iteration; default 8192 on >=70 GiB GPUs "
         "other than A100, else 2048 (vLLM's defaults); with chunked prefill off, at least max_model_len")
