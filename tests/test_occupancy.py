@@ -107,3 +107,18 @@ def test_the_reserve_hint_holds_with_several_replicas(measured_on_a_small_cache,
     fixed = [*two, f"memory.runtime_reserve_gib={1.0 + kv['implied_extra_reserve_gib']}"]
     again, _ = run_validation([measured_on_a_small_cache], CHATBOT, fixed, tmp_path / "fixed")
     assert again["kv_occupancy"]["sim_capacity_blocks"] == pytest.approx(kv["implied_capacity_blocks"], rel=0.03)
+
+
+def test_the_per_request_page_says_what_its_figures_are(measured_on_a_small_cache, tmp_path):
+    """Per-request runs have no cliffs (no below-cliff rows or cliff columns), the SLO
+    targets the attainment table is measured against are named, and the occupancy peaks
+    are labelled as the timestamp estimates they are."""
+    result, out = run_validation([measured_on_a_small_cache], CHATBOT,
+                                 ["memory.kv_cache_tokens=20000", "scheduler.policy=vllm-v0"], tmp_path / "o")
+    page = (out / "validation.html").read_text()
+    assert "below_cliff" not in page and "cliff (meas)" not in page
+    assert "mean TTFT meas (ms)" in page
+    assert "Per request (|signed error| of each request" in page
+    assert "simulated peak (est.)" in page and "even while preempted" in page
+    assert result["slo"]["runs"]  # the chatbot scenario sets TTFT and TPOT SLOs
+    assert "Share of requests within TTFT ≤" in page

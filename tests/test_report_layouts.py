@@ -220,16 +220,18 @@ def _headers(table: str) -> list[str]:
 
 
 def test_validation_table_headers_carry_units() -> None:
-    headers = _headers(_per_run_table([_per_run(None)]))
-    assert "TTFT meas (ms)" in headers and "TPOT pred (ms)" in headers
-    assert not any(h.startswith("E2E") for h in headers)
+    headers = _headers(_per_run_table([_per_run(None)], cliffs=True))
+    assert "mean TTFT meas (ms)" in headers and "mean TPOT pred (ms)" in headers
+    assert not any("E2E" in h for h in headers)
+    assert headers[-2:] == ["cliff (meas)", "cliff (pred)"]
 
 
 def test_validation_table_has_e2e_when_any_run_measured_it() -> None:
-    table = _per_run_table([_per_run(None), _per_run(2000.0)])
+    table = _per_run_table([_per_run(None), _per_run(2000.0)], cliffs=False)
     headers = _headers(table)
-    assert headers[7:10] == ["E2E meas (ms)", "E2E pred (ms)", "E2E err %"]
+    assert headers[7:10] == ["mean E2E meas (ms)", "mean E2E pred (ms)", "E2E err %"]
     assert "2,000.0" in table and "2,100.0" in table
+    assert not any("cliff" in h for h in headers)  # per-request runs have no cliffs
 
 
 def test_scatter_band_is_drawn_under_the_points() -> None:
@@ -259,3 +261,79 @@ def test_data_parallel_requests_are_tabled_per_rank() -> None:
     assert list(zip(table["replica"], table["pool"], table["requests"], strict=True)) == [
         (0, "DP rank 0", 1), (0, "DP rank 1", 2), (1, "DP rank 0", 1)]
     assert table.loc[1, "ttft_mean"] == 30.0 and table.loc[1, "preemptions"] == 1
+
+
+# -- what the figures say when the data is lopsided (session 39) --------------------------
+def _kept(monkeypatch, draw):
+    kept: list = []
+    with monkeypatch.context() as m:
+        m.setattr(figures.plt, "close", kept.append)
+        draw()
+    return kept[0]
+
+
+def test_a_far_slo_stays_in_the_legend_not_on_the_axis(monkeypatch, tmp_path: Path) -> None:
+    """Requests of 10-40 ms under a 500 ms SLO: the axis follows the requests (the bins
+    resolve them) and the legend still names the SLO; a near SLO keeps its line."""
+    v = np.random.default_rng(0).uniform(10, 40, 2000)
+    fig = _kept(monkeypatch, lambda: figures.plot_distribution(v, tmp_path / "d.png", metric="TTFT", slo_ms=500))
+    try:
+        ax = fig.axes[0]
+        assert ax.get_xlim()[1] < 50
+        assert any("SLO = 500.0 ms (off the axis, right)" in t.get_text() for t in ax.get_legend().get_texts())
+    finally:
+        plt.close(fig)
+    fig = _kept(monkeypatch, lambda: figures.plot_distribution(v, tmp_path / "e.png", metric="TTFT", slo_ms=60))
+    try:
+        ax = fig.axes[0]
+        assert ax.get_xlim()[1] >= 60
+        assert any(t.get_text() == "SLO = 60.0 ms" for t in ax.get_legend().get_texts())
+    finally:
+        plt.close(fig)
+
+
+def test_a_queue_that_never_formed_says_so(monkeypatch, tmp_path: Path) -> None:
+    binned = bin_iterations(make_iterations(200).assign(queue_len=0), max_bins=10)
+    fig = _drawn(monkeypatch, figures.plot_queue_length, binned, tmp_path)
+    try:
+        assert fig.axes[0].get_title() == "Queue length: no request waited"
+        assert fig.axes[0].get_ylim() == (0.0, 1.0)
+    finally:
+        plt.close(fig)
+
+
+def test_disaggregated_tokens_per_iteration_are_drawn_per_pool(monkeypatch, tmp_path: Path) -> None:
+    """A prefill instance's 8,192-token steps and a decode instance's 64-token steps are not
+    averaged into one line: each pool gets its own."""
+    rows = [{"replica": r, "start_s": 0.01 * i, "duration_ms": 10.0, "prefill_tokens": 8192 if r == 0 else 0,
+             "decode_tokens": 0 if r == 0 else 64, "num_seqs": 4 if r == 0 else 64,
+             "kv_blocks_used": 100, "kv_blocks_total": 1000, "queue_len": 0}
+            for i in range(50) for r in (0, 1) for _ in range(1 if r == 0 else 5)]
+    binned = bin_iterations(pd.DataFrame(rows), max_bins=5)
+    kept: list = []
+    with monkeypatch.context() as m:
+        m.setattr(figures.plt, "close", kept.append)
+        figures.plot_batch_size(binned, tmp_path / "b.png", pools={0: "prefill", 1: "decode"})
+    fig = kept[0]
+    try:
+        lines = {line.get_label(): np.asarray(line.get_ydata()) for line in fig.axes[1].lines}
+        np.testing.assert_allclose(lines["prefill instances"], 8192)
+        np.testing.assert_allclose(lines["decode instances"], 64)
+    finally:
+        plt.close(fig)
+
+
+def test_scatter_titles_the_shared_family_and_moves_a_long_legend_aside() -> None:
+    family = "h200_sxm meta-llama/Llama-3.1-70B fp8"
+    groups = [f"{family} tp{tp} isl{isl}" for tp in (1, 2, 4) for isl in (1024, 8192)]
+    runs = pd.DataFrame({"group": groups, "source": "s.csv", "family": family,
+                         "measured_ttft_ms": np.linspace(100, 600, 6), "pred_ttft_ms": np.linspace(105, 590, 6)})
+    fig = scatter_figure(runs, "ttft_ms", "TTFT (ms)")
+    try:
+        ax = fig.axes[0]
+        assert ax.get_title().endswith(f"\n{family}")
+        texts = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert "tp1 isl1024" in texts and not any(t.startswith("h200_sxm") for t in texts)
+        assert ax.get_legend().get_bbox_to_anchor().x0 > ax.get_window_extent().x1 - 1  # beside the axes
+    finally:
+        plt.close(fig)

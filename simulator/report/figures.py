@@ -68,13 +68,19 @@ def _ecdf(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return xs, ys
 
 
+# How far past the data (its p99.9) the x axis stretches to show the SLO line: further,
+# and the requests crowd into a few of the histogram's bins.
+SLO_AXIS_REACH = 2.0
+
+
 def plot_distribution(
     values: np.ndarray, path: Path, *, metric: str, slo_ms: float | None = None
 ) -> Path:
     """Histogram + ECDF of one latency metric (ms) with p50/p99 markers and the SLO line.
 
-    The x axis stops at p99.9 (or the SLO, if larger) so a few stragglers do not squash
-    the body of the distribution; the title says how many points fell past it.
+    The x axis stops at p99.9 (or the SLO, if larger but within SLO_AXIS_REACH of it) so
+    a few stragglers do not squash the body of the distribution; the title says how many
+    points fell past it. An SLO far above every request stays in the legend, off the axis.
     """
     title = f"{metric} distribution"
     v = finite(np.asarray(values, dtype=np.float64))
@@ -82,7 +88,8 @@ def plot_distribution(
         return no_data(path, title)
     p50, p99, p999 = np.percentile(v, [50, 99, 99.9])
     lo = min(0.0, float(v.min()))
-    hi = max(float(p999), float(slo_ms or 0.0)) * 1.05
+    slo_on_axis = slo_ms is not None and slo_ms <= SLO_AXIS_REACH * float(p999)
+    hi = max(float(p999), float(slo_ms) if slo_on_axis else 0.0) * 1.05
     if hi <= lo:
         hi = lo + 1.0
     with _figure(path) as (ax,):
@@ -96,8 +103,10 @@ def plot_distribution(
         )
         ax.axvline(p50, color="0.2", ls=":", lw=1.5, label=f"p50 = {_ms(p50)} ms")
         ax.axvline(p99, color="0.2", ls="--", lw=1.5, label=f"p99 = {_ms(p99)} ms")
-        if slo_ms is not None:
+        if slo_on_axis:
             ax.axvline(slo_ms, color=SLO_COLOR, lw=2, label=f"SLO = {_ms(slo_ms)} ms")
+        elif slo_ms is not None:  # every request well within it: the legend says where it is
+            ax.plot([], [], color=SLO_COLOR, lw=2, label=f"SLO = {_ms(slo_ms)} ms (off the axis, right)")
         ax.set_xlim(lo, hi)
         ax.set_xlabel(f"{metric} (ms)")
         ax.set_ylabel("requests")
@@ -110,7 +119,7 @@ def plot_distribution(
         ax.legend(
             handles[0] + cdf_handles[0],
             handles[1] + cdf_handles[1],
-            loc="center right",
+            loc="best",
             fontsize=8,
             framealpha=0.9,
         )
@@ -251,12 +260,14 @@ def plot_queue_length(
     title = "Queue length"
     if not _has(binned, "queue_mean"):
         return no_data(path, title)
+    never = not np.nan_to_num(binned["queue_max"].to_numpy(dtype=np.float64)).any()
     with _figure(path) as (ax,):
         _replica_lines(ax, binned, "queue_mean", "queue_max", pools=pools)
-        ax.set_title(f"{title} (line: bin mean, band: bin max)")
+        ax.set_title(f"{title}: no request waited" if never else f"{title} (line: bin mean, band: bin max)")
         ax.set_ylabel("queued requests")
         ax.set_xlabel("simulated time (s)")
-        ax.set_ylim(bottom=0)
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_ylim(0, 1 if never else None)
     return path
 
 
@@ -285,15 +296,51 @@ def plot_batch_size(
     """Running sequences per replica (or DP rank), and prefill vs decode tokens per iteration.
 
     Tokens per iteration are pooled across replicas (weighted by iteration count) and
-    stacked, which shows how much of each step's budget prefill takes from decode. Under
+    stacked, which shows how much of each step's budget prefill takes from decode; a
+    disaggregated run gets one line per pool instead (each pool's tokens per step). Under
     attention DP an iteration is one rank's step, as the token budget is per rank, so the
     panel is not the sum over the ranks of a forward pass.
     """
     title = "Batch size"
     if not _has(binned, "seqs_mean"):
         return no_data(path, title)
+    roles = sorted(set((pools or {}).values()))
+    with _figure(path, nrows=2, height=5.5) as (top, bottom):
+        _replica_lines(top, binned, "seqs_mean", "seqs_max", pools=pools)
+        top.set_title(f"{title} (line: bin mean, band: bin max)")
+        top.set_ylabel("running sequences")
+        top.set_ylim(bottom=0)
+        if len(roles) > 1:
+            # Disaggregated: a prefill instance's long steps and a decode instance's short
+            # ones pooled together would average into a step neither pool runs.
+            replica_role = binned["replica"].map(lambda r: (pools or {}).get(int(r)) if pd.notna(r) else None)
+            for role, style in zip(roles, ("-", "--", ":", "-."), strict=False):
+                pooled = _tokens_per_iteration(binned[replica_role == role])
+                total = pooled["prefill"] + pooled["decode"]
+                bottom.plot(pooled.index.to_numpy(), total, style, color=CDF_COLOR if role == "prefill"
+                            else HIST_COLOR, lw=1.5, label=f"{role} instances")
+        else:
+            pooled = _tokens_per_iteration(binned)
+            bottom.stackplot(
+                pooled.index.to_numpy(),
+                pooled["decode"],
+                pooled["prefill"],
+                labels=["decode", "prefill"],
+                colors=[HIST_COLOR, CDF_COLOR],
+                alpha=0.8,
+            )
+        bottom.set_ylim(bottom=0)
+        bottom.set_ylabel("tokens / iteration")
+        bottom.set_xlabel("simulated time (s)")
+        bottom.legend(fontsize=8, loc="upper right", framealpha=0.9)
+    return path
+
+
+def _tokens_per_iteration(binned: pd.DataFrame) -> pd.DataFrame:
+    """Mean prefill and decode tokens per iteration in each time bin, over the given
+    replicas' iterations (weighted by how many each ran)."""
     w = binned["iterations"].to_numpy(dtype=np.float64)
-    pooled = (
+    sums = (
         pd.DataFrame(
             {
                 "t_s": binned["t_s"].to_numpy(dtype=np.float64),
@@ -305,21 +352,4 @@ def plot_batch_size(
         .groupby("t_s", sort=True)
         .sum()
     )
-    with _figure(path, nrows=2, height=5.5) as (top, bottom):
-        _replica_lines(top, binned, "seqs_mean", "seqs_max", pools=pools)
-        top.set_title(f"{title} (line: bin mean, band: bin max)")
-        top.set_ylabel("running sequences")
-        top.set_ylim(bottom=0)
-        t = pooled.index.to_numpy()
-        bottom.stackplot(
-            t,
-            pooled["decode"] / pooled["w"],
-            pooled["prefill"] / pooled["w"],
-            labels=["decode", "prefill"],
-            colors=[HIST_COLOR, CDF_COLOR],
-            alpha=0.8,
-        )
-        bottom.set_ylabel("tokens / iteration")
-        bottom.set_xlabel("simulated time (s)")
-        bottom.legend(fontsize=8, loc="upper right", framealpha=0.9)
-    return path
+    return pd.DataFrame({"prefill": sums["prefill"] / sums["w"], "decode": sums["decode"] / sums["w"]})

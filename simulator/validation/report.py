@@ -45,11 +45,12 @@ def _draw_scatter(ax, runs: pd.DataFrame, metric: str, label: str) -> None:
         groups = runs["family"]  # too many configurations to tell apart: colour by model and GPU
     names = sorted(set(groups[ok]))
     legend = len(names) <= 20
+    shared = _shared_prefix(names)
     palette = plt.get_cmap("tab20").colors if len(names) > 10 else plt.get_cmap("tab10").colors
     for i, g in enumerate(names):
         sel = ok & (groups == g).to_numpy()
         ax.scatter(m[sel], p[sel], s=22, color=palette[i % len(palette)], zorder=POINTS_Z,
-                   label=g if legend else None)
+                   label=(g[len(shared):] or g) if legend else None)
     if ok.any():
         lo, hi = min(m[ok].min(), p[ok].min()) * 0.8, max(m[ok].max(), p[ok].max()) * 1.25
         xs = np.array([lo, hi])
@@ -62,9 +63,33 @@ def _draw_scatter(ax, runs: pd.DataFrame, metric: str, label: str) -> None:
             ax.set_yscale("log")
     ax.set_xlabel(f"measured {label}")
     ax.set_ylabel(f"predicted {label}")
-    ax.set_title(f"{label}: predicted vs measured")
+    ax.set_title(f"{label}: predicted vs measured" + (f"\n{shared.strip()}" if shared else ""),
+                 fontsize=10 if shared else None)
     if legend and ok.any():
-        ax.legend(fontsize=6 if len(names) <= 12 else 5, loc="upper left")
+        if len(names) <= LEGEND_INSIDE:
+            ax.legend(fontsize=7, loc="upper left")
+        else:  # beside the axes: a long legend inside would cover the points near the diagonal
+            ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+            ax.figure.set_size_inches(8.0, 5.0)
+
+
+LEGEND_INSIDE = 5
+
+
+def _shared_prefix(names: list[str]) -> str:
+    """The words every legend entry starts with (one system, model and precision), which
+    the title then carries once; empty when there is one entry or nothing is shared."""
+    if len(names) < 2:
+        return ""
+    words = [n.split(" ") for n in names]
+    shared = []
+    for column in zip(*words, strict=False):
+        if len(set(column)) > 1:
+            break
+        shared.append(column[0])
+    if len(shared) >= min(len(w) for w in words):  # one entry is all prefix: keep it whole
+        shared = shared[:-1]
+    return " ".join(shared) + " " if shared else ""
 
 
 def _scatter(runs: pd.DataFrame, metric: str, label: str, path: Path) -> Path:
@@ -161,7 +186,7 @@ def _cdfs(preds, metric: str, label: str, path: Path) -> Path | None:
                     ax.plot(v, np.arange(1, v.size + 1) / v.size, color=color, label=name)
             ax.set_title(p.run.label, fontsize=8)
             ax.tick_params(labelsize=7)
-        _finish_small_multiples(fig, axes, len(items), path, label)
+        _finish_small_multiples(fig, axes, len(items), path, label, "share of requests (CDF)")
     finally:
         plt.close(fig)
     return path
@@ -178,22 +203,25 @@ def _measured(value) -> bool:
     return isinstance(value, (int, float)) and math.isfinite(value)
 
 
-def _per_run_table(per_run: list[dict]) -> str:
-    """Measured, predicted and error per run; E2E columns only where some run measured E2E."""
+def _per_run_table(per_run: list[dict], cliffs: bool) -> str:
+    """Measured, predicted and error per run (each a run's mean); E2E columns only where
+    some run measured E2E, cliff columns only for sweeps (where cliffs are defined)."""
     metrics = [("ttft_ms", "TTFT", 1), ("tpot_ms", "TPOT", 2)]
     if any(_measured(r.get("measured_e2e_ms")) for r in per_run):
         metrics.append(("e2e_ms", "E2E", 1))
     header = ["run"]
     for _, name, _ in metrics:
-        header += [f"{name} meas (ms)", f"{name} pred (ms)", f"{name} err %"]
+        header += [f"mean {name} meas (ms)", f"mean {name} pred (ms)", f"{name} err %"]
     rows = []
     for r in per_run:
         row = [r["run"]]
         for key, _, digits in metrics:
             row += [_fmt(r.get(f"measured_{key}"), digits), _fmt(r.get(f"pred_{key}"), digits),
                     _fmt(r.get(f"err_pct_{key}"))]
-        rows.append([*row, "yes" if r.get("measured_cliff") else "", "yes" if r.get("pred_cliff") else ""])
-    return _table([*header, "cliff (meas)", "cliff (pred)"], rows)
+        if cliffs:
+            row += ["yes" if r.get("measured_cliff") else "", "yes" if r.get("pred_cliff") else ""]
+        rows.append(row)
+    return _table([*header, *(["cliff (meas)", "cliff (pred)"] if cliffs else [])], rows)
 
 
 def write_validation_report(out_dir: Path, result: dict, runs: pd.DataFrame, preds, title: str) -> Path:
@@ -221,9 +249,16 @@ def write_validation_report(out_dir: Path, result: dict, runs: pd.DataFrame, pre
     metric_rows = []
     for m, blocks in result["metrics"].items():
         for scope, b in blocks.items():
+            if scope == "below_cliff" and "cliffs" not in result:
+                continue  # cliffs are defined on sweeps only; the row would repeat "all"
             metric_rows.append([m, scope, str(b["n"]), _fmt(b["mape"]), _fmt(b["mean_signed_pct"]), _fmt(b["max_abs_pct"])])
     metrics_html = _table(["metric", "rows", "n", "MAPE %", "mean signed %", "max |err| %"], metric_rows, numeric_from=2)
-    runs_html = _per_run_table(result["per_run"])
+    per_request = result.get("per_request") or {}
+    if per_request:
+        metrics_html += ("<p>Per request (|signed error| of each request's own value): "
+                         + "; ".join(f"{_esc(m)} median {d['median_abs_pct']:.1f}%, p90 {d['p90_abs_pct']:.1f}%"
+                                     for m, d in per_request.items()) + ".</p>")
+    runs_html = _per_run_table(result["per_run"], "cliffs" in result)
     sources = result.get("kernel_times")
     extra = ("<p>Kernel times from:</p><ul>" + "".join(f"<li>{_esc(src)}</li>" for src in sources) + "</ul>"
              if sources else "")
@@ -256,15 +291,22 @@ def write_validation_report(out_dir: Path, result: dict, runs: pd.DataFrame, pre
     if result.get("slo"):
         rows = [[r["run"], _fmt(r["measured"] * 100), _fmt(r["predicted"] * 100), _fmt(r["diff_points"])]
                 for r in result["slo"]["runs"]]
-        extra += "<h2>SLO attainment</h2>" + _table(["run", "measured %", "predicted %", "diff (points)"], rows)
+        targets = ", ".join(f"{m.removesuffix('_ms').upper()} ≤ {v:g} ms"
+                            for m, v in (result["slo"].get("targets") or {}).items() if v is not None)
+        extra += ("<h2>SLO attainment</h2>" + (f"<p>Share of requests within {_esc(targets)}.</p>" if targets else "")
+                  + _table(["run", "measured %", "predicted %", "diff (points)"], rows))
     kv = result.get("kv_occupancy")
     if kv:
         rows = [[r["run"], _fmt(r["measured_peak_blocks"], 0), _fmt(r["pred_peak_blocks"], 0),
                  _fmt(r["sim_capacity_blocks"], 0), "yes" if r["sim_cache_full"] else "",
                  _fmt(r["implied_capacity_blocks"], 0)] for r in kv["runs"]]
         extra += ("<h2>KV-cache occupancy</h2><p>Peak blocks in use, estimated the same way from the "
-                  f"measured and the simulated timestamps. {_esc(kv['note'])}.</p>"
-                  + _table(["run", "measured peak", "simulated peak", "simulated capacity",
+                  "measured and the simulated timestamps (each request holding its prompt and the tokens "
+                  "generated so far from its first token to its last, even while preempted with its "
+                  "blocks freed), so it can pass the simulated capacity, which the simulation itself "
+                  "never does; the ratio of the two estimates is what the implied capacity reads. "
+                  f"{_esc(kv['note'])}.</p>"
+                  + _table(["run", "measured peak (est.)", "simulated peak (est.)", "simulated capacity",
                             "simulated cache full", "implied capacity"], rows))
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{_esc(title)}</title><style>{CSS}</style></head>
