@@ -11,6 +11,8 @@ import pytest
 
 from simulator.report import write_report
 
+ROOT = Path(__file__).resolve().parent.parent
+
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 FIGURES = (
     "ttft_distribution.png",
@@ -190,3 +192,22 @@ def test_large_iteration_log(tmp_path: Path) -> None:
         tmp_path, make_summary(), make_requests(5000), make_iterations(200_000, 4), TITLE
     )
     check_report(html_path, tmp_path)
+
+
+def test_the_page_names_cost_and_where_the_times_come_from(tmp_path):
+    """What the terminal prints under the table (GPUs and cost, the kernel tables, the API
+    server's share of TTFT) is on the page too."""
+    from simulator import api
+
+    result = api.run(ROOT / "scenarios" / "chatbot.yaml", ["workload.num_requests=20"])
+    page = (api.write_outputs(result, tmp_path / "out") / "report.html").read_text(encoding="utf-8")
+    cost = result.summary["cost"]
+    assert f"${cost['usd_per_hour']:,.2f}/hour" in page
+    assert f"${cost['usd_per_million_output_tokens']:,.2f}</td>" in page
+    assert f"Kernel times: {result.summary['config']['kernel_times']}" in page
+    assert "API server, in every TTFT: tokenising 1.3 µs a prompt token" in page
+    bare = api.run(ROOT / "scenarios" / "chatbot.yaml", ["workload.num_requests=20",
+                                                         "cost_model.frontend_us_per_token=0",
+                                                         "cost_model.frontend_latency_ms=0"])
+    page = (api.write_outputs(bare, tmp_path / "bare") / "report.html").read_text(encoding="utf-8")
+    assert "No API-server time is added" in page

@@ -49,6 +49,12 @@ def test_disaggregated_table_has_every_instance_of_both_pools(disaggregated: str
     assert "Per replica" not in disaggregated
 
 
+def test_disaggregated_header_names_both_pools_not_one_pools_replicas(disaggregated: str) -> None:
+    header = _header(disaggregated)
+    assert "Disaggregated <b>prefill 2× TP" in header and "decode 2× TP" in header
+    assert "Replicas" not in header and "TP <b>" not in header
+
+
 def test_disaggregated_figures_name_the_pools(disaggregated: str) -> None:
     assert "KV cache utilization per instance (prefill and decode pools)" in disaggregated
     assert "Queue length per instance (prefill and decode pools)" in disaggregated

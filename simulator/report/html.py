@@ -82,6 +82,11 @@ def fmt_num(value: Any, unit: str = "") -> str:
     return f"{text} {unit}".rstrip()
 
 
+def _usd(value: Any, per: str = "") -> str:
+    x = _number(value)
+    return MISSING if x is None else f"${x:,.2f}{per}"
+
+
 def fmt_pct(value: Any) -> str:
     """Format a 0..1 fraction as a percentage (utilization and attainment are fractions)."""
     x = _number(value)
@@ -120,19 +125,18 @@ def _data_parallel_items(cfg: Any) -> list[tuple[str, Any]]:
 
 def _config_line(summary: Mapping) -> str:
     cfg = get(summary, "config")
+    dis = get(summary, "disaggregation")
+    # A disaggregated run's tp/pp/replicas are its decode pool's; both pools are named below.
+    layout = [] if dis else [("TP", get(cfg, "tp")), ("PP", get(cfg, "pp")), ("Replicas", get(cfg, "replicas"))]
     items = [
         ("Scenario", get(summary, "scenario")),
         ("Model", get(cfg, "model")),
         ("GPU", get(cfg, "gpu")),
-        ("TP", get(cfg, "tp")),
-        ("PP", get(cfg, "pp")),
-        ("Replicas", get(cfg, "replicas")),
+        *layout,
         *_data_parallel_items(cfg),
         ("Scheduler", get(cfg, "scheduler")),
     ]
-    dis = get(summary, "disaggregation")
     if dis:
-        # TP/PP/Replicas above are the decode pool's; name both pools.
         pools = " + ".join(f"{role} {get(dis, role, 'replicas')}× TP{get(dis, role, 'tp')}"
                            f"·PP{get(dis, role, 'pp')}" for role in ("prefill", "decode"))
         items.append(("Disaggregated", pools))
@@ -183,12 +187,26 @@ def _overview_table(summary: Mapping) -> str:
         (f"KV capacity{cap}", fmt_num(get(summary, "kv_cache", "capacity_tokens"), "tokens")),
         (f"KV peak utilization{kv}", fmt_pct(get(summary, "kv_cache", "peak_utilization"))),
         (f"KV mean utilization{kv}", fmt_pct(get(summary, "kv_cache", "mean_utilization"))),
+        ("GPUs", fmt_num(get(summary, "cost", "gpus"))),
+        ("Cost", _usd(get(summary, "cost", "usd_per_hour"), "/hour")),
+        ("Cost per million output tokens", _usd(get(summary, "cost", "usd_per_million_output_tokens"))),
         ("Simulator wall time", fmt_num(get(summary, "sim_wall_s"), "s")),
     ]
     if get(summary, "kv_cache", "prefix_cache_hit_rate"):
         rows.insert(-1, ("Prompt tokens from the prefix cache",
                          fmt_pct(get(summary, "kv_cache", "prefix_cache_hit_rate"))))
     return _table(("Metric", "Value"), rows)
+
+
+def _timed_with(summary: Mapping) -> str:
+    """Where the times come from (the terminal's `kernels` and `API server` lines)."""
+    parts = []
+    if kernels := get(summary, "config", "kernel_times"):
+        parts.append(f"Kernel times: {_esc(kernels)}.")
+    server = get(summary, "config", "api_server")
+    parts.append(f"API server, in every TTFT: {_esc(server)}." if server else
+                 "No API-server time is added: TTFT is the engine's own (cost_model.frontend_*).")
+    return f"<p>{' '.join(parts)}</p>"
 
 
 def _latency_table(summary: Mapping) -> str:
@@ -341,6 +359,7 @@ def render_page(
 {_cards(summary)}
 <h2>Headline metrics</h2>
 <div class="tables">{_overview_table(summary)}{_latency_table(summary)}</div>
+{_timed_with(summary)}
 {_disaggregation_section(summary)}
 <h2>SLO attainment</h2>
 {_slo_section(summary)}
