@@ -101,16 +101,17 @@ def print_summary(summary: dict, out_dir: Path | None) -> None:
     req = summary["requests"]
     thr = summary["throughput"]
     dis = summary.get("disaggregation")
-    if dis:
-        layout = " + ".join(f"{role} {dis[role]['replicas']}× ({dis[role]['tp']}×{dis[role]['pp']})"
+    if dis:  # the report's notation: replicas × TP·PP per pool
+        layout = " + ".join(f"{role} {dis[role]['replicas']}× TP{dis[role]['tp']}·PP{dis[role]['pp']}"
                             for role in ("prefill", "decode"))
-        title = f"{summary['scenario']}: {cfg.get('model')} on {layout} {cfg.get('gpu')}, {cfg.get('scheduler')}"
+        title = f"{summary['scenario']}: {cfg.get('model')} on {cfg.get('gpu')}, {layout}, {cfg.get('scheduler')}"
     else:
         dp, ep = cfg.get("dp", 1), cfg.get("ep", 1)
         extra = (f", DP{dp}" if dp > 1 else "") + (f", EP{ep}" if ep > 1 else "")
-        title = (f"{summary['scenario']}: {cfg.get('model')} on {cfg.get('replicas')}× "
-                 f"({cfg.get('tp')}×{cfg.get('pp')} {cfg.get('gpu')}{extra}), {cfg.get('scheduler')}")
-    table = Table(title=title, title_justify="left")
+        title = (f"{summary['scenario']}: {cfg.get('model')} on {cfg.get('gpu')}, {cfg.get('replicas')}× "
+                 f"TP{cfg.get('tp')}·PP{cfg.get('pp')}{extra}, {cfg.get('scheduler')}")
+    console.print(title, highlight=False)  # its own line: a table title would wrap at the table's width
+    table = Table()
     table.add_column("metric")
     for col in ("mean", "p50", "p90", "p99"):
         table.add_column(col, justify="right")

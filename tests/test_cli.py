@@ -343,7 +343,7 @@ def test_summary_title_shows_attention_data_parallelism(tmp_path, capsys, monkey
     monkeypatch.setenv("COLUMNS", "200")
     assert cli(CHATBOT, *SMALL, "--set", "model.name=qwen3-30b-a3b", "--set", "parallelism.dp=2",
                "-o", tmp_path / "out", "--no-report") == 0
-    assert "(1×1 h100-sxm, DP2)" in capsys.readouterr().out
+    assert "h100-sxm, 1× TP1·PP1, DP2," in capsys.readouterr().out
 
 
 def test_api_overrides_apply_on_top_of_a_loaded_scenario():
