@@ -25,6 +25,17 @@ POLICY_NAMES = ("static", "dynamic", "continuous", "vllm-v0", "vllm-v1")
 PAGED_POLICIES = ("vllm-v0", "vllm-v1")
 
 
+def cli(*args) -> int:
+    """Run `simulate ARGS` in-process; the exit status (0 when main returns normally)."""
+    from simulator.cli import main
+
+    try:
+        main([str(a) for a in args])
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0
+
+
 def fixed(value: int) -> dict:
     return {"type": "fixed", "value": value}
 

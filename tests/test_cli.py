@@ -10,21 +10,10 @@ import sys
 
 import pandas as pd
 import pytest
-from conftest import CHATBOT, ROOT
-
-from simulator.cli import main
+from conftest import CHATBOT, ROOT, cli
 
 SMALL = ["--set", "workload.num_requests=50"]
 FIGURES_MIN = 3
-
-
-def cli(*args: str) -> int:
-    """Run `simulate ARGS` in-process; the exit status (0 when main returns normally)."""
-    try:
-        main([str(a) for a in args])
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    return 0
 
 
 def strict_json(text: str):

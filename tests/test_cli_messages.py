@@ -6,22 +6,13 @@ and the width of its tables in a pipe."""
 from __future__ import annotations
 
 import pytest
-from conftest import CHATBOT, ROOT
+from conftest import CHATBOT, ROOT, cli
 
 from simulator import api
-from simulator.cli import main
 from simulator.errors import ServesimError
 
 TINY_PLAN = ROOT / "scenarios" / "plans" / "tiny.yaml"
 BENCH = ROOT / "scenarios" / "benchmark-concurrency.yaml"
-
-
-def cli(*args) -> int:
-    try:
-        main([str(a) for a in args])
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    return 0
 
 
 def flat(text: str) -> str:

@@ -9,9 +9,8 @@ import math
 
 import pandas as pd
 import pytest
-from conftest import ROOT, constant, cost_model_of, fixed, prefill_shape, scenario
+from conftest import ROOT, cli, constant, cost_model_of, fixed, prefill_shape, scenario
 
-from simulator.cli import main
 from simulator.errors import ServesimError
 from simulator.plan import search as search_mod
 from simulator.plan.analysis import pareto
@@ -23,14 +22,6 @@ TINY = ROOT / "scenarios" / "plans" / "tiny.yaml"
 LLAMA70B = ROOT / "scenarios" / "plans" / "llama70b-chat.yaml"
 #: Faster settings for tests that do not check the numbers themselves.
 QUICK = {"tolerance": 0.25, "verify": False, "requests_per_point": 100, "max_requests_per_point": 400}
-
-
-def cli(*args) -> int:
-    try:
-        main([str(a) for a in args])
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    return 0
 
 
 def tiny_plan(tmp_path, **search) -> dict:
