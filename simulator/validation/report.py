@@ -164,7 +164,9 @@ def _curves(runs: pd.DataFrame, metric: str, label: str, path: Path, family: str
             if values.size and values.max() >= 10 * values.min():  # a cliff: a decade or more
                 ax.set_yscale("log")
             _plain_ticks(ax)
-            ax.set_title(g[len(family):].strip() if family and g.startswith(family) else g, fontsize=7)
+            name = g[len(family):].strip() if family and g.startswith(family) else g
+            # Panels differ in y scale (a cliff's decade needs log), so each says which it has.
+            ax.set_title(name + (" (log y)" if ax.get_yscale() == "log" else ""), fontsize=7)
         _finish_small_multiples(fig, axes, len(groups), path, "concurrency", label,
                                 title=f"{label} vs concurrency: {family}" if family else None)
     finally:
