@@ -398,9 +398,9 @@ def load_scenario(path: str | Path | None = None, overrides: list[str] | None = 
             raise ConfigError("no scenario given", fix="pass a scenario file, e.g. scenarios/chatbot.yaml")
         p = Path(path)
         if p.is_dir():
-            found = sorted(p.glob("*.yaml"))[:3]
+            found = min(p.glob("*.yaml"), default=None)
             raise ConfigError("this is a folder, not a scenario file", where=source,
-                              fix="pass one YAML file" + (f", e.g. {found[0]}" if found else ""))
+                              fix="pass one YAML file" + (f", e.g. {found}" if found else ""))
         if not p.is_file():
             raise ConfigError("scenario file not found", where=source,
                               fix="check the path; the project's example scenarios are in its scenarios/ folder")
@@ -415,7 +415,7 @@ def load_scenario(path: str | Path | None = None, overrides: list[str] | None = 
                               fix="start from scenarios/chatbot.yaml")
     else:
         data = _deepcopy(data)
-    as_written = _deepcopy(data)
+    as_written = _deepcopy(data) if overrides else data  # the file's own arrival, for the warnings
     for assignment in overrides or []:
         apply_override(data, assignment)
     try:
