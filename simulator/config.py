@@ -380,7 +380,10 @@ def format_validation_error(exc: ValidationError, source: str, *, what: str = "s
         lines.append(f"{loc}: {_message_for(err)}{shown}{by}")
         fix = fix_for(err)
         if assignment and err["type"] == "extra_forbidden":
-            fix = fix.replace(_removal(tuple(err["loc"])), f"correct or drop --set '{assignment}'")
+            instead = f"correct or drop --set '{assignment}'"
+            fix = fix.replace(_removal(tuple(err["loc"])), instead)
+            if instead not in fix:  # a plan's own wording
+                fix = fix.replace("remove it", instead, 1)
         if fix:
             fixes.append(f"{loc}: {fix}")
     n = len(lines)

@@ -176,3 +176,16 @@ def test_an_uncreatable_output_folder_is_named_as_given(capsys):
     assert cli(CHATBOT, "-q", "--set", "workload.num_requests=5", "-o", "/proc/nope") == 2
     err = flat(capsys.readouterr().err)
     assert err.startswith("error: /proc/nope: cannot create the folder") and ".tmp-" not in err
+
+
+def test_a_bad_plan_set_is_named_too(tmp_path, capsys):
+    assert cli("plan", TINY_PLAN, "--set", "target.rat=5", "-o", tmp_path / "out") == 2
+    err = flat(capsys.readouterr().err)
+    assert "target.rat: Extra inputs are not permitted (got 5) [from --set 'target.rat=5']" in err
+    assert "did you mean `rate`? correct or drop --set 'target.rat=5'" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_removal_by_set_is_named_as_the_cause(capsys):
+    assert cli(CHATBOT, "--set", "~workload.arrival", "-q") == 2
+    assert "workload.arrival: Field required [from --set '~workload.arrival']" in flat(capsys.readouterr().err)

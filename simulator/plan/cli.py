@@ -81,7 +81,7 @@ def plan_cmd(
     from simulator.plan.report import headline, why_it_fits
     from simulator.plan.runner import default_output_dir, run_plan
 
-    loaded = load_plan(plan, data=_plan_data(plan, set_ or []))
+    loaded = load_plan(plan, data=_plan_data(plan, set_ or []), overrides=set_ or [])
     workers = workers or default_workers()
     if output_dir is None and not resume:  # named now, so an interrupted run can say where it is
         output_dir = default_output_dir(loaded.name)

@@ -24,6 +24,7 @@ from simulator.config import (
     Scenario,
     format_validation_error,
     load_scenario,
+    override_origin,
 )
 from simulator.dtypes import DTYPE_BYTES, Dtype
 from simulator.errors import ConfigError, ServesimError
@@ -323,8 +324,10 @@ def _refuse_a_scenario(data: dict, source: str) -> None:
                               "(as scenarios/plans/bench-100.yaml names ../chatbot.yaml)")
 
 
-def load_plan(path: str | Path | None = None, *, data: dict | None = None) -> LoadedPlan:
-    """Read and validate a plan, its base scenario and every configuration of its space."""
+def load_plan(path: str | Path | None = None, *, data: dict | None = None,
+              overrides: list[str] | None = None) -> LoadedPlan:
+    """Read and validate a plan, its base scenario and every configuration of its space.
+    `overrides` are the `--set` edits already in `data`: an error they caused names them."""
     source = str(path) if path is not None else "<plan>"
     if data is None:
         if path is None:
@@ -334,7 +337,8 @@ def load_plan(path: str | Path | None = None, *, data: dict | None = None) -> Lo
     try:
         plan = Plan.model_validate(data)
     except ValidationError as exc:
-        raise format_validation_error(exc, source, what="plan", fix_for=_fix) from None
+        raise format_validation_error(exc, source, what="plan", fix_for=_fix,
+                                      origin=override_origin(overrides or [])) from None
     plan_dir = Path(path).resolve().parent if path is not None else Path.cwd()
     base = _load_base(plan, plan_dir, source)
     base_data = load_yaml(base.text)
