@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from simulator.config import LoadedScenario, load_scenario
+from simulator.config import LoadedScenario, load_scenario, override_origin
 from simulator.errors import ServesimError
 from simulator.output import write_outputs
 from simulator.simulation import Simulation, SimulationResult
@@ -42,16 +42,22 @@ def run(scenario: LoadedScenario | str | Path | dict, overrides: list[str] | Non
     try:
         sim = Simulation(loaded)
     except ServesimError as exc:
-        raise naming_the_file(exc, loaded.path) from None
+        raise naming_the_file(exc, loaded) from None
     return sim.run(record_iterations=record_iterations, fast_forward=fast_forward, progress=progress)
 
 
-def naming_the_file(exc: ServesimError, path: Path | None) -> ServesimError:
+def naming_the_file(exc: ServesimError, loaded: LoadedScenario) -> ServesimError:
     """A problem found while building the run (an unknown model, a model that does not fit)
-    names its field; prefix the scenario file, so the message says where to look."""
-    if path is not None and not str(exc.where or "").startswith(str(path)):
+    names its field; prefix the scenario file, so the message says where to look, and name
+    the `--set` that wrote the field, as a validation error would."""
+    field = str(exc.where or "")
+    named = override_origin(list(loaded.overrides))(field) if field and " " not in field else None
+    if named is not None and named[1] and "[from --set" not in exc.message:
+        exc.message = f"{exc.message} [from {named[0]}]"
+    path = loaded.path
+    if path is not None and not field.startswith(str(path)):
         exc.where = f"{path}: {exc.where}" if exc.where else str(path)
-        exc.args = (exc.render(),)
+    exc.args = (exc.render(),)
     return exc
 
 

@@ -208,9 +208,9 @@ def validate_cmd(
     engine_version: Annotated[str | None, typer.Option(
         "--engine-version",
         help="the vLLM release the measurements were taken with, where the files do not say (a sweep "
-             "CSV may carry it per row: engine_version, vllm_version or backend_version); runs of a "
-             "release whose defaults differ from today's simulate with its defaults (before 0.14, "
-             "no async scheduling), its kernels, and the launch recipe its harness's script had then")] = None,
+             "CSV may carry it per row: engine_version, vllm_version or backend_version). A run of an "
+             "older release is simulated with that release's defaults (before 0.14: no async "
+             "scheduling), its kernels, and the launch recipe its harness's script had then")] = None,
     workers: Annotated[int | None, typer.Option(
         "--workers", "-j", min=1,
         help="runs simulated in parallel processes; default one per CPU, as many as free memory holds")] = None,
@@ -318,7 +318,12 @@ def explain_cmd(
 
     loaded = api.load(scenario, set_ or [])
     print_warnings(loaded.warnings)
-    e = explain(loaded, batch=batch, context=context, prefill=prefill)
+    try:
+        e = explain(loaded, batch=batch, context=context, prefill=prefill)
+    except ServesimError as exc:
+        if str(exc.where or "").startswith("--"):  # one of explain's own options
+            raise
+        raise api.naming_the_file(exc, loaded) from None
     d_total, p_total = sum(e.decode.values()), sum(e.prefill.values())
     table = Table(title=f"{scenario}: {e.layout}", title_justify="left", caption_justify="left",
                   caption=f"{e.decode_label}; {e.prefill_label}. Sums over all pipeline stages."

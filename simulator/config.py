@@ -154,6 +154,7 @@ class LoadedScenario:
     base_dir: Path
     text: str  # the YAML after overrides, for the report
     warnings: tuple[str, ...] = ()  # valid but probably unintended, e.g. switched_arrival_leftovers
+    overrides: tuple[str, ...] = ()  # the `--set`s applied, to name one a later error comes from
 
     @property
     def name(self) -> str:
@@ -168,7 +169,10 @@ def apply_override(data: dict, assignment: str) -> None:
 
     `~dotted.path` removes a field the file sets, e.g. a policy-specific one when another
     override switches the policy (a value, even null, would still be an unknown field)."""
-    if assignment.startswith("~") and "=" not in assignment:
+    if assignment.startswith("~"):
+        if "=" in assignment:
+            raise ConfigError(f"override {assignment!r} both removes a field and sets it", where="--set",
+                              fix="write `~dotted.path` to remove a field, or dotted.path=value to set it")
         _remove_field(data, assignment[1:].strip())
         return
     if "=" not in assignment:
@@ -339,17 +343,42 @@ def _removal(loc: tuple) -> str:
     return f"remove it (from the file, or with --set '~{_plain(loc)}')"
 
 
-def override_origin(overrides: list[str]) -> Callable[[str], str | None]:
-    """Which `--set` produced a field: the assignment whose path is the field, lies under
-    it or above it (so `--set foo.bar=1` answers for the unknown section `foo`)."""
-    paths = [(a.lstrip("~").partition("=")[0].strip(), a) for a in overrides]
+TAG_FIELDS = ("type", "policy")  # the fields that pick a section's variant
 
-    def origin(field: str) -> str | None:
-        for path, assignment in reversed(paths):
-            if path == field or path.startswith(field + ".") or field.startswith(path + "."):
-                return assignment
+
+def override_origin(overrides: list[str], written: dict | None = None, *,
+                    label: str = "--set") -> Callable[[str], tuple[str, bool] | None]:
+    """Which override caused a problem at a field: (how to name it, whether it wrote the
+    field itself). It did when its path is the field or a section above it, or lies below
+    a section the file does not have (`--set foo.bar=1` made the unknown `foo`). An override
+    that switched the field's section to another variant (`...type`, `...policy`) caused a
+    problem there without writing it (a field the new variant lacks or needs). A `--set`
+    below a section the file has is not blamed for that section's own errors (a typo in
+    the file's `type` stays the file's)."""
+    paths = [(a.lstrip("~").partition("=")[0].strip(), f"{label} '{a}'") for a in overrides]
+
+    def origin(field: str) -> tuple[str, bool] | None:
+        section = field.rpartition(".")[0]
+        for path, named in reversed(paths):
+            if path == field or field.startswith(path + "."):
+                return named, True
+            if path.startswith(field + "."):
+                rest = path[len(field) + 1:]
+                if rest in TAG_FIELDS or not _has_path(written, field):
+                    return named, True
+        for path, named in reversed(paths):
+            if section and path in (f"{section}.{t}" for t in TAG_FIELDS):
+                return named, False
         return None
     return origin
+
+
+def _has_path(data: Any, dotted: str) -> bool:
+    for part in dotted.split("."):
+        if not isinstance(data, dict) or part not in data:
+            return False
+        data = data[part]
+    return True
 
 
 def _dotted(loc: tuple) -> str:
@@ -365,7 +394,7 @@ def _dotted(loc: tuple) -> str:
 
 def format_validation_error(exc: ValidationError, source: str, *, what: str = "scenario",
                             fix_for: Callable[[dict], str] = _fix_for,
-                            origin: Callable[[str], str | None] | None = None) -> ConfigError:
+                            origin: Callable[[str], tuple[str, bool] | None] | None = None) -> ConfigError:
     """One error for every problem pydantic found, each with its field and fix (a plan
     passes its own `fix_for`, which knows the plan's fields). `origin` names the `--set`
     behind a field, so a problem the command line made is not blamed on the file."""
@@ -375,12 +404,13 @@ def format_validation_error(exc: ValidationError, source: str, *, what: str = "s
         loc = _dotted(tuple(err["loc"])) or f"({what})"
         got = err.get("input")
         shown = "" if isinstance(got, dict) or err["type"] == "missing" else f" (got {got!r})"
-        assignment = origin(_plain(tuple(err["loc"]))) if origin is not None and err["loc"] else None
-        by = f" [from --set '{assignment}']" if assignment else ""
+        found = origin(_plain(tuple(err["loc"]))) if origin is not None and err["loc"] else None
+        named, wrote = found or (None, False)
+        by = f" [from {named}]" if named else ""
         lines.append(f"{loc}: {_message_for(err)}{shown}{by}")
         fix = fix_for(err)
-        if assignment and err["type"] == "extra_forbidden":
-            instead = f"correct or drop --set '{assignment}'"
+        if wrote and err["type"] == "extra_forbidden":
+            instead = f"correct or drop {named}"
             fix = fix.replace(_removal(tuple(err["loc"])), instead)
             if instead not in fix:  # a plan's own wording
                 fix = fix.replace("remove it", instead, 1)
@@ -393,8 +423,12 @@ def format_validation_error(exc: ValidationError, source: str, *, what: str = "s
 
 # -- loading -------------------------------------------------------------------------
 def load_scenario(path: str | Path | None = None, overrides: list[str] | None = None,
-                  *, data: dict | None = None) -> LoadedScenario:
-    """Read a scenario file (or a dict), apply `--set` overrides, validate strictly."""
+                  *, data: dict | None = None, overrides_label: str = "--set",
+                  blame: Callable[[str], tuple[str, bool] | None] | None = None) -> LoadedScenario:
+    """Read a scenario file (or a dict), apply `--set` overrides, validate strictly.
+
+    An error an override caused names it, as `overrides_label` (a plan's own edits of its
+    base are not `--set`s); `blame` answers for fields edited before this call."""
     source = str(path) if path is not None else "<scenario>"
     if data is None:
         if path is None:
@@ -416,6 +450,9 @@ def load_scenario(path: str | Path | None = None, overrides: list[str] | None = 
         if not isinstance(data, dict):
             raise ConfigError("a scenario must be a YAML mapping (key: value)", where=source,
                               fix="start from scenarios/chatbot.yaml")
+        if "workload" not in data and {"base", "target"} & set(data):
+            raise ConfigError("this is a capacity plan, not a scenario: it has a plan's `base` and "
+                              "`target`", where=source, fix=f"run it with `simulate plan {source}`")
     else:
         data = _deepcopy(data)
     as_written = _deepcopy(data) if overrides else data  # the file's own arrival, for the warnings
@@ -424,19 +461,23 @@ def load_scenario(path: str | Path | None = None, overrides: list[str] | None = 
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
-        raise format_validation_error(exc, source, origin=override_origin(overrides or [])) from None
+        ours = override_origin(overrides or [], as_written, label=overrides_label)
+        raise format_validation_error(
+            exc, source, origin=lambda field: ours(field) or (blame(field) if blame else None)) from None
     base = Path(path).resolve().parent if path is not None else Path.cwd()
     text = yaml.safe_dump(data, sort_keys=False)
     return LoadedScenario(scenario, Path(path) if path is not None else None, base, text,
-                          switched_arrival_leftovers(as_written, overrides or []))
+                          switched_arrival_leftovers(as_written, overrides or []),
+                          tuple(overrides or ()) if overrides_label == "--set" else ())
 
 
 def switched_arrival_leftovers(as_written: dict, overrides: list[str]) -> tuple[str, ...]:
-    """Fields of the file's arrival that outlive a `--set` switching its type.
+    """Fields of the file's arrival that outlive a `--set` switching it to a closed loop.
 
-    Poisson's `rate` is also a closed loop's send-rate cap (vLLM bench serve's
-    --request-rate under --max-concurrency), so `--set workload.arrival.type=closed_loop`
-    on a Poisson scenario validates yet paces its clients at the old rate: say so."""
+    An open loop's `rate` (and `burstiness`) is also a closed loop's send-rate cap (vLLM
+    bench serve's --request-rate under --max-concurrency), so `--set
+    workload.arrival.type=closed_loop` on a Poisson scenario validates yet paces its clients
+    at the old rate: say so. Between open loops a kept rate means what it meant."""
     section = ("workload", "arrival")
     written: Any = as_written
     for part in section:
@@ -451,12 +492,14 @@ def switched_arrival_leftovers(as_written: dict, overrides: list[str]) -> tuple[
         return ()
     new_type = str(load_yaml(switch.partition("=")[2]) if switch.partition("=")[2].strip() else None)
     old_type = written.get("type")
-    if old_type == new_type:
-        return ()
-    kept = [k for k in written if k != "type" and prefix + k not in touched]
+    if new_type != "closed_loop" or old_type in (None, "closed_loop"):
+        return ()  # between open loops a kept rate or burstiness means what it meant
+    meaning = {"rate": "caps how fast the clients send", "burstiness": "shapes the capped sending"}
+    kept = [k for k in written if k in meaning and prefix + k not in touched]
     return tuple(
-        f"--set {switch}: the file's `{k}: {written[k]}`, written for {old_type}, still applies "
-        f"({new_type} takes it too); drop it with --set '~{prefix}{k}' if it is not meant"
+        f"--set {switch}: the file's `{k}: {written[k]}`, written for {old_type}, still applies and now "
+        f"{meaning[k]} (as vllm bench serve's --request-rate under --max-concurrency); drop it with "
+        f"--set '~{prefix}{k}' if it is not meant"
         for k in kept)
 
 

@@ -189,3 +189,70 @@ def test_a_bad_plan_set_is_named_too(tmp_path, capsys):
 def test_a_removal_by_set_is_named_as_the_cause(capsys):
     assert cli(CHATBOT, "--set", "~workload.arrival", "-q") == 2
     assert "workload.arrival: Field required [from --set '~workload.arrival']" in flat(capsys.readouterr().err)
+
+
+# -- which override a problem is blamed on (the second audit) ------------------------------
+def test_a_typo_in_the_file_is_not_blamed_on_a_set_below_it(tmp_path, capsys):
+    typo = tmp_path / "typo.yaml"
+    typo.write_text("model: {name: llama-3.1-8b}\nhardware: {gpu: h100-sxm}\nworkload:\n"
+                    "  arrival: {type: poison, rate: 3}\n  prompt_tokens: {type: fixed, value: 100}\n"
+                    "  output_tokens: {type: fixed, value: 10}\n")
+    assert cli(typo, "--set", "workload.arrival.rate=20", "-q") == 2
+    err = flat(capsys.readouterr().err)
+    assert "Input tag 'poison'" in err and "[from --set" not in err
+
+
+def test_a_set_that_switches_a_variant_is_named_for_what_the_variant_needs(capsys):
+    assert cli(CHATBOT, "--set", "workload.arrival.type=closed_loop", "-q") == 2
+    err = flat(capsys.readouterr().err)
+    assert "workload.arrival.concurrency (closed_loop): Field required [from --set 'workload.arrival.type=closed_loop']" in err
+    assert "add this field" in err  # the --set did not write the missing field: the fix stays
+    assert cli(CHATBOT, "--set", "scheduler.policy=sarathi", "--set", "scheduler.max_num_batched_tokens=256", "-q") == 2
+    assert "[from --set 'scheduler.policy=sarathi']" in flat(capsys.readouterr().err)
+
+
+def test_removing_and_setting_at_once_is_refused(capsys):
+    assert cli(CHATBOT, "--set", "~workload.arrival.rate=5", "-q") == 2
+    assert "both removes a field and sets it" in flat(capsys.readouterr().err)
+
+
+def test_a_field_made_by_set_is_named_when_the_run_is_built(capsys):
+    assert cli(CHATBOT, "--set", "model.name=nope", "-q") == 2
+    err = flat(capsys.readouterr().err)
+    assert "unknown model 'nope'" in err and "[from --set 'model.name=nope']" in err
+    assert cli("explain", CHATBOT, "--set", "model.name=nope") == 2
+    assert flat(capsys.readouterr().err).startswith(f"error: {CHATBOT}: model.name: unknown model 'nope'")
+
+
+def test_a_plan_passed_to_run_is_named_as_one(capsys):
+    assert cli(TINY_PLAN, "-q") == 2
+    err = flat(capsys.readouterr().err)
+    assert "this is a capacity plan, not a scenario" in err and "simulate plan" in err
+
+
+def test_a_plans_own_overrides_are_not_called_set(tmp_path, capsys):
+    import yaml
+
+    plan = yaml.safe_load((ROOT / "scenarios" / "plans" / "bench-100.yaml").read_text())
+    plan["base"] = str(CHATBOT)
+    plan["overrides"] = [*plan.get("overrides", []), "scheduler.bogus=1"]
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(plan))
+    assert cli("plan", path, "-o", tmp_path / "out") == 2
+    err = flat(capsys.readouterr().err)
+    assert err.startswith(f"error: {path}: base ({CHATBOT})")
+    assert f"[from {path}'s overrides 'scheduler.bogus=1']" in err and "--set" not in err
+
+
+def test_a_set_into_an_inline_base_is_named_as_typed(tmp_path, capsys):
+    assert cli("plan", TINY_PLAN, "--set", "base.scheduler.bogus=1", "-o", tmp_path / "out") == 2
+    err = flat(capsys.readouterr().err)
+    assert "[from --set 'base.scheduler.bogus=1']" in err
+    assert "correct or drop --set 'base.scheduler.bogus=1'" in err
+
+
+def test_the_arrival_warning_is_for_a_switch_to_a_closed_loop_only():
+    between_open_loops = api.load(CHATBOT, ["workload.arrival.type=constant"])
+    assert between_open_loops.warnings == ()  # a constant rate is the same rate
+    (warning,) = api.load(CHATBOT, ["workload.arrival.type=closed_loop", "workload.arrival.concurrency=4"]).warnings
+    assert "now caps how fast the clients send" in warning

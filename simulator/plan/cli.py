@@ -108,7 +108,7 @@ def plan_cmd(
                       f"({n_ok} searched, {n_bad} infeasible"
                       + (f", {n_err} failed" if n_err else "") + f"); {outcome.searched} computed, "
                       f"{outcome.reused} reused, {time.perf_counter() - t0:,.1f} s with {workers} "
-                      f"{'Ray CPUs' if executor == 'ray' and not address else 'workers'}")
+                      f"{'Ray CPU' if executor == 'ray' and not address else 'worker'}{'' if workers == 1 else 's'}")
     groups = reason_groups(rows, outcome.records)
     if groups and (not quiet or not n_ok):
         _print_infeasible(groups)

@@ -11,6 +11,7 @@ import difflib
 import hashlib
 import itertools
 import json
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -334,13 +335,15 @@ def load_plan(path: str | Path | None = None, *, data: dict | None = None,
             raise ConfigError("no plan given", fix="pass a plan file, e.g. scenarios/plans/tiny.yaml")
         data = _read_yaml(Path(path), "plan file")
     _refuse_a_scenario(data, source)
+    overrides = overrides or []
+    as_written = _read_yaml(Path(path), "plan file") if overrides and path is not None else None
     try:
         plan = Plan.model_validate(data)
     except ValidationError as exc:
         raise format_validation_error(exc, source, what="plan", fix_for=_fix,
-                                      origin=override_origin(overrides or [])) from None
+                                      origin=override_origin(overrides, as_written)) from None
     plan_dir = Path(path).resolve().parent if path is not None else Path.cwd()
-    base = _load_base(plan, plan_dir, source)
+    base = _load_base(plan, plan_dir, source, overrides)
     base_data = load_yaml(base.text)
     arrival = base.scenario.workload.arrival.type
     if arrival not in RATE_ARRIVALS:
@@ -363,23 +366,49 @@ def load_plan(path: str | Path | None = None, *, data: dict | None = None,
     return replace(loaded, points=expand(loaded, source))
 
 
-def _load_base(plan: Plan, plan_dir: Path, source: str) -> LoadedScenario:
+def _load_base(plan: Plan, plan_dir: Path, source: str, user_sets: list[str]) -> LoadedScenario:
+    """The base scenario with the plan's `overrides`; an error names the plan's edit or the
+    user's `--set base....` that caused it, and a removal hint says how a plan removes."""
+    label = f"{source}'s overrides"
+    inline = not isinstance(plan.base, str)
     try:
-        if isinstance(plan.base, str):
+        if not inline:
             p = Path(plan.base)
             p = p if p.is_absolute() else plan_dir / p
+            if p.is_dir():
+                raise ConfigError(f"base scenario {plan.base!r} is a folder ({p})", where=f"{source}: base",
+                                  fix="name one scenario file, relative to the plan file")
             if not p.is_file():
                 raise ConfigError(f"base scenario {plan.base!r} not found (looked in {p})",
                                   where=f"{source}: base",
                                   fix="give a path relative to the plan file, or an inline scenario")
-            return load_scenario(p, plan.overrides)
-        loaded = load_scenario(data=plan.base, overrides=plan.overrides)
+            return load_scenario(p, plan.overrides, overrides_label=label)
+        loaded = load_scenario(data=plan.base, overrides=plan.overrides, overrides_label=label,
+                               blame=_base_sets_origin(user_sets))
         return replace(loaded, base_dir=plan_dir)
     except ServesimError as exc:
-        if not isinstance(plan.base, str):
+        if exc.fix:  # a removal: in the plan's overrides, or a --set through `base.` when inline
+            exc.fix = re.sub(r"--set '~([^']*)'", (lambda m: f"--set '~base.{m[1]}'") if inline
+                             else (lambda m: f"`~{m[1]}` in the plan's `overrides`"), exc.fix)
+        if inline or not str(exc.where or "").startswith(source):
             exc.where = f"{source}: base" + (f" ({exc.where})" if exc.where and exc.where != "<scenario>" else "")
-            exc.args = (exc.render(),)
+        exc.args = (exc.render(),)
         raise
+
+
+def _base_sets_origin(user_sets: list[str]):
+    """The user's `--set base.x=...` edits of an inline base, named as they were typed."""
+    typed = {a.replace("base.", "", 1): a for a in user_sets if a.lstrip("~").startswith("base.")}
+    inner = override_origin(list(typed))
+
+    def origin(field: str) -> tuple[str, bool] | None:
+        found = inner(field)
+        if found is None:
+            return None
+        named, wrote = found
+        stripped = named.removeprefix("--set '").removesuffix("'")
+        return f"--set '{typed.get(stripped, stripped)}'", wrote
+    return origin
 
 
 def _check_base(base: LoadedScenario, source: str) -> None:
