@@ -19,7 +19,7 @@ from rich.text import Text
 from calibration.cli import calibrate_app
 from simulator.errors import ServesimError
 from simulator.plan.cli import plan_cmd
-from simulator.terminal import make_console
+from simulator.terminal import make_console, widen_piped_help
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="servesim: simulate LLM inference serving. `simulate SCENARIO.yaml` runs a scenario.")
@@ -43,6 +43,7 @@ def _root(version: Annotated[bool, typer.Option("--version", is_eager=True, call
     """servesim: simulate LLM inference serving. `simulate SCENARIO.yaml` runs a scenario."""
 console = make_console()
 err_console = make_console(stderr=True)
+widen_piped_help()
 
 PROGRESS_AFTER_S = 1.5
 

@@ -26,3 +26,18 @@ class _PipeWideConsole(Console):
 
 def make_console(stderr: bool = False) -> Console:
     return _PipeWideConsole(stderr=stderr)
+
+
+def widen_piped_help() -> None:
+    """typer lays `--help` out for 80 columns in a pipe too, and cuts long words there
+    (`dotted.path=valu…`); give it the tables' width unless a terminal or COLUMNS says."""
+    import sys
+
+    try:
+        import typer.rich_utils as help_layout
+    except ImportError:  # another typer: its own layout stands
+        return
+    if (getattr(help_layout, "MAX_WIDTH", 0) is None and "COLUMNS" not in os.environ
+            and not sys.stdout.isatty()):
+        help_layout.MAX_WIDTH = PIPED_WIDTH
+

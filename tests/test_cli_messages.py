@@ -256,3 +256,17 @@ def test_the_arrival_warning_is_for_a_switch_to_a_closed_loop_only():
     assert between_open_loops.warnings == ()  # a constant rate is the same rate
     (warning,) = api.load(CHATBOT, ["workload.arrival.type=closed_loop", "workload.arrival.concurrency=4"]).warnings
     assert "now caps how fast the clients send" in warning
+
+
+def test_piped_help_keeps_long_words_whole(monkeypatch):
+    import typer.rich_utils as help_layout
+
+    from simulator.terminal import PIPED_WIDTH, widen_piped_help
+
+    monkeypatch.setattr(help_layout, "MAX_WIDTH", None)
+    monkeypatch.setenv("COLUMNS", "80")
+    widen_piped_help()
+    assert help_layout.MAX_WIDTH is None  # COLUMNS wins
+    monkeypatch.delenv("COLUMNS")
+    widen_piped_help()
+    assert help_layout.MAX_WIDTH == PIPED_WIDTH
