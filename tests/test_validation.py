@@ -473,14 +473,33 @@ def test_sweep_rows_size_the_server_to_their_clients(tmp_path):
     from simulator.config import load_scenario
     from simulator.validation import _servers_sized_to_clients
     base = load_scenario(BENCH_SCENARIO, [])
-    _servers_sized_to_clients(measured, base.scenario.scheduler)
+    _servers_sized_to_clients(measured, base.scenario)
     assert measured.runs[0].overrides[-1] == "scheduler.max_num_seqs=4"
     pinned = read_measured([src])
-    _servers_sized_to_clients(pinned, load_scenario(BENCH_SCENARIO, ["scheduler.max_num_seqs=256"]).scenario.scheduler)
+    _servers_sized_to_clients(pinned, load_scenario(BENCH_SCENARIO, ["scheduler.max_num_seqs=256"]).scenario)
     assert not any(o.startswith("scheduler.max_num_seqs") for o in pinned.runs[0].overrides)
     static = read_measured([src])
-    _servers_sized_to_clients(static, load_scenario(BENCH_SCENARIO, ["scheduler={policy: static}"]).scenario.scheduler)
+    _servers_sized_to_clients(static, load_scenario(BENCH_SCENARIO, ["scheduler={policy: static}"]).scenario)
     assert not any(o.startswith("scheduler.max_num_seqs") for o in static.runs[0].overrides)
+
+
+def test_a_sweep_rows_inferred_max_num_seqs_never_exceeds_the_budget(tmp_path):
+    """vLLM refuses max_num_seqs above the token budget, so a row of 4,096 clients ran a
+    server with at most its budget of sequences: the inferred pin is clamped to the budget
+    the row names or the GPU's default (8192 on an H200, 2048 on an L40S), and the row
+    simulates instead of being refused."""
+    from simulator.config import load_scenario
+    from simulator.validation import _servers_sized_to_clients
+
+    src = _write(tmp_path / "m.csv", "system,model,precision,tp_size,isl,osl,concurrency,ttft_ms,tpot_ms\n"
+                 "h200_sxm,meta-llama/Llama-3.1-8B,bf16,1,128,16,9000,30,8\n"
+                 "l40s,meta-llama/Llama-3.1-8B,bf16,1,128,16,4096,30,8\n")
+    measured = read_measured([src])
+    _servers_sized_to_clients(measured, load_scenario(BENCH_SCENARIO, []).scenario)
+    assert [r.overrides[-1] for r in measured.runs] == ["scheduler.max_num_seqs=8192", "scheduler.max_num_seqs=2048"]
+    budgeted = read_measured([src])
+    _servers_sized_to_clients(budgeted, load_scenario(BENCH_SCENARIO, ["scheduler.max_num_batched_tokens=512"]).scenario)
+    assert {r.overrides[-1] for r in budgeted.runs} == {"scheduler.max_num_seqs=512"}
 
 
 _PER_REQUEST_HEADER = "arrival_s,prompt_tokens,output_tokens,ttft_ms,tpot_ms,e2e_ms\n0,10,5,1,2,3\n"

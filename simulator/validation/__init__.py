@@ -67,7 +67,7 @@ def prepare_measured(paths: list[Path], base, overrides: list[str], *, rounds: i
                              engine_version=engine_version)
     named = sets_field(overrides, "model", "model.name", "model.config_json")
     followed = {} if named else _follow_model_ids(measured, base.scenario.model, base.scenario.hardware.gpu)
-    _servers_sized_to_clients(measured, base.scenario.scheduler)
+    _servers_sized_to_clients(measured, base.scenario)
     release_defaults(measured, base.scenario.scheduler.policy, overrides, engine_version)
     return measured, followed
 
@@ -85,17 +85,43 @@ def _require_one_simulated(preds: list[RunPrediction]) -> None:
     raise ServesimError(f"no run could be simulated ({len(preds)} of {len(preds)} failed){more}; the first:\n{first}")
 
 
-def _servers_sized_to_clients(measured: MeasuredSet, scheduler) -> None:
+def _servers_sized_to_clients(measured: MeasuredSet, base) -> None:
     """Sweep rows run a server whose max_num_seqs is the row's concurrency, unless the base
     scenario sets one: the sweeps' source records the server's batch size as the
     concurrency (aiconfigurator's `batch_size`; InferenceMAX launches vLLM with
     `--max-num-seqs $CONC`). With that many clients it changes no schedule, only the
-    memory vLLM's profiling pass reserves for the sampler, and so the KV cache."""
+    memory vLLM's profiling pass reserves for the sampler, and so the KV cache.
+
+    vLLM refuses a max_num_seqs above the token budget, so a server that ran had one no
+    larger: under vllm-v1 the pin is at most the budget the row names (a launch recipe's)
+    or, failing that, the GPU's default budget, the least the server can have had."""
+    scheduler = base.scheduler
     if measured.kind != "sweep" or not hasattr(scheduler, "max_num_seqs") or scheduler.max_num_seqs is not None:
         return
     for run in measured.runs:
         if run.concurrency and not run.error:
-            run.overrides = [*run.overrides, f"scheduler.max_num_seqs={run.concurrency}"]
+            bound = _least_budget(run.overrides, base) if scheduler.policy == "vllm-v1" else None
+            seqs = run.concurrency if bound is None else min(run.concurrency, bound)
+            run.overrides = [*run.overrides, f"scheduler.max_num_seqs={seqs}"]
+
+
+def _least_budget(run_overrides: list[str], base) -> int | None:
+    """The smallest token budget a vllm-v1 run can have: the one its overrides or the base
+    name, else the GPU's default (turning chunked prefill off only raises it)."""
+    from simulator.hardware import get_gpu
+    from simulator.scheduler.vllm_v1 import vllm_default_limits
+
+    named = [a.partition("=")[2] for a in run_overrides if a.startswith("scheduler.max_num_batched_tokens=")]
+    if named:
+        try:
+            return int(named[-1])
+        except ValueError:
+            return None
+    if base.scheduler.max_num_batched_tokens is not None:
+        return base.scheduler.max_num_batched_tokens
+    gpus = [a.partition("=")[2] for a in run_overrides if a.startswith("hardware.gpu=")]
+    gpu = get_gpu(gpus[-1] if gpus else base.hardware.gpu)
+    return vllm_default_limits(gpu.name, gpu.usable_memory_gib)[0] if gpu is not None else None
 
 
 def release_defaults(measured: MeasuredSet, policy: str, overrides: list[str], default: str | None) -> None:
