@@ -191,6 +191,69 @@ def run_cmd(
         print_summary(result.summary, out)
 
 
+@app.command("compare")
+def compare_cmd(
+    scenario: Annotated[Path, typer.Argument(help="base scenario YAML file")],
+    variant: Annotated[list[str] | None, typer.Option(
+        "--variant", "-v", help="a variant: 'NAME: dotted.path=value; other.path=value' (the base with these "
+                                "edits), or another scenario file (repeatable)")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="override a field of the base and of every variant: dotted.path=value, or ~dotted.path to remove one (repeatable)")] = None,
+    output_dir: Annotated[Path | None, typer.Option("--output-dir", "-o", help="default reports/compare-<scenario>-<timestamp>/")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no table, no progress bar; the files only")] = False,
+) -> None:
+    """Run a scenario and its variants with the same requests; print each metric side by side, with its change."""
+    from simulator.compare import build_variants, run_comparison, write_comparison
+    from simulator.output import check_output_dir, default_output_dir
+
+    variants = build_variants(scenario, set_ or [], variant or [])
+    for v in variants:
+        print_warnings(v.loaded.warnings)
+    final = output_dir or default_output_dir(f"compare-{variants[0].loaded.name}")
+    check_output_dir(final)  # a bad folder is reported before the runs, not after them
+    progress = LazyProgress("comparing", enabled=not quiet, unit="variants")
+    try:
+        comparison = run_comparison(variants, progress=progress)
+    finally:
+        progress.close()
+    out = write_comparison(comparison, final)
+    if quiet:
+        return
+    console.print(_comparison_table(comparison))
+    for v in variants[1:]:
+        console.print(f"{v.name}: {'; '.join(v.sets) if v.loaded.path == variants[0].loaded.path else v.loaded.path}",
+                      highlight=False)
+    console.print(f"output     {out}/  (compare.json, compare.csv)")
+
+
+def _comparison_table(comparison) -> Table:
+    """Metrics down, variants across; each variant's change against the base, green where
+    it is better and red where it is worse."""
+    names = [v.name for v in comparison.variants]
+    table = Table(title=f"{comparison.variants[0].loaded.name}: base and {len(names) - 1} variant(s)",
+                  title_justify="left")
+    table.add_column("metric")
+    for n in names:
+        table.add_column(n, justify="right")
+    for r in comparison.rows():
+        cells = []
+        for v, change in zip(r["values"], r["change_pct"], strict=True):
+            shown = _metric_text(v, r["unit"])
+            if change is not None and cells and abs(change) >= 0.05 and v is not None:
+                better = (change < 0) == r["lower_is_better"]
+                shown += f" [{'green' if better else 'red'}]({change:+.1f}%)[/]"
+            cells.append(shown)
+        table.add_row(r["metric"] + (f" ({r['unit']})" if r["unit"] and r["unit"] != "%" else ""), *cells)
+    return table
+
+
+def _metric_text(v: float | None, unit: str) -> str:
+    if v is None:
+        return "—"
+    if unit == "%":
+        return f"{100 * v:.1f}%"
+    return _fmt(v)
+
+
 @app.command("validate")
 def validate_cmd(
     measured: Annotated[list[Path], typer.Argument(help="measured results: per-request CSV(s), a sweep CSV, a vLLM bench JSON, InferenceX results (agg_bmk.json or its API's rows), or a folder")],

@@ -42,7 +42,7 @@ def test_readme_common_questions_all_run(tmp_path):
     from conftest import cli
 
     commands = _common_questions()
-    assert len(commands) >= 8
+    assert len(commands) >= 6
     for i, argv in enumerate(commands):
         if argv[0] == "plan":
             quick = ["--set", "search.tolerance=0.3", "--set", "search.verify=false",
@@ -50,6 +50,8 @@ def test_readme_common_questions_all_run(tmp_path):
             args = [*argv, *quick, "-q", "-o", tmp_path / f"q{i}"]
         elif argv[0] == "explain":
             args = argv
+        elif argv[0] == "compare":
+            args = [*argv, "--set", "workload.num_requests=60", "-q", "-o", tmp_path / f"q{i}"]
         else:
             args = [*argv, "--set", "workload.num_requests=60", "--no-report", "-q", "-o", tmp_path / f"q{i}"]
         assert cli(*(str(a).replace("scenarios/", str(ROOT / "scenarios") + "/", 1) for a in args)) == 0, argv

@@ -1,0 +1,145 @@
+"""`simulate compare`: one scenario and its variants, side by side.
+
+The questions a serving team asks before renting GPUs are mostly comparisons: TP8 x 1 or
+TP4 x 2, FP8 or BF16, a smaller prefill chunk or the default. Each variant is the base
+scenario with its own `--set` edits (or another scenario file); all run with the same
+workload seed, so they see the same requests, and every metric is shown with its change
+against the first column.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from simulator.config import LoadedScenario, load_scenario
+from simulator.errors import ConfigError
+from simulator.output import _clean, check_output_dir, publish, staging_dir
+
+#: (label, summary path, unit, lower is better) of each compared metric, in table order.
+METRICS: tuple[tuple[str, tuple[str, ...], str, bool], ...] = (
+    ("TTFT p50", ("ttft_ms", "p50"), "ms", True),
+    ("TTFT p99", ("ttft_ms", "p99"), "ms", True),
+    ("TPOT p50", ("tpot_ms", "p50"), "ms", True),
+    ("TPOT p99", ("tpot_ms", "p99"), "ms", True),
+    ("E2E p99", ("e2e_ms", "p99"), "ms", True),
+    ("throughput", ("throughput", "requests_per_s"), "req/s", False),
+    ("output tokens", ("throughput", "output_tokens_per_s"), "tok/s", False),
+    ("goodput", ("goodput", "requests_per_s"), "req/s", False),
+    ("SLO attainment", ("goodput", "slo_attainment"), "%", False),
+    ("KV peak", ("kv_cache", "peak_utilization"), "%", True),
+    ("preemptions", ("preemptions",), "", True),
+    ("GPUs", ("cost", "gpus"), "", True),
+    ("cost", ("cost", "usd_per_hour"), "$/h", True),
+    ("cost per M output tokens", ("cost", "usd_per_million_output_tokens"), "$", True),
+)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One column: a name, and the scenario it runs (the base with its edits)."""
+
+    name: str
+    loaded: LoadedScenario
+    sets: tuple[str, ...] = ()
+
+
+@dataclass
+class Comparison:
+    variants: list[Variant]
+    summaries: list[dict] = field(default_factory=list)
+
+    def value(self, i: int, path: tuple[str, ...]) -> float | None:
+        node = self.summaries[i]
+        for key in path:
+            node = node.get(key) if isinstance(node, dict) else None
+        return float(node) if isinstance(node, (int, float)) and math.isfinite(node) else None
+
+    def rows(self) -> list[dict]:
+        """Every metric for every variant, with the change against the first variant."""
+        out = []
+        for label, path, unit, lower_better in METRICS:
+            values = [self.value(i, path) for i in range(len(self.variants))]
+            base = values[0]
+            changes = [None if v is None or not base else (v - base) / base * 100.0 for v in values]
+            out.append({"metric": label, "unit": unit, "lower_is_better": lower_better,
+                        "values": values, "change_pct": changes})
+        return out
+
+
+def parse_variant(text: str, base_path: Path, base_sets: list[str]) -> Variant:
+    """`NAME: a.b=1; c.d=2` (the base with these edits), or a scenario file's path."""
+    name, sep, edits = text.partition(":")
+    name = name.strip()
+    if not sep:
+        path = Path(text)
+        if path.suffix in (".yaml", ".yml") or path.exists():
+            loaded = load_scenario(path, base_sets)
+            return Variant(path.stem, loaded, tuple(base_sets))
+        raise ConfigError(f"variant {text!r} is neither `NAME: path=value; ...` nor a scenario file",
+                          where="--variant", fix="write e.g. --variant 'tp8: parallelism.tp=8; parallelism.replicas=1'")
+    if not name:
+        raise ConfigError(f"variant {text!r} has no name before the colon", where="--variant",
+                          fix="name it, e.g. --variant 'fp8: model.weight_dtype=fp8'")
+    sets = [s.strip() for s in edits.split(";") if s.strip()]
+    if not sets:
+        raise ConfigError(f"variant {name!r} changes nothing", where="--variant",
+                          fix="list its edits after the colon, separated by `;`")
+    return Variant(name, load_scenario(base_path, [*base_sets, *sets]), tuple(sets))
+
+
+def build_variants(base_path: Path, base_sets: list[str], variant_texts: list[str]) -> list[Variant]:
+    base = Variant("base", load_scenario(base_path, base_sets), tuple(base_sets))
+    variants = [base, *(parse_variant(t, base_path, base_sets) for t in variant_texts)]
+    if len(variants) < 2:
+        raise ConfigError("nothing to compare the base with", where="--variant",
+                          fix="add --variant 'NAME: path=value; ...' (or a second scenario file) at least once")
+    names = [v.name for v in variants]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ConfigError(f"variant name(s) used twice: {', '.join(repeated)}", where="--variant",
+                          fix="give every variant its own name")
+    return variants
+
+
+def run_comparison(variants: list[Variant], *, progress: Callable[[int, int], None] | None = None) -> Comparison:
+    """Simulate every variant (the same workload seed: the same requests where the
+    workload is the same)."""
+    from simulator import api
+
+    comparison = Comparison(variants)
+    for i, v in enumerate(variants):
+        if progress is not None:
+            progress(i, len(variants))
+        comparison.summaries.append(api.run(v.loaded, record_iterations=False).summary)
+    if progress is not None:
+        progress(len(variants), len(variants))
+    return comparison
+
+
+def write_comparison(comparison: Comparison, final: Path) -> Path:
+    """compare.json (every summary, and the table) and compare.csv (the table), atomically."""
+    check_output_dir(final)
+    tmp = staging_dir(final)
+    try:
+        names = [v.name for v in comparison.variants]
+        doc = {"variants": [{"name": v.name, "scenario": str(v.loaded.path) if v.loaded.path else None,
+                             "sets": list(v.sets), "summary": s}
+                            for v, s in zip(comparison.variants, comparison.summaries, strict=True)],
+               "table": comparison.rows()}
+        (tmp / "compare.json").write_text(json.dumps(_clean(doc), indent=2) + "\n")
+        lines = ["metric,unit," + ",".join(names) + "," + ",".join(f"{n} change %" for n in names[1:])]
+        for r in comparison.rows():
+            cells = ["" if v is None else repr(v) for v in r["values"]]
+            changes = ["" if c is None else repr(c) for c in r["change_pct"][1:]]
+            lines.append(",".join([r["metric"], r["unit"], *cells, *changes]))
+        (tmp / "compare.csv").write_text("\n".join(lines) + "\n")
+        publish(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final

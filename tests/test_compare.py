@@ -1,0 +1,69 @@
+"""`simulate compare`: a base scenario and its variants, each the run `simulate` would make."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import CHATBOT, ROOT, cli
+
+from simulator import api
+from simulator.compare import METRICS, build_variants, run_comparison
+from simulator.errors import ServesimError
+
+FEW = "workload.num_requests=60"
+
+
+def test_each_column_is_the_run_simulate_makes(tmp_path, capsys):
+    assert cli("compare", CHATBOT, "--set", FEW, "--variant", "slow: workload.arrival.rate=2",
+               "--variant", "tp2: parallelism.tp=2", "-o", tmp_path / "out") == 0
+    doc = json.loads((tmp_path / "out" / "compare.json").read_text())
+    assert [v["name"] for v in doc["variants"]] == ["base", "slow", "tp2"]
+    for v, sets in zip(doc["variants"], ([FEW], [FEW, "workload.arrival.rate=2"], [FEW, "parallelism.tp=2"]),
+                       strict=True):
+        alone = api.run(CHATBOT, sets, record_iterations=False).summary
+        assert v["summary"]["ttft_ms"] == alone["ttft_ms"] and v["summary"]["cost"] == alone["cost"]
+    ttft = next(r for r in doc["table"] if r["metric"] == "TTFT p99")
+    base, slow = ttft["values"][:2]
+    assert ttft["change_pct"][0] == 0.0 and ttft["change_pct"][1] == pytest.approx((slow - base) / base * 100)
+    gpus = next(r for r in doc["table"] if r["metric"] == "GPUs")
+    assert gpus["values"] == [1.0, 1.0, 2.0]
+    out = capsys.readouterr().out
+    assert "tp2: parallelism.tp=2" in out and "(+100.0%)" in out  # twice the GPUs, in red
+    csv = (tmp_path / "out" / "compare.csv").read_text().splitlines()
+    assert csv[0] == "metric,unit,base,slow,tp2,slow change %,tp2 change %"
+    assert len(csv) == 1 + len(METRICS)
+
+
+def test_a_scenario_file_is_a_variant_too(tmp_path):
+    variants = build_variants(CHATBOT, [FEW], [str(ROOT / "scenarios" / "summarization.yaml")])
+    assert [v.name for v in variants] == ["base", "summarization"]
+    comparison = run_comparison(variants)
+    assert len(comparison.summaries) == 2
+    assert comparison.summaries[1]["scenario"] == "summarization"
+
+
+@pytest.mark.parametrize("variants, match", [
+    ([], "nothing to compare the base with"),
+    (["tp2 parallelism.tp=2"], "neither `NAME: path=value"),
+    ([": parallelism.tp=2"], "has no name"),
+    (["tp2:"], "changes nothing"),
+    (["a: parallelism.tp=2", "a: parallelism.tp=4"], "used twice: a"),
+    (["bad: parallelism.tp=3"], None),  # the scenario's own check, raised when it runs
+])  # fmt: skip
+def test_bad_variants_are_one_clean_error_and_write_nothing(variants, match, tmp_path, capsys):
+    args = [a for v in variants for a in ("--variant", v)]
+    assert cli("compare", CHATBOT, "--set", FEW, *args, "-o", tmp_path / "out") == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert err.startswith("error:") and "fix:" in err and "Traceback" not in err
+    if match:
+        assert match in err
+    else:
+        assert "tp=3 does not divide" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_variants_bad_edit_names_its_set(tmp_path):
+    with pytest.raises(ServesimError) as exc:
+        build_variants(CHATBOT, [], ["x: workload.arrival.rat=3"])
+    assert "[from --set 'workload.arrival.rat=3']" in exc.value.message
