@@ -195,7 +195,7 @@ def run_cmd(
 def compare_cmd(
     scenario: Annotated[Path, typer.Argument(help="base scenario YAML file")],
     variant: Annotated[list[str] | None, typer.Option(
-        "--variant", "-v", help="a variant: 'NAME: dotted.path=value; other.path=value' (the base with these "
+        "--variant", help="a variant: 'NAME: dotted.path=value; other.path=value' (the base with these "
                                 "edits), or another scenario file (repeatable)")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="override a field of the base and of every variant: dotted.path=value, or ~dotted.path to remove one (repeatable)")] = None,
     output_dir: Annotated[Path | None, typer.Option("--output-dir", "-o", help="default reports/compare-<scenario>-<timestamp>/")] = None,
