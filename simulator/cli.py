@@ -222,7 +222,7 @@ def compare_cmd(
     for v in variants[1:]:
         console.print(f"{v.name}: {'; '.join(v.sets) if v.loaded.path == variants[0].loaded.path else v.loaded.path}",
                       highlight=False)
-    console.print(f"output     {out}/  (compare.json, compare.csv)")
+    console.print(f"output     {out}/  (compare.html, compare.json, compare.csv, compare.png)")
 
 
 def _comparison_table(comparison) -> Table:

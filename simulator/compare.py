@@ -122,7 +122,8 @@ def run_comparison(variants: list[Variant], *, progress: Callable[[int, int], No
 
 
 def write_comparison(comparison: Comparison, final: Path) -> Path:
-    """compare.json (every summary, and the table) and compare.csv (the table), atomically."""
+    """compare.json (every summary, and the table), compare.csv (the table), compare.html
+    and compare.png, atomically."""
     check_output_dir(final)
     tmp = staging_dir(final)
     try:
@@ -138,6 +139,13 @@ def write_comparison(comparison: Comparison, final: Path) -> Path:
             changes = ["" if c is None else repr(c) for c in r["change_pct"][1:]]
             lines.append(",".join([r["metric"], r["unit"], *cells, *changes]))
         (tmp / "compare.csv").write_text("\n".join(lines) + "\n")
+        from simulator.report.compare_page import write_compare_page
+
+        base = comparison.variants[0]
+        described = [(v.name, "; ".join(v.sets[len(base.sets):]) if v.loaded.path == base.loaded.path
+                      else str(v.loaded.path)) for v in comparison.variants[1:]]
+        write_compare_page(tmp, f"servesim compare: {base.loaded.name}", names, comparison.rows(),
+                           [(base.name, str(base.loaded.path or "the base scenario")), *described])
         publish(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -24,7 +24,7 @@ def default_output_dir(name: str) -> Path:
 
 # Files servesim writes into an output folder; only a folder holding nothing else is replaced.
 OWN_FILES = {"summary.json", "requests.csv", "iterations.csv", "report.html", "scenario.yaml",
-             "validation.json", "validation.csv", "validation.html", "compare.json", "compare.csv"}
+             "validation.json", "validation.csv", "validation.html", "compare.json", "compare.csv", "compare.html"}
 
 
 def check_creatable(final: Path) -> None:

@@ -33,6 +33,10 @@ def test_each_column_is_the_run_simulate_makes(tmp_path, capsys):
     csv = (tmp_path / "out" / "compare.csv").read_text().splitlines()
     assert csv[0] == "metric,unit,base,slow,tp2,slow change %,tp2 change %"
     assert len(csv) == 1 + len(METRICS)
+    page = (tmp_path / "out" / "compare.html").read_text(encoding="utf-8")
+    assert "<th>base</th><th>slow</th><th>tp2</th>" in page and "data:image/png;base64," in page
+    assert "<li><b>tp2</b>: parallelism.tp=2</li>" in page  # what each variant changes
+    assert page.count("<tr>") == 1 + len(METRICS) and (tmp_path / "out" / "compare.png").stat().st_size > 0
 
 
 def test_a_scenario_file_is_a_variant_too(tmp_path):
