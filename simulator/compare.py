@@ -41,7 +41,8 @@ METRICS: tuple[tuple[str, tuple[str, ...], str, bool], ...] = (
 
 @dataclass(frozen=True)
 class Variant:
-    """One column: a name, and the scenario it runs (the base with its edits)."""
+    """One column: a name, the scenario it runs, and its own edits (an edit variant's,
+    after the base's; a file variant's are the base's `--set`s)."""
 
     name: str
     loaded: LoadedScenario
@@ -142,8 +143,8 @@ def write_comparison(comparison: Comparison, final: Path) -> Path:
         from simulator.report.compare_page import write_compare_page
 
         base = comparison.variants[0]
-        described = [(v.name, "; ".join(v.sets[len(base.sets):]) if v.loaded.path == base.loaded.path
-                      else str(v.loaded.path)) for v in comparison.variants[1:]]
+        described = [(v.name, "; ".join(v.sets) if v.loaded.path == base.loaded.path else str(v.loaded.path))
+                     for v in comparison.variants[1:]]
         write_compare_page(tmp, f"servesim compare: {base.loaded.name}", names, comparison.rows(),
                            [(base.name, str(base.loaded.path or "the base scenario")), *described])
         publish(tmp, final)
