@@ -270,3 +270,13 @@ def test_piped_help_keeps_long_words_whole(monkeypatch):
     monkeypatch.delenv("COLUMNS")
     widen_piped_help()
     assert help_layout.MAX_WIDTH == PIPED_WIDTH
+
+
+def test_validate_names_the_set_behind_a_failure_every_run_shares(tmp_path, capsys):
+    measured = tmp_path / "m.csv"
+    measured.write_text("arrival_s,prompt_tokens,output_tokens,ttft_ms,tpot_ms,e2e_ms\n0,100,10,50,20,230\n")
+    assert cli("validate", measured, "-s", CHATBOT, "--set", "parallelism.tp=3", "-o", tmp_path / "out") == 2
+    err = flat(capsys.readouterr().err)
+    assert "no run could be simulated (1 of 1 failed)" in err
+    assert "tp=3 does not divide the 32 attention heads of llama-3.1-8b [from --set 'parallelism.tp=3']" in err
+    assert not (tmp_path / "out").exists()

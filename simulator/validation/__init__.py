@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from simulator.config import ModelConfig, load_scenario
+from simulator.config import ModelConfig, load_scenario, override_origin
 from simulator.errors import ServesimError
 from simulator.output import _clean, check_output_dir, publish, staging_dir
 from simulator.validation.measured import parse_length_ratio, read_measured
@@ -35,7 +35,7 @@ def run_validation(paths: list[Path], scenario: Path, overrides: list[str], out_
     measured, followed = prepare_measured(paths, base, overrides, rounds=rounds, length_ratio=length_ratio,
                                           recipes=recipes, engine_version=engine_version)
     preds = validate(measured, scenario, overrides, progress=progress, workers=workers)
-    _require_one_simulated(preds)
+    _require_one_simulated(preds, overrides)
     result = score(measured, preds, base.scenario.slo.model_dump())
     result["scenario"] = str(scenario)
     result["overrides"] = list(overrides)
@@ -72,15 +72,21 @@ def prepare_measured(paths: list[Path], base, overrides: list[str], *, rounds: i
     return measured, followed
 
 
-def _require_one_simulated(preds: list[RunPrediction]) -> None:
+def _require_one_simulated(preds: list[RunPrediction], overrides: list[str] = ()) -> None:
     """With no run simulated there is nothing to score: say why instead of writing an
-    empty report. The first reason stands for all when they are the same."""
+    empty report. The first reason stands for all when they are the same, and names the
+    `--set` that wrote its field (`model.name: unknown model ...`)."""
     if not preds:  # the readers refuse a file without runs; this keeps scoring off an empty frame
         raise ServesimError("no measured run to simulate", fix="pass a file with at least one measured run")
     if any(p.error is None for p in preds):
         return
     reasons = {p.error for p in preds}
     first = preds[0].error
+    field = first.partition(": ")[0]
+    named = override_origin(list(overrides))(field) if field and " " not in field else None
+    if named is not None and named[1]:
+        head, _, rest = first.partition("\n")
+        first = f"{head} [from {named[0]}]" + (f"\n{rest}" if rest else "")
     more = "" if len(reasons) == 1 else f" (and {len(reasons) - 1} other reason(s); see each run with fewer inputs)"
     raise ServesimError(f"no run could be simulated ({len(preds)} of {len(preds)} failed){more}; the first:\n{first}")
 
