@@ -41,6 +41,8 @@ def _print_version(value: bool) -> None:
 def _root(version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_print_version,
                                                 help="print servesim's version and exit")] = False) -> None:
     """servesim: simulate LLM inference serving. `simulate SCENARIO.yaml` runs a scenario."""
+
+
 console = make_console()
 err_console = make_console(stderr=True)
 widen_piped_help()
@@ -228,6 +230,8 @@ def compare_cmd(
 def _comparison_table(comparison) -> Table:
     """Metrics down, variants across; each variant's change against the base, green where
     it is better and red where it is worse."""
+    from simulator.compare import shown, verdict
+
     names = [v.name for v in comparison.variants]
     table = Table(title=f"{comparison.variants[0].loaded.name}: base and {len(names) - 1} variant(s)",
                   title_justify="left")
@@ -237,21 +241,12 @@ def _comparison_table(comparison) -> Table:
     for r in comparison.rows():
         cells = []
         for v, change in zip(r["values"], r["change_pct"], strict=True):
-            shown = _metric_text(v, r["unit"])
-            if change is not None and cells and abs(change) >= 0.05 and v is not None:
-                better = (change < 0) == r["lower_is_better"]
-                shown += f" [{'green' if better else 'red'}]({change:+.1f}%)[/]"
-            cells.append(shown)
+            text = shown(v, r["unit"])
+            if cells and (judged := verdict(change, r["lower_is_better"])):
+                text += f" [{'green' if judged == 'better' else 'red'}]({change:+.1f}%)[/]"
+            cells.append(text)
         table.add_row(r["metric"] + (f" ({r['unit']})" if r["unit"] and r["unit"] != "%" else ""), *cells)
     return table
-
-
-def _metric_text(v: float | None, unit: str) -> str:
-    if v is None:
-        return "—"
-    if unit == "%":
-        return f"{100 * v:.1f}%"
-    return _fmt(v)
 
 
 @app.command("validate")

@@ -39,6 +39,23 @@ METRICS: tuple[tuple[str, tuple[str, ...], str, bool], ...] = (
 )
 
 
+def shown(value: float | None, unit: str) -> str:
+    """A metric's value as the terminal and the page show it (shares as percentages)."""
+    if value is None:
+        return "—"
+    if unit == "%":
+        return f"{100 * value:.1f}%"
+    return f"{value:,.1f}" if abs(value) >= 10 else f"{value:,.3g}"
+
+
+def verdict(change: float | None, lower_is_better: bool) -> str | None:
+    """Whether a change against the base is `better` or `worse`; None for no change worth
+    showing (under 0.05%)."""
+    if change is None or abs(change) < 0.05:
+        return None
+    return "better" if (change < 0) == lower_is_better else "worse"
+
+
 @dataclass(frozen=True)
 class Variant:
     """One column: a name, the scenario it runs, and its own edits (an edit variant's,

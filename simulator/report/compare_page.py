@@ -10,6 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from simulator.compare import shown, verdict
 from simulator.report.html import CSS, _esc, _figure
 
 #: The panels of compare.png: the metrics a deployment choice usually turns on.
@@ -17,19 +18,11 @@ FIGURE_METRICS = ("TTFT p99", "TPOT p99", "output tokens", "cost per M output to
 BETTER, WORSE = "#1a7f37", "#cf222e"
 
 
-def _cell(value: float | None, unit: str) -> str:
-    if value is None:
-        return "—"
-    if unit == "%":
-        return f"{100 * value:.1f}%"
-    return f"{value:,.1f}" if abs(value) >= 10 else f"{value:,.3g}"
-
-
 def _change(change: float | None, lower_better: bool) -> str:
-    if change is None or abs(change) < 0.05:
+    judged = verdict(change, lower_better)
+    if judged is None:
         return ""
-    better = (change < 0) == lower_better
-    return f' <span style="color:{BETTER if better else WORSE}">({change:+.1f}%)</span>'
+    return f' <span style="color:{BETTER if judged == "better" else WORSE}">({change:+.1f}%)</span>'
 
 
 def comparison_table(names: list[str], rows: list[dict]) -> str:
@@ -39,7 +32,7 @@ def comparison_table(names: list[str], rows: list[dict]) -> str:
         unit = f" ({r['unit']})" if r["unit"] and r["unit"] != "%" else ""
         cells = [f"<td>{_esc(r['metric'] + unit)}</td>"]
         for i, (v, c) in enumerate(zip(r["values"], r["change_pct"], strict=True)):
-            cells.append(f'<td class="n">{_esc(_cell(v, r["unit"]))}'
+            cells.append(f'<td class="n">{_esc(shown(v, r["unit"]))}'
                          f'{_change(c, r["lower_is_better"]) if i else ""}</td>')
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
@@ -53,12 +46,8 @@ def plot_comparison(names: list[str], rows: list[dict], path: Path) -> Path:
     try:
         for ax, r in zip(axes[0], chosen, strict=True):
             values = [v if v is not None else 0.0 for v in r["values"]]
-            colors = ["0.6"]
-            for c in r["change_pct"][1:]:
-                if c is None or abs(c) < 0.05:
-                    colors.append("0.6")
-                else:
-                    colors.append(BETTER if (c < 0) == r["lower_is_better"] else WORSE)
+            judged = [verdict(c, r["lower_is_better"]) for c in r["change_pct"][1:]]
+            colors = ["0.6", *({"better": BETTER, "worse": WORSE}.get(j, "0.6") for j in judged)]
             ax.bar(range(len(names)), values, color=colors)
             ax.set_xticks(range(len(names)), names, rotation=30 if len(names) > 3 else 0, ha="right"
                           if len(names) > 3 else "center", fontsize=8)
