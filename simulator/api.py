@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from simulator.config import LoadedScenario, load_scenario, override_origin
+from simulator.config import LoadedScenario, load_scenario, override_behind
 from simulator.errors import ServesimError
 from simulator.output import write_outputs
 from simulator.simulation import Simulation, SimulationResult
@@ -51,9 +51,9 @@ def naming_the_file(exc: ServesimError, loaded: LoadedScenario) -> ServesimError
     names its field; prefix the scenario file, so the message says where to look, and name
     the `--set` that wrote the field, as a validation error would."""
     field = str(exc.where or "")
-    named = override_origin(list(loaded.overrides))(field) if field and " " not in field else None
-    if named is not None and named[1] and "[from --set" not in exc.message:
-        exc.message = f"{exc.message} [from {named[0]}]"
+    named = override_behind(field, loaded.overrides)
+    if named is not None and "[from --set" not in exc.message:
+        exc.message = f"{exc.message} [from {named}]"
     path = loaded.path
     if path is not None and not field.startswith(str(path)):
         exc.where = f"{path}: {exc.where}" if exc.where else str(path)

@@ -373,6 +373,15 @@ def override_origin(overrides: list[str], written: dict | None = None, *,
     return origin
 
 
+def override_behind(field: str, overrides: list[str] | tuple[str, ...]) -> str | None:
+    """The `--set` that wrote `field` (a dotted path an error names), as a message tags it,
+    for errors raised after validation; None for anything that is not a plain field path."""
+    if not field or " " in field:
+        return None
+    found = override_origin(list(overrides))(field)
+    return found[0] if found is not None and found[1] else None
+
+
 def _has_path(data: Any, dotted: str) -> bool:
     for part in dotted.split("."):
         if not isinstance(data, dict) or part not in data:

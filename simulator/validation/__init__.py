@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from simulator.config import ModelConfig, load_scenario, override_origin
+from simulator.config import ModelConfig, load_scenario, override_behind
 from simulator.errors import ServesimError
 from simulator.output import _clean, check_output_dir, publish, staging_dir
 from simulator.validation.measured import parse_length_ratio, read_measured
@@ -82,11 +82,10 @@ def _require_one_simulated(preds: list[RunPrediction], overrides: list[str] = ()
         return
     reasons = {p.error for p in preds}
     first = preds[0].error
-    field = first.partition(": ")[0]
-    named = override_origin(list(overrides))(field) if field and " " not in field else None
-    if named is not None and named[1]:
+    named = override_behind(first.partition(": ")[0], overrides)
+    if named is not None:
         head, _, rest = first.partition("\n")
-        first = f"{head} [from {named[0]}]" + (f"\n{rest}" if rest else "")
+        first = f"{head} [from {named}]" + (f"\n{rest}" if rest else "")
     more = "" if len(reasons) == 1 else f" (and {len(reasons) - 1} other reason(s); see each run with fewer inputs)"
     raise ServesimError(f"no run could be simulated ({len(preds)} of {len(preds)} failed){more}; the first:\n{first}")
 
