@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from test_cli import cli
+from conftest import cli
 
 from simulator.errors import ConfigError
 from simulator.validation import run_validation
@@ -45,6 +45,16 @@ def test_only_v1_releases_before_0_14_lose_async_scheduling():
     assert extra == ["cost_model.engine_version='0.6.3'"] and "vllm-v0" in note
     with pytest.raises(ConfigError, match="not a vLLM release"):
         check_version("latest", "--engine-version")
+
+
+def test_a_later_v0_release_under_the_0_2_preset_is_said():
+    """The vllm-0.2 preset's overheads belong to 0.2.x (fitted to DistServe's Ray launch);
+    a 0.3-0.7 release under it is simulated as asked, with a note that says so."""
+    extra, note = version_overrides("0.4.2", "vllm-v0", engine="vllm-0.2")
+    assert extra == ["cost_model.engine_version='0.4.2'"]
+    assert "vllm-0.2 carries vLLM 0.2.x's overheads" in note and "vllm-project/vllm#1926" in note
+    assert version_overrides("0.2.3", "vllm-v0", engine="vllm-0.2")[1] is None
+    assert version_overrides("0.4.2", "vllm-v0", engine="vllm-v1")[1] is None  # the user chose another preset
 
 
 def test_a_row_of_an_older_release_runs_without_async_scheduling_and_says_so(tmp_path):

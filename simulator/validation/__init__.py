@@ -68,7 +68,8 @@ def prepare_measured(paths: list[Path], base, overrides: list[str], *, rounds: i
     named = sets_field(overrides, "model", "model.name", "model.config_json")
     followed = {} if named else _follow_model_ids(measured, base.scenario.model, base.scenario.hardware.gpu)
     _servers_sized_to_clients(measured, base.scenario)
-    release_defaults(measured, base.scenario.scheduler.policy, overrides, engine_version)
+    release_defaults(measured, base.scenario.scheduler.policy, overrides, engine_version,
+                     engine=base.scenario.cost_model.engine)
     return measured, followed
 
 
@@ -129,7 +130,8 @@ def _least_budget(run_overrides: list[str], base) -> int | None:
     return vllm_default_limits(gpu.name, gpu.usable_memory_gib)[0] if gpu is not None else None
 
 
-def release_defaults(measured: MeasuredSet, policy: str, overrides: list[str], default: str | None) -> None:
+def release_defaults(measured: MeasuredSet, policy: str, overrides: list[str], default: str | None,
+                     engine: str = "vllm-v1") -> None:
     """Runs measured with an older vLLM run with its defaults where they differ from the
     base scenario's (versions.py); the user's --set still wins."""
     user_set_async = sets_field(overrides, "scheduler", "scheduler.async_scheduling")
@@ -139,7 +141,7 @@ def release_defaults(measured: MeasuredSet, policy: str, overrides: list[str], d
         # A launch recipe that passed --async-scheduling set it, whatever the release's default.
         recipe_async = sets_field(run.overrides, "scheduler.async_scheduling")
         extra, note = version_overrides(run.engine_version, policy, user_set_async or recipe_async,
-                                        user_set_release)
+                                        user_set_release, engine=engine)
         run.overrides = [*run.overrides, *extra]
         if note:
             run.note = f"{run.note}; {note}" if run.note else note

@@ -25,6 +25,7 @@ from simulator.errors import ConfigError
 VERSION_COLUMNS = ("engine_version", "vllm_version", "backend_version")
 ASYNC_DEFAULT_SINCE = (0, 14)
 V1_ENGINE_SINCE = (0, 8)  # older releases ran the V0 engine: the `vllm-v0` policy models it
+LATER_V0_SINCE = (0, 3)  # after the 0.2.x releases the `vllm-0.2` engine preset was fitted to
 
 
 def check_version(text: str | None, where: str) -> str | None:
@@ -38,7 +39,7 @@ def check_version(text: str | None, where: str) -> str | None:
 
 
 def version_overrides(version: str | None, policy: str, user_set_async: bool = False,
-                      user_set_release: bool = False) -> tuple[list[str], str | None]:
+                      user_set_release: bool = False, engine: str = "vllm-v1") -> tuple[list[str], str | None]:
     """The assignments a run measured with `version` needs under a base scenario whose
     scheduler is `policy`, and a note that says so; none where the user set the field.
     Every parsed release is passed to the cost model, for the kernels it ran (cost/releases.py)."""
@@ -46,6 +47,11 @@ def version_overrides(version: str | None, policy: str, user_set_async: bool = F
     if parsed is None:
         return [], None
     out = [] if user_set_release else [f"cost_model.engine_version='{version}'"]
+    if policy == "vllm-v0" and engine == "vllm-0.2" and parsed[:2] >= LATER_V0_SINCE:
+        return out, (f"the base's engine preset vllm-0.2 carries vLLM 0.2.x's overheads (eager kernels, a "
+                     f"Python sampler, DistServe's Ray-launched workers); vLLM {version} captured CUDA graphs "
+                     "for decode (vllm-project/vllm#1926) and ran TP1 without Ray: the preset's per-step costs "
+                     "overstate it")
     if policy != "vllm-v1":
         return out, None
     if parsed[:2] < V1_ENGINE_SINCE:
