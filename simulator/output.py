@@ -11,6 +11,8 @@ import math
 import os
 import shutil
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from simulator.errors import ServesimError
@@ -97,8 +99,22 @@ def _clean(obj):
     return obj
 
 
-def write_summary(path: Path, summary: dict) -> None:
-    path.write_text(json.dumps(_clean(summary), indent=2, sort_keys=False) + "\n")
+def write_json(path: Path, obj) -> None:
+    """Strict JSON (NaN and inf as null), indented: summary, validation and compare files."""
+    path.write_text(json.dumps(_clean(obj), indent=2, sort_keys=False) + "\n")
+
+
+@contextmanager
+def staged(final: Path) -> Iterator[Path]:
+    """A temporary sibling of `final` to write into; moved into place when the block ends,
+    removed if it fails, so no half-written output folder ever appears."""
+    tmp = staging_dir(final)
+    try:
+        yield tmp
+        publish(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def write_outputs(result: SimulationResult, out_dir: str | Path | None = None, *,
@@ -109,9 +125,8 @@ def write_outputs(result: SimulationResult, out_dir: str | Path | None = None, *
     iterations_csv = sc.output.iterations_csv if iterations_csv is None else iterations_csv
     final = Path(out_dir) if out_dir is not None else (
         Path(sc.output.dir) if sc.output.dir else default_output_dir(result.scenario.name))
-    tmp = staging_dir(final)
-    try:
-        write_summary(tmp / "summary.json", result.summary)
+    with staged(final) as tmp:
+        write_json(tmp / "summary.json", result.summary)
         result.requests.to_csv(tmp / "requests.csv", index=False, float_format="%.6f")
         if iterations_csv:
             result.iterations.to_csv(tmp / "iterations.csv", index=False, float_format="%.6f")
@@ -121,8 +136,4 @@ def write_outputs(result: SimulationResult, out_dir: str | Path | None = None, *
 
             write_report(tmp, result.summary, result.requests, result.iterations,
                          title=f"servesim: {result.scenario.name}", scenario_yaml=result.scenario.text)
-        publish(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return final

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from simulator.config import ModelConfig, load_scenario, override_behind
 from simulator.errors import ServesimError
-from simulator.output import _clean, check_output_dir, publish, staging_dir
+from simulator.output import check_output_dir, staged, write_json
 from simulator.validation.measured import parse_length_ratio, read_measured
 from simulator.validation.measurement import MeasuredSet
 from simulator.validation.precision import model_id_overrides, unknown_model_id_note
@@ -45,15 +43,10 @@ def run_validation(paths: list[Path], scenario: Path, overrides: list[str], out_
     if measured.kind == "sweep":
         result["length_ratio"] = "auto" if length_ratio is None else length_ratio
     final = out_dir or Path("reports") / f"validate-{base.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    tmp = staging_dir(final)
-    try:
-        (tmp / "validation.json").write_text(json.dumps(_clean(result), indent=2) + "\n")
+    with staged(final) as tmp:
+        write_json(tmp / "validation.json", result)
         prediction_table(measured, preds).to_csv(tmp / "validation.csv", index=False)
         write_validation_report(tmp, result, runs_frame(preds), preds, f"servesim validation: {base.name}")
-        publish(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return result, final
 
 
