@@ -222,8 +222,7 @@ def compare_cmd(
         return
     console.print(_comparison_table(comparison))
     for v in variants[1:]:
-        console.print(f"{v.name}: {'; '.join(v.sets) if v.loaded.path == variants[0].loaded.path else v.loaded.path}",
-                      highlight=False)
+        console.print(f"{v.name}: {v.changes(variants[0])}", highlight=False)
     console.print(f"output     {out}/  (compare.html, compare.json, compare.csv, compare.png)")
 
 

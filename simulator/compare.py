@@ -9,16 +9,15 @@ against the first column.
 
 from __future__ import annotations
 
-import json
+import csv
 import math
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from simulator.config import LoadedScenario, load_scenario
 from simulator.errors import ConfigError
-from simulator.output import _clean, check_output_dir, publish, staging_dir
+from simulator.output import staged, write_json
 
 #: (label, summary path, unit, lower is better) of each compared metric, in table order.
 METRICS: tuple[tuple[str, tuple[str, ...], str, bool], ...] = (
@@ -64,6 +63,10 @@ class Variant:
     name: str
     loaded: LoadedScenario
     sets: tuple[str, ...] = ()
+
+    def changes(self, base: Variant) -> str:
+        """What this variant changes from `base`: its edits, or its own scenario file."""
+        return "; ".join(self.sets) if self.loaded.path == base.loaded.path else str(self.loaded.path)
 
 
 @dataclass
@@ -142,30 +145,24 @@ def run_comparison(variants: list[Variant], *, progress: Callable[[int, int], No
 def write_comparison(comparison: Comparison, final: Path) -> Path:
     """compare.json (every summary, and the table), compare.csv (the table), compare.html
     and compare.png, atomically."""
-    check_output_dir(final)
-    tmp = staging_dir(final)
-    try:
-        names = [v.name for v in comparison.variants]
-        doc = {"variants": [{"name": v.name, "scenario": str(v.loaded.path) if v.loaded.path else None,
-                             "sets": list(v.sets), "summary": s}
-                            for v, s in zip(comparison.variants, comparison.summaries, strict=True)],
-               "table": comparison.rows()}
-        (tmp / "compare.json").write_text(json.dumps(_clean(doc), indent=2) + "\n")
-        lines = ["metric,unit," + ",".join(names) + "," + ",".join(f"{n} change %" for n in names[1:])]
-        for r in comparison.rows():
-            cells = ["" if v is None else repr(v) for v in r["values"]]
-            changes = ["" if c is None else repr(c) for c in r["change_pct"][1:]]
-            lines.append(",".join([r["metric"], r["unit"], *cells, *changes]))
-        (tmp / "compare.csv").write_text("\n".join(lines) + "\n")
-        from simulator.report.compare_page import write_compare_page
+    from simulator.report.compare_page import write_compare_page
 
-        base = comparison.variants[0]
-        described = [(v.name, "; ".join(v.sets) if v.loaded.path == base.loaded.path else str(v.loaded.path))
-                     for v in comparison.variants[1:]]
-        write_compare_page(tmp, f"servesim compare: {base.loaded.name}", names, comparison.rows(),
-                           [(base.name, str(base.loaded.path or "the base scenario")), *described])
-        publish(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    names = [v.name for v in comparison.variants]
+    table = comparison.rows()
+    base = comparison.variants[0]
+    with staged(final) as tmp:
+        write_json(tmp / "compare.json", {
+            "variants": [{"name": v.name, "scenario": str(v.loaded.path) if v.loaded.path else None,
+                          "sets": list(v.sets), "summary": s}
+                         for v, s in zip(comparison.variants, comparison.summaries, strict=True)],
+            "table": table})
+        with open(tmp / "compare.csv", "w", newline="") as f:
+            out = csv.writer(f, lineterminator="\n")
+            out.writerow(["metric", "unit", *names, *(f"{n} change %" for n in names[1:])])
+            for r in table:
+                out.writerow([r["metric"], r["unit"], *("" if v is None else repr(v) for v in r["values"]),
+                              *("" if c is None else repr(c) for c in r["change_pct"][1:])])
+        write_compare_page(tmp, f"servesim compare: {base.loaded.name}", names, table,
+                           [(base.name, str(base.loaded.path or "the base scenario")),
+                            *((v.name, v.changes(base)) for v in comparison.variants[1:])])
     return final
