@@ -346,16 +346,18 @@ def _removal(loc: tuple) -> str:
 TAG_FIELDS = ("type", "policy")  # the fields that pick a section's variant
 
 
-def override_origin(overrides: list[str], written: dict | None = None, *,
-                    label: str = "--set") -> Callable[[str], tuple[str, bool] | None]:
+def override_origin(overrides: list[str], written: dict | None = None, *, label: str = "--set",
+                    typed: dict[str, str] | None = None) -> Callable[[str], tuple[str, bool] | None]:
     """Which override caused a problem at a field: (how to name it, whether it wrote the
     field itself). It did when its path is the field or a section above it, or lies below
     a section the file does not have (`--set foo.bar=1` made the unknown `foo`). An override
     that switched the field's section to another variant (`...type`, `...policy`) caused a
     problem there without writing it (a field the new variant lacks or needs). A `--set`
     below a section the file has is not blamed for that section's own errors (a typo in
-    the file's `type` stays the file's)."""
-    paths = [(a.lstrip("~").partition("=")[0].strip(), f"{label} '{a}'") for a in overrides]
+    the file's `type` stays the file's). `typed` maps an assignment to the words the user
+    typed for it, where they differ (a plan's `--set base.x=1` reaches its base as `x=1`)."""
+    typed = typed or {}
+    paths = [(a.lstrip("~").partition("=")[0].strip(), f"{label} '{typed.get(a, a)}'") for a in overrides]
 
     def origin(field: str) -> tuple[str, bool] | None:
         section = field.rpartition(".")[0]

@@ -399,16 +399,7 @@ def _load_base(plan: Plan, plan_dir: Path, source: str, user_sets: list[str]) ->
 def _base_sets_origin(user_sets: list[str]):
     """The user's `--set base.x=...` edits of an inline base, named as they were typed."""
     typed = {a.replace("base.", "", 1): a for a in user_sets if a.lstrip("~").startswith("base.")}
-    inner = override_origin(list(typed))
-
-    def origin(field: str) -> tuple[str, bool] | None:
-        found = inner(field)
-        if found is None:
-            return None
-        named, wrote = found
-        stripped = named.removeprefix("--set '").removesuffix("'")
-        return f"--set '{typed.get(stripped, stripped)}'", wrote
-    return origin
+    return override_origin(list(typed), typed=typed)
 
 
 def _check_base(base: LoadedScenario, source: str) -> None:
