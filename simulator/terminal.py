@@ -8,6 +8,7 @@ keeps its own width, and `COLUMNS` (read when printing) still wins.
 from __future__ import annotations
 
 import os
+import sys
 
 from rich.console import Console, ConsoleDimensions
 
@@ -31,8 +32,6 @@ def make_console(stderr: bool = False) -> Console:
 def widen_piped_help() -> None:
     """typer lays `--help` out for 80 columns in a pipe too, and cuts long words there
     (`dotted.path=valu…`); give it the tables' width unless a terminal or COLUMNS says."""
-    import sys
-
     try:
         import typer.rich_utils as help_layout
     except ImportError:  # another typer: its own layout stands
