@@ -8,6 +8,9 @@ With prefix caching (`simulator.prefix_cache`), `cached` blocks hold KV no reque
 references: free for admission, but evicted (forgotten by the cache) only when an
 allocation finds no empty block. used + cached never exceeds total.
 
+With swap preemption (vLLM v0's `--preemption-mode swap`), a preempted sequence's blocks
+move to host memory: `swap_used` of the `swap_total` host blocks, never counted in `used`.
+
 Hybrid linear-attention models also hold a fixed recurrent state per running sequence:
 `state_blocks` blocks of the same pool, which a policy allocates with the sequence's first
 KV blocks at admission and frees with its last (Scheduler._release).
@@ -19,10 +22,11 @@ from __future__ import annotations
 class BlockManager:
     """Counts free and used KV blocks of one engine, with a peak-usage watermark."""
 
-    __slots__ = ("block_size", "cached", "peak_used", "prefix_cache", "state_blocks", "total", "used",
-                 "watermark_blocks")
+    __slots__ = ("block_size", "cached", "peak_used", "prefix_cache", "state_blocks", "swap_moved", "swap_peak",
+                 "swap_total", "swap_used", "total", "used", "watermark_blocks")
 
-    def __init__(self, total_blocks: int, block_size: int, watermark: float = 0.0, state_blocks: int = 0):
+    def __init__(self, total_blocks: int, block_size: int, watermark: float = 0.0, state_blocks: int = 0,
+                 swap_blocks: int = 0):
         if total_blocks <= 0:
             raise ValueError("a KV cache needs at least one block")
         self.total = total_blocks
@@ -33,6 +37,10 @@ class BlockManager:
         self.cached = 0
         self.prefix_cache = None  # a PrefixCache registers itself here
         self.state_blocks = state_blocks  # held by each running sequence besides its KV
+        self.swap_total = swap_blocks  # host-memory blocks for swapped-out sequences
+        self.swap_used = 0
+        self.swap_peak = 0
+        self.swap_moved = 0  # blocks copied either way so far
 
     @property
     def free(self) -> int:
@@ -77,3 +85,24 @@ class BlockManager:
         """Cached blocks a request uses again."""
         self.cached -= blocks
         self.allocate(blocks)
+
+    def can_swap_out(self, blocks: int) -> bool:
+        return self.swap_used + blocks <= self.swap_total
+
+    def swap_out(self, blocks: int) -> None:
+        """A preempted sequence's blocks move to host memory (its GPU blocks are freed)."""
+        if not self.can_swap_out(blocks):
+            raise RuntimeError(f"swap over-allocation: {blocks} requested, {self.swap_total - self.swap_used} free")
+        self.release(blocks)
+        self.swap_used += blocks
+        self.swap_moved += blocks
+        if self.swap_used > self.swap_peak:
+            self.swap_peak = self.swap_used
+
+    def swap_in(self, blocks: int) -> None:
+        """A swapped sequence's blocks come back to the GPU."""
+        self.allocate(blocks)
+        self.swap_moved += blocks
+        self.swap_used -= blocks
+        if self.swap_used < 0:
+            raise RuntimeError("host blocks swapped in twice")

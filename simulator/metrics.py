@@ -127,6 +127,7 @@ def requests_frame(requests: list[Request], *, disaggregated: bool = False,
         "tpot_ms": tpot,
         "e2e_ms": e2e,
         "preemptions": np.array([r.preemptions for r in requests], dtype=np.int64),
+        "swaps": np.array([r.swaps for r in requests], dtype=np.int64),
         "status": status,
         "reject_reason": [r.reject_reason for r in requests],
     })
@@ -226,4 +227,5 @@ def summarize(req: pd.DataFrame, itl: ItlSink, slo: dict[str, float | None]) -> 
             "slo": dict(slo),
         },
         "preemptions": int(req["preemptions"].sum()),
+        "swaps": int(req["swaps"].sum()) if "swaps" in req else 0,
     }

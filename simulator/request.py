@@ -38,6 +38,7 @@ class Request:
         "session_id",
         "shared_blocks",
         "status",
+        "swaps",
     )
 
     def __init__(
@@ -78,7 +79,8 @@ class Request:
         self.num_computed = 0
         self.num_generated = 0
         self.block_count = 0
-        self.preemptions = 0
+        self.preemptions = 0  # of which `swaps` moved the KV to host memory (no recompute)
+        self.swaps = 0
         self.first_token_time = math.nan
         self.last_token_time = math.nan
         self.finish_time = math.nan

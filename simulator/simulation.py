@@ -35,6 +35,7 @@ from simulator.errors import ConfigError, DoesNotFitError, ExpertSplitError
 from simulator.frontend import ApiServer, describe_api_server
 from simulator.hardware import LINKS, GPUSpec, get_gpu
 from simulator.kv_cache import BlockManager
+from simulator.kv_swap import host_swap_blocks, seconds_per_block
 from simulator.kv_transfer import build_kv_transfer
 from simulator.lockstep import LockstepGroup
 from simulator.memory import MemoryPlan, plan_memory
@@ -312,20 +313,29 @@ class Simulation:
         pp = plan.pp
         blocks_per_engine = plan.memory.num_blocks // pp
         coupled = plan.sharded.dp > 1  # MoE layers shared by the DP ranks
+        swap_blocks, swap_s = 0, 0.0
+        if getattr(sc.scheduler, "preemption_mode", "recompute") == "swap":
+            if coupled:
+                raise ConfigError("swap preemption is not modelled with attention data parallelism (ranks "
+                                  "stepping in lockstep)", where="scheduler.preemption_mode",
+                                  fix="use preemption_mode: recompute, or parallelism.dp: 1")
+            per_token = plan.memory.kv_bytes_per_token
+            swap_blocks = host_swap_blocks(sc.scheduler.swap_space_gib, self.block_size, per_token, pp)
+            swap_s = seconds_per_block(self.block_size, per_token, self.gpu.pcie)
         replicas = []
         for r in range(first, first + plan.replicas):
             engines = []
             lockstep = LockstepGroup(env, plan.cost) if coupled else None
             for k in range(plan.dp * pp):  # each DP rank's virtual engines; ranks pick by load as vLLM's DP balancer does
                 kv = BlockManager(blocks_per_engine, self.block_size,
-                                  getattr(sc.scheduler, "watermark", 0.0), plan.memory.state_blocks)
+                                  getattr(sc.scheduler, "watermark", 0.0), plan.memory.state_blocks, swap_blocks)
                 sched = policy(self.scheduler_config, kv, self.max_model_len, itl,
                                token_budget=self.token_budget, max_num_seqs=self.max_num_seqs)
                 sched.expect_arrivals = self._expect_arrivals
                 engines.append(Engine(env, r, sched, plan.cost, log, self._on_finish, self._on_reject,
                                       fast_forward=self._fast_forward, lockstep=lockstep,
                                       settle_after_finish=isinstance(self.workload, ClosedLoopWorkload),
-                                      dp_rank=k // pp))
+                                      dp_rank=k // pp, swap_s_per_block=swap_s))
             replicas.append(Replica(r, engines))
         return replicas
 

@@ -53,6 +53,9 @@ def scenarios(draw) -> dict:
     if policy in ("continuous", "vllm-v0", "vllm-v1"):
         sched["max_num_seqs"] = draw(st.sampled_from([2, 16, 256]))
     shared = None
+    if policy == "vllm-v0" and draw(st.booleans()):  # KV to host memory; a tiny space falls back to recompute
+        sched["preemption_mode"] = "swap"
+        sched["swap_space_gib"] = draw(st.sampled_from([0.002, 0.05, 4.0]))
     if policy == "vllm-v1":
         sched["max_num_batched_tokens"] = draw(st.sampled_from([48, 512, 2048]))
         # vLLM refuses a budget below max_num_seqs (every running sequence needs a token).
@@ -114,7 +117,7 @@ def check_tokens(d: dict, req, it, sim=None) -> None:
     needed = int((done["prompt_tokens"] + done["output_tokens"] - 1).sum())
     assert computed >= needed
     assert (done["cached_tokens"] < done["prompt_tokens"]).all()
-    no_recompute = req["preemptions"].sum() == 0
+    no_recompute = (req["preemptions"] - req["swaps"]).sum() == 0  # a swapped request keeps its KV
     stuck = req["reject_reason"].str.contains("deadlock").any()  # may have run partly
     if d["scheduler"]["policy"] != "static" and no_recompute and not stuck:
         assert computed == needed
@@ -126,13 +129,15 @@ def check_kv(sim, it) -> None:
     for e in engines(sim):
         kv = e.scheduler.kv
         assert kv.used == 0, "KV blocks leaked after every request settled"
+        assert kv.swap_used == 0, "host swap blocks leaked after every request settled"
         assert 0 <= kv.peak_used <= kv.total
+        assert 0 <= kv.swap_peak <= kv.swap_total
         assert 0 <= kv.cached <= kv.total  # prefix-cached blocks nobody references
         if kv.prefix_cache is not None:
             segments = kv.prefix_cache.segments
             assert all(s.refs == 0 for s in segments.values())
             assert kv.cached == sum(s.blocks for s in segments.values())
-        assert not e.scheduler.running and not e.scheduler.waiting
+        assert not e.scheduler.running and not e.scheduler.waiting and not e.scheduler.swapped
 
 
 def check_timeline(d: dict, it) -> None:

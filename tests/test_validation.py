@@ -97,33 +97,36 @@ def test_silicon_ttft_below_cliff_does_not_grow(silicon):
 
 def test_distserve_disaggregated_ttft_and_tpot(tmp_path):
     """DistServe's own prefill-TP2 / decode-TP1 runs, replayed through the disaggregated
-    mode. Nothing is fitted to them. Measured: TTFT MAPE 5.6%, every file low by 3-10%
-    (2.7% while the API server's constant was 15 ms with no tokenising; docs/fidelity.md
-    item 27), TPOT −20% to −56% (Known gaps): the bounds keep both there."""
+    mode. Nothing is fitted to them (the online loop's 5.5 ms per iteration comes from the
+    vLLM dev set: docs/fidelity.md item 28). Measured: TTFT MAPE 3.5%, every file within
+    -1% to +6%; TPOT -0.1%, -6.5% and -10% up to 6 req/s, -21% to -33% beyond, where the
+    decode cache is full and the server's TPOT grows faster than the model's (Known gaps)."""
     result, _ = run_validation([DISAGG], DISAGG_SCENARIO, [], tmp_path / "disagg")
     assert result["runs"] == 7
-    runs = result["per_run"]
-    assert all(abs(r["err_pct_ttft_ms"]) <= 10.0 for r in runs)
-    assert result["metrics"]["ttft_ms"]["all"]["mape"] <= 7.0
-    assert result["metrics"]["tpot_ms"]["all"]["mape"] <= 42.0
-    assert all(r["err_pct_tpot_ms"] < 0 for r in runs)  # the known, one-sided gap
+    runs = {r["run"].rsplit("-", 1)[-1]: r for r in result["per_run"]}
+    assert all(abs(r["err_pct_ttft_ms"]) <= 8.0 for r in runs.values())
+    assert result["metrics"]["ttft_ms"]["all"]["mape"] <= 5.0
+    assert all(abs(runs[rate]["err_pct_tpot_ms"]) <= 12.0 for rate in ("3", "4.5", "6"))
+    assert result["metrics"]["tpot_ms"]["all"]["mape"] <= 20.0
+    assert all(r["err_pct_tpot_ms"] < 0 for r in runs.values())  # still one-sided
+    assert max(abs(r["diff_points"]) for r in result["slo"]["runs"]) <= 7.0
     # The occupancy estimate cannot tell the pools apart, so it is not offered as a fix.
     assert result["kv_occupancy"]["diff_pct"] is None and "disaggregated" in result["kv_occupancy"]["note"]
 
 
 def test_distserve_disaggregated_pipeline_parallel_decode(tmp_path):
     """DistServe's runs with the decode instance split over two pipeline stages (c21d12).
-    Nothing is fitted to them. Up to 8 req/s TTFT stays within 8% per file (−1% to −7%) and
-    TPOT reads low as in the TP1 layout (docs/fidelity.md, Known gaps); beyond, the server
-    collapses."""
+    Nothing is fitted to them. Up to 8 req/s TTFT stays within 8% per file (+1% to +8%) and
+    TPOT reads low, more than in the TP1 layout (-21% to -43%; docs/fidelity.md, Known
+    gaps); beyond, the server collapses."""
     result, _ = run_validation([DISAGG_PP], DISAGG_PP_SCENARIO, [], tmp_path / "pp")
     assert result["runs"] == 7
     runs = {r["run"].rsplit("-", 1)[-1]: r for r in result["per_run"]}
     below = [runs[rate] for rate in ("4", "6", "8")]
     assert all(abs(r["err_pct_ttft_ms"]) <= 8.0 for r in below)
-    assert all(-60.0 < r["err_pct_tpot_ms"] < -30.0 for r in below)  # the known, one-sided gap
-    # From 10 req/s the measured server collapses (TPOT 0.6-1.4 s, TTFT up to 12 s); servesim
-    # models no host swapping or transfer back-pressure and stays an order of magnitude lower.
+    assert all(-50.0 < r["err_pct_tpot_ms"] < -15.0 for r in below)  # the known, one-sided gap
+    # From 10 req/s the measured server collapses (TPOT 0.6-1.4 s, TTFT up to 12 s); servesim,
+    # without the transfer back-pressure, stays an order of magnitude lower.
     assert runs["10"]["err_pct_tpot_ms"] < -80.0
     assert runs["14"]["measured_ttft_ms"] > 10 * runs["14"]["pred_ttft_ms"]
 

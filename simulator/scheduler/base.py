@@ -61,6 +61,7 @@ class Step:
     decode_only: bool
     preempted: int = 0
     crossings: list[int] | None = None  # KV block boundaries of a decode stretch (see stretch_limit)
+    swapped_blocks: int = 0  # KV blocks copied between GPU and host memory before this step runs
 
 
 @dataclass(slots=True)
@@ -98,6 +99,8 @@ class Scheduler:
         self.itl = itl
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
+        # Sequences preempted by swapping their KV to host memory (policies that swap).
+        self.swapped: deque[Request] = deque()
         self.preemptions = 0
         # Set by the engine: whether any request may still arrive (static batching flush).
         self.expect_arrivals: Callable[[], bool] = lambda: False
@@ -129,15 +132,15 @@ class Scheduler:
 
     @property
     def outstanding(self) -> int:
-        return len(self.waiting) + len(self.running)
+        return len(self.waiting) + len(self.running) + len(self.swapped)
 
     @property
     def queued(self) -> int:
-        """Requests waiting for admission (the iteration log's queue length)."""
-        return len(self.waiting)
+        """Requests waiting for admission or swap-in (the iteration log's queue length)."""
+        return len(self.waiting) + len(self.swapped)
 
     def has_work(self) -> bool:
-        return bool(self.waiting or self.running)
+        return bool(self.waiting or self.running or self.swapped)
 
     def next_wakeup(self, now: float) -> float | None:
         """A time at which an idle engine should re-run `schedule` without an arrival."""
@@ -237,7 +240,7 @@ class Scheduler:
         True for policies whose admission decisions cannot change while only decodes
         run: KV only shrinks and no sequence leaves, so a refused request stays refused.
         """
-        return step.decode_only and step.preempted == 0
+        return step.decode_only and step.preempted == 0 and step.swapped_blocks == 0
 
     def _block_crossings(self, entries, steps: int) -> list[int]:
         """Steps (1-based) at which some sequence needs one more KV block, one entry per block.

@@ -56,17 +56,17 @@ class DecodeRole(Scheduler):
 
     @property
     def outstanding(self) -> int:
-        return len(self.arrived) + len(self.waiting) + len(self.running)
+        return len(self.arrived) + super().outstanding
 
     @property
     def queued(self) -> int:
-        return len(self.arrived) + len(self.waiting)
+        return len(self.arrived) + super().queued
 
     def has_work(self) -> bool:
-        return bool(self.arrived or self.waiting or self.running)
+        return bool(self.arrived) or super().has_work()
 
     def schedule(self, now: float) -> Step | None:
-        if self.arrived and not self.waiting:
+        if self.arrived and not self.waiting and not self.swapped:
             self._admit_arrived()
         return super().schedule(now)
 

@@ -4,6 +4,14 @@ An iteration is all prefill or all decode. Waiting prompts are admitted FCFS, wh
 while the token budget, max_num_seqs and the KV watermark allow; if any were admitted
 the iteration is theirs. Otherwise every running request decodes one token; a request
 that cannot get a new block preempts the most recently admitted running request.
+
+Preemption recomputes (vLLM's default for one-sequence requests) or, with
+`preemption_mode: swap` (vLLM's `--preemption-mode swap`), copies the victim's KV blocks
+to host memory. As in vLLM's v0 scheduler: no new prompt is admitted while any request
+is swapped out; swapped requests come back FCFS, in a decode iteration that swapped
+nothing out, when their blocks plus one per sequence fit above the watermark; a victim
+that finds the host space full is recomputed (vLLM aborts the engine there). The copies
+run before the iteration's forward pass, over PCIe (the engine adds their time).
 """
 
 from __future__ import annotations
@@ -30,6 +38,13 @@ class VllmV0Config(SchedulerConfigBase):
     max_num_batched_tokens: int | None = Field(
         None, ge=1, description="prefill token budget per iteration, at least max_model_len; default max(max_model_len, 2048)")
     watermark: float = Field(0.01, ge=0, lt=1, description="fraction of KV blocks kept free when admitting prompts")
+    preemption_mode: Literal["recompute", "swap"] = Field(
+        "recompute", description="how a running request gives up its KV blocks: `recompute` (drop them; "
+        "prefill the prompt and the tokens so far again later) or `swap` (copy them to host memory over the GPU's host link "
+        "and back; vLLM --preemption-mode)")
+    swap_space_gib: float = Field(
+        4.0, ge=0, description="host memory per GPU for swapped-out KV blocks, GiB (vLLM --swap-space); "
+        "used with preemption_mode swap")
     max_paddings: int | None = Field(
         None, ge=0, description="vLLM <= 0.2.x: prompts of one prefill are padded to the longest, the padded "
         "size counts against the budget, and at most this many pad tokens are allowed (0.2.x default 256); "
@@ -43,6 +58,7 @@ class VllmV0Config(SchedulerConfigBase):
 class VllmV0Scheduler(Scheduler):
     name = "vllm-v0"
     paged = True
+    swap_moved = 0  # blocks copied to or from host memory by the iteration being scheduled
 
 
     def admission_error(self, req):
@@ -58,6 +74,43 @@ class VllmV0Scheduler(Scheduler):
                     f"watermark (cache {self.kv.total} blocks)")
         return super().admission_error(req)
 
+    def _preempt(self, req) -> None:
+        """Swap `req` out when the policy swaps and the host has room; else recompute it."""
+        held = req.block_count + self.kv.state_blocks  # KV and any recurrent state
+        if self.config.preemption_mode == "swap" and req.block_count and self.kv.can_swap_out(held):
+            self.kv.swap_out(held)  # block_count stays: the blocks to bring back
+            self.swap_moved += held
+            req.preemptions += 1
+            req.swaps += 1
+            req.status = "swapped"
+            self.preemptions += 1
+            self.swapped.append(req)
+            return
+        super()._preempt(req)
+
+    def _swap_in(self, entries: list) -> None:
+        """Bring swapped requests back FCFS into this decode iteration, as vLLM's v0 does when
+        the iteration swapped nothing out: each needs its blocks plus one for its next token
+        above the watermark, and a slot under max_num_seqs."""
+        kv = self.kv
+        bs = kv.block_size
+        swapped = self.swapped
+        while swapped and len(self.running) < self.max_num_seqs:
+            req = swapped[0]
+            held = req.block_count + kv.state_blocks
+            if kv.free - (held + 1) < kv.watermark_blocks:
+                break
+            swapped.popleft()
+            kv.swap_in(held)
+            self.swap_moved += held
+            grow = -(-(req.num_computed + 1) // bs) - req.block_count
+            if grow > 0:
+                kv.allocate(grow)
+                req.block_count += grow
+            req.status = "running"
+            self.running.append(req)
+            entries.append((req, 1))
+
     def schedule(self, now: float) -> Step | None:
         kv = self.kv
         running = self.running
@@ -65,7 +118,8 @@ class VllmV0Scheduler(Scheduler):
         entries = []
         packed = longest = 0
         pad_limit = self.config.max_paddings
-        while waiting and len(running) < self.max_num_seqs:
+        self.swap_moved = 0
+        while waiting and not self.swapped and len(running) < self.max_num_seqs:
             req = waiting[0]
             todo = req.prompt_tokens + req.num_generated
             n = len(entries) + 1
@@ -107,7 +161,9 @@ class VllmV0Scheduler(Scheduler):
                 preempted += evicted
             entries.append((req, 1))
             i += 1
+        if self.swapped and not self.swap_moved:
+            self._swap_in(entries)
         if not entries:
             return None
         shape, decode_only = self.shape_of(entries)
-        return Step(entries, shape, decode_only, preempted)
+        return Step(entries, shape, decode_only, preempted, swapped_blocks=self.swap_moved)
