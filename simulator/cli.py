@@ -139,6 +139,11 @@ def print_summary(summary: dict, out_dir: Path | None) -> None:
            if kv.get("state_blocks_per_sequence") and summary["config"].get("prefix_caching") is False else ""),
     ]
     lines[1:1] = rejection_lines(req)
+    if summary.get("preemptions"):  # a full KV cache: worth a line, with how it gave up blocks
+        n, swaps = summary["preemptions"], summary.get("swaps", 0)
+        how = ", ".join(p for p in (f"{swaps} swapped to host memory" if swaps else "",
+                                    f"{n - swaps} recomputed" if n - swaps else "") if p)
+        lines.append(f"preempted  {n:,} time{'' if n == 1 else 's'} ({how})")
     if dis:
         lines.append(f"KV moves   {_fmt(dis['kv_transfer']['ms']['mean'])} ms mean, "
                      f"{_fmt(dis['kv_transfer']['ms']['p99'])} ms p99 over "

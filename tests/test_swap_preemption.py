@@ -4,8 +4,11 @@ bytes over the GPU's host link."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
-from conftest import engines, fixed, poisson, scenario, simulate, uniform
+import yaml
+from conftest import cli, engines, fixed, poisson, scenario, simulate, uniform
 
 import simulator.simulation as simulation_module
 from simulator.hardware import get_gpu
@@ -104,3 +107,14 @@ def test_swap_mode_is_refused_by_policies_that_do_not_swap():
     with pytest.raises(ConfigError) as err:
         api.load(data=d)
     assert "preemption_mode" in str(err.value)
+
+
+def test_the_run_summary_says_how_requests_were_preempted(tmp_path, capsys):
+    path = tmp_path / "swap.yaml"
+    path.write_text(yaml.safe_dump(crowded("swap", swap_gib=0.05)))
+    assert cli(path, "-o", tmp_path / "out", "--no-report") == 0
+    out = capsys.readouterr().out
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    n, swaps = summary["preemptions"], summary["swaps"]
+    assert 0 < swaps < n  # the small host space fills: the rest are recomputed
+    assert f"preempted  {n} times ({swaps} swapped to host memory, {n - swaps} recomputed)" in out
