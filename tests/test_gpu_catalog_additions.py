@@ -1,5 +1,6 @@
 """GPUs added to the catalog for names that benchmark files use: H800, H20, A800, GH200,
-H100 NVL, L40, RTX A6000, RTX 4090, A10, MI325X, MI350X and MI355X. (No V100: vLLM's V1 engine needs
+H100 NVL, L40, RTX A6000, RTX 4090, A10, MI325X, MI350X and MI355X, and the A100's two PCIe
+boards. (No V100: vLLM's V1 engine needs
 compute capability 8.0, and Volta has no bf16.)
 
 Names resolve (torch device names and short names alike) without stealing any older
@@ -19,7 +20,7 @@ from simulator.hardware import GPU_CATALOG, get_gpu
 
 NEW_GPUS = (
     "h800", "h20", "a800-80gb-sxm", "gh200", "gh200-144gb", "h100-nvl", "l40", "rtx-a6000",
-    "rtx-4090", "a10", "mi325x", "rtx-pro-6000", "mi355x", "mi350x",
+    "rtx-4090", "a10", "mi325x", "rtx-pro-6000", "mi355x", "mi350x", "a100-80gb-pcie", "a100-40gb-pcie",
 )  # fmt: skip
 
 
@@ -42,6 +43,8 @@ NEW_GPUS = (
         ("AMD Instinct MI325X", "mi325x"),
         ("AMD Instinct MI355X", "mi355x"),
         ("AMD Instinct MI350X", "mi350x"),
+        ("NVIDIA A100-PCIE-40GB", "a100-40gb-pcie"),
+        ("NVIDIA A100 80GB PCIe", "a100-80gb-pcie"),
         # short names
         ("h800", "h800"),
         ("H20", "h20"),
@@ -57,6 +60,9 @@ NEW_GPUS = (
         ("MI325X", "mi325x"),
         ("MI355X", "mi355x"),
         ("mi350", "mi350x"),
+        ("a100_pcie", "a100-80gb-pcie"),
+        ("A100-PCIE-40GB", "a100-40gb-pcie"),
+        ("a100", "a100-80gb-sxm"),  # the bare name stays the SXM4 board
     ],
 )
 def test_new_names_resolve(alias, expected):
@@ -287,3 +293,18 @@ def test_h20_is_slower_than_h100_on_a_compute_heavy_load():
     _, h20 = _run(scenario(gpu="h20", **kw))
     _, h100 = _run(scenario(gpu="h100-sxm", **kw))
     assert h20.requests["ttft_ms"].mean() > 2 * h100.requests["ttft_ms"].mean()
+
+
+def test_a100_pcie_boards_are_the_sxm4_dies_on_pcie():
+    """Same GA100 tensor peaks and SMs; less HBM bandwidth on the 80 GB board (1,935 against
+    2,039 GB/s) and the 40 GB board's 1,555 GB/s; bridged pairs only, so TP talks over PCIe;
+    no borrowed kernel tables (their power limits are 300 W and 250 W against 400 W)."""
+    for pcie, sxm in (("a100-80gb-pcie", "a100-80gb-sxm"), ("a100-40gb-pcie", "a100-40gb")):
+        p, s = get_gpu(pcie), get_gpu(sxm)
+        assert p.peak_tflops == s.peak_tflops and p.num_sms == s.num_sms == 108
+        assert p.memory_gb == s.memory_gb and p.hbm_tbps <= s.hbm_tbps
+        assert p.intra_node_link.name == p.pcie.name == "PCIe Gen4 x16"
+        assert p.kernel_tables_from is None
+        with pytest.raises(ServesimError):
+            shipped_profile_for(p)
+    assert get_gpu("a100-80gb-pcie").hbm_tbps == 1.935

@@ -303,6 +303,44 @@ _GPUS: list[GPUSpec] = [
         aliases=("a100-40gb-sxm", "a100-sxm4-40gb", "a100-40gb-sxm4"),
     ),
     GPUSpec(
+        name="a100-80gb-pcie",
+        display_name="NVIDIA A100 PCIe 80GB",
+        vendor="nvidia",
+        architecture="ampere",
+        memory_gb=80.0,  # NVIDIA A100 datasheet (80GB PCIe): 80 GB HBM2e
+        usable_memory_gib=81920 / 1024,  # estimate: the same 80 GB part as the SXM4 board, 81920 MiB
+        hbm_tbps=1.935,  # NVIDIA A100 datasheet (80GB PCIe): 1,935 GB/s
+        # NVIDIA A100 datasheet: the SXM4 part's tensor peaks (BF16/FP16 312 dense) at a 300 W
+        # limit, which long compute-bound work feels more than the SXM4's 400 W.
+        peak_tflops=_GA100_PEAKS,
+        num_sms=108,  # NVIDIA Ampere GA100 whitepaper: every A100 has 108 SMs
+        l2_cache_mb=40.0,  # NVIDIA Ampere whitepaper: 40 MB L2
+        # NVLink bridges join only pairs of cards (600 GB/s, NVIDIA A100 datasheet), so a TP
+        # group of 4-8 talks over PCIe Gen4, as for h100-pcie.
+        intra_node_link=PCIE4,
+        inter_node_link=ETH_200G,
+        pcie=PCIE4,  # NVIDIA A100 datasheet (PCIe): Gen4 64 GB/s (bidirectional)
+        cost_per_gpu_hour=1.50,  # estimate: below the SXM4 80GB list above; neocloud PCIe offers, 2025
+        aliases=("a100-pcie", "a100-pcie-80gb", "a100-80gb-pcie4", "a100pcie"),
+    ),
+    GPUSpec(
+        name="a100-40gb-pcie",
+        display_name="NVIDIA A100 PCIe 40GB",
+        vendor="nvidia",
+        architecture="ampere",
+        memory_gb=40.0,  # NVIDIA A100 datasheet (40GB PCIe): 40 GB HBM2
+        usable_memory_gib=40960 / 1024,  # estimate: as the SXM4 40GB board, 40960 MiB
+        hbm_tbps=1.555,  # NVIDIA A100 datasheet (40GB PCIe): 1,555 GB/s
+        peak_tflops=_GA100_PEAKS,  # NVIDIA A100 datasheet: same tensor peaks, 250 W limit
+        num_sms=108,  # NVIDIA Ampere whitepaper
+        l2_cache_mb=40.0,  # NVIDIA Ampere whitepaper
+        intra_node_link=PCIE4,  # bridged pairs only, as a100-80gb-pcie
+        inter_node_link=ETH_200G,
+        pcie=PCIE4,
+        cost_per_gpu_hour=1.10,  # estimate: below the SXM4 40GB list above
+        aliases=("a100-pcie-40gb", "a100-40gb-pcie4"),
+    ),
+    GPUSpec(
         name="a800-80gb-sxm",
         display_name="NVIDIA A800 SXM4 80GB",
         vendor="nvidia",
