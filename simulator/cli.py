@@ -414,9 +414,10 @@ def names_table(rows: list[tuple[str, ...]], *columns: str, fold: tuple[str, ...
     table = Table(box=None, pad_edge=False, padding=(0, 1, 0, 0), header_style="bold underline", caption=caption,
                   caption_justify="left")
     for i, col in enumerate(columns):
-        widest = max(len(col), *(len(r[i]) for r in rows))
         whole = col not in fold
-        table.add_column(col, no_wrap=whole, min_width=widest if whole else None,
+        # A folded column still keeps its longest word whole.
+        widest = max(len(col), *(len(r[i]) if whole else max(map(len, r[i].split()), default=0) for r in rows))
+        table.add_column(col, no_wrap=whole, min_width=widest,
                          overflow="fold", justify="right" if all(map(_numeric, (r[i] for r in rows))) else "left")
     for r in rows:
         table.add_row(*r)
@@ -435,8 +436,8 @@ def list_gpus() -> None:
             tables = shipped_profile_for(g)
         except NoShippedProfileError:
             tables = "— (roofline)"
-        rows.append((g.name, f"{g.memory_gb:g}", f"{g.hbm_tbps:g}", f"{g.peak_tflops.get('bf16', 0):g}",
-                     f"{g.peak_tflops.get('fp8', 0):g}", f"{g.cost_per_gpu_hour:.2f}", tables, g.display_name))
+        rows.append((g.name, f"{g.memory_gb:g}", f"{g.hbm_tbps:g}", f"{g.peak_tflops.get('bf16', 0):.5g}",
+                     f"{g.peak_tflops.get('fp8', 0):.5g}", f"{g.cost_per_gpu_hour:.2f}", tables, g.display_name))
     console.print(names_table(rows, "name", "GB", "TB/s", "bf16", "fp8", "$/h", "kernel tables", "GPU",
                               fold=("GPU",),
                               caption="GB: memory; TB/s: HBM bandwidth; bf16, fp8: dense TFLOP/s; "
