@@ -118,3 +118,13 @@ def test_the_run_summary_says_how_requests_were_preempted(tmp_path, capsys):
     n, swaps = summary["preemptions"], summary["swaps"]
     assert 0 < swaps < n  # the small host space fills: the rest are recomputed
     assert f"preempted  {n} times ({swaps} swapped to host memory, {n - swaps} recomputed)" in out
+
+
+def test_swap_with_attention_data_parallelism_is_one_clean_error(tmp_path, capsys):
+    d = scenario("vllm-v0", model="qwen3-30b-a3b", dp=2, num_requests=5, sched={"preemption_mode": "swap"})
+    path = tmp_path / "dp.yaml"
+    path.write_text(yaml.safe_dump(d))
+    assert cli(path, "-o", tmp_path / "out", "--quiet") == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert err.startswith("error: scheduler.preemption_mode:") and "fix:" in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()

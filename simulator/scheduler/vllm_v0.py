@@ -11,7 +11,8 @@ to host memory. As in vLLM's v0 scheduler: no new prompt is admitted while any r
 is swapped out; swapped requests come back FCFS, in a decode iteration that swapped
 nothing out, when their blocks plus one per sequence fit above the watermark; a victim
 that finds the host space full is recomputed (vLLM aborts the engine there). The copies
-run before the iteration's forward pass, over PCIe (the engine adds their time).
+run before the iteration's forward pass, over the GPU's host link (the engine adds their
+time, simulator/kv_swap.py).
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ class VllmV0Config(SchedulerConfigBase):
 class VllmV0Scheduler(Scheduler):
     name = "vllm-v0"
     paged = True
-    swap_moved = 0  # blocks copied to or from host memory by the iteration being scheduled
+    step_swapped = 0  # blocks copied to or from host memory by the iteration being scheduled
 
 
     def admission_error(self, req):
@@ -79,7 +80,7 @@ class VllmV0Scheduler(Scheduler):
         held = req.block_count + self.kv.state_blocks  # KV and any recurrent state
         if self.config.preemption_mode == "swap" and req.block_count and self.kv.can_swap_out(held):
             self.kv.swap_out(held)  # block_count stays: the blocks to bring back
-            self.swap_moved += held
+            self.step_swapped += held
             req.preemptions += 1
             req.swaps += 1
             req.status = "swapped"
@@ -102,7 +103,7 @@ class VllmV0Scheduler(Scheduler):
                 break
             swapped.popleft()
             kv.swap_in(held)
-            self.swap_moved += held
+            self.step_swapped += held
             grow = -(-(req.num_computed + 1) // bs) - req.block_count
             if grow > 0:
                 kv.allocate(grow)
@@ -118,7 +119,7 @@ class VllmV0Scheduler(Scheduler):
         entries = []
         packed = longest = 0
         pad_limit = self.config.max_paddings
-        self.swap_moved = 0
+        self.step_swapped = 0
         while waiting and not self.swapped and len(running) < self.max_num_seqs:
             req = waiting[0]
             todo = req.prompt_tokens + req.num_generated
@@ -161,9 +162,9 @@ class VllmV0Scheduler(Scheduler):
                 preempted += evicted
             entries.append((req, 1))
             i += 1
-        if self.swapped and not self.swap_moved:
+        if self.swapped and not self.step_swapped:
             self._swap_in(entries)
         if not entries:
             return None
         shape, decode_only = self.shape_of(entries)
-        return Step(entries, shape, decode_only, preempted, swapped_blocks=self.swap_moved)
+        return Step(entries, shape, decode_only, preempted, swapped_blocks=self.step_swapped)
