@@ -10,8 +10,7 @@ its own link.
 from __future__ import annotations
 
 from simulator.hardware.spec import LinkSpec
-
-GIB = 1024**3
+from simulator.memory import GIB
 
 # Estimate: pinned host<->device copies reach about 0.8 of a PCIe link's rate (~25 of
 # Gen4 x16's 32 GB/s, ~50 of Gen5's 64 GB/s in CUDA's bandwidthTest); vLLM copies one

@@ -227,5 +227,5 @@ def summarize(req: pd.DataFrame, itl: ItlSink, slo: dict[str, float | None]) -> 
             "slo": dict(slo),
         },
         "preemptions": int(req["preemptions"].sum()),
-        "swaps": int(req["swaps"].sum()) if "swaps" in req else 0,
+        "swaps": int(req["swaps"].sum()),
     }

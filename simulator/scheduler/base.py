@@ -154,10 +154,13 @@ class Scheduler:
         """Recompute preemption: drop the KV, requeue at the front of the waiting queue."""
         self._release(req)
         req.num_computed = 0
-        req.preemptions += 1
-        req.status = "waiting"
-        self.preemptions += 1
+        self._count_preemption(req, "waiting")
         self.waiting.appendleft(req)
+
+    def _count_preemption(self, req: Request, status: str) -> None:
+        req.preemptions += 1
+        req.status = status
+        self.preemptions += 1
 
     def _grow(self, req: Request, need: int) -> int:
         """Give `req` `need` more KV blocks, preempting from the back of `running` as vLLM

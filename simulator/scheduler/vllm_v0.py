@@ -81,10 +81,8 @@ class VllmV0Scheduler(Scheduler):
         if self.config.preemption_mode == "swap" and req.block_count and self.kv.can_swap_out(held):
             self.kv.swap_out(held)  # block_count stays: the blocks to bring back
             self.step_swapped += held
-            req.preemptions += 1
             req.swaps += 1
-            req.status = "swapped"
-            self.preemptions += 1
+            self._count_preemption(req, "swapped")
             self.swapped.append(req)
             return
         super()._preempt(req)
@@ -94,7 +92,6 @@ class VllmV0Scheduler(Scheduler):
         the iteration swapped nothing out: each needs its blocks plus one for its next token
         above the watermark, and a slot under max_num_seqs."""
         kv = self.kv
-        bs = kv.block_size
         swapped = self.swapped
         while swapped and len(self.running) < self.max_num_seqs:
             req = swapped[0]
@@ -104,7 +101,7 @@ class VllmV0Scheduler(Scheduler):
             swapped.popleft()
             kv.swap_in(held)
             self.step_swapped += held
-            grow = -(-(req.num_computed + 1) // bs) - req.block_count
+            grow = kv.blocks_for(req.num_computed + 1) - req.block_count
             if grow > 0:
                 kv.allocate(grow)
                 req.block_count += grow
