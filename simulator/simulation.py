@@ -456,7 +456,7 @@ class Simulation:
         if any(p.dp > 1 for p in self.pools.values()):
             log.record_ranks()
         self.router = make_router(self.scenario.router)
-        self.api_server = ApiServer(env, self.scenario.cost_model, lambda req: self._route(req))
+        self.api_server = ApiServer(env, self.scenario.cost_model, self._route)
         if self.scenario.disaggregation is None:
             self.replicas = self._build_engines(env, itl, log, self.pools["serve"])
         else:
