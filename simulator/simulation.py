@@ -456,7 +456,8 @@ class Simulation:
         if any(p.dp > 1 for p in self.pools.values()):
             log.record_ranks()
         self.router = make_router(self.scenario.router)
-        self.api_server = ApiServer(env, self.scenario.cost_model, self._route)
+        # Late-bound: a disaggregated run rebinds _route to its cluster just below.
+        self.api_server = ApiServer(env, self.scenario.cost_model, lambda req: self._route(req))
         if self.scenario.disaggregation is None:
             self.replicas = self._build_engines(env, itl, log, self.pools["serve"])
         else:
