@@ -147,7 +147,9 @@ def print_summary(summary: dict, out_dir: Path | None) -> None:
     if dis:
         lines.append(f"KV moves   {_fmt(dis['kv_transfer']['ms']['mean'])} ms mean, "
                      f"{_fmt(dis['kv_transfer']['ms']['p99'])} ms p99 over "
-                     f"{', '.join(dis['kv_transfer']['links'])}")
+                     f"{', '.join(dis['kv_transfer']['links'])}"
+                     + ("; decode pulls (distserve)"
+                        if dis["kv_transfer"].get("protocol") == "distserve" else ""))
     if any(v is not None for v in good["slo"].values()):
         lines.append(f"SLO        {good['slo_attainment']:.1%} attainment, goodput {_fmt(good['requests_per_s'])} req/s")
     cost = summary.get("cost", {})

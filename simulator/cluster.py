@@ -60,6 +60,14 @@ class DisaggregatedCluster:
         for rep in prefill:
             for engine in rep.engines:
                 engine.on_finish = self._prefill_done_at(engine)
+        # `distserve` protocol: the decode instance copies the KV itself (roles.py), and
+        # tells us when, so that the prefill side's copy is freed then.
+        self.pulled = transfer.protocol == "distserve"
+        self._source: dict[int, tuple[Engine, int]] = {}
+        if self.pulled:
+            for rep in decode:
+                for engine in rep.engines:
+                    engine.scheduler.on_migrated = self._migrated
 
     @property
     def instances(self) -> list[Replica]:
@@ -76,10 +84,27 @@ class DisaggregatedCluster:
     def _prefill_done_at(self, engine: Engine) -> Callable[[Request], None]:
         def done(req: Request) -> None:
             if req.status == "transferring":
-                self.env.process(self._move(req, engine))
+                if self.pulled:
+                    self._hand_off(req, engine)
+                else:
+                    self.env.process(self._move(req, engine))
             else:  # a one-token request finishes at the prefill instance
                 self.on_finish(req)
         return done
+
+    def _hand_off(self, req: Request, source: Engine) -> None:
+        """Queue the request at a decode instance at once; its KV stays here until pulled."""
+        d = self.decode_router.choose(self.decode, req)
+        req.prefill_replica = req.replica
+        req.kv_transfer_s = self.transfer.seconds(req.prompt_tokens, req.replica, d)
+        self._source[req.id] = (source, source.scheduler.hold_for_pull(req))
+        self.decode[d].submit(req)
+
+    def _migrated(self, req: Request) -> None:
+        """A decode instance has copied the KV: free the prefill side's blocks."""
+        source, blocks = self._source.pop(req.id)
+        source.scheduler.end_pull(blocks)
+        source.wake()
 
     def _move(self, req: Request, source: Engine):
         """Hold the prefill KV for the transfer, then free it and queue at a decode instance."""

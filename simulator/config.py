@@ -95,6 +95,14 @@ class KVTransferConfig(StrictModel):
         None, gt=0, description="GB/s per GPU per direction; default the link's")
     latency_ms: float | None = Field(
         None, ge=0, description="fixed cost per transfer (handshake, first byte), ms; default the link's latency")
+    protocol: Literal["connector", "distserve"] = Field(
+        "connector", description="how a request moves to its decode instance. `connector`: the KV is sent "
+        "as soon as the first token is out, beside both instances' iterations, and the decode instance admits "
+        "the request once the KV has arrived and its blocks are free (vLLM's KV connectors). `distserve`: "
+        "DistServe's migration: after each iteration the decode instance accepts handed-off requests FCFS "
+        "while the prompts it holds but has not yet scheduled take under 5% of its blocks, copies their KV "
+        "itself (the copies delay its next iteration), and schedules a migrated request once the blocks of "
+        "the running requests, of those held, and its own fit in the cache")
 
 
 class DisaggregationConfig(StrictModel):

@@ -151,6 +151,8 @@ class Engine:
                     dt = cost.iteration_time(shape, from_idle=from_idle)
                     if step.swapped_blocks:
                         dt += step.swapped_blocks * self.swap_s_per_block
+                    if step.migration_s:
+                        dt += step.migration_s
                     used, queued = kv.used, sched.queued
                     yield env.timeout(dt)
                 else:

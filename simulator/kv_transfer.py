@@ -26,6 +26,7 @@ class KVTransfer:
     bandwidth: tuple[tuple[float, ...], ...]  # B/s, [prefill][decode]
     latency: tuple[tuple[float, ...], ...]  # s, [prefill][decode]
     links: tuple[tuple[str, ...], ...]  # link names, for the summary
+    protocol: str = "connector"  # who copies and when (config.KVTransferConfig.protocol)
 
     def seconds(self, tokens: int, prefill: int, decode: int) -> float:
         """Time to move the KV of `tokens` tokens from prefill instance to decode instance."""
@@ -71,4 +72,4 @@ def build_kv_transfer(cfg: DisaggregationConfig, model: ModelSpec, gpu: GPUSpec,
         bw.append(tuple(row_bw))
         lat.append(tuple(row_lat))
         names.append(tuple(row_names))
-    return KVTransfer(per_token, tuple(bw), tuple(lat), tuple(names))
+    return KVTransfer(per_token, tuple(bw), tuple(lat), tuple(names), kt.protocol)

@@ -309,7 +309,8 @@ class Simulation:
         sc = self.scenario
         policy = POLICIES[sc.scheduler.policy].scheduler
         if role is not None:
-            policy = role_scheduler(policy, role)
+            dis = sc.disaggregation
+            policy = role_scheduler(policy, role, dis.kv_transfer.protocol if dis is not None else "connector")
         pp = plan.pp
         blocks_per_engine = plan.memory.num_blocks // pp
         coupled = plan.sharded.dp > 1  # MoE layers shared by the DP ranks
@@ -577,6 +578,7 @@ class Simulation:
         done = req_df[req_df["status"] == "completed"]
         out["kv_transfer"] = {
             "links": sorted({name for row in kt.links for name in row}),
+            "protocol": kt.protocol,
             "bytes_per_token_per_gpu": kt.bytes_per_token,
             "ms": describe(done["kv_transfer_ms"].to_numpy()),
         }

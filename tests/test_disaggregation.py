@@ -198,7 +198,8 @@ def disagg_scenarios(draw) -> dict:
                                           "groups": draw(st.integers(1, 3))}
     replicas = st.integers(1, 2)
     return disagg(d, prefill=(1, 1, draw(replicas)), decode=(1, 1, draw(replicas)),
-                  latency_ms=draw(st.sampled_from([0.0, 1.0, 50.0])))
+                  latency_ms=draw(st.sampled_from([0.0, 1.0, 50.0])),
+                  protocol=draw(st.sampled_from(["connector", "distserve"])))
 
 
 def check_disaggregated(d: dict, sim, res) -> None:

@@ -97,19 +97,21 @@ def test_silicon_ttft_below_cliff_does_not_grow(silicon):
 
 def test_distserve_disaggregated_ttft_and_tpot(tmp_path):
     """DistServe's own prefill-TP2 / decode-TP1 runs, replayed through the disaggregated
-    mode. Nothing is fitted to them (the online loop's 5.5 ms per iteration comes from the
-    vLLM dev set: docs/fidelity.md item 28). Measured: TTFT MAPE 3.5%, every file within
-    -1% to +6%; TPOT -0.1%, -6.5% and -10% up to 6 req/s, -21% to -33% beyond, where the
-    decode cache is full and the server's TPOT grows faster than the model's (Known gaps)."""
+    mode with DistServe's migration protocol. Nothing is fitted to them (the online loop's
+    5.5 ms per iteration comes from the vLLM dev set: docs/fidelity.md item 28; the
+    migration rules are DistServe's source, item 29). Measured: TTFT MAPE 3.5%, every file
+    within -1% to +6%; TPOT MAPE 7.8%, +1% to -9% per file except -18% at 9 req/s; SLO
+    attainment within 3.7 points (before item 29: TPOT MAPE 16.9%, -21% to -33% from 7.5
+    req/s, SLO within 5.7)."""
     result, _ = run_validation([DISAGG], DISAGG_SCENARIO, [], tmp_path / "disagg")
     assert result["runs"] == 7
     runs = {r["run"].rsplit("-", 1)[-1]: r for r in result["per_run"]}
     assert all(abs(r["err_pct_ttft_ms"]) <= 8.0 for r in runs.values())
     assert result["metrics"]["ttft_ms"]["all"]["mape"] <= 5.0
-    assert all(abs(runs[rate]["err_pct_tpot_ms"]) <= 12.0 for rate in ("3", "4.5", "6"))
-    assert result["metrics"]["tpot_ms"]["all"]["mape"] <= 20.0
-    assert all(r["err_pct_tpot_ms"] < 0 for r in runs.values())  # still one-sided
-    assert max(abs(r["diff_points"]) for r in result["slo"]["runs"]) <= 7.0
+    assert all(abs(r["err_pct_tpot_ms"]) <= 12.0 for rate, r in runs.items() if rate != "9")
+    assert abs(runs["9"]["err_pct_tpot_ms"]) <= 20.0
+    assert result["metrics"]["tpot_ms"]["all"]["mape"] <= 9.0
+    assert max(abs(r["diff_points"]) for r in result["slo"]["runs"]) <= 5.0
     # The occupancy estimate cannot tell the pools apart, so it is not offered as a fix.
     assert result["kv_occupancy"]["diff_pct"] is None and "disaggregated" in result["kv_occupancy"]["note"]
 

@@ -311,6 +311,8 @@ def _kv_transfer_table(dis: Mapping) -> str:
     rows = [(f"KV transfer {stat}", fmt_num(get(ms, stat), "ms")) for stat in ("mean", "p50", "p99")]
     if isinstance(links, Sequence) and not isinstance(links, str) and links:
         rows.append(("KV transfer links", ", ".join(str(link) for link in links)))
+    if get(dis, "kv_transfer", "protocol") == "distserve":
+        rows.append(("KV transfer protocol", "distserve: pulled by the decode instance between its iterations"))
     return _table(("KV transfer", "Value"), rows)
 
 

@@ -39,6 +39,19 @@ class PrefillRole(Scheduler):
         """The KV has left this instance: free its blocks."""
         self._release(req)
 
+    def hold_for_pull(self, req: Request) -> int:
+        """Let the request go but keep its KV blocks until a decode instance has pulled them
+        (`kv_transfer.protocol: distserve`). Returns the blocks kept, for `end_pull`."""
+        before = self.kv.used
+        self._release(req)
+        kept = before - self.kv.used
+        self.kv.allocate(kept)
+        return kept
+
+    def end_pull(self, blocks: int) -> None:
+        """A decode instance has copied the KV kept by `hold_for_pull`."""
+        self.kv.release(blocks)
+
 
 class DecodeRole(Scheduler):
     """Decodes requests whose prompt KV arrived from a prefill instance."""
@@ -98,12 +111,128 @@ class DecodeRole(Scheduler):
             running.append(req)
 
 
+class MigratingDecodeRole(DecodeRole):
+    """A decode instance that pulls each prompt's KV itself, as DistServe's does
+    (`kv_transfer.protocol: distserve`; LLMServe/DistServe, distserve/decoding_stage_scheduler.py
+    and single_stage_engine.py).
+
+    A handed-off request waits in `unaccepted` with its KV still on the prefill instance.
+    After each iteration DistServe's decode loop accepts them FCFS while the prompts it
+    holds but has not yet scheduled (`arrived`) take under WAITING_BLOCK_FRACTION of the
+    cache and the prompt's blocks are free; it allocates those blocks and copies the KV
+    in its own loop, so the copies delay its next iteration (`Step.migration_s`). A
+    migrated request joins the batch when the blocks of the running requests (at their
+    next token), of every held prompt, and its own context fit in the cache: its held
+    blocks count twice, as DistServe's check counts them. The decode loop keeps no
+    watermark. `on_migrated` (set by the cluster) frees the prefill side's copy once the
+    iteration that carried the copy has ended.
+    """
+
+    # DistServe's DecodingStageSchedConfig.waiting_block_prop_threshold default.
+    WAITING_BLOCK_FRACTION = 0.05
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.unaccepted: deque[Request] = deque()
+        self.held_blocks = 0  # prompt blocks of the migrated requests in `arrived`
+        self.migrated: list[Request] = []  # copied, waiting for an iteration to carry the copy time
+        self.migrated_s = 0.0
+        self.in_flight: list[Request] = []  # copied before the iteration in flight
+        self.on_migrated = lambda req: None
+
+    def add(self, req: Request) -> str | None:
+        reason = self.admission_error(req)
+        if reason is None:
+            req.status = "waiting"
+            self.unaccepted.append(req)
+        return reason
+
+    @property
+    def outstanding(self) -> int:
+        return len(self.unaccepted) + super().outstanding
+
+    @property
+    def queued(self) -> int:
+        return len(self.unaccepted) + super().queued
+
+    def has_work(self) -> bool:
+        return bool(self.unaccepted) or super().has_work()
+
+    def schedule(self, now: float) -> Step | None:
+        self._accept()
+        step = super().schedule(now)
+        if step is None and self.arrived and not self.running:
+            # Nothing runs and DistServe's check still refuses the head (its own held blocks
+            # count twice, or preempted requests come first): DistServe would wait forever.
+            # Run the head; the policy's decode path gives it its next block or preempts it.
+            req = self.arrived.popleft()
+            self.held_blocks -= req.block_count
+            req.status = "running"
+            self.running.append(req)
+            step = super(DecodeRole, self).schedule(now)
+        if step is not None and self.migrated:
+            step.migration_s = self.migrated_s
+            self.in_flight, self.migrated, self.migrated_s = self.migrated, [], 0.0
+        return step
+
+    def complete(self, step: Step, end: float) -> list[Request]:
+        if self.in_flight:
+            for req in self.in_flight:
+                self.on_migrated(req)
+            self.in_flight = []
+        return super().complete(step, end)
+
+    def _accept(self) -> None:
+        """DistServe's post-iteration migration: FCFS while the held prompts stay under the
+        threshold and the prompt's blocks are free."""
+        kv = self.kv
+        limit = self.WAITING_BLOCK_FRACTION * kv.total
+        queue = self.unaccepted
+        while queue and self.held_blocks < limit:
+            req = queue[0]
+            need = kv.blocks_for(req.num_computed)
+            if need + kv.state_blocks > kv.free:
+                break
+            queue.popleft()
+            kv.admit(need)
+            req.block_count = need
+            self.held_blocks += need
+            self.arrived.append(req)
+            self.migrated.append(req)
+            self.migrated_s += req.kv_transfer_s
+
+    def _admit_arrived(self) -> None:
+        kv = self.kv
+        running = self.running
+        arrived = self.arrived
+        bs = kv.block_size
+        committed = sum(-(-(r.num_computed + 1) // bs) for r in running) + self.held_blocks
+        while arrived and len(running) < self.max_num_seqs:
+            req = arrived[0]
+            own = kv.blocks_for(req.num_computed + 1)
+            if committed + own > kv.total:
+                break
+            grow = own - req.block_count
+            if grow > kv.free:
+                break
+            arrived.popleft()
+            self.held_blocks -= req.block_count
+            committed += own - req.block_count
+            if grow > 0:
+                kv.allocate(grow)
+                req.block_count = own
+            req.status = "running"
+            running.append(req)
+
+
 ROLES: dict[str, type[Scheduler]] = {"prefill": PrefillRole, "decode": DecodeRole}
+# The decode role per `disaggregation.kv_transfer.protocol`.
+DECODE_ROLES: dict[str, type[Scheduler]] = {"connector": DecodeRole, "distserve": MigratingDecodeRole}
 
 
 @cache
-def role_scheduler(policy: type[Scheduler], role: str) -> type[Scheduler]:
-    """`policy`'s scheduler class playing `role` (one of ROLES)."""
-    mixin = ROLES[role]
+def role_scheduler(policy: type[Scheduler], role: str, protocol: str = "connector") -> type[Scheduler]:
+    """`policy`'s scheduler class playing `role` (one of ROLES) under `protocol`."""
+    mixin = DECODE_ROLES[protocol] if role == "decode" else ROLES[role]
     return type(f"{mixin.__name__[:-4]}{policy.__name__}", (mixin, policy),
                 {"name": f"{policy.name}/{role}"})
