@@ -182,17 +182,27 @@ class MigratingDecodeRole(DecodeRole):
             self.in_flight = []
         return super().complete(step, end)
 
+    def can_fast_forward(self, step: Step) -> bool:
+        # Admitting a held request lowers the held blocks after this iteration's migrations
+        # ran: the next iteration may then pull a queued one, which a stretch would skip.
+        return super().can_fast_forward(step) and not self._can_pull_head()
+
+    def _can_pull_head(self) -> bool:
+        """Whether the next queued request would be pulled now."""
+        if not self.unaccepted:
+            return False
+        kv = self.kv
+        return (self.held_blocks < self.WAITING_BLOCK_FRACTION * kv.total
+                and kv.blocks_for(self.unaccepted[0].num_computed) + kv.state_blocks <= kv.free)
+
     def _accept(self) -> None:
         """DistServe's post-iteration migration: FCFS while the held prompts stay under the
         threshold and the prompt's blocks are free."""
         kv = self.kv
-        limit = self.WAITING_BLOCK_FRACTION * kv.total
         queue = self.unaccepted
-        while queue and self.held_blocks < limit:
+        while self._can_pull_head():
             req = queue[0]
             need = kv.blocks_for(req.num_computed)
-            if need + kv.state_blocks > kv.free:
-                break
             queue.popleft()
             kv.admit(need)
             req.block_count = need
