@@ -22,6 +22,7 @@ from simulator.errors import ConfigError
 from simulator.hardware import LINKS
 from simulator.router import RouterConfig
 from simulator.scheduler import POLICIES, SchedulerConfig
+from simulator.scheduler.roles import DECODE_ROLES
 from simulator.scheduler.vllm_v1 import VllmV1Config
 from simulator.strict import StrictModel
 from simulator.workload import WorkloadConfig
@@ -83,6 +84,8 @@ class PoolConfig(StrictModel):
 
 # Typed from the link catalog, so a new link needs no edit here.
 KVLinkName = Literal[("auto", *LINKS)]  # type: ignore[valid-type]
+# Typed from the decode roles, so a new hand-off protocol needs no edit here.
+KVTransferProtocol = Literal[tuple(DECODE_ROLES)]  # type: ignore[valid-type]
 
 
 class KVTransferConfig(StrictModel):
@@ -95,7 +98,7 @@ class KVTransferConfig(StrictModel):
         None, gt=0, description="GB/s per GPU per direction; default the link's")
     latency_ms: float | None = Field(
         None, ge=0, description="fixed cost per transfer (handshake, first byte), ms; default the link's latency")
-    protocol: Literal["connector", "distserve"] = Field(
+    protocol: KVTransferProtocol = Field(
         "connector", description="how a request moves to its decode instance. `connector`: the KV is sent "
         "as soon as the first token is out, beside both instances' iterations, and the decode instance admits "
         "the request once the KV has arrived and its blocks are free (vLLM's KV connectors). `distserve`: "
