@@ -11,6 +11,9 @@ changes where a request enters and leaves an instance:
   `arrived` until blocks for its context plus the next token are free; then it joins
   `running` as an ordinary decode. A request preempted here is recomputed here, by the
   policy's own waiting-queue path, which takes precedence over new arrivals (FCFS).
+- decode under `kv_transfer.protocol: distserve` (`MigratingDecodeRole`): the request
+  arrives with its KV still on the prefill instance (`hold_for_pull` keeps the blocks),
+  and the decode instance pulls it between its iterations under DistServe's rules.
 """
 
 from __future__ import annotations
