@@ -62,24 +62,29 @@ class DecodeRole(Scheduler):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.arrived: deque[Request] = deque()
+        self.entry = self.arrived  # where a handed-off request queues
 
     def add(self, req: Request) -> str | None:
         reason = self.admission_error(req)
         if reason is None:
             req.status = "waiting"
-            self.arrived.append(req)
+            self.entry.append(req)
         return reason
+
+    def handed_off(self) -> int:
+        """Requests handed to this instance that are neither running nor preempted."""
+        return len(self.arrived)
 
     @property
     def outstanding(self) -> int:
-        return len(self.arrived) + super().outstanding
+        return self.handed_off() + super().outstanding
 
     @property
     def queued(self) -> int:
-        return len(self.arrived) + super().queued
+        return self.handed_off() + super().queued
 
     def has_work(self) -> bool:
-        return bool(self.arrived) or super().has_work()
+        return self.handed_off() > 0 or super().has_work()
 
     def schedule(self, now: float) -> Step | None:
         if self.arrived and not self.waiting and not self.swapped:
@@ -137,29 +142,15 @@ class MigratingDecodeRole(DecodeRole):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.unaccepted: deque[Request] = deque()
+        self.entry = self.unaccepted
         self.held_blocks = 0  # prompt blocks of the migrated requests in `arrived`
         self.migrated: list[Request] = []  # copied, waiting for an iteration to carry the copy time
         self.migrated_s = 0.0
         self.in_flight: list[Request] = []  # copied before the iteration in flight
         self.on_migrated = lambda req: None
 
-    def add(self, req: Request) -> str | None:
-        reason = self.admission_error(req)
-        if reason is None:
-            req.status = "waiting"
-            self.unaccepted.append(req)
-        return reason
-
-    @property
-    def outstanding(self) -> int:
-        return len(self.unaccepted) + super().outstanding
-
-    @property
-    def queued(self) -> int:
-        return len(self.unaccepted) + super().queued
-
-    def has_work(self) -> bool:
-        return bool(self.unaccepted) or super().has_work()
+    def handed_off(self) -> int:
+        return len(self.unaccepted) + len(self.arrived)
 
     def schedule(self, now: float) -> Step | None:
         self._accept()
