@@ -33,7 +33,7 @@ class Engine:
                  cost: IterationCostModel, log: IterationLog,
                  on_finish: Callable[[Request], None], on_reject: Callable[[Request, str], None],
                  *, fast_forward: bool = True, settle_after_finish: bool = False,
-                 lockstep: LockstepGroup | None = None, dp_rank: int = 0, swap_s_per_block: float = 0.0):
+                 lockstep: LockstepGroup | None = None, dp_rank: int = 0):
         self.env = env
         self.replica = replica
         self.dp_rank = dp_rank  # attention-DP rank within the replica, for the records
@@ -58,9 +58,6 @@ class Engine:
         # Closed loop: after finishing requests, let the replacement sends of this instant
         # arrive (one zero-delay event) before scheduling, so they can join the next step.
         self.settle_after_finish = settle_after_finish
-        # Swap preemption: copying one KV block to or from host memory, which the
-        # iteration's forward pass waits for (kv_swap.py).
-        self.swap_s_per_block = swap_s_per_block
         self.process = env.process(self._run())
 
     @property
@@ -149,10 +146,8 @@ class Engine:
             if k == 1:
                 if group is None:
                     dt = cost.iteration_time(shape, from_idle=from_idle)
-                    if step.swapped_blocks:
-                        dt += step.swapped_blocks * self.swap_s_per_block
-                    if step.migration_s:
-                        dt += step.migration_s
+                    if step.copy_s:
+                        dt += step.copy_s
                     used, queued = kv.used, sched.queued
                     yield env.timeout(dt)
                 else:

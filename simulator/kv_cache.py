@@ -23,10 +23,10 @@ class BlockManager:
     """Counts free and used KV blocks of one engine, with a peak-usage watermark."""
 
     __slots__ = ("block_size", "cached", "peak_used", "prefix_cache", "state_blocks", "swap_moved", "swap_peak",
-                 "swap_total", "swap_used", "total", "used", "watermark_blocks")
+                 "swap_s_per_block", "swap_total", "swap_used", "total", "used", "watermark_blocks")
 
     def __init__(self, total_blocks: int, block_size: int, watermark: float = 0.0, state_blocks: int = 0,
-                 swap_blocks: int = 0):
+                 swap_blocks: int = 0, swap_s_per_block: float = 0.0):
         if total_blocks <= 0:
             raise ValueError("a KV cache needs at least one block")
         self.total = total_blocks
@@ -41,6 +41,7 @@ class BlockManager:
         self.swap_used = 0
         self.swap_peak = 0
         self.swap_moved = 0  # blocks copied either way so far
+        self.swap_s_per_block = swap_s_per_block  # one block's copy over the host link (kv_swap.py)
 
     @property
     def free(self) -> int:

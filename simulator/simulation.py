@@ -329,14 +329,15 @@ class Simulation:
             lockstep = LockstepGroup(env, plan.cost) if coupled else None
             for k in range(plan.dp * pp):  # each DP rank's virtual engines; ranks pick by load as vLLM's DP balancer does
                 kv = BlockManager(blocks_per_engine, self.block_size,
-                                  getattr(sc.scheduler, "watermark", 0.0), plan.memory.state_blocks, swap_blocks)
+                                  getattr(sc.scheduler, "watermark", 0.0), plan.memory.state_blocks, swap_blocks,
+                                  swap_s)
                 sched = policy(self.scheduler_config, kv, self.max_model_len, itl,
                                token_budget=self.token_budget, max_num_seqs=self.max_num_seqs)
                 sched.expect_arrivals = self._expect_arrivals
                 engines.append(Engine(env, r, sched, plan.cost, log, self._on_finish, self._on_reject,
                                       fast_forward=self._fast_forward, lockstep=lockstep,
                                       settle_after_finish=isinstance(self.workload, ClosedLoopWorkload),
-                                      dp_rank=k // pp, swap_s_per_block=swap_s))
+                                      dp_rank=k // pp))
             replicas.append(Replica(r, engines))
         return replicas
 

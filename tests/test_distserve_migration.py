@@ -44,15 +44,15 @@ def test_accepts_while_held_prompts_stay_under_five_percent():
     step = sched.schedule(0.0)
     # Held 0 then 4 blocks (< 5): two accepted; at 8 the third waits for the next iteration.
     assert [r for r, _ in step.entries] == reqs[:2] and list(sched.unaccepted) == reqs[2:]
-    assert step.migration_s == pytest.approx(2 * COPY_S, rel=REL)
+    assert step.copy_s == pytest.approx(2 * COPY_S, rel=REL)
     assert pulled == []  # the prefill side keeps its copy until the iteration has run
     sched.complete(step, 0.05)
     assert pulled == reqs[:2]
     step = sched.schedule(0.05)
-    assert [r for r, _ in step.entries] == reqs and step.migration_s == pytest.approx(COPY_S, rel=REL)
+    assert [r for r, _ in step.entries] == reqs and step.copy_s == pytest.approx(COPY_S, rel=REL)
     sched.complete(step, 0.1)
     step = sched.schedule(0.1)
-    assert step.migration_s == 0.0 and sched.can_fast_forward(step)  # nothing copied: a plain decode
+    assert step.copy_s == 0.0 and sched.can_fast_forward(step)  # nothing copied: a plain decode
 
 
 def test_held_blocks_count_twice_in_the_admission_check():
@@ -67,7 +67,7 @@ def test_held_blocks_count_twice_in_the_admission_check():
     # 10 (running, at their next token) + 5 (held) + 6 (its own) = 21 > 20: it waits,
     # though 5 blocks are free and it needs one more. Its copy still ran in this iteration.
     assert [r for r, _ in step.entries] == [first] and list(sched.arrived) == [late]
-    assert sched.kv.free == 5 and step.migration_s == pytest.approx(COPY_S, rel=REL)
+    assert sched.kv.free == 5 and step.copy_s == pytest.approx(COPY_S, rel=REL)
     assert late.block_count == 5 and sched.held_blocks == 5
 
 
@@ -76,7 +76,7 @@ def test_runs_the_head_where_distserve_would_wait_forever():
     req = handed_off(0, 96)  # 6 blocks held + 7 for its context > 10, with nothing running
     sched.add(req)
     step = sched.schedule(0.0)
-    assert [r for r, _ in step.entries] == [req] and step.migration_s == pytest.approx(COPY_S, rel=REL)
+    assert [r for r, _ in step.entries] == [req] and step.copy_s == pytest.approx(COPY_S, rel=REL)
     assert sched.held_blocks == 0 and sched.kv.used == 7
 
 

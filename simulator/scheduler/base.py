@@ -61,8 +61,9 @@ class Step:
     decode_only: bool
     preempted: int = 0
     crossings: list[int] | None = None  # KV block boundaries of a decode stretch (see stretch_limit)
-    swapped_blocks: int = 0  # KV blocks copied between GPU and host memory before this step runs
-    migration_s: float = 0.0  # seconds of prompt-KV copies the decode instance runs before this step (DistServe)
+    # Seconds of KV copies this step's forward pass waits for: blocks swapped to or from
+    # host memory (vllm_v0), prompts pulled from a prefill instance (roles.MigratingDecodeRole).
+    copy_s: float = 0.0
 
 
 @dataclass(slots=True)
@@ -244,7 +245,7 @@ class Scheduler:
         True for policies whose admission decisions cannot change while only decodes
         run: KV only shrinks and no sequence leaves, so a refused request stays refused.
         """
-        return step.decode_only and step.preempted == 0 and step.swapped_blocks == 0 and not step.migration_s
+        return step.decode_only and step.preempted == 0 and not step.copy_s
 
     def _block_crossings(self, entries, steps: int) -> list[int]:
         """Steps (1-based) at which some sequence needs one more KV block, one entry per block.

@@ -128,7 +128,7 @@ class MigratingDecodeRole(DecodeRole):
     After each iteration DistServe's decode loop accepts them FCFS while the prompts it
     holds but has not yet scheduled (`arrived`) take under WAITING_BLOCK_FRACTION of the
     cache and the prompt's blocks are free; it allocates those blocks and copies the KV
-    in its own loop, so the copies delay its next iteration (`Step.migration_s`). A
+    in its own loop, so the copies delay its next iteration (`Step.copy_s`). A
     migrated request joins the batch when the blocks of the running requests (at their
     next token), of every held prompt, and its own context fit in the cache: its held
     blocks count twice, as DistServe's check counts them. The decode loop keeps no
@@ -165,7 +165,7 @@ class MigratingDecodeRole(DecodeRole):
             self.running.append(req)
             step = super(DecodeRole, self).schedule(now)
         if step is not None and self.migrated:
-            step.migration_s = self.migrated_s
+            step.copy_s += self.migrated_s
             self.in_flight, self.migrated, self.migrated_s = self.migrated, [], 0.0
         return step
 

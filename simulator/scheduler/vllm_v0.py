@@ -11,8 +11,8 @@ to host memory. As in vLLM's v0 scheduler: no new prompt is admitted while any r
 is swapped out; swapped requests come back FCFS, in a decode iteration that swapped
 nothing out, when their blocks plus one per sequence fit above the watermark; a victim
 that finds the host space full is recomputed (vLLM aborts the engine there). The copies
-run before the iteration's forward pass, over the GPU's host link (the engine adds their
-time, simulator/kv_swap.py).
+run before the iteration's forward pass, over the GPU's host link (`Step.copy_s`,
+simulator/kv_swap.py).
 """
 
 from __future__ import annotations
@@ -164,4 +164,4 @@ class VllmV0Scheduler(Scheduler):
         if not entries:
             return None
         shape, decode_only = self.shape_of(entries)
-        return Step(entries, shape, decode_only, preempted, swapped_blocks=self.step_swapped)
+        return Step(entries, shape, decode_only, preempted, copy_s=self.step_swapped * kv.swap_s_per_block)
