@@ -129,6 +129,13 @@ def test_a_file_that_is_not_utf8_is_named(tmp_path):
     (SWEEP_HEADER + "h200_sxm,llama-3.1-70b,fp8,2,1000,100,8,100,20,7\n", "m.csv:2: 10 cells under a header of 9"),
     (PER_REQUEST_HEADER + "0,10,5,1,2,3\n", "m.csv:2: 6 cells under a header of 5 columns"),
     (PER_REQUEST_HEADER + '0,10,5,"1,2\n', "not a readable CSV"),
+    # Shared-prefix columns, as a csv trace has them.
+    ("arrival_s,prompt_tokens,output_tokens,ttft_ms,tpot_ms,prefix_tokens\n0,10,5,1,2,4\n",
+     "prefix_tokens needs a prefix_id column"),
+    ("arrival_s,prompt_tokens,output_tokens,ttft_ms,tpot_ms,prefix_id,prefix_tokens\n0,10,5,1,2,3,11\n",
+     "m.csv:2: prefix_tokens is '11', expected a whole number from 0 to the row's prompt_tokens (10)"),
+    ("arrival_s,prompt_tokens,output_tokens,ttft_ms,tpot_ms,prefix_id,prefix_tokens\n0,10,5,1,2,a,4\n",
+     "m.csv:2: prefix_id is 'a', expected a whole number >= -1"),
 ])
 def test_bad_csv(tmp_path, text, words):
     path = tmp_path / "m.csv"

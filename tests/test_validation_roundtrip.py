@@ -56,3 +56,27 @@ def test_a_closed_loop_runs_means_replay_exactly_as_a_sweep_row(tmp_path):
     result, _ = run_validation([row], BENCH, [], tmp_path / "out", rounds=10, length_ratio=1.0, recipes=False)
     for metric in ("ttft_ms", "tpot_ms"):
         assert abs(result["metrics"][metric]["all"]["mean_signed_pct"]) < 1e-9, metric
+
+
+def test_a_runs_shared_prompts_replay_with_their_cache_hits(tmp_path):
+    """A run whose clients resent a few prompts (a trace's prefix columns) replays exactly
+    when its per-request CSV carries the same prefix_id/prefix_tokens columns; without them
+    every prompt is prefilled in full, and the replay reads slower."""
+    n = 120
+    trace = pd.DataFrame({"arrival_s": [i * 0.05 for i in range(n)], "prompt_tokens": 1500,
+                          "output_tokens": 40, "prefix_id": [i % 4 for i in range(n)], "prefix_tokens": 1500})
+    trace.to_csv(tmp_path / "trace.csv", index=False)
+    sets = [f"workload={{arrival: {{type: trace, path: {tmp_path / 'trace.csv'}}}}}"]
+    done = api.run(CHATBOT, sets).requests
+    assert (done["status"] == "completed").all() and (done["cached_tokens"] > 0).sum() > n - 8
+    measured = done[COLUMNS].assign(prefix_id=trace["prefix_id"], prefix_tokens=trace["prefix_tokens"])
+    with_prefixes, without = tmp_path / "with.csv", tmp_path / "without.csv"
+    measured.to_csv(with_prefixes, index=False, float_format="%.9f")
+    measured[COLUMNS].to_csv(without, index=False, float_format="%.9f")
+    _, out = run_validation([with_prefixes], CHATBOT, [], tmp_path / "out")
+    rows = pd.read_csv(out / "validation.csv")
+    for metric in ("ttft_ms", "tpot_ms", "e2e_ms"):
+        assert abs(rows[f"pred_{metric}"] - rows[metric]).max() < 1e-3, metric
+    assert list(rows.columns[:8]) == [*COLUMNS, "prefix_id", "prefix_tokens"]  # input columns unchanged
+    result, _ = run_validation([without], CHATBOT, [], tmp_path / "out2")
+    assert result["metrics"]["ttft_ms"]["all"]["mean_signed_pct"] > 50

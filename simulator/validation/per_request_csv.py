@@ -1,5 +1,11 @@
 """The per-request CSV (arrival_s,prompt_tokens,output_tokens,ttft_ms,tpot_ms[,e2e_ms]): one
-open-loop run per file, replayed with its exact arrivals and lengths."""
+open-loop run per file, replayed with its exact arrivals and lengths.
+
+Optional `prefix_id` and `prefix_tokens` columns mark shared prompt text as a csv trace does
+(the request's first `prefix_tokens` tokens are the text named `prefix_id`; blank or -1: none),
+so a run whose clients resent the same prompts replays with the prefix cache's hits: a
+benchmark that cycles through a fixed set of prompts is served mostly from cache, and
+replayed without that it reads as a far heavier load (docs/fidelity.md, BLIS's runs)."""
 
 from __future__ import annotations
 
@@ -28,6 +34,7 @@ _PER_REQUEST_REQUIRED = {"arrival_s": (False, -math.inf), "prompt_tokens": (True
 
 
 _LATENCY_COLUMNS = ("ttft_ms", "tpot_ms", "e2e_ms")
+PREFIX_COLUMNS = ("prefix_id", "prefix_tokens")
 
 # Cells pandas would read as missing (NaN, NA, null, ...): a blank latency, as in vLLM's
 # NaN TPOT for one-token outputs.
@@ -68,8 +75,37 @@ def read_per_request_csv(path: Path) -> MeasuredSet:
         raise MeasurementError("the file has no rows", where=str(path),
                                fix="point to a CSV with one row per measured request")
     req = _checked_columns(df, path)
+    req = _checked_prefix_columns(df, req, path)
     # vLLM leaves TPOT undefined for single-token outputs.
     req.loc[req["output_tokens"] <= 1, "tpot_ms"] = np.nan
     run = MeasuredRun(label=path.stem, source=path.name, kind="trace", measured=mean_latencies(req),
                       requests=req)
     return MeasuredSet("per_request", [run], df, np.zeros(len(df), dtype=int))
+
+
+def _checked_prefix_columns(text: pd.DataFrame, req: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """The optional shared-prefix columns made numeric (prefix_id -1 and prefix_tokens 0 where
+    blank), or a MeasurementError naming the first bad cell's line."""
+    if "prefix_tokens" in text.columns and "prefix_id" not in text.columns:
+        raise MeasurementError("column prefix_tokens needs a prefix_id column: it says how long the shared "
+                               "prefix named by prefix_id is", where=str(path),
+                               fix="add a prefix_id column (equal ids mean equal prefix text), or drop prefix_tokens")
+    out = req
+    for column, blank_value in (("prefix_id", -1), ("prefix_tokens", 0)):
+        if column not in text.columns:
+            continue
+        cells = text[column].str.strip()
+        blank = cells.eq("") | cells.str.lower().isin(_MISSING_TEXT)
+        values = pd.to_numeric(cells, errors="coerce")
+        bad = ~blank & (values.isna() | np.isinf(values) | (values != values.round()) | (values < blank_value))
+        if column == "prefix_tokens":
+            bad |= ~blank & (values > req["prompt_tokens"])
+        if bad.any():
+            i = int(np.flatnonzero(bad.to_numpy())[0])
+            what = ("a whole number >= -1 (equal ids mean equal prefix text), or blank" if column == "prefix_id"
+                    else f"a whole number from 0 to the row's prompt_tokens ({int(req['prompt_tokens'].iloc[i])}), "
+                         "or blank")
+            raise MeasurementError(f"{column} is {shown_cell(cells.iloc[i])}, expected {what}",
+                                   where=f"{path}:{i + 2}", fix=FIX_ROW)
+        out[column] = values.where(~blank, blank_value).astype(np.int64)
+    return out

@@ -21,6 +21,7 @@ from simulator.errors import (
 from simulator.simulation import Simulation, resolve_model
 from simulator.validation.measurement import MeasuredRun, MeasuredSet
 from simulator.workload import ClosedLoopWorkload, OpenLoopWorkload
+from simulator.workload.generate import SharedPrefixes
 
 METRICS = ("ttft_ms", "tpot_ms", "e2e_ms")
 
@@ -49,7 +50,11 @@ def _replay_workload(run: MeasuredRun, seed: int) -> OpenLoopWorkload | ClosedLo
     if run.kind == "trace":
         arrival = req["arrival_s"].to_numpy(dtype=float)
         order = np.argsort(arrival, kind="stable")
-        return OpenLoopWorkload(arrival[order] - arrival[order][0], prompts[order], outputs[order])
+        ids = req["prefix_id"].to_numpy(dtype=np.int64)[order] if "prefix_id" in req else None
+        shared = (SharedPrefixes(ids, req["prefix_tokens"].to_numpy(dtype=np.int64)[order])
+                  if "prefix_tokens" in req else None)
+        return OpenLoopWorkload(arrival[order] - arrival[order][0], prompts[order], outputs[order],
+                                prefix_id=ids, prefixes=shared)
     n = len(prompts)
     if run.ramp is not None:  # vLLM --ramp-up-strategy: the rate climbs request by request
         arrival = run.ramp.arrival_times(n, None, np.random.default_rng(seed))
