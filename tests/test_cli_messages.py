@@ -122,7 +122,7 @@ def test_a_huge_error_points_at_the_inputs():
     assert "--rounds" not in hint and "--rounds" in mismatch_hint(result(208.0, sweep=True))
     assert "prefix_id" not in hint  # only runs replayed from per-request timestamps can have resent prompts
     replayed = {**result(89.0), "kv_occupancy": {"runs": []}}
-    assert "mark them with prefix_id and prefix_tokens columns" in mismatch_hint(replayed)
+    assert "mark them with a per-request CSV's prefix_id and prefix_tokens columns" in mismatch_hint(replayed)
 
 
 def test_an_empty_measurement_file_says_it_is_empty(tmp_path, capsys):

@@ -34,7 +34,6 @@ _PER_REQUEST_REQUIRED = {"arrival_s": (False, -math.inf), "prompt_tokens": (True
 
 
 _LATENCY_COLUMNS = ("ttft_ms", "tpot_ms", "e2e_ms")
-PREFIX_COLUMNS = ("prefix_id", "prefix_tokens")
 
 # Cells pandas would read as missing (NaN, NA, null, ...): a blank latency, as in vLLM's
 # NaN TPOT for one-token outputs.
@@ -90,7 +89,6 @@ def _checked_prefix_columns(text: pd.DataFrame, req: pd.DataFrame, path: Path) -
         raise MeasurementError("column prefix_tokens needs a prefix_id column: it says how long the shared "
                                "prefix named by prefix_id is", where=str(path),
                                fix="add a prefix_id column (equal ids mean equal prefix text), or drop prefix_tokens")
-    out = req
     for column, blank_value in (("prefix_id", -1), ("prefix_tokens", 0)):
         if column not in text.columns:
             continue
@@ -107,5 +105,5 @@ def _checked_prefix_columns(text: pd.DataFrame, req: pd.DataFrame, path: Path) -
                          "or blank")
             raise MeasurementError(f"{column} is {shown_cell(cells.iloc[i])}, expected {what}",
                                    where=f"{path}:{i + 2}", fix=FIX_ROW)
-        out[column] = values.where(~blank, blank_value).astype(np.int64)
-    return out
+        req[column] = values.where(~blank, blank_value).astype(np.int64)
+    return req

@@ -31,8 +31,8 @@ def mismatch_hint(result: dict) -> str | None:
     sweep = " and that --rounds matches the requests each client sent" if "cliffs" in result else ""
     # A replay from timestamps cannot tell a resent prompt from a new one of the same length.
     resent = (" If the benchmark's clients resent the same prompts (a fixed prompt set, multi-turn chat), "
-              "the server answered them from its prefix cache: mark them with prefix_id and prefix_tokens "
-              "columns." if "kv_occupancy" in result else "")
+              "the server answered them from its prefix cache: mark them with a per-request CSV's prefix_id "
+              "and prefix_tokens columns." if "kv_occupancy" in result else "")
     return (f"An error of {worst:.0f}% usually means the inputs disagree, not the model: check that the "
             "base scenario's model, GPU, parallelism, precision and engine are the measured server's"
             f"{sweep}.{resent}")
