@@ -145,9 +145,8 @@ class Engine:
             from_idle, self._from_idle = self._from_idle, False
             if k == 1:
                 if group is None:
-                    dt = cost.iteration_time(shape, from_idle=from_idle)
-                    if step.copy_s:
-                        dt += step.copy_s
+                    # copy_s: KV copies (host swaps, pulled prompts) the forward pass waits for.
+                    dt = cost.iteration_time(shape, from_idle=from_idle) + step.copy_s
                     used, queued = kv.used, sched.queued
                     yield env.timeout(dt)
                 else:
