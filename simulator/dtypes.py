@@ -24,6 +24,17 @@ DTYPE_BYTES: dict[str, float] = {
 STORED_WEIGHT_BYTES: dict[str, float] = {"fp4": 0.5 + 1 / 16, "int4": 0.5 + 2 / 128}
 
 
+# Formats that run at the same tensor-core peak as another on every GPU where that other
+# one's sustained clock was measured (FP16 and BF16 everywhere; INT8 and FP8 from Hopper on,
+# the only GPUs with FP8), so the measurement of one stands for the other.
+SAME_TENSOR_RATE: dict[str, str] = {"fp16": "bf16", "int8": "fp8"}
+
+
+def tensor_rate_dtype(dtype: str) -> str:
+    """The format whose tensor-core measurements stand for `dtype`'s."""
+    return SAME_TENSOR_RATE.get(dtype, dtype)
+
+
 def stored_weight_bytes(dtype: str) -> float:
     """Memory per weight in `dtype`, scale factors included (for the memory plan)."""
     return STORED_WEIGHT_BYTES.get(dtype, DTYPE_BYTES[dtype])

@@ -15,6 +15,7 @@ from simulator.cost import prefill_attention_rate, sustained_rates_used
 from simulator.cost.model import IterationCostModel
 from simulator.cost.ops import IterationShape, compute_dtypes
 from simulator.cost.releases import untuned_fp8_decode_note
+from simulator.dtypes import tensor_rate_dtype
 from simulator.errors import ConfigError
 from simulator.frontend import describe_api_server, lone_request_delay
 from simulator.simulation import Simulation
@@ -50,7 +51,13 @@ def _sources(cost: IterationCostModel, shape: IterationShape) -> dict[str, str]:
 
 def _sustained_notes(cost: IterationCostModel) -> tuple[str, ...]:
     """Which dtypes' compute-bound GEMMs run below the tables' short-burst rate, and why."""
-    rates = sustained_rates_used(cost.timer, compute_dtypes(cost.sharded))
+    dtypes = compute_dtypes(cost.sharded)
+    rates = sustained_rates_used(cost.timer, dtypes)
+
+    def runs(rate_dtype: str) -> str:  # an FP16 run takes BF16's measured rate: say so
+        own = sorted({d for d in dtypes if d != rate_dtype and tensor_rate_dtype(d) == rate_dtype})
+        return f"{', '.join(own)} (at {rate_dtype}'s rate)" if own else rate_dtype
+
     def why(r) -> str:
         if r.source in ("catalog", "profile"):
             where = "GPU catalog" if r.source == "catalog" else "the profile's own measurement"
@@ -59,7 +66,7 @@ def _sustained_notes(cost: IterationCostModel) -> tuple[str, ...]:
 
     attention = prefill_attention_rate(cost.timer)
     kernels = "GEMMs, experts" if attention is not None else "GEMMs, experts, prefill attention"
-    notes = tuple(f"{dtype} kernels ({kernels}): compute at {r.fraction:.2f} of the "
+    notes = tuple(f"{runs(dtype)} kernels ({kernels}): compute at {r.fraction:.2f} of the "
                   "tables' short-burst rate, "
                   + why(r) for dtype, r in sorted(rates.items()))
     if attention is not None:

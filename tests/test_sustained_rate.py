@@ -119,6 +119,27 @@ def test_prefill_gemms_slow_down_and_decode_gemms_do_not():
     assert on.op_time(decode) == off.op_time(decode)
 
 
+def test_fp16_gemms_slow_down_as_bf16_ones_do():
+    """FP16 and BF16 share the tensor cores' datapath and peak: an FP16 model's prefill
+    runs at BF16's measured sustained rate (it ran at the burst rate until session 43),
+    and the run summary and `explain` name that rate."""
+    on = calibrated_backend(get_gpu("h200"), CostModelConfig(), "h200_sxm-vllm")
+    off = calibrated_backend(get_gpu("h200"), CostModelConfig(sustained_tensor_rate=False), "h200_sxm-vllm")
+    shape = (8192, 8192, 8192)
+    fp16 = Op("gemm", "gemm", 2.0 * 8192**3, 3 * 2.0 * 8192**2, 1, shape, "fp16")
+    bf16 = Op("gemm", "gemm", 2.0 * 8192**3, 3 * 2.0 * 8192**2, 1, shape, "bf16")
+    assert on.op_time(fp16) == pytest.approx(on.op_time(bf16))
+    assert on.op_time(fp16) == pytest.approx(off.op_time(fp16) / on.sustained["bf16"].fraction)
+    from simulator.cost import sustained_rates_used
+
+    assert set(sustained_rates_used(on, ["fp16"])) == {"bf16"}
+    from simulator.explain import explain
+
+    half = ["model.name=llama-3.1-8b"] + [f"model.{f}_dtype=fp16" for f in ("weight", "activation", "kv")]
+    report = explain(api.load(BENCH, half), prefill=4096)
+    assert any(n.startswith("fp16 (at bf16's rate) kernels") for n in report.notes)
+
+
 def test_prefill_attention_takes_its_own_measured_fraction_where_the_catalog_has_one():
     """Inside a long prefill, attention slows with the lowered SM clock more than the GEMMs
     around it (H100 0.74, H200 0.71 against FP8 GEMMs' 0.83, 0.88); elsewhere, and for a

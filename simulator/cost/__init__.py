@@ -12,6 +12,7 @@ from simulator.cost.config import CostModelConfig, RooflineEfficiency
 from simulator.cost.model import IterationCostModel, OpTimer
 from simulator.cost.ops import IterationShape, ShardedModel
 from simulator.cost.roofline import RooflineTimer
+from simulator.dtypes import tensor_rate_dtype
 from simulator.hardware import GPUSpec
 
 
@@ -50,7 +51,7 @@ def sustained_rates_used(timer: OpTimer, gemm_dtypes: Iterable[str] | None = Non
     rates = getattr(timer, "sustained", {})
     if gemm_dtypes is None:
         return dict(rates)
-    used = set(gemm_dtypes)
+    used = {tensor_rate_dtype(d) for d in gemm_dtypes}  # an FP16 run slows down as BF16 does
     return {d: r for d, r in rates.items() if d in used}
 
 

@@ -12,6 +12,7 @@ from simulator.cost.config import MEASURED_LAUNCH_US, CostModelConfig
 from simulator.cost.ops import Op, elementwise
 from simulator.cost.roofline import RooflineTimer
 from simulator.cost.sustained import SustainedRate, sustained_factor, sustained_rates, with_measured
+from simulator.dtypes import tensor_rate_dtype
 from simulator.hardware import GPUSpec, get_gpu
 
 
@@ -164,7 +165,7 @@ class CalibratedTimer:
 
     def _sustain(self, op: Op) -> float:
         """The factor by which `op` runs longer at the sustained rate (1.0 for most ops)."""
-        rate = self.sustained.get(op.dtype)
+        rate = self.sustained.get(tensor_rate_dtype(op.dtype))
         if op.family == "attn_prefill" and self.attention_sustained is not None:
             rate = self.attention_sustained
         if rate is None or op.family not in SUSTAINED_FAMILIES:
