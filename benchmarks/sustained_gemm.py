@@ -50,11 +50,13 @@ from calibration.sustained import measure_sequence, measure_sustained
 HIDDEN, HEADS, KV_HEADS, HEAD_DIM, MLP = 8192, 64, 8, 128, 28672
 
 
-def layer_parts(torch, dev, op: str, tokens: int, tp: int, dtype: str, context: int) -> list:
+def layer_parts(torch, dev, op: str, tokens: int, tp: int, dtype: str, context: int,
+                idle_us: float = 0.0) -> list:
     """(label, callable) for one Llama-3.1-70B layer's kernels on one of `tp` GPUs.
 
     A prefill of `tokens` prompt tokens, or (decode-layer) one decode step of `tokens`
-    sequences over `context` cached tokens each.
+    sequences over `context` cached tokens each; with `idle_us`, an idle kernel of that
+    length at each of the layer's two all-reduces.
     """
     heads, kv_heads = HEADS // tp, max(1, KV_HEADS // tp)
     if op == "decode-layer":
@@ -67,11 +69,37 @@ def layer_parts(torch, dev, op: str, tokens: int, tp: int, dtype: str, context: 
     gemms = {"qkv": (tokens, qkv, HIDDEN), "o": (tokens, HIDDEN, heads * HEAD_DIM),
              "gate_up": (tokens, 2 * MLP // tp, HIDDEN), "down": (tokens, HIDDEN, MLP // tp)}
     make = {name: (f"{name} GEMM", gemm_fn(torch, dev, *shape, dtype)) for name, shape in gemms.items()}
-    return [make["qkv"], attention, make["o"], make["gate_up"], make["down"]]
+    if idle_us <= 0:
+        return [make["qkv"], attention, make["o"], make["gate_up"], make["down"]]
+    # Where a TP layer all-reduces (after O and after down), the GPU waits on NVLink with its
+    # tensor cores idle: a spinning one-thread kernel stands in, so the power the GEMMs draw
+    # is averaged over the idle share as in a TP prefill.
+    idle = (IDLE_LABEL, idle_fn(torch, dev, idle_us))
+    return [make["qkv"], attention, make["o"], idle, make["gate_up"], make["down"], idle]
+
+
+IDLE_LABEL = "idle (all-reduce)"
+
+
+def idle_fn(torch, dev, idle_us: float):
+    """A kernel that keeps one thread spinning for ~`idle_us` (sized by timing one spin at
+    the current clock); a sleep on a CPU."""
+    if dev.type != "cuda":
+        import time
+
+        return lambda: time.sleep(idle_us * 1e-6)
+    probe = 1_000_000
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    torch.cuda._sleep(probe)
+    end.record()
+    torch.cuda.synchronize()
+    cycles = int(idle_us * probe / (start.elapsed_time(end) * 1e3))
+    return lambda: torch.cuda._sleep(cycles)
 
 
 def report_sequence(args, torch, dev, dtype: str) -> None:
-    parts = layer_parts(torch, dev, args.op, args.tokens, args.tp, dtype, args.context)
+    parts = layer_parts(torch, dev, args.op, args.tokens, args.tp, dtype, args.context, args.idle_us)
     run = measure_sequence(torch, dev, parts, seconds=args.seconds, rest_s=args.rest, window_s=args.window,
                            clocks=clock_and_power)
     what = (f"{args.tokens} sequences over {args.context} cached tokens" if args.op == "decode-layer"
@@ -80,7 +108,11 @@ def report_sequence(args, torch, dev, dtype: str) -> None:
     print(f"clocks before [{run.clocks_before}]  after [{run.clocks_after}]")
     for label, burst, steady, frac in zip(run.labels, run.burst_us, run.steady_us, run.fractions, strict=True):
         print(f"  {label:14s} burst {burst:10,.1f} µs  sustained {steady:10,.1f} µs  fraction {frac:.3f}")
-    total_b, total_s = sum(run.burst_us), sum(run.steady_us)
+    busy = [(b, s) for label, b, s in zip(run.labels, run.burst_us, run.steady_us, strict=True) if label != IDLE_LABEL]
+    total_b, total_s = sum(b for b, _ in busy), sum(s for _, s in busy)
+    if args.idle_us > 0:
+        idle = sum(s for label, s in zip(run.labels, run.steady_us, strict=True) if label == IDLE_LABEL)
+        print(f"  idle share of the sustained pass {idle / (idle + total_s):.2f} (the kernels below exclude it)")
     print(f"  {'whole pass':14s} burst {total_b:10,.1f} µs  sustained {total_s:10,.1f} µs  "
           f"fraction {min(1.0, total_b / total_s):.3f} over {len(run.windows)} windows in {args.seconds:g} s")
     if args.series:
@@ -102,6 +134,10 @@ def main() -> None:
     parser.add_argument("--device", default=None)
     parser.add_argument("--series", action="store_true",
                         help="also print every window (seconds since the start, µs per call): how fast the clocks drop")
+    parser.add_argument("--idle-us", type=float, default=0.0,
+                        help="--op layer: an idle kernel of this many µs at each of the layer's two all-reduces, "
+                             "standing in for a TP prefill's NVLink waits (H200 TP8, 8,192 tokens: ~560): does the "
+                             "duty cycle let the GEMMs keep a higher clock?")
     parser.add_argument("--window", type=float, default=0.25, help="seconds per timing window")
     parser.add_argument("--rest", type=float, default=0.0, help="seconds idle before timing (cool down)")
     args = parser.parse_args()

@@ -235,3 +235,24 @@ def test_the_sustained_measurement_runs_and_reports_a_fraction():
     slow = SustainedRun((1, 1, 1), "fp8", 10.0, 10.0, 12.5)
     fast = SustainedRun((2, 2, 2), "fp8", 10.0, 10.0, 10.0)
     assert slow.fraction == 0.8 and sustained_fractions([slow, fast, run])["fp8"] == 0.9
+
+
+def test_a_tp_layer_with_idle_all_reduces_puts_one_after_o_and_one_after_down():
+    """benchmarks/sustained_gemm.py --idle-us: the duty-cycle experiment's layer (CPU: the
+    composition and the idle part's length, not a GPU finding)."""
+    torch = pytest.importorskip("torch")
+    import sys
+    import time
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from sustained_gemm import IDLE_LABEL, layer_parts
+
+    cpu = torch.device("cpu")
+    plain = [label for label, _ in layer_parts(torch, cpu, "layer", 16, 8, "bf16", 0)]
+    parts = layer_parts(torch, cpu, "layer", 16, 8, "bf16", 0, idle_us=2000)
+    labels = [label for label, _ in parts]
+    assert IDLE_LABEL not in plain and [x for x in labels if x != IDLE_LABEL] == plain
+    assert labels[labels.index("o GEMM") + 1] == IDLE_LABEL and labels[-1] == IDLE_LABEL
+    t0 = time.perf_counter()
+    parts[labels.index(IDLE_LABEL)][1]()
+    assert time.perf_counter() - t0 >= 0.002
