@@ -12,7 +12,7 @@ from simulator.cost.config import MEASURED_LAUNCH_US, CostModelConfig
 from simulator.cost.ops import Op, elementwise
 from simulator.cost.roofline import RooflineTimer
 from simulator.cost.sustained import SustainedRate, sustained_factor, sustained_rates, with_measured
-from simulator.dtypes import tensor_rate_dtype
+from simulator.dtypes import SAME_TENSOR_RATE
 from simulator.hardware import GPUSpec, get_gpu
 
 
@@ -143,6 +143,9 @@ class CalibratedTimer:
                 self.attention_sustained = SustainedRate(gpu.sustained_attention_fraction, 0, 0, "catalog")
         # Only the dtypes that measurably slow down: a lookup miss is the common case.
         self.sustained: dict[str, SustainedRate] = {d: r for d, r in rates.items() if r.fraction < 1.0}
+        # The lookup by an op's dtype, with the formats that borrow another's rate (FP16 BF16's).
+        self._rate_of = self.sustained | {a: self.sustained[b] for a, b in SAME_TENSOR_RATE.items()
+                                          if b in self.sustained and a not in self.sustained}
         self._config = config
         # Our own FP8 GEMM rows time torch._scaled_mm alone; vLLM's FP8 linear layer first
         # quantises its 16-bit input (one memory-bound kernel), which NVIDIA's tables time
@@ -165,7 +168,7 @@ class CalibratedTimer:
 
     def _sustain(self, op: Op) -> float:
         """The factor by which `op` runs longer at the sustained rate (1.0 for most ops)."""
-        rate = self.sustained.get(tensor_rate_dtype(op.dtype))
+        rate = self._rate_of.get(op.dtype)
         if op.family == "attn_prefill" and self.attention_sustained is not None:
             rate = self.attention_sustained
         if rate is None or op.family not in SUSTAINED_FAMILIES:
