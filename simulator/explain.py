@@ -55,8 +55,10 @@ def _sustained_notes(cost: IterationCostModel) -> tuple[str, ...]:
     rates = sustained_rates_used(cost.timer, dtypes)
 
     def runs(rate_dtype: str) -> str:  # an FP16 run takes BF16's measured rate: say so
-        own = sorted({d for d in dtypes if d != rate_dtype and tensor_rate_dtype(d) == rate_dtype})
-        return f"{', '.join(own)} (at {rate_dtype}'s rate)" if own else rate_dtype
+        borrowers = sorted({d for d in dtypes if d != rate_dtype and tensor_rate_dtype(d) == rate_dtype})
+        if not borrowers:
+            return rate_dtype
+        return ", ".join(([rate_dtype] if rate_dtype in dtypes else []) + [f"{', '.join(borrowers)} (at {rate_dtype}'s rate)"])
 
     def why(r) -> str:
         if r.source in ("catalog", "profile"):
