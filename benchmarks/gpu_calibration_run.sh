@@ -10,6 +10,9 @@
 #    attention alone and a whole Llama-3.1-70B prefill layer, each kernel timed at the start
 #    and after seconds of back-to-back load (does attention slow down with the GEMMs?).
 #    SERIES=all adds the bf16 and mid-size FP8 GEMM series of the first (2026-11-26) runs.
+#    DUTY=1 adds the duty-cycle question (docs/fidelity.md, Known gaps: 8k TTFT grows too fast
+#    with TP): a TP8 prefill layer of 8,192 tokens, cold each time, without and with an idle
+#    kernel standing in for each all-reduce (~560 µs on an H200 at that size).
 set -uo pipefail
 out=${1:?OUT_DIR}; name=${2:-gpu}; budget=${3:-300}
 mkdir -p "$out"
@@ -31,3 +34,7 @@ fi
 python3 benchmarks/sustained_gemm.py --op attention --tokens 8192 --seconds 8 --rest 3 --window 0.25 || true
 python3 benchmarks/sustained_gemm.py --op layer --dtype fp8 --tokens 8192 --seconds 8 --rest 3 --window 0.25 || true
 python3 benchmarks/sustained_gemm.py --op layer --dtype fp8 --tokens 2048 --tp 4 --seconds 8 --rest 3 --window 0.25 || true
+if [ "${DUTY:-}" = 1 ]; then
+    python3 benchmarks/sustained_gemm.py --op layer --dtype fp8 --tokens 8192 --tp 8 --seconds 8 --rest 10 --window 0.25 || true
+    python3 benchmarks/sustained_gemm.py --op layer --dtype fp8 --tokens 8192 --tp 8 --seconds 8 --rest 10 --window 0.25 --idle-us 560 || true
+fi
