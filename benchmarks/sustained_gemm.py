@@ -25,7 +25,9 @@ start and after `--seconds` of the layer back to back (calibration/sustained.py'
 measure_sequence). The simulator slows prefill attention by what this measures
 (GPUSpec.sustained_attention_fraction).
 `--op decode-layer` times a decode step's layer the same way: the simulator assumes a
-memory-bound step keeps its speed.
+memory-bound step keeps its speed. `--idle-us` adds an idle kernel at each of a TP layer's
+two all-reduces, so a TP prefill's duty cycle can be compared with the layer without it
+(docs/fidelity.md, Known gaps: 8k TTFT grows too fast with TP).
 
 Defaults are Llama-3.1-70B's gate/up GEMM at TP1 on an 8,192-token chunk. On a CPU it runs
 (small shapes make sense there) but says nothing about GPUs.
