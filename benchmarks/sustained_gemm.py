@@ -36,6 +36,7 @@ Defaults are Llama-3.1-70B's gate/up GEMM at TP1 on an 8,192-token chunk. On a C
 from __future__ import annotations
 
 import argparse
+import time
 
 from calibration.bench import (
     clock_and_power,
@@ -87,8 +88,6 @@ def idle_fn(torch, dev, idle_us: float):
     """A kernel that keeps one thread spinning for ~`idle_us` (sized by timing one spin at
     the current clock); a sleep on a CPU."""
     if dev.type != "cuda":
-        import time
-
         return lambda: time.sleep(idle_us * 1e-6)
     probe = 1_000_000
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
