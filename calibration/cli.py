@@ -100,7 +100,7 @@ def calibrate(
     out: Annotated[Path | None, typer.Option("--out", "-o", help="profile file to write (the PNG goes next to it)")] = None,
     quick: Annotated[bool, typer.Option("--quick", help="tiny grid: a smoke test that finishes in seconds, even on CPU")] = False,
     budget_s: Annotated[float, typer.Option("--budget-s", min=0, help="stop measuring after this many seconds")] = 600.0,
-    device: Annotated[str, typer.Option("--device", help="cuda | cpu (default: cuda when available)")] = "auto",
+    device: Annotated[str, typer.Option("--device", help="auto (cuda when available, else cpu) | cuda | cpu")] = "auto",
     token_budget: Annotated[int, typer.Option("--token-budget", min=MIN_TOKEN_BUDGET, help="largest GEMM M / prefill chunk to measure")] = 8192,
     repeats: Annotated[int | None, typer.Option("--repeats", help="timed samples per point (>= 10)")] = None,
     cpu_threads: Annotated[int | None, typer.Option("--cpu-threads", min=1, help="torch threads for a CPU run")] = None,

@@ -374,8 +374,8 @@ def explain_cmd(
     scenario: Annotated[Path, typer.Argument(help="scenario YAML file")],
     set_: Annotated[list[str] | None, typer.Option("--set", help="override a field: dotted.path=value, or ~dotted.path to remove one (repeatable)")] = None,
     batch: Annotated[int, typer.Option(help="decode step: sequences in the batch")] = 32,
-    context: Annotated[int | None, typer.Option(help="decode step: tokens of context per sequence [default: 2048, or less to fit max_model_len]")] = None,
-    prefill: Annotated[int | None, typer.Option(help="prefill: prompt tokens of one lone prefill [default: 2048, or less to fit max_model_len]")] = None,
+    context: Annotated[int | None, typer.Option(help="decode step: tokens of context per sequence (default: 2048, or less to fit max_model_len)")] = None,
+    prefill: Annotated[int | None, typer.Option(help="prefill: prompt tokens of one lone prefill (default: 2048, or less to fit max_model_len)")] = None,
 ) -> None:
     """Where one iteration's time goes, op by op: a decode step and a lone prefill."""
     from simulator import api

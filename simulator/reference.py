@@ -69,8 +69,7 @@ def _rows(model: type[BaseModel], prefix: str, out: list[str], skip: str = "", w
             out.append(f"| `{path}` | one of the variants below, picked by `{tag}` "
                        f"(which the section must set) | {shown} | {desc} |")
             for value, sub in by_tag.items():
-                doc = (sub.__doc__ or "").strip().splitlines()
-                out.append(f"| `{path}.{tag}: {value}` | variant | | {_cell(doc[0]) if doc else ''} |")
+                out.append(f"| `{path}.{tag}: {value}` | variant | | {_cell(_summary(sub.__doc__))} |")
                 _rows(sub, f"{path}.", out, skip=tag)
         elif len(subs) == 1 and _type_name(field.annotation) == "section":
             optional = field.default is None
@@ -79,6 +78,11 @@ def _rows(model: type[BaseModel], prefix: str, out: list[str], skip: str = "", w
             _rows(subs[0], f"{path}.", out, within=within or optional)
         else:
             out.append(f"| `{path}` | {_type_name(field.annotation)} | {_default(field, within)} | {desc} |")
+
+
+def _summary(doc: str | None) -> str:
+    """A docstring's first paragraph on one line: a sentence may wrap."""
+    return " ".join((doc or "").strip().split("\n\n")[0].split())
 
 
 def render() -> str:
