@@ -224,7 +224,7 @@ def compare_cmd(
         comparison = run_comparison(variants, progress=progress)
     finally:
         progress.close()
-    out = write_comparison(comparison, final)
+    out = write_comparison(comparison, final, unique=output_dir is None)
     if quiet:
         return
     console.print(_comparison_table(comparison))

@@ -142,7 +142,7 @@ def run_comparison(variants: list[Variant], *, progress: Callable[[int, int], No
     return comparison
 
 
-def write_comparison(comparison: Comparison, final: Path) -> Path:
+def write_comparison(comparison: Comparison, final: Path, unique: bool = False) -> Path:
     """compare.json (every summary, and the table), compare.csv (the table), compare.html
     and compare.png, atomically."""
     from simulator.report.compare_page import write_compare_page
@@ -150,7 +150,7 @@ def write_comparison(comparison: Comparison, final: Path) -> Path:
     names = [v.name for v in comparison.variants]
     table = comparison.rows()
     base = comparison.variants[0]
-    with staged(final) as tmp:
+    with staged(final, unique) as (tmp, final):
         write_json(tmp / "compare.json", {
             "variants": [{"name": v.name, "scenario": str(v.loaded.path) if v.loaded.path else None,
                           "sets": list(v.sets), "summary": s}

@@ -26,7 +26,7 @@ from simulator.scheduler.roles import DECODE_ROLES
 from simulator.scheduler.vllm_v1 import VllmV1Config
 from simulator.strict import StrictModel
 from simulator.workload import WorkloadConfig
-from simulator.yaml_input import load_yaml, yaml_error
+from simulator.yaml_input import load_yaml, read_yaml_text, yaml_error
 
 
 class ModelConfig(StrictModel):
@@ -464,7 +464,7 @@ def load_scenario(path: str | Path | None = None, overrides: list[str] | None = 
             raise ConfigError("scenario file not found", where=source,
                               fix="check the path; the project's example scenarios are in its scenarios/ folder")
         try:
-            data = load_yaml(p.read_text())
+            data = load_yaml(read_yaml_text(p, source))
         except yaml.YAMLError as exc:
             raise yaml_error(exc, source) from None
         if data is None:

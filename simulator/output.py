@@ -6,9 +6,12 @@ interrupted or failed run never leaves a half-written output folder behind.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import math
 import os
+import re
 import shutil
 import time
 from collections.abc import Iterator
@@ -19,9 +22,33 @@ from simulator.errors import ServesimError
 from simulator.simulation import SimulationResult
 
 
+def folder_name(name: str) -> str:
+    """A scenario's or plan's name as a folder name. The name is the file's own text, so
+    anything but letters, digits, dots, dashes and underscores becomes a dash: a
+    `name: ../x` or `name: /tmp/x` stays inside reports/."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "run"
+
+
 def default_output_dir(name: str) -> Path:
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    return Path("reports") / f"{name}-{stamp}"
+    """reports/<name>-<timestamp>."""
+    return Path("reports") / f"{folder_name(name)}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def claim_free(final: Path) -> Path:
+    """`final`, or the first of final-2, final-3, ... that no one holds, created empty at once
+    so that two runs started in the same second never write into one folder."""
+    make_dirs(final.parent, named=final)
+    for n in itertools.count(1):
+        path = final if n == 1 else final.with_name(f"{final.name}-{n}")
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise ServesimError(f"cannot create the folder: {exc.strerror or exc}", where=str(path),
+                                fix="choose another folder for --output-dir") from None
+    raise AssertionError("unreachable")
 
 
 # Files servesim writes into an output folder; only a folder holding nothing else is replaced.
@@ -70,11 +97,12 @@ def check_output_dir(final: Path) -> None:
 
 
 def publish(tmp: Path, final: Path) -> None:
-    """Move a fully written temporary folder into place, replacing an old output folder."""
+    """Move a fully written temporary folder into place, replacing an old output folder
+    (an empty one, a claim of `claim_free`, is replaced by the rename itself)."""
     check_output_dir(final)
-    if final.exists():
+    if final.is_dir() and any(final.iterdir()):
         shutil.rmtree(final)
-    tmp.rename(final)
+    tmp.replace(final)
 
 
 def staging_dir(final: Path) -> Path:
@@ -105,15 +133,29 @@ def write_json(path: Path, obj) -> None:
 
 
 @contextmanager
-def staged(final: Path) -> Iterator[Path]:
-    """A temporary sibling of `final` to write into; moved into place when the block ends,
-    removed if it fails, so no half-written output folder ever appears."""
-    tmp = staging_dir(final)
+def staged(final: Path, unique: bool = False) -> Iterator[tuple[Path, Path]]:
+    """(a temporary sibling of the output folder to write into, the output folder): moved
+    into place when the block ends, removed if it fails, so no half-written output folder
+    ever appears. `unique` (a default, timestamped folder): never replace one that exists,
+    take the next free name instead."""
+    claimed = unique
+    if unique:
+        final = claim_free(final)
     try:
-        yield tmp
+        tmp = staging_dir(final)
+    except BaseException:
+        if claimed:
+            with contextlib.suppress(OSError):
+                final.rmdir()
+        raise
+    try:
+        yield tmp, final
         publish(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        if claimed:
+            with contextlib.suppress(OSError):  # only while still the empty claim
+                final.rmdir()
         raise
 
 
@@ -123,9 +165,10 @@ def write_outputs(result: SimulationResult, out_dir: str | Path | None = None, *
     sc = result.scenario.scenario
     report = sc.output.report if report is None else report
     iterations_csv = sc.output.iterations_csv if iterations_csv is None else iterations_csv
+    auto = out_dir is None and not sc.output.dir
     final = Path(out_dir) if out_dir is not None else (
         Path(sc.output.dir) if sc.output.dir else default_output_dir(result.scenario.name))
-    with staged(final) as tmp:
+    with staged(final, unique=auto) as (tmp, final):
         write_json(tmp / "summary.json", result.summary)
         result.requests.to_csv(tmp / "requests.csv", index=False, float_format="%.6f")
         if iterations_csv:

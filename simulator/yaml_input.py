@@ -9,6 +9,7 @@ so a second `model:` block silently replaces the first.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import yaml
 
@@ -36,6 +37,19 @@ class _ScenarioLoader(yaml.SafeLoader):
 
 
 _ScenarioLoader.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+0123456789"))
+
+
+def read_yaml_text(path: Path, source: str) -> str:
+    """A scenario or plan file's text. One that is not UTF-8 (an editor's UTF-16 or Latin-1
+    save, a picture passed by mistake) is named as such rather than ending in a traceback."""
+    try:
+        return path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"not UTF-8 text (byte {exc.start} is 0x{exc.object[exc.start]:02x})", where=source,
+                          fix="save the file as UTF-8 (or pass the YAML file you meant)") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read the file: {exc.strerror or exc}", where=source,
+                          fix="check the path and its permissions") from None
 
 
 def load_yaml(text: str):

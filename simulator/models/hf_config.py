@@ -60,6 +60,9 @@ def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
             fix="pass the path of a Hugging Face config.json "
             "(e.g. `huggingface-cli download <repo> config.json`)",
         ) from None
+    except UnicodeDecodeError as exc:
+        raise CatalogError(f"not UTF-8 text (byte {exc.start} is 0x{exc.object[exc.start]:02x})", where=where,
+                           fix="pass the model's Hugging Face config.json, a JSON text file") from None
     except OSError as exc:
         raise CatalogError(f"cannot read model config: {exc}", where=where) from None
     try:
@@ -100,8 +103,43 @@ def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
             where=where,
             fix=f"supported MoE families: {', '.join(sorted(_MOE_STYLE | _MLA_STYLE))}",
         )
+    try:
+        fields = _architecture_fields(cfg, where, model_type)
+    except (ZeroDivisionError, TypeError) as exc:
+        # A zero count divides (layers per sliding-window pattern, heads into the width) or
+        # a quoted number meets arithmetic before ModelSpec would name the field.
+        raise CatalogError(f"a layer or head count in config.json is zero or not a number ({exc})",
+                           where=where, fix="check the counts against the model's published config.json") from None
+
+    name_or_path = cfg.get("_name_or_path")
+    hf_id = name_or_path if isinstance(name_or_path, str) and name_or_path.count("/") == 1 else None
+    if name is None:
+        if isinstance(name_or_path, str) and name_or_path:
+            name = name_or_path.rstrip("/").rsplit("/", 1)[-1].lower()
+        else:
+            name = (p.parent.name or p.stem).lower()
+    quant = cfg.get("quantization_config")
+    if isinstance(quant, dict) and quant.get("quant_method") == "fp8" and quant.get("weight_block_size"):
+        fields.setdefault("native_fp8", True)
+        fields.setdefault("released_in_fp8", True)  # the config is the checkpoint's own
+    if encoder_params:
+        fields["encoder_params"] = encoder_params
+    try:
+        return ModelSpec(name=name, hf_id=hf_id, **fields)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(x) for x in first["loc"]) or "config"
+        raise CatalogError(
+            f"invalid model config ({loc}: {first['msg']})",
+            where=where,
+            fix="check the value in config.json against the model's published config",
+        ) from None
+
+
+def _architecture_fields(cfg: dict[str, Any], where: str, model_type: str) -> dict[str, Any]:
+    """ModelSpec fields of one supported architecture family."""
     if model_type == "opt":
-        fields = _opt_fields(cfg, where)
+        return _opt_fields(cfg, where)
     elif model_type in _LLAMA_STYLE or model_type in _MOE_STYLE:
         fields = _llama_fields(cfg, where, model_type)
         if model_type in _MOE_STYLE:
@@ -127,30 +165,7 @@ def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
             fix=f"supported: {', '.join(sorted(_LLAMA_STYLE | _MOE_STYLE | _MLA_STYLE | {'opt', *_QWEN3_5_TEXT}))}; "
             "for other architectures construct a ModelSpec directly",
         )
-
-    name_or_path = cfg.get("_name_or_path")
-    hf_id = name_or_path if isinstance(name_or_path, str) and name_or_path.count("/") == 1 else None
-    if name is None:
-        if isinstance(name_or_path, str) and name_or_path:
-            name = name_or_path.rstrip("/").rsplit("/", 1)[-1].lower()
-        else:
-            name = (p.parent.name or p.stem).lower()
-    quant = cfg.get("quantization_config")
-    if isinstance(quant, dict) and quant.get("quant_method") == "fp8" and quant.get("weight_block_size"):
-        fields.setdefault("native_fp8", True)
-        fields.setdefault("released_in_fp8", True)  # the config is the checkpoint's own
-    if encoder_params:
-        fields["encoder_params"] = encoder_params
-    try:
-        return ModelSpec(name=name, hf_id=hf_id, **fields)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(x) for x in first["loc"]) or "config"
-        raise CatalogError(
-            f"invalid model config ({loc}: {first['msg']})",
-            where=where,
-            fix="check the value in config.json against the model's published config",
-        ) from None
+    return fields
 
 
 def _require(cfg: dict[str, Any], key: str, where: str) -> Any:
@@ -188,7 +203,8 @@ def _ssm_fields(cfg: dict[str, Any], where: str) -> dict[str, float]:
 def _llama_fields(cfg: dict[str, Any], where: str, model_type: str) -> dict[str, Any]:
     hidden = _require(cfg, "hidden_size", where)
     heads = _require(cfg, "num_attention_heads", where)
-    head_dim_default = hidden // heads if isinstance(hidden, int) and isinstance(heads, int) else 0
+    # A non-positive count is left to ModelSpec's own check, which names the field.
+    head_dim_default = hidden // heads if isinstance(hidden, int) and isinstance(heads, int) and heads > 0 else 0
     return {
         "num_layers": _require(cfg, "num_hidden_layers", where),
         "hidden_size": hidden,

@@ -32,7 +32,7 @@ from simulator.errors import ConfigError, ServesimError
 from simulator.hardware import get_gpu
 from simulator.scheduler import POLICIES
 from simulator.strict import StrictModel
-from simulator.yaml_input import load_yaml, yaml_error
+from simulator.yaml_input import load_yaml, read_yaml_text, yaml_error
 
 #: Arrival processes whose rate the search can turn (rate-driven open loops).
 RATE_ARRIVALS = ("poisson", "gamma", "constant")
@@ -302,7 +302,7 @@ def _read_yaml(path: Path, what: str) -> dict:
         raise ConfigError(f"{what} not found", where=str(path),
                           fix="check the path; example plans live in scenarios/plans/")
     try:
-        data = load_yaml(path.read_text())
+        data = load_yaml(read_yaml_text(path, str(path)))
     except yaml.YAMLError as exc:
         raise yaml_error(exc, str(path)) from None
     if not isinstance(data, dict):

@@ -21,7 +21,7 @@ import numpy as np
 
 from simulator.config import load_scenario
 from simulator.errors import ServesimError
-from simulator.output import check_creatable, make_dirs, write_outputs
+from simulator.output import check_creatable, folder_name, make_dirs, write_outputs
 from simulator.plan.analysis import derive, sort_key, within_caps
 from simulator.plan.config import LoadedPlan, gpus_per_replica
 from simulator.plan.executor import check_executor, run_tasks
@@ -48,12 +48,13 @@ class PlanOutcome:
 
 
 def default_output_dir(name: str) -> Path:
-    return Path("reports") / f"plan-{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    """reports/plan-<name>-<timestamp>, the name made safe as a run's is."""
+    return Path("reports") / f"plan-{folder_name(name)}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
 def latest_output_dir(name: str) -> Path | None:
     """The newest reports/plan-<name>-* folder with results (what a bare --resume continues)."""
-    found = sorted(p for p in Path("reports").glob(f"plan-{name}-*") if (p / RESULTS).is_file())
+    found = sorted(p for p in Path("reports").glob(f"plan-{folder_name(name)}-*") if (p / RESULTS).is_file())
     return found[-1] if found else None
 
 

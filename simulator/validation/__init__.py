@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 from simulator.config import ModelConfig, load_scenario, override_behind
 from simulator.errors import ServesimError
-from simulator.output import check_output_dir, staged, write_json
+from simulator.output import check_output_dir, default_output_dir, staged, write_json
 from simulator.validation.measured import parse_length_ratio, read_measured
 from simulator.validation.measurement import MeasuredSet
 from simulator.validation.precision import model_id_overrides, unknown_model_id_note
@@ -42,8 +41,8 @@ def run_validation(paths: list[Path], scenario: Path, overrides: list[str], out_
         result["model_from_file"] = followed
     if measured.kind == "sweep":
         result["length_ratio"] = "auto" if length_ratio is None else length_ratio
-    final = out_dir or Path("reports") / f"validate-{base.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    with staged(final) as tmp:
+    final = out_dir or default_output_dir(f"validate-{base.name}")
+    with staged(final, unique=out_dir is None) as (tmp, final):
         write_json(tmp / "validation.json", result)
         prediction_table(measured, preds).to_csv(tmp / "validation.csv", index=False)
         write_validation_report(tmp, result, runs_frame(preds), preds, f"servesim validation: {base.name}")

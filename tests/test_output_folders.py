@@ -1,0 +1,78 @@
+"""Where a run's files go when no --output-dir is given, and files that are not text:
+runs started in the same second keep their own folders, a scenario's name cannot place
+them outside reports/, and a scenario or model config that is not UTF-8 is an error that
+names the file."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import CHATBOT, cli
+
+from simulator import api
+from simulator.errors import ServesimError
+from simulator.models.hf_config import load_hf_config
+from simulator.output import default_output_dir, staged
+
+
+def test_two_runs_in_the_same_second_keep_both_results(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("simulator.output.time.strftime", lambda fmt: "20260101-000000")
+    first = api.run(CHATBOT, ["workload.num_requests=20", "workload.seed=1"])
+    second = api.run(CHATBOT, ["workload.num_requests=20", "workload.seed=2"])
+    out1, out2 = api.write_outputs(first, report=False), api.write_outputs(second, report=False)
+    assert out1 != out2 and out2.name == f"{out1.name}-2"
+    seeds = [json.loads((o / "scenario.yaml").read_text().split("seed:")[1].split()[0]) for o in (out1, out2)]
+    assert seeds == [1, 2]
+    assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == [out1.name, out2.name]
+
+
+def test_a_failed_write_leaves_no_claimed_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    final = default_output_dir("x")
+    with pytest.raises(RuntimeError), staged(final, unique=True) as (tmp, claimed):
+        (tmp / "summary.json").write_text("{}")
+        assert claimed.is_dir()
+        raise RuntimeError("interrupted")
+    assert list((tmp_path / "reports").iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["../../escaped", "/tmp/abs", "a b/c"])
+def test_a_scenario_name_cannot_leave_reports(name):
+    path = default_output_dir(name)
+    assert path.parent.name == "reports" and len(path.parts) == 2
+    assert "/" not in path.name and not path.name.startswith(".")
+
+
+def test_a_scenario_that_is_not_utf8_names_the_byte(tmp_path, capsys):
+    bad = tmp_path / "latin1.yaml"
+    bad.write_bytes(CHATBOT.read_text().replace("name: chatbot", "name: caf\xe9").encode("latin-1"))
+    assert cli(str(bad), "-q", "-o", str(tmp_path / "out")) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"{bad}: not UTF-8 text" in err and "save the file as UTF-8" in err
+    assert not (tmp_path / "out").exists()
+
+
+LLAMA_CONFIG = {"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 32,
+                "intermediate_size": 14336, "vocab_size": 128256, "num_key_value_heads": 8,
+                "max_position_embeddings": 8192}
+
+
+@pytest.mark.parametrize(("change", "named"), [
+    ({"num_attention_heads": 0}, "num_heads"),
+    ({"model_type": "gemma3_text", "sliding_window": 512, "sliding_window_pattern": 0, "head_dim": 128},
+     "zero or not a number"),
+])
+def test_a_model_config_with_a_zero_count_is_an_error_not_a_crash(tmp_path, change, named):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(LLAMA_CONFIG | change))
+    with pytest.raises(ServesimError, match=named):
+        load_hf_config(config)
+
+
+def test_a_model_config_that_is_not_utf8_is_named(tmp_path):
+    config = tmp_path / "config.json"
+    config.write_bytes(json.dumps(LLAMA_CONFIG).encode() + b"\xff")
+    with pytest.raises(ServesimError, match="not UTF-8 text"):
+        load_hf_config(config)
