@@ -497,6 +497,13 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(2) from None
     except KeyboardInterrupt:
         code = INTERRUPTED
+    except MemoryError:
+        # Outputs are staged, so nothing half-written is left behind.
+        err_console.print(Text("error: ", style="bold red") + Text(
+            "this run needs more memory than the machine has (a workload of very many requests or "
+            "clients, or a measured file that asks for them)\n  fix: lower workload.num_requests, the "
+            "duration or the clients; nothing was written"), highlight=False)
+        raise SystemExit(2) from None
     except SystemExit:
         raise
     except Exception as exc:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from simulator.config import LoadedScenario, load_scenario
-from simulator.errors import ConfigError
+from simulator.errors import ConfigError, ServesimError
 from simulator.output import staged, write_json
 
 #: (label, summary path, unit, lower is better) of each compared metric, in table order.
@@ -96,6 +96,9 @@ def parse_variant(text: str, base_path: Path, base_sets: list[str]) -> Variant:
     """`NAME: a.b=1; c.d=2` (the base with these edits), or a scenario file's path."""
     name, sep, edits = text.partition(":")
     name = name.strip()
+    if not text.strip():
+        raise ConfigError("an empty variant", where="--variant",
+                          fix="write e.g. --variant 'tp8: parallelism.tp=8; parallelism.replicas=1', or a scenario file")
     if not sep:
         path = Path(text)
         if path.suffix in (".yaml", ".yml") or path.exists():
@@ -110,7 +113,28 @@ def parse_variant(text: str, base_path: Path, base_sets: list[str]) -> Variant:
     if not sets:
         raise ConfigError(f"variant {name!r} changes nothing", where="--variant",
                           fix="list its edits after the colon, separated by `;`")
-    return Variant(name, load_scenario(base_path, [*base_sets, *sets]), tuple(sets))
+    try:
+        loaded = load_scenario(base_path, [*base_sets, *sets])
+    except ServesimError as exc:
+        raise in_variant(exc, name, sets) from None
+    return Variant(name, loaded, tuple(sets))
+
+
+def in_variant(exc: ServesimError, name: str, sets: tuple[str, ...] | list[str]) -> ServesimError:
+    """An error one variant's edits caused, named as the variant the user wrote, not as the
+    `--set` it is applied through."""
+    for edit in sets:
+        exc.message = exc.message.replace(f"--set '{edit}'", f"its edit '{edit}'")
+        if exc.fix:
+            exc.fix = exc.fix.replace(f"--set '{edit}'", f"the edit '{edit}'")
+    if exc.where == "--set":
+        exc.where = f"--variant {name!r}"
+        if exc.fix:
+            exc.fix = exc.fix.replace("--set ", "")
+    else:
+        exc.where = f"variant {name!r}: {exc.where}" if exc.where else f"variant {name!r}"
+    exc.args = (exc.render(),)
+    return exc
 
 
 def build_variants(base_path: Path, base_sets: list[str], variant_texts: list[str]) -> list[Variant]:
@@ -136,7 +160,13 @@ def run_comparison(variants: list[Variant], *, progress: Callable[[int, int], No
     for i, v in enumerate(variants):
         if progress is not None:
             progress(i, len(variants))
-        comparison.summaries.append(api.run(v.loaded, record_iterations=False).summary)
+        try:
+            comparison.summaries.append(api.run(v.loaded, record_iterations=False).summary)
+        except ServesimError as exc:
+            if i == 0:
+                raise
+            edits = v.sets if v.loaded.path == variants[0].loaded.path else ()  # a file variant's are the base's
+            raise in_variant(exc, v.name, edits) from None
     if progress is not None:
         progress(len(variants), len(variants))
     return comparison

@@ -190,10 +190,13 @@ def apply_override(data: dict, assignment: str) -> None:
         raise ConfigError(f"override {assignment!r} has no '='", where="--set",
                           fix="write it as dotted.path=value, e.g. --set workload.arrival.rate=20")
     key, _, raw = assignment.partition("=")
-    parts = [p for p in key.strip().split(".") if p]
-    if not parts:
+    parts = [p.strip() for p in key.strip().split(".")]
+    if not any(parts):
         raise ConfigError(f"override {assignment!r} has an empty path", where="--set",
                           fix="write it as dotted.path=value")
+    if not all(parts):
+        raise ConfigError(f"override {assignment!r} has an empty name between dots", where="--set",
+                          fix="write the path with single dots, e.g. --set workload.arrival.rate=20")
     try:
         value = load_yaml(raw) if raw.strip() else None
     except yaml.YAMLError:
@@ -383,6 +386,13 @@ def override_origin(overrides: list[str], written: dict | None = None, *, label:
             if section and path in (f"{section}.{t}" for t in TAG_FIELDS):
                 return named, False
         return None
+
+    def below(field: str) -> str | None:
+        """The last override that wrote inside section `field`: a party to a rule that
+        relates the section's fields (min below max, one of two fields), not its sole author."""
+        return next((named for path, named in reversed(paths) if path.startswith(field + ".")), None)
+
+    origin.below = below  # type: ignore[attr-defined]
     return origin
 
 
@@ -416,10 +426,13 @@ def _dotted(loc: tuple) -> str:
 
 def format_validation_error(exc: ValidationError, source: str, *, what: str = "scenario",
                             fix_for: Callable[[dict], str] = _fix_for,
-                            origin: Callable[[str], tuple[str, bool] | None] | None = None) -> ConfigError:
+                            origin: Callable[[str], tuple[str, bool] | None] | None = None,
+                            within: Callable[[str], str | None] | None = None) -> ConfigError:
     """One error for every problem pydantic found, each with its field and fix (a plan
     passes its own `fix_for`, which knows the plan's fields). `origin` names the `--set`
-    behind a field, so a problem the command line made is not blamed on the file."""
+    behind a field, so a problem the command line made is not blamed on the file; `within`
+    names one that wrote inside a section whose own rule (a validator relating its fields)
+    failed, as taking part in it."""
     lines = []
     fixes = []
     for err in exc.errors():
@@ -429,6 +442,10 @@ def format_validation_error(exc: ValidationError, source: str, *, what: str = "s
         found = origin(_plain(tuple(err["loc"]))) if origin is not None and err["loc"] else None
         named, wrote = found or (None, False)
         by = f" [from {named}]" if named else ""
+        if not named and within is not None and err["type"] == "value_error" and err["loc"]:
+            section = ".".join(str(x) for x in err["loc"] if not (isinstance(x, str) and _tagged(x) is not None))
+            party = within(section)
+            by = f" [with {party}]" if party else ""
         lines.append(f"{loc}: {_message_for(err)}{shown}{by}")
         fix = fix_for(err)
         if wrote and err["type"] == "extra_forbidden":
@@ -480,12 +497,21 @@ def load_scenario(path: str | Path | None = None, overrides: list[str] | None = 
     as_written = _deepcopy(data) if overrides else data  # the file's own arrival, for the warnings
     for assignment in overrides or []:
         apply_override(data, assignment)
+    ours = override_origin(overrides or [], as_written, label=overrides_label)
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
-        ours = override_origin(overrides or [], as_written, label=overrides_label)
         raise format_validation_error(
-            exc, source, origin=lambda field: ours(field) or (blame(field) if blame else None)) from None
+            exc, source, origin=lambda field: ours(field) or (blame(field) if blame else None),
+            within=ours.below) from None
+    except ConfigError as exc:  # a validator's own error, raised through pydantic as it is
+        field = str(exc.where or "")
+        found = (ours(field) or (blame(field) if blame else None)) if field else None
+        if found is not None and "[from " not in exc.message:
+            exc.message = f"{exc.message} [from {found[0]}]"
+        exc.where = f"{source}: {field}" if field else source
+        exc.args = (exc.render(),)
+        raise exc from None
     base = Path(path).resolve().parent if path is not None else Path.cwd()
     text = yaml.safe_dump(data, sort_keys=False)
     return LoadedScenario(scenario, Path(path) if path is not None else None, base, text,

@@ -472,8 +472,11 @@ class Simulation:
             env.process(self._open_loop(wl))
         else:
             self._pending_sources = 0
-            for c in range(wl.concurrency):
+            # Clients past the request count would never send: one wake stands for all of them.
+            for c in range(min(wl.concurrency, len(wl.prompt_tokens))):
                 self._next_send(c, first=True)
+            if wl.concurrency > len(wl.prompt_tokens):
+                self._wake_all()
         while True:
             try:
                 env.run(until=self._tick)

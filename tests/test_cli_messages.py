@@ -283,3 +283,27 @@ def test_validate_names_the_set_behind_a_failure_every_run_shares(tmp_path, caps
     assert "no run could be simulated (1 of 1 failed)" in err
     assert "tp=3 does not divide the 32 attention heads of llama-3.1-8b [from --set 'parallelism.tp=3']" in err
     assert not (tmp_path / "out").exists()
+
+
+# -- a --set inside a section whose own rule failed ------------------------------------
+@pytest.mark.parametrize(("sets", "says"), [
+    (["model.name="], "give exactly one of `name`"),
+    (["workload.prompt_tokens.min=7000"], "is greater than max"),
+])
+def test_a_set_taking_part_in_a_sections_rule_is_named(sets, says):
+    with pytest.raises(ServesimError) as exc:
+        api.load(CHATBOT, sets)
+    assert says in exc.value.message and f"[with --set '{sets[0]}']" in exc.value.message
+
+
+def test_a_validators_own_error_names_the_file_and_the_set():
+    with pytest.raises(ServesimError) as exc:
+        api.load(CHATBOT, ["~workload.prompt_tokens"])
+    assert exc.value.where == f"{CHATBOT}: workload.prompt_tokens"
+    assert "[from --set '~workload.prompt_tokens']" in exc.value.message
+
+
+@pytest.mark.parametrize("assignment", ["workload..arrival=5", ".workload=5"])
+def test_a_set_path_with_an_empty_name_is_refused(assignment):
+    with pytest.raises(ServesimError, match="empty name between dots"):
+        api.load(CHATBOT, [assignment])

@@ -67,7 +67,27 @@ def test_bad_variants_are_one_clean_error_and_write_nothing(variants, match, tmp
     assert not (tmp_path / "out").exists()
 
 
-def test_a_variants_bad_edit_names_its_set(tmp_path):
+def test_a_variants_bad_edit_names_the_variant_and_its_edit(tmp_path):
     with pytest.raises(ServesimError) as exc:
         build_variants(CHATBOT, [], ["x: workload.arrival.rat=3"])
-    assert "[from --set 'workload.arrival.rat=3']" in exc.value.message
+    assert exc.value.where.startswith("variant 'x': ")
+    assert "[from its edit 'workload.arrival.rat=3']" in exc.value.message
+    assert "--set" not in exc.value.render()
+
+
+@pytest.mark.parametrize(("variant", "where", "says"), [
+    ("x: foo", "--variant 'x'", "override 'foo' has no '='"),
+    ("", "--variant", "an empty variant"),
+])
+def test_a_malformed_variant_is_named_as_a_variant(variant, where, says):
+    with pytest.raises(ServesimError) as exc:
+        build_variants(CHATBOT, [], [variant])
+    assert exc.value.where == where and says in exc.value.message
+    assert "--set" not in exc.value.render()
+
+
+def test_a_variant_that_does_not_fit_is_named(tmp_path):
+    variants = build_variants(CHATBOT, ["workload.num_requests=5"], ["big: model.name=llama-3.1-405b"])
+    with pytest.raises(ServesimError) as exc:
+        run_comparison(variants)
+    assert exc.value.where.startswith("variant 'big': ") and "does not fit" in exc.value.message

@@ -19,6 +19,7 @@ from simulator.validation.measurement import (
     read_text,
 )
 from simulator.workload.arrivals import RampArrival
+from simulator.workload.defaults import MAX_IMPLIED_REQUESTS
 
 
 def vllm_json_documents(path: Path) -> list[dict]:
@@ -261,15 +262,18 @@ def _completed(data: dict, where: str) -> int | None:
     A run that sent requests and completed none has nothing to compare."""
     completed = _summary_number(data, "completed", where)
     prompts = _summary_number(data, "num_prompts", where)
-    if completed == 0 and prompts:
-        raise MeasurementError(f"no successful request to compare against: `completed` is 0 of "
-                               f"{prompts:g} `num_prompts`", where=where,
+    if completed == 0:
+        of = f" of {prompts:g} `num_prompts`" if prompts else ""
+        raise MeasurementError(f"no successful request to compare against: `completed` is 0{of}", where=where,
                                fix="pass a run in which requests completed")
     count = completed or prompts
+    key = "completed" if completed else "num_prompts"
     if count and not count.is_integer():
-        key = "completed" if completed else "num_prompts"
         raise MeasurementError(f"`{key}` is {_shown(data[key])}, must be a whole number of requests",
                                where=where, fix=_FIX_JSON)
+    if count and count > MAX_IMPLIED_REQUESTS:
+        raise MeasurementError(f"`{key}` is {_shown(data[key])}, more requests than servesim simulates "
+                               f"({MAX_IMPLIED_REQUESTS:.0e})", where=where, fix=_FIX_JSON)
     return int(count) if count else None
 
 

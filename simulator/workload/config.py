@@ -7,7 +7,11 @@ from pydantic import Field, model_validator
 from simulator.errors import ConfigError
 from simulator.strict import StrictModel
 from simulator.workload.arrivals import ArrivalConfig, TraceArrival
-from simulator.workload.defaults import CLOSED_LOOP_REQUESTS_PER_CLIENT, DEFAULT_NUM_REQUESTS
+from simulator.workload.defaults import (
+    CLOSED_LOOP_REQUESTS_PER_CLIENT,
+    DEFAULT_NUM_REQUESTS,
+    MAX_IMPLIED_REQUESTS,
+)
 from simulator.workload.lengths import LengthConfig
 
 _LENGTH_EXAMPLE = {
@@ -61,6 +65,7 @@ class WorkloadConfig(StrictModel):
     num_requests: int | None = Field(
         default=None,
         ge=1,
+        le=MAX_IMPLIED_REQUESTS,  # beyond it the pre-generated requests outgrow memory
         description=(
             "Number of requests to send. With duration_s too, whichever limit is reached "
             f"first. If neither is set: {DEFAULT_NUM_REQUESTS} for synthetic arrivals, the "
@@ -114,7 +119,8 @@ class WorkloadConfig(StrictModel):
                         "trace file",
                         where=f"workload.{name}",
                         fix=(
-                            f"remove `{name}`; to lengthen or shorten requests use "
+                            f"remove `{name}` (from the file, or with --set '~workload.{name}'); to lengthen "
+                            "or shorten requests use "
                             "`arrival.length_scale` (e.g. 2.0 doubles every length)"
                         ),
                     )
