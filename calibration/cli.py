@@ -102,7 +102,7 @@ def calibrate(
     budget_s: Annotated[float, typer.Option("--budget-s", min=0, help="stop measuring after this many seconds")] = 600.0,
     device: Annotated[str, typer.Option("--device", help="auto (cuda when available, else cpu) | cuda | cpu")] = "auto",
     token_budget: Annotated[int, typer.Option("--token-budget", min=MIN_TOKEN_BUDGET, help="largest GEMM M / prefill chunk to measure")] = 8192,
-    repeats: Annotated[int | None, typer.Option("--repeats", help="timed samples per point (>= 10)")] = None,
+    repeats: Annotated[int | None, typer.Option("--repeats", min=10, help="timed samples per point (>= 10)")] = None,
     cpu_threads: Annotated[int | None, typer.Option("--cpu-threads", min=1, help="torch threads for a CPU run")] = None,
     lock_clocks: Annotated[int | None, typer.Option("--lock-clocks", help="pin the SM clock to this MHz during the run (needs root; reset after)")] = None,
     graph_below_us: Annotated[float, typer.Option("--graph-below-us", min=0, help="time CUDA kernels faster than this back to back in a CUDA graph over L2-overflowing operand copies; 0: every point one call after an L2 flush")] = 300.0,

@@ -203,6 +203,10 @@ def resolve_profile(ref: str | os.PathLike, *, where: str = "hardware.profile") 
     if os.sep not in name and "/" not in name and shipped.is_file():
         return shipped
     names = shipped_profiles()
+    if p.is_dir():
+        found = min(p.glob("*.json"), default=None)
+        raise CalibrationError(f"calibration profile {name!r} is a folder, not a profile file", where=where,
+                               fix="pass one profile JSON" + (f", e.g. {found}" if found else ""))
     raise CalibrationError(
         f"calibration profile {name!r} not found (neither a file nor a shipped profile)",
         where=where,
@@ -297,6 +301,11 @@ def parse_profile(data: bytes | str, *, where: str = "<profile>") -> Profile:
         loc = ".".join(str(p) for p in first["loc"])
         raise CalibrationError(f"invalid profile: {loc}: {first['msg']} ({exc.error_count()} problem(s))",
                                where=where, fix="re-create the profile; see calibration/README.md for the format") from None
+    if not any(t.rows for t in profile.tables.values()):
+        # Nothing to time with: a run would fall back to other tables while its summary
+        # named this profile's GPU and date.
+        raise CalibrationError("the profile holds no measured rows (its `tables` are missing or empty)",
+                               where=where, fix="re-create the profile; see calibration/README.md for the format")
     gpu = profile.metadata.gpu
     if gpu is not None:
         from simulator.hardware import get_gpu

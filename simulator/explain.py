@@ -100,6 +100,12 @@ def explain(loaded: LoadedScenario, *, batch: int = 32, context: int | None = No
                               where=name, fix=f"pass at most {limit}, or raise model.max_model_len with --set")
     decode_pool = sim.pools.get("serve") or sim.pools["decode"]
     prefill_pool = sim.pools.get("serve") or sim.pools["prefill"]
+    fits = decode_pool.memory.sequences_at(context + 1)  # each holds its context and the token it makes
+    if batch > fits:  # a step the engine could never run: its KV cache cannot hold the batch
+        raise ConfigError(f"{batch} sequences at {context} tokens of context do not fit this layout's KV cache "
+                          f"({decode_pool.memory.capacity_tokens:,} tokens, {fits:,} such sequences)", where="--batch",
+                          fix=f"pass at most --batch {fits} at this --context, or a shorter --context"
+                          if fits else "pass a shorter --context")
     decode_shape = IterationShape(batch, batch, batch, batch * context)
     prefill_shape = IterationShape(prefill, 1, 0, 0, ((prefill, 0),))
     decode = decode_pool.cost.breakdown(decode_shape)  # one step of many: follows another

@@ -143,21 +143,25 @@ def _check_expert_kernel(model: ModelSpec, m: ModelConfig, gpu: GPUSpec) -> None
     FP8 experts under FP8 inputs on FP8 tensor cores (vLLM's fused_moe)."""
     if m.expert_kernel == "auto":
         return
+    if not model.num_experts:
+        raise ConfigError(f"{model.name} has no routed experts, so no MoE kernel to choose",
+                          where="model.expert_kernel",
+                          fix="use expert_kernel: auto (it applies to mixture-of-experts models only)")
     experts = m.expert_weight_dtype or m.weight_dtype
     inputs = m.expert_activation_dtype or m.activation_dtype
     if m.expert_kernel == "triton":
         mxfp4_hopper = experts == "fp4" and inputs in ("bf16", "fp16") and gpu.architecture == "hopper"
         fp8 = experts == "fp8" and inputs == "fp8" and gpu.peak_tflops.get("fp8", 0) > 0
-        if not model.num_experts or not (mxfp4_hopper or fp8):
+        if not (mxfp4_hopper or fp8):
             raise ConfigError(f"the Triton MoE kernels (`expert_kernel: triton`) are vLLM's paths for MXFP4 experts "
                               f"under 16-bit inputs on Hopper and for FP8 experts under FP8 inputs; this run has "
                               f"{model.name} with {experts} experts under {inputs} inputs on {gpu.name}",
                               where="model.expert_kernel",
                               fix="use expert_kernel: auto (the kernel vLLM picks here)")
         return
-    if not model.num_experts or experts not in ("fp4", "int4") or inputs not in ("bf16", "fp16"):
+    if experts not in ("fp4", "int4") or inputs not in ("bf16", "fp16"):
         raise ConfigError(f"Marlin MoE needs routed experts in fp4 or int4 under bf16/fp16 inputs; {model.name} "
-                          f"has {'no routed experts' if not model.num_experts else f'{experts} experts under {inputs} inputs'}",
+                          f"has {experts} experts under {inputs} inputs",
                           where="model.expert_kernel",
                           fix="use expert_kernel: auto, or 4-bit experts (expert_weight_dtype: fp4) with 16-bit inputs")
 

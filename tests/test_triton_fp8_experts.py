@@ -70,8 +70,14 @@ def test_triton_on_hopper_is_the_default_kernel():
     assert triton.cost.timer.source_of(moe) == "profile-standin"
 
 
+@pytest.mark.parametrize("kernel", ["triton", "marlin"])
+def test_a_kernel_choice_for_a_model_without_experts_says_so(kernel):
+    with pytest.raises(ConfigError) as err:
+        Simulation(load(BENCH, ["model.name=llama-3.1-70b", "hardware.gpu=b200", f"model.expert_kernel={kernel}"]))
+    assert err.value.where == "model.expert_kernel" and "has no routed experts" in err.value.message
+
+
 @pytest.mark.parametrize("overrides", [
-    ["model.name=llama-3.1-70b", "hardware.gpu=b200"],  # no routed experts
     ["model.name=minimax-m2.5", "model.weight_dtype=bf16", "model.activation_dtype=bf16",
      "hardware.gpu=b200", "parallelism.tp=4"],  # bf16 experts
     ["model.name=minimax-m2.5", "hardware.gpu=h200", "model.activation_dtype=bf16",

@@ -53,6 +53,23 @@ def is_inferencex_aggregate(data: object) -> bool:
                     for e in data))
 
 
+def check_near_aggregate(data: object, where: str) -> None:
+    """A list of objects keyed as InferenceX entries, none of them complete: name the keys
+    the first one lacks rather than calling the file no benchmark result at all."""
+    if not (isinstance(data, list) and data and isinstance(data[0], dict)):
+        return
+    first = data[0]
+    if "hardware" in first:
+        keys = INFERENCEX_API_KEYS
+    elif "hw" in first or "conc" in first:
+        keys = INFERENCEX_KEYS
+    else:
+        return
+    missing = [k for k in keys if k not in first]
+    raise MeasurementError(f"an InferenceX aggregate whose entries lack {', '.join(missing)} (entry 1)", where=where,
+                           fix=f"each entry needs {', '.join(keys)}, as InferenceX publishes them")
+
+
 def read_inferencex_json(path: Path, data: list, rounds: int, length_ratio: float | None,
                          recipes: bool, default_version: str | None = None) -> MeasuredSet:
     """One closed-loop run per entry, as a sweep CSV row would give it."""

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from simulator.validation.inferencex_json import (
+    check_near_aggregate,
     is_inferencex_aggregate,
     read_inferencex_json,
 )
@@ -82,7 +83,14 @@ def _read_one(path: Path, rounds: int, length_ratio: float | None, recipes: bool
         docs = vllm_json_documents(path)
         if len(docs) == 1 and is_inferencex_aggregate(docs[0]):
             return [read_inferencex_json(path, docs[0], rounds, length_ratio, recipes, engine_version)]
+        if len(docs) == 1:
+            check_near_aggregate(docs[0], str(path))
         return read_vllm_json(path, docs)
+    if path.suffix in (".yaml", ".yml"):
+        raise MeasurementError("this is a YAML file, not a measurement (a per-request or sweep CSV, or a "
+                               "benchmark's JSON)", where=str(path),
+                               fix="pass the measured file first and a scenario as --scenario, e.g. "
+                                   f"`simulate validate results.json --scenario {path}`")
     if not path.stat().st_size:
         raise MeasurementError("the file is empty", where=str(path),
                                fix=f"a per-request CSV starts with the header {','.join(PER_REQUEST_COLUMNS)}"

@@ -236,7 +236,12 @@ def _parse_plain_csv(path: Path, label: str) -> _Rows:
                 out.prefix.append(_optional_id(row[ipre], "prefix_id", loc))
             if out.prefix_tokens is not None:
                 text = row[iptok].strip()
-                out.prefix_tokens.append(_tokens(text, "prefix_tokens", loc) if text else 0)
+                shared = _tokens(text, "prefix_tokens", loc) if text else 0
+                if shared > out.prompt[-1]:  # the prefix is the prompt's first prefix_tokens tokens
+                    raise TraceError(f"prefix_tokens {shared} is longer than the row's prompt ({out.prompt[-1]} "
+                                     "tokens)", where=_where(loc),
+                                     fix="give prefix_tokens as the shared start of the prompt, at most prompt_tokens")
+                out.prefix_tokens.append(shared)
     return out
 
 
