@@ -21,6 +21,7 @@ from simulator.cost.calibrated.families import FAMILIES
 from simulator.cost.calibrated.interpolate import FamilyModel
 from simulator.cost.calibrated.timer import reference_gpu
 from simulator.cost.config import CostModelConfig
+from simulator.errors import ServesimError
 from simulator.hardware import get_gpu
 
 
@@ -72,7 +73,10 @@ def compare(profile: Profile, reference: Profile) -> list[RegimeRatio]:
         ratios: dict[tuple, list[float]] = {}
         for row in model.adapter.clean(mine.rows):
             shape = tuple(row[:n])
-            predicted = model.predict_or_fit(model.row_op(shape))
+            try:
+                predicted = model.predict_or_fit(model.row_op(shape))
+            except ServesimError:  # a dtype the reference GPU has no tensor cores for (FP8 on an A100)
+                continue
             if predicted > 0:
                 ratios.setdefault(_regime(fam, shape), []).append(float(row[n]) * 1e-6 / predicted)
         for (_, regime), vals in sorted(ratios.items()):

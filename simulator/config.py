@@ -7,6 +7,7 @@ not a silently ignored setting. Field descriptions double as the README's refere
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -424,6 +425,11 @@ def _dotted(loc: tuple) -> str:
     return ".".join(parts) + (f" ({', '.join(tags)})" if tags else "")
 
 
+# pydantic's labels for the members of a plain (untagged) union in an error's location:
+# `literal['minimise','minimize']`, `list[int]`, `int`. Not field names.
+_UNION_MEMBER = re.compile(r"^(?:(?:literal|list|dict|tuple|set)\[.*\]|int|float|str|bool|none|function-.*)$")
+
+
 def format_validation_error(exc: ValidationError, source: str, *, what: str = "scenario",
                             fix_for: Callable[[dict], str] = _fix_for,
                             origin: Callable[[str], tuple[str, bool] | None] | None = None,
@@ -433,9 +439,11 @@ def format_validation_error(exc: ValidationError, source: str, *, what: str = "s
     behind a field, so a problem the command line made is not blamed on the file; `within`
     names one that wrote inside a section whose own rule (a validator relating its fields)
     failed, as taking part in it."""
-    lines = []
-    fixes = []
+    lines: dict[str, str] = {}  # by field: a union's members' complaints become one line
+    fixes: dict[str, str] = {}
     for err in exc.errors():
+        members = [x for x in err["loc"] if isinstance(x, str) and _UNION_MEMBER.match(x)]
+        err = {**err, "loc": tuple(x for x in err["loc"] if x not in members)}
         loc = _dotted(tuple(err["loc"])) or f"({what})"
         got = err.get("input")
         shown = "" if isinstance(got, dict) or err["type"] == "missing" else f" (got {got!r})"
@@ -446,7 +454,11 @@ def format_validation_error(exc: ValidationError, source: str, *, what: str = "s
             section = ".".join(str(x) for x in err["loc"] if not (isinstance(x, str) and _tagged(x) is not None))
             party = within(section)
             by = f" [with {party}]" if party else ""
-        lines.append(f"{loc}: {_message_for(err)}{shown}{by}")
+        message = _message_for(err)
+        if members and loc in lines:  # another form the field may take
+            lines[loc] = lines[loc].replace(f"{shown}{by}", f"; or {message}{shown}{by}", 1)
+        else:
+            lines[loc] = f"{loc}: {message}{shown}{by}"
         fix = fix_for(err)
         if wrote and err["type"] == "extra_forbidden":
             instead = f"correct or drop {named}"
@@ -454,10 +466,10 @@ def format_validation_error(exc: ValidationError, source: str, *, what: str = "s
             if instead not in fix:  # a plan's own wording
                 fix = fix.replace("remove it", instead, 1)
         if fix:
-            fixes.append(f"{loc}: {fix}")
+            fixes[loc] = f"{fixes[loc]}; or {fix}" if loc in fixes else f"{loc}: {fix}"
     n = len(lines)
-    head = f"invalid {what} ({n} problem{'s' if n > 1 else ''}):\n  " + "\n  ".join(lines)
-    return ConfigError(head, where=source, fix="\n       ".join(fixes) or None)
+    head = f"invalid {what} ({n} problem{'s' if n > 1 else ''}):\n  " + "\n  ".join(lines.values())
+    return ConfigError(head, where=source, fix="\n       ".join(fixes.values()) or None)
 
 
 # -- loading -------------------------------------------------------------------------

@@ -112,3 +112,14 @@ def test_our_fp8_gemms_pay_the_input_quantisation_vllm_runs_before_them():
     assert ours.op_time(gemm("bf16")) == ours._table_time(gemm("bf16"))
     tables = calibrated_backend(h200, CostModelConfig(), "h200_sxm-vllm")
     assert tables.op_time(gemm("fp8")) == tables._table_time(gemm("fp8"))
+
+
+def test_a_reference_gpu_without_fp8_compares_the_other_dtypes():
+    """The H100 profile's FP8 GEMMs have no A100 counterpart (no FP8 tensor cores): they are
+    left out rather than ending the comparison."""
+    from calibration.profile import load_profile
+
+    rows = compare(load_profile("h100_sxm-measured"), load_profile("a100_sxm-vllm"))
+    gemm = [r.regime for r in rows if r.family == "gemm"]
+    assert gemm and not any(g.startswith("fp8") for g in gemm)
+    assert any(g.startswith("bf16") for g in gemm)

@@ -307,3 +307,17 @@ def test_a_validators_own_error_names_the_file_and_the_set():
 def test_a_set_path_with_an_empty_name_is_refused(assignment):
     with pytest.raises(ServesimError, match="empty name between dots"):
         api.load(CHATBOT, [assignment])
+
+
+def test_a_value_no_form_of_a_field_accepts_is_one_problem_in_the_fields_words(tmp_path):
+    """`replicas` takes a list of counts or `minimise`: pydantic's two complaints (with its
+    internal member labels) are one line that names the field."""
+    from simulator.plan.config import load_plan
+
+    plan = tmp_path / "p.yaml"
+    plan.write_text(TINY_PLAN.read_text().replace("  replicas: minimise", "  replicas: maximise", 1))
+    with pytest.raises(ServesimError) as exc:
+        load_plan(plan)
+    text = exc.value.render()
+    assert "literal[" not in text and "list[int]" not in text
+    assert "space.replicas: Input should be 'minimise' or 'minimize'; or Input should be a valid list" in text

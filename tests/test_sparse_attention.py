@@ -195,7 +195,7 @@ def test_explain_labels_the_sparse_ops_as_roofline(capsys):
     with pytest.raises(SystemExit) as done:
         app(["explain", str(BENCH), "--set", "model.name=deepseek-ai/DeepSeek-V3.2", "--set", "parallelism.tp=8",
              "--set", "hardware.gpu=h200", "--set", "model.max_model_len=32768", "--context", "32000",
-             "--prefill", "8192"])
+             "--prefill", "8192", "--batch", "16"])
     assert done.value.code == 0
     out = capsys.readouterr().out
     rows = {line.split()[1]: line for line in out.splitlines() if line.startswith("│ ")}

@@ -324,6 +324,7 @@ def test_sglang_summary_names_e2e_differently(tmp_path):
     ({"mean_ttft_ms": None}, "nor the run summary"),
     ({"completed": 0, "num_prompts": None}, "`completed` is 0"),
     ({"completed": 1e12}, "more requests than servesim simulates"),
+    ({"total_input_tokens": 0}, "`total_input_tokens` is 0"),
     ({"total_input_tokens": "lots"}, "total_input_tokens"),
     ({"mean_tpot_ms": -1}, "mean_tpot_ms"),
 ])

@@ -300,6 +300,9 @@ def _vllm_summary_run(data: dict, where: str, label: str, source: str) -> Measur
             fix="pass the file `vllm bench serve --save-result` wrote (add --save-detailed for "
                 "per-request errors)")
     n = completed
+    if tokens_in <= 0:  # every request has a prompt: a zero total is a broken summary, not a workload
+        raise MeasurementError(f"`total_input_tokens` is {_shown(data['total_input_tokens'])} over {n} completed "
+                               "requests", where=where, fix=_FIX_JSON)
     isl = max(1, round(tokens_in / n))
     osl = max(1, round(tokens_out / n))
     conc, rate, burst, ramp = _traffic(data, where)
