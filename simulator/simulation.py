@@ -513,10 +513,11 @@ class Simulation:
         # KV figures describe the pool that holds requests while they decode.
         main = self.pools["decode" if dis else "serve"]
         instances = self.cluster.decode if dis else self.replicas
+        n_prefill = len(self.cluster.prefill) if dis else 0
         if dis:
-            n_prefill = len(self.cluster.prefill)
             it_df.insert(1, "pool", np.where(it_df["replica"].to_numpy() < n_prefill, "prefill", "decode"))
-        peak, mean_util = _kv_use(instances, it_df[it_df["pool"] == "decode"] if dis else it_df)
+        peak, mean_util = _kv_use(instances, it_df[it_df["pool"] == "decode"] if dis else it_df,
+                                  log, lambda r: r >= n_prefill)
         gpus = sum(plan.gpus for plan in self.pools.values())
         price = sc.hardware.cost_per_gpu_hour if sc.hardware.cost_per_gpu_hour is not None else self.gpu.cost_per_gpu_hour
         out_tps = summary["throughput"]["output_tokens_per_s"]
@@ -562,25 +563,29 @@ class Simulation:
             "seed": sc.workload.seed,
         }
         if dis:
-            summary["disaggregation"] = self._disaggregation_summary(req_df, it_df)
+            summary["disaggregation"] = self._disaggregation_summary(req_df, it_df, log)
         summary["iterations"] = log.count
         summary["servesim_version"] = __version__
         summary["sim_wall_s"] = wall
         return SimulationResult(summary, req_df, it_df, self.memory, self.loaded)
 
-    def _disaggregation_summary(self, req_df: pd.DataFrame, it_df: pd.DataFrame) -> dict:
+    def _disaggregation_summary(self, req_df: pd.DataFrame, it_df: pd.DataFrame, log: IterationLog) -> dict:
         """Per-pool layout and KV use, and the KV transfers' links and durations."""
         out: dict = {}
         for role, instances in (("prefill", self.cluster.prefill), ("decode", self.cluster.decode)):
             plan = self.pools[role]
-            peak, mean_util = _kv_use(instances, it_df[it_df["pool"] == role])
+            n_prefill = len(self.cluster.prefill)
+
+            def in_pool(r: int, prefill: bool = role == "prefill", n: int = n_prefill) -> bool:
+                return (r < n) == prefill
+            peak, mean_util = _kv_use(instances, it_df[it_df["pool"] == role], log, in_pool)
             out[role] = {
                 "tp": plan.tp, "pp": plan.pp, "replicas": plan.replicas, "gpus": plan.gpus,
                 "kv_capacity_tokens": plan.memory.capacity_tokens,
                 "kv_blocks_per_replica": plan.memory.num_blocks,
                 "kv_peak_utilization": peak,
                 "kv_mean_utilization": mean_util,
-                "iterations": int((it_df["pool"] == role).sum()) if len(it_df) else 0,
+                "iterations": int((it_df["pool"] == role).sum()) if log.enabled else log.kv_use(in_pool)[0],
             }
         kt = self.kv_transfer
         done = req_df[req_df["status"] == "completed"]
@@ -599,10 +604,14 @@ def _prefix_hit_rate(requests: pd.DataFrame) -> float:
     return int(requests["cached_tokens"].sum()) / prompts if prompts else 0.0
 
 
-def _kv_use(instances: list[Replica], iterations: pd.DataFrame) -> tuple[float, float]:
-    """Peak KV-block use of any engine, and the duration-weighted mean use per iteration."""
+def _kv_use(instances: list[Replica], iterations: pd.DataFrame, log: IterationLog,
+            replicas: Callable[[int], bool]) -> tuple[float, float]:
+    """Peak KV-block use of any engine, and the duration-weighted mean use per iteration
+    (from the running totals of `replicas` where the log kept no rows)."""
     peak = max(e.scheduler.kv.peak_used / e.scheduler.kv.total for rep in instances for e in rep.engines)
-    if len(iterations):
+    if not log.enabled:
+        mean_util = log.kv_use(replicas)[1]
+    elif len(iterations):
         w = iterations["duration_ms"].to_numpy()
         util = iterations["kv_blocks_used"].to_numpy() / np.maximum(iterations["kv_blocks_total"].to_numpy(), 1)
         mean_util = float((util * w).sum() / w.sum()) if w.sum() > 0 else 0.0

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import poisson, scenario, simulate, uniform
+from conftest import ROOT, poisson, scenario, simulate, uniform
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -207,3 +207,19 @@ def test_rejections_are_grouped_by_cause_not_by_request():
     s = summarize(requests_frame(reqs), ItlSink(), {})
     assert s["requests"]["rejected_reasons"] == [
         {"reason": texts[0], "count": 2}, {"reason": texts[2], "count": 1}, {"reason": texts[3], "count": 1}]
+
+
+@pytest.mark.parametrize("scenario", ["chatbot.yaml", "disaggregated.yaml"])
+def test_the_kv_figures_do_not_depend_on_keeping_the_iteration_log(scenario):
+    """compare, plan and validate run without the per-iteration rows; the summary's KV mean
+    and per-pool iteration counts come from running totals then, and must agree."""
+    from simulator import api
+
+    path = ROOT / "scenarios" / scenario
+    kept = api.run(path, ["workload.num_requests=200"]).summary
+    lean = api.run(path, ["workload.num_requests=200"], record_iterations=False).summary
+    assert kept["kv_cache"]["mean_utilization"] > 0
+    assert lean["kv_cache"]["mean_utilization"] == pytest.approx(kept["kv_cache"]["mean_utilization"], rel=1e-12)
+    for role in ("prefill", "decode") if "disaggregation" in kept else ():
+        for key in ("kv_mean_utilization", "iterations"):
+            assert lean["disaggregation"][role][key] == pytest.approx(kept["disaggregation"][role][key], rel=1e-12)
