@@ -236,7 +236,7 @@ def compare_cmd(
 def _comparison_table(comparison) -> Table:
     """Metrics down, variants across; each variant's change against the base, green where
     it is better and red where it is worse."""
-    from simulator.compare import shown, verdict
+    from simulator.compare import marked_change, shown, unit_label
 
     names = [v.name for v in comparison.variants]
     table = Table(title=f"{comparison.variants[0].loaded.name}: base and {len(names) - 1} variant(s)",
@@ -248,10 +248,11 @@ def _comparison_table(comparison) -> Table:
         cells = []
         for v, change in zip(r["values"], r["change_pct"], strict=True):
             text = shown(v, r["unit"])
-            if cells and (judged := verdict(change, r["lower_is_better"])):
-                text += f" [{'green' if judged == 'better' else 'red'}]({change:+.1f}%)[/]"
+            judged, said = marked_change(change, r["values"][0], v, r["lower_is_better"])
+            if cells and judged:
+                text += f" [{'green' if judged == 'better' else 'red'}]({said})[/]"
             cells.append(text)
-        table.add_row(r["metric"] + (f" ({r['unit']})" if r["unit"] and r["unit"] != "%" else ""), *cells)
+        table.add_row(r["metric"] + unit_label(r["unit"]), *cells)
     return table
 
 

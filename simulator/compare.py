@@ -29,8 +29,8 @@ METRICS: tuple[tuple[str, tuple[str, ...], str, bool], ...] = (
     ("throughput", ("throughput", "requests_per_s"), "req/s", False),
     ("output tokens", ("throughput", "output_tokens_per_s"), "tok/s", False),
     ("goodput", ("goodput", "requests_per_s"), "req/s", False),
-    ("SLO attainment", ("goodput", "slo_attainment"), "%", False),
-    ("KV peak", ("kv_cache", "peak_utilization"), "%", True),
+    ("SLO attainment", ("goodput", "slo_attainment"), "fraction", False),
+    ("KV peak", ("kv_cache", "peak_utilization"), "fraction", True),
     ("preemptions", ("preemptions",), "", True),
     ("GPUs", ("cost", "gpus"), "", True),
     ("cost", ("cost", "usd_per_hour"), "$/h", True),
@@ -38,13 +38,25 @@ METRICS: tuple[tuple[str, tuple[str, ...], str, bool], ...] = (
 )
 
 
+# Metrics that exist only where the scenario sets an SLO.
+SLO_METRICS = ("goodput", "SLO attainment")
+
+
 def shown(value: float | None, unit: str) -> str:
-    """A metric's value as the terminal and the page show it (shares as percentages)."""
+    """A metric's value as the terminal and the page show it (fractions as percentages,
+    counts as whole numbers)."""
     if value is None:
         return "—"
-    if unit == "%":
+    if unit == "fraction":
         return f"{100 * value:.1f}%"
+    if not unit and float(value).is_integer():
+        return f"{int(value):,}"
     return f"{value:,.1f}" if abs(value) >= 10 else f"{value:,.3g}"
+
+
+def unit_label(unit: str) -> str:
+    """The unit after a metric's name: none for fractions, which show as percentages."""
+    return f" ({unit})" if unit and unit != "fraction" else ""
 
 
 def verdict(change: float | None, lower_is_better: bool) -> str | None:
@@ -53,6 +65,17 @@ def verdict(change: float | None, lower_is_better: bool) -> str | None:
     if change is None or abs(change) < 0.05:
         return None
     return "better" if (change < 0) == lower_is_better else "worse"
+
+
+def marked_change(change: float | None, base: float | None, value: float | None,
+                  lower_is_better: bool) -> tuple[str | None, str]:
+    """(verdict, text) of a variant's value against the base's: the relative change, or
+    "from 0" where the base is zero and a relative change does not exist (0 -> 124
+    preemptions is worse, not unchanged)."""
+    if change is None and base == 0 and value:
+        return ("worse" if (value > 0) == lower_is_better else "better"), "from 0"
+    judged = verdict(change, lower_is_better)
+    return judged, (f"{change:+.1f}%" if judged else "")
 
 
 @dataclass(frozen=True)
@@ -83,7 +106,11 @@ class Comparison:
     def rows(self) -> list[dict]:
         """Every metric for every variant, with the change against the first variant."""
         out = []
+        slo = any(isinstance(s.get("goodput", {}).get("slo"), dict)
+                  and any(v is not None for v in s["goodput"]["slo"].values()) for s in self.summaries)
         for label, path, unit, lower_better in METRICS:
+            if label in SLO_METRICS and not slo:  # no SLO: every request 'meets' it
+                continue
             values = [self.value(i, path) for i in range(len(self.variants))]
             base = values[0]
             changes = [None if v is None or not base else (v - base) / base * 100.0 for v in values]

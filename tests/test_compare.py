@@ -91,3 +91,17 @@ def test_a_variant_that_does_not_fit_is_named(tmp_path):
     with pytest.raises(ServesimError) as exc:
         run_comparison(variants)
     assert exc.value.where.startswith("variant 'big': ") and "does not fit" in exc.value.message
+
+
+def test_a_comparison_without_an_slo_has_no_attainment_rows_and_counts_read_whole():
+    from simulator.compare import marked_change, shown
+
+    variants = build_variants(ROOT / "scenarios" / "benchmark-concurrency.yaml", ["workload.num_requests=8"],
+                              ["c8: workload.arrival.concurrency=8"])
+    table = run_comparison(variants).rows()
+    assert not {"goodput", "SLO attainment"} & {r["metric"] for r in table}
+    units = {r["metric"]: r["unit"] for r in table}
+    assert units["KV peak"] == "fraction" and shown(0.173, "fraction") == "17.3%"
+    assert shown(16.0, "") == "16" and shown(2.5, "") == "2.5"
+    assert marked_change(None, 0.0, 124.0, True) == ("worse", "from 0")  # preemptions appearing
+    assert marked_change(None, 0.0, 0.0, True) == (None, "")

@@ -211,3 +211,22 @@ def test_the_page_names_cost_and_where_the_times_come_from(tmp_path):
                                                          "cost_model.frontend_latency_ms=0"])
     page = (api.write_outputs(bare, tmp_path / "bare") / "report.html").read_text(encoding="utf-8")
     assert "No API-server time is added" in page
+
+
+def test_a_run_without_an_slo_claims_no_attainment(tmp_path: Path) -> None:
+    summary = make_summary()
+    summary["goodput"]["slo"] = {"ttft_ms": None, "tpot_ms": None, "e2e_ms": None}
+    summary["goodput"]["slo_attainment"] = 1.0
+    page = check_report(write_report(tmp_path, summary, make_requests(), make_iterations(50), TITLE), tmp_path)
+    assert "No SLO set" in page and "100.0%" not in page and "Goodput" not in page
+
+
+def test_the_page_says_why_requests_were_rejected(tmp_path: Path) -> None:
+    summary = make_summary()
+    summary["requests"]["rejected_reasons"] = [
+        {"reason": "prompt + output = 1787 tokens exceeds max_model_len=1024", "count": 8},
+        {"reason": "never scheduled <deadlock>", "count": 2}]
+    page = check_report(write_report(tmp_path, summary, make_requests(), make_iterations(50), TITLE), tmp_path)
+    assert "<h2>Rejected requests</h2>" in page
+    assert re.search(r"exceeds max_model_len=1024</td><td[^>]*>8<", page)
+    assert "never scheduled &lt;deadlock&gt;" in page

@@ -10,7 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from simulator.compare import shown, verdict
+from simulator.compare import marked_change, shown, unit_label, verdict
 from simulator.report.html import CSS, _esc, _figure
 
 #: The panels of compare.png: the metrics a deployment choice usually turns on.
@@ -18,22 +18,21 @@ FIGURE_METRICS = ("TTFT p99", "TPOT p99", "output tokens", "cost per M output to
 BETTER, WORSE = "#1a7f37", "#cf222e"
 
 
-def _change(change: float | None, lower_better: bool) -> str:
-    judged = verdict(change, lower_better)
+def _change(change: float | None, base: float | None, value: float | None, lower_better: bool) -> str:
+    judged, said = marked_change(change, base, value, lower_better)
     if judged is None:
         return ""
-    return f' <span style="color:{BETTER if judged == "better" else WORSE}">({change:+.1f}%)</span>'
+    return f' <span style="color:{BETTER if judged == "better" else WORSE}">({_esc(said)})</span>'
 
 
 def comparison_table(names: list[str], rows: list[dict]) -> str:
     head = "".join(f"<th>{_esc(n)}</th>" for n in ["metric", *names])
     body = []
     for r in rows:
-        unit = f" ({r['unit']})" if r["unit"] and r["unit"] != "%" else ""
-        cells = [f"<td>{_esc(r['metric'] + unit)}</td>"]
+        cells = [f"<td>{_esc(r['metric'] + unit_label(r['unit']))}</td>"]
         for i, (v, c) in enumerate(zip(r["values"], r["change_pct"], strict=True)):
             cells.append(f'<td class="n">{_esc(shown(v, r["unit"]))}'
-                         f'{_change(c, r["lower_is_better"]) if i else ""}</td>')
+                         f'{_change(c, r["values"][0], v, r["lower_is_better"]) if i else ""}</td>')
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
@@ -51,8 +50,7 @@ def plot_comparison(names: list[str], rows: list[dict], path: Path) -> Path:
             ax.bar(range(len(names)), values, color=colors)
             ax.set_xticks(range(len(names)), names, rotation=30 if len(names) > 3 else 0, ha="right"
                           if len(names) > 3 else "center", fontsize=8)
-            unit = f" ({r['unit']})" if r["unit"] else ""
-            ax.set_title(r["metric"] + unit, fontsize=9)
+            ax.set_title(r["metric"] + unit_label(r["unit"]), fontsize=9)
             ax.tick_params(axis="y", labelsize=8)
         fig.tight_layout()
         fig.savefig(path, dpi=100)

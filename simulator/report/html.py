@@ -153,8 +153,8 @@ def _cards(summary: Mapping) -> str:
             f"{fmt_num(get(summary, 'requests', 'total'))}",
         ),
         ("Output tok/s", fmt_num(get(summary, "throughput", "output_tokens_per_s"))),
-        ("Goodput req/s", fmt_num(get(summary, "goodput", "requests_per_s"))),
-        ("SLO attainment", fmt_pct(get(summary, "goodput", "slo_attainment"))),
+        *((("Goodput req/s", fmt_num(get(summary, "goodput", "requests_per_s"))),
+           ("SLO attainment", fmt_pct(get(summary, "goodput", "slo_attainment")))) if has_slo(summary) else ()),
         ("TTFT p99", fmt_num(get(summary, "ttft_ms", "p99"), "ms")),
         ("TPOT p99", fmt_num(get(summary, "tpot_ms", "p99"), "ms")),
     ]
@@ -217,7 +217,25 @@ def _latency_table(summary: Mapping) -> str:
     return _table(("Latency (ms)", *PERCENTILES), rows)
 
 
+def has_slo(summary: Mapping) -> bool:
+    """Whether the run set any SLO target: without one every request 'meets' it, and an
+    attainment of 100% would say nothing."""
+    slo = get(summary, "goodput", "slo")
+    return isinstance(slo, Mapping) and any(v is not None for v in slo.values())
+
+
+def _rejections(summary: Mapping) -> str:
+    """Why requests were turned away: each cause with its count and first request's words."""
+    groups = get(summary, "requests", "rejected_reasons") or []
+    if not groups:
+        return ""
+    rows = [(fmt_text(g.get("reason")), fmt_num(g.get("count"))) for g in groups]
+    return "<h2>Rejected requests</h2>" + _table(("Cause (the first such request's words)", "Requests"), rows)
+
+
 def _slo_section(summary: Mapping) -> str:
+    if not has_slo(summary):
+        return "<h2>SLO attainment</h2><p>No SLO set (<code>slo:</code> in the scenario), so no goodput or attainment.</p>"
     slo = get(summary, "goodput", "slo")
     targets = [
         ("TTFT ≤", fmt_num(get(slo, "ttft_ms"), "ms")),
@@ -226,7 +244,7 @@ def _slo_section(summary: Mapping) -> str:
         ("Attainment", fmt_pct(get(summary, "goodput", "slo_attainment"))),
         ("Goodput", fmt_num(get(summary, "goodput", "requests_per_s"), "req/s")),
     ]
-    return _table(("SLO", "Value"), targets)
+    return "<h2>SLO attainment</h2>" + _table(("SLO", "Value"), targets)
 
 
 def _is_pooled(replicas: pd.DataFrame) -> bool:
@@ -363,7 +381,7 @@ def render_page(
 <div class="tables">{_overview_table(summary)}{_latency_table(summary)}</div>
 {_timed_with(summary)}
 {_disaggregation_section(summary)}
-<h2>SLO attainment</h2>
+{_rejections(summary)}
 {_slo_section(summary)}
 <h2>Figures</h2>
 <div class="figs">{figs}</div>
