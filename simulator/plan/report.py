@@ -50,7 +50,7 @@ def headline(row: dict, loaded: LoadedPlan) -> str:
     per_m = row.get("usd_per_m_output_tokens")
     return (f"{row['gpus']} × {gpu_name(row['gpu'])} ({shape}), {sched}{quant}: carries "
             f"{_num(row['carried_rps'])} req/s{lat}{check}, ${row['usd_per_hour']:,.2f}/h"
-            + (f", ${per_m:,.2f}/M output tokens" if per_m is not None else ""))
+            + (f", ${per_m:,.2f}/M output tokens at steady state" if per_m is not None else ""))
 
 
 def why_it_fits(row: dict) -> str:
