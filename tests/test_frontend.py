@@ -151,7 +151,9 @@ def test_run_and_validate_summaries_say_what_the_server_adds(tmp_path):
     base.write_text(yaml.safe_dump(d))
     result, out = run_validation([src], base, [], tmp_path / "out")
     assert result["api_server"] == ["tokenising 1.3 µs a prompt token, one prompt at a time; 10 ms hand-off"]
-    assert "one prompt at a time" in (out / "validation.html").read_text()
+    page = (out / "validation.html").read_text()
+    assert "one prompt at a time" in page
+    assert f"Measured: <code>{src}</code>; base scenario: <code>{base}</code>." in page  # what was compared
 
 
 def test_explain_adds_the_servers_share_to_a_lone_prefill():

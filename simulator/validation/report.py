@@ -226,6 +226,18 @@ def _per_run_table(per_run: list[dict], cliffs: bool) -> str:
     return _table([*header, *(["cliff (meas)", "cliff (pred)"] if cliffs else [])], rows)
 
 
+def _inputs_line(result: dict) -> str:
+    """What was compared: the measured files, the base scenario and its overrides."""
+    parts = []
+    if result.get("inputs"):
+        parts.append("Measured: " + ", ".join(f"<code>{_esc(p)}</code>" for p in result["inputs"]))
+    if result.get("scenario"):
+        parts.append(f"base scenario: <code>{_esc(result['scenario'])}</code>")
+    if result.get("overrides"):
+        parts.append("with " + " ".join(f"<code>--set {_esc(o)}</code>" for o in result["overrides"]))
+    return f"<p>{'; '.join(parts)}.</p>" if parts else ""
+
+
 def write_validation_report(out_dir: Path, result: dict, runs: pd.DataFrame, preds, title: str) -> Path:
     figs = []
     for metric, label in (("ttft_ms", "TTFT (ms)"), ("tpot_ms", "TPOT (ms)"), ("e2e_ms", "E2E (ms)")):
@@ -313,6 +325,7 @@ def write_validation_report(out_dir: Path, result: dict, runs: pd.DataFrame, pre
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{_esc(title)}</title><style>{CSS}</style></head>
 <body><main><h1>{_esc(title)}</h1>
+{_inputs_line(result)}
 <h2>Errors</h2>{metrics_html}{extra}
 <h2>Figures</h2><div class="figs">{"".join(_figure(c, p) for c, p in figs)}</div>
 <h2>Per run</h2>{runs_html}
