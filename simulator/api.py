@@ -30,7 +30,14 @@ def load(path: str | Path | dict | None = None, overrides: list[str] | None = No
 def run(scenario: LoadedScenario | str | Path | dict, overrides: list[str] | None = None, *,
         record_iterations: bool = True, fast_forward: bool = True,
         progress: Callable[[int, int], None] | None = None) -> SimulationResult:
-    """Simulate a scenario; returns the summary dict and the requests/iterations frames."""
+    """Simulate a scenario; returns the summary dict and the requests/iterations frames.
+
+    `record_iterations=False` keeps no per-iteration rows (the summary is the same; the
+    iterations frame is empty), as compare, plan and validate run; `fast_forward=False`
+    steps every decode iteration instead of advancing decode-only stretches at once (the
+    same result, slower: for equivalence tests); `progress(done, total)` is called as
+    requests settle. A bad scenario raises ServesimError (ConfigError, CatalogError) with
+    the field and a fix, before anything runs."""
     if isinstance(scenario, dict):
         loaded = load(data=scenario, overrides=overrides)
     elif isinstance(scenario, LoadedScenario):

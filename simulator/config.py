@@ -161,6 +161,9 @@ class Scenario(StrictModel):
 
 @dataclass(frozen=True)
 class LoadedScenario:
+    """A validated scenario with where it came from: its file (None for a dict), the folder
+    its relative paths resolve against, its YAML after overrides, and the overrides."""
+
     scenario: Scenario
     path: Path | None
     base_dir: Path

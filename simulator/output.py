@@ -161,7 +161,11 @@ def staged(final: Path, unique: bool = False) -> Iterator[tuple[Path, Path]]:
 
 def write_outputs(result: SimulationResult, out_dir: str | Path | None = None, *,
                   report: bool | None = None, iterations_csv: bool | None = None) -> Path:
-    """Write every output file of a run into `out_dir` (atomically) and return it."""
+    """Write every output file of a run into `out_dir` (atomically) and return it.
+
+    Without `out_dir`, the scenario's `output.dir`, else reports/<name>-<timestamp>/ under
+    the working directory (-2, -3, ... when taken). A folder holding files servesim did not
+    write is refused (ServesimError), never overwritten."""
     sc = result.scenario.scenario
     report = sc.output.report if report is None else report
     iterations_csv = sc.output.iterations_csv if iterations_csv is None else iterations_csv

@@ -286,16 +286,31 @@ def test_a_far_slo_stays_in_the_legend_not_on_the_axis(monkeypatch, tmp_path: Pa
     try:
         ax = fig.axes[0]
         assert ax.get_xlim()[1] < 50
-        assert any("SLO = 500.0 ms (off the axis, right)" in t.get_text() for t in ax.get_legend().get_texts())
+        legend = fig.axes[1].get_legend()  # on the CDF's axis, below the plot
+        assert any("SLO = 500.0 ms (off the axis, right)" in t.get_text() for t in legend.get_texts())
     finally:
         plt.close(fig)
     fig = _kept(monkeypatch, lambda: figures.plot_distribution(v, tmp_path / "e.png", metric="TTFT", slo_ms=60))
     try:
         ax = fig.axes[0]
         assert ax.get_xlim()[1] >= 60
-        assert any(t.get_text() == "SLO = 60.0 ms" for t in ax.get_legend().get_texts())
+        assert any(t.get_text() == "SLO = 60.0 ms" for t in fig.axes[1].get_legend().get_texts())
     finally:
         plt.close(fig)
+
+
+def test_a_tight_distribution_is_not_squashed_against_zero(monkeypatch, tmp_path: Path) -> None:
+    """A closed loop's TPOTs of 30-34 ms: the axis starts just below them, not at 0, and
+    a near SLO below them stays on it."""
+    v = np.random.default_rng(1).uniform(30, 34, 500)
+    for slo, low in ((None, 29.0), (25.0, 23.0)):
+        fig = _kept(monkeypatch, lambda slo=slo: figures.plot_distribution(v, tmp_path / "t.png", metric="TPOT",
+                                                                          slo_ms=slo))
+        try:
+            lo, hi = fig.axes[0].get_xlim()
+            assert low < lo <= min(v.min(), slo or np.inf) and hi >= v.max()
+        finally:
+            plt.close(fig)
 
 
 def test_a_queue_that_never_formed_says_so(monkeypatch, tmp_path: Path) -> None:
@@ -322,9 +337,9 @@ def test_disaggregated_tokens_per_iteration_are_drawn_per_pool(monkeypatch, tmp_
         figures.plot_batch_size(binned, tmp_path / "b.png", pools={0: "prefill", 1: "decode"})
     fig = kept[0]
     try:
-        lines = {line.get_label(): np.asarray(line.get_ydata()) for line in fig.axes[1].lines}
+        lines = {line.get_label(): np.asarray(line.get_ydata()) for ax in fig.axes[1:] for line in ax.lines}
         np.testing.assert_allclose(lines["prefill instances"], 8192)
-        np.testing.assert_allclose(lines["decode instances"], 64)
+        np.testing.assert_allclose(lines["decode instances (right axis)"], 64)  # its own scale
     finally:
         plt.close(fig)
 
@@ -343,3 +358,16 @@ def test_scatter_titles_the_shared_family_and_moves_a_long_legend_aside() -> Non
         assert ax.get_legend().get_bbox_to_anchor().x0 > ax.get_window_extent().x1 - 1  # beside the axes
     finally:
         plt.close(fig)
+
+
+def test_output_tokens_are_counted_as_they_are_made_not_at_finish() -> None:
+    """Four clients in lockstep, each request 100 tokens over 10 s: requests finish only at
+    10, 20, 30 s, but tokens flow at 40/s throughout, and all of them are counted."""
+    from simulator.report.aggregate import bin_completions
+
+    rounds = [(r * 10.0, r * 10.0 + 10.0) for r in range(3)]
+    requests = pd.DataFrame([{"status": "completed", "first_token_s": a, "finish_s": b, "output_tokens": 100}
+                             for a, b in rounds for _ in range(4)])
+    edges, _, tokens_per_s = bin_completions(requests, max_bins=6)
+    assert np.diff(edges) @ tokens_per_s == pytest.approx(1200.0)
+    assert tokens_per_s.min() > 0.5 * tokens_per_s.max()  # no empty bins between the finishes

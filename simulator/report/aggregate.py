@@ -143,6 +143,8 @@ def bin_completions(
     tokens = np.nan_to_num(column(requests, "output_tokens")[done])
     if finish.size == 0:
         return np.empty(0), np.empty(0), np.empty(0)
+    first = column(requests, "first_token_s")[done] if "first_token_s" in requests else finish
+    first = np.where(np.isfinite(first), np.minimum(first, finish), finish)
     t0 = min(0.0, float(finish.min()))
     t1 = float(finish.max())
     if t1 <= t0:
@@ -151,8 +153,24 @@ def bin_completions(
     edges = np.linspace(t0, t1, nbins + 1)
     width = edges[1] - edges[0]
     count, _ = np.histogram(finish, bins=edges)
-    toks, _ = np.histogram(finish, bins=edges, weights=tokens)
-    return edges, count / width, toks / width
+    return edges, count / width, np.diff(_tokens_made_by(edges, first, finish, tokens)) / width
+
+
+def _tokens_made_by(times: np.ndarray, first: np.ndarray, finish: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+    """Output tokens made by each of `times`: each request's first token at `first`, the rest
+    spread evenly up to `finish`. Counting a request's tokens at its finish instead piles a
+    closed loop's fixed-length requests into a few bins, as if nothing ran between them."""
+    span = finish - first
+    rest = np.maximum(tokens - 1, 0)
+    out = np.empty(times.size)
+    for i, t in enumerate(times):  # one vectorised pass per bin edge (at most max_bins + 1)
+        if i == times.size - 1:  # the last edge is the last finish: everything is made by then
+            out[i] = float(tokens.sum())
+            continue
+        # A token made exactly at an edge belongs to the bin that starts there.
+        made = np.where(span > 0, np.clip((t - first) / np.where(span > 0, span, 1.0), 0.0, 1.0), t > finish)
+        out[i] = float(((t > first) * np.minimum(tokens, 1) + made * rest).sum())
+    return out
 
 
 PER_INSTANCE_COLUMNS = [

@@ -87,9 +87,14 @@ def plot_distribution(
     if v.size == 0:
         return no_data(path, title)
     p50, p99, p999 = np.percentile(v, [50, 99, 99.9])
-    lo = min(0.0, float(v.min()))
     slo_on_axis = slo_ms is not None and slo_ms <= SLO_AXIS_REACH * float(p999)
     hi = max(float(p999), float(slo_ms) if slo_on_axis else 0.0) * 1.05
+    # From zero, unless every request sits in the upper half of the axis (a closed loop of
+    # fixed lengths): then from just below the fastest one, so the body is not one bar.
+    low = float(v.min())
+    if slo_on_axis:
+        low = min(low, float(slo_ms))
+    lo = max(0.0, low - 0.1 * (hi - low)) if low > 0.5 * hi else min(0.0, low)
     if hi <= lo:
         hi = lo + 1.0
     with _figure(path) as (ax,):
@@ -116,12 +121,16 @@ def plot_distribution(
         cdf_ax.set_ylabel("CDF")
         handles = ax.get_legend_handles_labels()
         cdf_handles = cdf_ax.get_legend_handles_labels()
-        ax.legend(
+        # Below the plot: inside it, the legend hid either bars or the CDF over it.
+        labels = handles[1] + cdf_handles[1]
+        cdf_ax.legend(
             handles[0] + cdf_handles[0],
-            handles[1] + cdf_handles[1],
-            loc="best",
+            labels,
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.16),
+            ncol=min(len(labels), 5),
             fontsize=8,
-            framealpha=0.9,
+            frameon=False,
         )
         above = int((v > hi).sum())
         if above:
@@ -131,14 +140,15 @@ def plot_distribution(
 
 
 def plot_throughput(requests: pd.DataFrame, path: Path) -> Path:
-    """Output tokens/s and completed requests/s over time, binned by finish time."""
+    """Output tokens/s over time (each request's tokens over its generation) and completed
+    requests/s (by finish time)."""
     edges, req_rate, tok_rate = bin_completions(requests)
     if edges.size == 0:
         return no_data(path, "Throughput")
     with _figure(path, nrows=2, height=5.5) as (top, bottom):
         top.stairs(tok_rate, edges, fill=True, color=HIST_COLOR, alpha=0.8)
         top.set_ylabel("output tokens/s")
-        top.set_title("Throughput (by request finish time)")
+        top.set_title("Throughput: tokens as generated, requests as completed")
         bottom.stairs(req_rate, edges, fill=True, color=CDF_COLOR, alpha=0.8)
         bottom.set_ylabel("completed req/s")
         bottom.set_xlabel("simulated time (s)")
@@ -202,9 +212,9 @@ def _replica_lines(
     max_col: str | None,
     scale: float = 1.0,
     pools: Mapping[int, str] | None = None,
-) -> None:
+) -> str:
     """Mean line per `series` (replica, or replica and DP rank), with the bin max as a faint
-    band above it when given.
+    band above it when given; returns the title's key to what is drawn.
 
     Up to MAX_LEGEND_SERIES lines get their own colour and a legend entry. Past that a
     legend is unreadable: lines are drawn thin and unlabeled, without bands. Then an
@@ -232,6 +242,7 @@ def _replica_lines(
             top = g[max_col].to_numpy(dtype=np.float64) * scale
             ax.fill_between(t, mean, top, color=color, alpha=0.15, lw=0)
     replicas = binned["replica"].nunique()
+    key = "(line: bin mean, band: bin max)" if max_col is not None and labeled else "(bin means)"
     if labeled:
         ax.legend(fontsize=8, loc="upper right", framealpha=0.9)
     elif by_rank:
@@ -246,6 +257,7 @@ def _replica_lines(
             va="top",
             fontsize=8,
         )
+    return key
 
 
 def _has(binned: pd.DataFrame, col: str) -> bool:
@@ -262,8 +274,8 @@ def plot_queue_length(
         return no_data(path, title)
     never = not np.nan_to_num(binned["queue_max"].to_numpy(dtype=np.float64)).any()
     with _figure(path) as (ax,):
-        _replica_lines(ax, binned, "queue_mean", "queue_max", pools=pools)
-        ax.set_title(f"{title}: no request waited" if never else f"{title} (line: bin mean, band: bin max)")
+        key = _replica_lines(ax, binned, "queue_mean", "queue_max", pools=pools)
+        ax.set_title(f"{title}: no request waited" if never else f"{title} {key}")
         ax.set_ylabel("queued requests")
         ax.set_xlabel("simulated time (s)")
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
@@ -282,8 +294,8 @@ def plot_kv_utilization(
     if not _has(binned, "kv_mean"):
         return no_data(path, title)
     with _figure(path) as (ax,):
-        _replica_lines(ax, binned, "kv_mean", "kv_max", scale=100.0, pools=pools)
-        ax.set_title(f"{title} (line: bin mean, band: bin max)")
+        key = _replica_lines(ax, binned, "kv_mean", "kv_max", scale=100.0, pools=pools)
+        ax.set_title(f"{title} {key}")
         ax.set_ylabel("KV blocks used (%)")
         ax.set_xlabel("simulated time (s)")
         ax.set_ylim(0, 105)
@@ -306,19 +318,30 @@ def plot_batch_size(
         return no_data(path, title)
     roles = sorted(set((pools or {}).values()))
     with _figure(path, nrows=2, height=5.5) as (top, bottom):
-        _replica_lines(top, binned, "seqs_mean", "seqs_max", pools=pools)
-        top.set_title(f"{title} (line: bin mean, band: bin max)")
+        key = _replica_lines(top, binned, "seqs_mean", "seqs_max", pools=pools)
+        top.set_title(f"{title} {key}")
         top.set_ylabel("running sequences")
         top.set_ylim(bottom=0)
         if len(roles) > 1:
             # Disaggregated: a prefill instance's long steps and a decode instance's short
             # ones pooled together would average into a step neither pool runs.
+            # Each pool in its first instance's colour above; decode's few tokens a step on
+            # their own axis (right), or prefill's thousands would flatten them to zero.
             replica_role = binned["replica"].map(lambda r: (pools or {}).get(int(r)) if pd.notna(r) else None)
+            first = {}
+            for i, (_, _, g) in enumerate(series(binned, pools)):
+                first.setdefault((pools or {}).get(int(g["replica"].iloc[0])), f"C{i % 10}")
+            twin = bottom.twinx()
             for role, style in zip(roles, ("-", "--", ":", "-."), strict=False):
                 pooled = _tokens_per_iteration(binned[replica_role == role])
                 total = pooled["prefill"] + pooled["decode"]
-                bottom.plot(pooled.index.to_numpy(), total, style, color=CDF_COLOR if role == "prefill"
-                            else HIST_COLOR, lw=1.5, label=f"{role} instances")
+                axis = twin if role == "decode" else bottom
+                axis.plot(pooled.index.to_numpy(), total, style, color=first.get(role, "0.3"), lw=1.5,
+                          label=f"{role} instances" + (" (right axis)" if axis is twin else ""))
+            twin.set_ylim(bottom=0)
+            twin.set_ylabel("decode tokens / iteration")
+            handles = [h for a in (bottom, twin) for h in a.get_legend_handles_labels()[0]]
+            twin.legend(handles, [h.get_label() for h in handles], fontsize=8, loc="upper right", framealpha=0.9)
         else:
             pooled = _tokens_per_iteration(binned)
             bottom.stackplot(
@@ -329,10 +352,10 @@ def plot_batch_size(
                 colors=[HIST_COLOR, CDF_COLOR],
                 alpha=0.8,
             )
+            bottom.legend(fontsize=8, loc="upper right", framealpha=0.9)
         bottom.set_ylim(bottom=0)
-        bottom.set_ylabel("tokens / iteration")
+        bottom.set_ylabel("prefill tokens / iteration" if len(roles) > 1 else "tokens / iteration")
         bottom.set_xlabel("simulated time (s)")
-        bottom.legend(fontsize=8, loc="upper right", framealpha=0.9)
     return path
 
 
