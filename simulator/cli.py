@@ -18,6 +18,7 @@ from rich.text import Text
 
 from calibration.cli import calibrate_app
 from simulator.errors import ServesimError
+from simulator.metrics import slo_set
 from simulator.plan.cli import plan_cmd
 from simulator.terminal import make_console, widen_piped_help
 
@@ -150,7 +151,7 @@ def print_summary(summary: dict, out_dir: Path | None) -> None:
                      f"{', '.join(dis['kv_transfer']['links'])}"
                      + ("; decode pulls (distserve)"
                         if dis["kv_transfer"].get("protocol") == "distserve" else ""))
-    if any(v is not None for v in good["slo"].values()):
+    if slo_set(summary):
         lines.append(f"SLO        {good['slo_attainment']:.1%} attainment, goodput {_fmt(good['requests_per_s'])} req/s")
     cost = summary.get("cost", {})
     if cost.get("usd_per_million_output_tokens") is not None:

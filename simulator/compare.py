@@ -17,6 +17,7 @@ from pathlib import Path
 
 from simulator.config import LoadedScenario, load_scenario
 from simulator.errors import ConfigError, ServesimError
+from simulator.metrics import slo_set
 from simulator.output import staged, write_json
 
 #: (label, summary path, unit, lower is better) of each compared metric, in table order.
@@ -106,8 +107,7 @@ class Comparison:
     def rows(self) -> list[dict]:
         """Every metric for every variant, with the change against the first variant."""
         out = []
-        slo = any(isinstance(s.get("goodput", {}).get("slo"), dict)
-                  and any(v is not None for v in s["goodput"]["slo"].values()) for s in self.summaries)
+        slo = any(slo_set(s) for s in self.summaries)
         for label, path, unit, lower_better in METRICS:
             if label in SLO_METRICS and not slo:  # no SLO: every request 'meets' it
                 continue

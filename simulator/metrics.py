@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -197,6 +197,13 @@ def itl_stats(itl: ItlSink) -> dict[str, float | None]:
 # Numbers that differ from request to request ("prompt + output = 10384 tokens"); a
 # setting's value ("max_model_len=8192") follows "=" directly and is kept.
 _PER_REQUEST_NUMBER = re.compile(r"(?<![=\w.])\d+")
+
+
+def slo_set(summary: Mapping) -> bool:
+    """Whether a run's summary names any SLO target: without one every request 'meets' it,
+    and goodput and an attainment of 100% say nothing."""
+    slo = (summary.get("goodput") or {}).get("slo") if isinstance(summary, Mapping) else None
+    return isinstance(slo, Mapping) and any(v is not None for v in slo.values())
 
 
 def rejection_reasons(req: pd.DataFrame) -> list[dict]:

@@ -17,6 +17,8 @@ from typing import Any
 
 import pandas as pd
 
+from simulator.metrics import slo_set
+
 MISSING = "—"
 PERCENTILES = ("mean", "p50", "p90", "p95", "p99")
 LATENCIES = (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("itl_ms", "ITL"), ("e2e_ms", "E2E"))
@@ -154,7 +156,7 @@ def _cards(summary: Mapping) -> str:
         ),
         ("Output tok/s", fmt_num(get(summary, "throughput", "output_tokens_per_s"))),
         *((("Goodput req/s", fmt_num(get(summary, "goodput", "requests_per_s"))),
-           ("SLO attainment", fmt_pct(get(summary, "goodput", "slo_attainment")))) if has_slo(summary) else ()),
+           ("SLO attainment", fmt_pct(get(summary, "goodput", "slo_attainment")))) if slo_set(summary) else ()),
         ("TTFT p99", fmt_num(get(summary, "ttft_ms", "p99"), "ms")),
         ("TPOT p99", fmt_num(get(summary, "tpot_ms", "p99"), "ms")),
     ]
@@ -217,13 +219,6 @@ def _latency_table(summary: Mapping) -> str:
     return _table(("Latency (ms)", *PERCENTILES), rows)
 
 
-def has_slo(summary: Mapping) -> bool:
-    """Whether the run set any SLO target: without one every request 'meets' it, and an
-    attainment of 100% would say nothing."""
-    slo = get(summary, "goodput", "slo")
-    return isinstance(slo, Mapping) and any(v is not None for v in slo.values())
-
-
 def _rejections(summary: Mapping) -> str:
     """Why requests were turned away: each cause with its count and first request's words."""
     groups = get(summary, "requests", "rejected_reasons") or []
@@ -234,7 +229,7 @@ def _rejections(summary: Mapping) -> str:
 
 
 def _slo_section(summary: Mapping) -> str:
-    if not has_slo(summary):
+    if not slo_set(summary):
         return "<h2>SLO attainment</h2><p>No SLO set (<code>slo:</code> in the scenario), so no goodput or attainment.</p>"
     slo = get(summary, "goodput", "slo")
     targets = [
