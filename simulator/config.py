@@ -442,7 +442,7 @@ def format_validation_error(exc: ValidationError, source: str, *, what: str = "s
     behind a field, so a problem the command line made is not blamed on the file; `within`
     names one that wrote inside a section whose own rule (a validator relating its fields)
     failed, as taking part in it."""
-    lines: dict[str, str] = {}  # by field: a union's members' complaints become one line
+    said: dict[str, tuple[list[str], str]] = {}  # by field: a union's members' complaints are one line
     fixes: dict[str, str] = {}
     for err in exc.errors():
         members = [x for x in err["loc"] if isinstance(x, str) and _UNION_MEMBER.match(x)]
@@ -458,10 +458,10 @@ def format_validation_error(exc: ValidationError, source: str, *, what: str = "s
             party = within(section)
             by = f" [with {party}]" if party else ""
         message = _message_for(err)
-        if members and loc in lines:  # another form the field may take
-            lines[loc] = lines[loc].replace(f"{shown}{by}", f"; or {message}{shown}{by}", 1)
+        if members and loc in said:  # another form the field may take
+            said[loc][0].append(message)
         else:
-            lines[loc] = f"{loc}: {message}{shown}{by}"
+            said[loc] = ([message], f"{shown}{by}")
         fix = fix_for(err)
         if wrote and err["type"] == "extra_forbidden":
             instead = f"correct or drop {named}"
@@ -470,8 +470,9 @@ def format_validation_error(exc: ValidationError, source: str, *, what: str = "s
                 fix = fix.replace("remove it", instead, 1)
         if fix:
             fixes[loc] = f"{fixes[loc]}; or {fix}" if loc in fixes else f"{loc}: {fix}"
+    lines = [f"{loc}: {'; or '.join(messages)}{tail}" for loc, (messages, tail) in said.items()]
     n = len(lines)
-    head = f"invalid {what} ({n} problem{'s' if n > 1 else ''}):\n  " + "\n  ".join(lines.values())
+    head = f"invalid {what} ({n} problem{'s' if n > 1 else ''}):\n  " + "\n  ".join(lines)
     return ConfigError(head, where=source, fix="\n       ".join(fixes.values()) or None)
 
 
