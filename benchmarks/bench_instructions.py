@@ -1,11 +1,12 @@
 """Simulator cost in CPU instructions, counted by valgrind's callgrind.
 
-    python benchmarks/bench_instructions.py [--scenario S] [--requests 3000] [--set k=v ...]
+    python benchmarks/bench_instructions.py [--scenario S] [--requests 3000] [--set k=v ...] [--no-iterations]
 
 Wall-clock rates on a shared virtual machine drift by ±20% from minute to minute; an
 instruction count does not, so two commits can be compared with one run each. Only the
 simulation itself is counted: imports, table loading and a 50-request warm-up run happen
-with instrumentation off. Needs valgrind (`apt install valgrind`); runs ~40x slower than
+with instrumentation off. `--no-iterations` counts the path compare, plan and validate take (no
+per-iteration rows kept). Needs valgrind (`apt install valgrind`); runs ~40x slower than
 natively (about a minute for 3,000 chatbot requests).
 """
 
@@ -26,11 +27,11 @@ def _child(args: argparse.Namespace) -> None:
     from simulator import api
 
     warm = api.load(args.scenario, ["workload.num_requests=50", *args.set])
-    api.run(warm, record_iterations=True)
+    api.run(warm, record_iterations=not args.no_iterations)
     loaded = api.load(args.scenario, [f"workload.num_requests={args.requests}", *args.set])
     pid = str(os.getpid())
     subprocess.run(["callgrind_control", "-i", "on", pid], check=True, capture_output=True)
-    api.run(loaded, record_iterations=True)
+    api.run(loaded, record_iterations=not args.no_iterations)
     subprocess.run(["callgrind_control", "-i", "off", pid], check=True, capture_output=True)
 
 
@@ -39,6 +40,7 @@ def main() -> None:
     parser.add_argument("--scenario", default=str(ROOT / "scenarios" / "chatbot.yaml"))
     parser.add_argument("--requests", type=int, default=3000)
     parser.add_argument("--set", action="append", default=[], help="extra overrides")
+    parser.add_argument("--no-iterations", action="store_true", help="keep no per-iteration rows (compare, plan, validate)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -50,6 +52,8 @@ def main() -> None:
            sys.executable, __file__, "--child", "--scenario", args.scenario, "--requests", str(args.requests)]
     for s in args.set:
         cmd += ["--set", s]
+    if args.no_iterations:
+        cmd.append("--no-iterations")
     proc = subprocess.run(cmd, capture_output=True, text=True)
     found = re.search(r"Collected : (\d+)", proc.stderr)
     if proc.returncode != 0 or found is None:

@@ -41,9 +41,10 @@ class IterationLog:
         self.kv_total = array("q")
         self.queue = array("i")
         self.count = 0
-        # With the log off (compare, plan, validate), each replica's iterations, busy time and
-        # block-use × time still add up, for the summary's KV mean and per-pool counts.
-        self.totals: dict[int, list] = {}
+        # With the log off (compare, plan, validate), each replica's iteration count still adds
+        # up, for the per-pool counts. (Its KV use × time would cost ~5% of such a run, paid
+        # per step of every stretch: the summary's KV mean is null then.)
+        self.iterations: dict[int, int] = {}
 
     def record_ranks(self) -> None:
         self.dp_rank = array("i")
@@ -52,10 +53,7 @@ class IterationLog:
             seqs: int, kv_used: int, kv_total: int, queue: int) -> None:
         self.count += 1
         if not self.enabled:
-            t = self.totals.get(replica) or self.totals.setdefault(replica, [0, 0.0, 0.0])
-            t[0] += 1
-            t[1] += duration
-            t[2] += kv_used / kv_total * duration if kv_total else 0.0
+            self.iterations[replica] = self.iterations.get(replica, 0) + 1
             return
         self.replica.append(replica)
         self.start.append(start)
@@ -72,11 +70,7 @@ class IterationLog:
         n = len(starts)
         self.count += n
         if not self.enabled:
-            t = self.totals.get(replica) or self.totals.setdefault(replica, [0, 0.0, 0.0])
-            t[0] += n
-            t[1] += sum(durations)
-            if kv_total:
-                t[2] += sum(u * d for u, d in zip(kv_used, durations, strict=True)) / kv_total
+            self.iterations[replica] = self.iterations.get(replica, 0) + n
             return
         self.replica.extend([replica] * n)
         self.start.extend(starts)
@@ -88,12 +82,9 @@ class IterationLog:
         self.kv_total.extend([kv_total] * n)
         self.queue.extend([queue] * n)
 
-    def kv_use(self, replicas: Callable[[int], bool]) -> tuple[int, float]:
-        """Iterations of the replicas `replicas` accepts, and their duration-weighted mean
-        KV-block use (from the running totals: a disabled log's)."""
-        kept = [t for r, t in self.totals.items() if replicas(r)]
-        busy = sum(t[1] for t in kept)
-        return sum(t[0] for t in kept), (sum(t[2] for t in kept) / busy if busy > 0 else 0.0)
+    def iterations_of(self, replicas: Callable[[int], bool]) -> int:
+        """Iterations the replicas `replicas` accepts ran (a disabled log's running count)."""
+        return sum(n for r, n in self.iterations.items() if replicas(r))
 
     def add_rank(self, dp_rank: int, n: int = 1) -> None:
         """The rank of the `n` rows just added (attention-DP runs)."""

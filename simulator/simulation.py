@@ -513,11 +513,10 @@ class Simulation:
         # KV figures describe the pool that holds requests while they decode.
         main = self.pools["decode" if dis else "serve"]
         instances = self.cluster.decode if dis else self.replicas
-        n_prefill = len(self.cluster.prefill) if dis else 0
         if dis:
+            n_prefill = len(self.cluster.prefill)
             it_df.insert(1, "pool", np.where(it_df["replica"].to_numpy() < n_prefill, "prefill", "decode"))
-        peak, mean_util = _kv_use(instances, it_df[it_df["pool"] == "decode"] if dis else it_df,
-                                  log, lambda r: r >= n_prefill)
+        peak, mean_util = _kv_use(instances, it_df[it_df["pool"] == "decode"] if dis else it_df, log)
         gpus = sum(plan.gpus for plan in self.pools.values())
         price = sc.hardware.cost_per_gpu_hour if sc.hardware.cost_per_gpu_hour is not None else self.gpu.cost_per_gpu_hour
         out_tps = summary["throughput"]["output_tokens_per_s"]
@@ -578,14 +577,14 @@ class Simulation:
 
             def in_pool(r: int, prefill: bool = role == "prefill", n: int = n_prefill) -> bool:
                 return (r < n) == prefill
-            peak, mean_util = _kv_use(instances, it_df[it_df["pool"] == role], log, in_pool)
+            peak, mean_util = _kv_use(instances, it_df[it_df["pool"] == role], log)
             out[role] = {
                 "tp": plan.tp, "pp": plan.pp, "replicas": plan.replicas, "gpus": plan.gpus,
                 "kv_capacity_tokens": plan.memory.capacity_tokens,
                 "kv_blocks_per_replica": plan.memory.num_blocks,
                 "kv_peak_utilization": peak,
                 "kv_mean_utilization": mean_util,
-                "iterations": int((it_df["pool"] == role).sum()) if log.enabled else log.kv_use(in_pool)[0],
+                "iterations": int((it_df["pool"] == role).sum()) if log.enabled else log.iterations_of(in_pool),
             }
         kt = self.kv_transfer
         done = req_df[req_df["status"] == "completed"]
@@ -604,13 +603,12 @@ def _prefix_hit_rate(requests: pd.DataFrame) -> float:
     return int(requests["cached_tokens"].sum()) / prompts if prompts else 0.0
 
 
-def _kv_use(instances: list[Replica], iterations: pd.DataFrame, log: IterationLog,
-            replicas: Callable[[int], bool]) -> tuple[float, float]:
+def _kv_use(instances: list[Replica], iterations: pd.DataFrame, log: IterationLog) -> tuple[float, float | None]:
     """Peak KV-block use of any engine, and the duration-weighted mean use per iteration
-    (from the running totals of `replicas` where the log kept no rows)."""
+    (None where the log kept no rows: compare, plan and validate do not keep them)."""
     peak = max(e.scheduler.kv.peak_used / e.scheduler.kv.total for rep in instances for e in rep.engines)
     if not log.enabled:
-        mean_util = log.kv_use(replicas)[1]
+        mean_util = None
     elif len(iterations):
         w = iterations["duration_ms"].to_numpy()
         util = iterations["kv_blocks_used"].to_numpy() / np.maximum(iterations["kv_blocks_total"].to_numpy(), 1)
