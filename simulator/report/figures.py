@@ -307,9 +307,9 @@ def plot_batch_size(
 ) -> Path:
     """Running sequences per replica (or DP rank), and prefill vs decode tokens per iteration.
 
-    Tokens per iteration are pooled across replicas (weighted by iteration count) and
-    stacked, which shows how much of each step's budget prefill takes from decode; a
-    disaggregated run gets one line per pool instead (each pool's tokens per step). Under
+    Tokens per iteration are pooled across replicas (weighted by iteration count), prefill
+    and decode each on its own axis (thousands against tens); a disaggregated run gets one
+    line per pool instead (each pool's tokens per step). Under
     attention DP an iteration is one rank's step, as the token budget is per rank, so the
     panel is not the sum over the ranks of a forward pass.
     """
@@ -343,18 +343,19 @@ def plot_batch_size(
             handles = [h for a in (bottom, twin) for h in a.get_legend_handles_labels()[0]]
             twin.legend(handles, [h.get_label() for h in handles], fontsize=8, loc="upper right", framealpha=0.9)
         else:
+            # Prefill's chunks of thousands of tokens and decode's one token per sequence on
+            # one scale would hide decode: each gets its own axis (decode's on the right).
             pooled = _tokens_per_iteration(binned)
-            bottom.stackplot(
-                pooled.index.to_numpy(),
-                pooled["decode"],
-                pooled["prefill"],
-                labels=["decode", "prefill"],
-                colors=[HIST_COLOR, CDF_COLOR],
-                alpha=0.8,
-            )
-            bottom.legend(fontsize=8, loc="upper right", framealpha=0.9)
+            t = pooled.index.to_numpy()
+            bottom.fill_between(t, 0, pooled["prefill"], color=CDF_COLOR, alpha=0.7, lw=0, label="prefill")
+            twin = bottom.twinx()
+            twin.plot(t, pooled["decode"], color=HIST_COLOR, lw=1.2, label="decode (right axis)")
+            twin.set_ylim(bottom=0)
+            twin.set_ylabel("decode tokens / iteration")
+            handles = [h for a in (bottom, twin) for h in a.get_legend_handles_labels()[0]]
+            twin.legend(handles, [h.get_label() for h in handles], fontsize=8, loc="upper right", framealpha=0.9)
         bottom.set_ylim(bottom=0)
-        bottom.set_ylabel("prefill tokens / iteration" if len(roles) > 1 else "tokens / iteration")
+        bottom.set_ylabel("prefill tokens / iteration")
         bottom.set_xlabel("simulated time (s)")
     return path
 
