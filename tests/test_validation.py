@@ -8,6 +8,7 @@ so a change that makes predictions worse fails here.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,9 @@ import pandas as pd
 import pytest
 
 from simulator.cli import main
+from simulator.config import load_scenario
 from simulator.errors import ServesimError
+from simulator.simulation import Simulation
 from simulator.validation import run_validation
 from simulator.validation.measured import read_measured
 
@@ -321,7 +324,7 @@ def test_sglang_summary_names_e2e_differently(tmp_path):
 
 
 @pytest.mark.parametrize(("patch", "match"), [
-    ({"mean_ttft_ms": None}, "nor the run summary"),
+    ({"mean_ttft_ms": None, "mean_e2el_ms": None}, "nor the run summary"),
     ({"completed": 0, "num_prompts": None}, "`completed` is 0"),
     ({"completed": 1e12}, "more requests than servesim simulates"),
     ({"total_input_tokens": 0}, "`total_input_tokens` is 0"),
@@ -770,3 +773,52 @@ def test_report_skips_the_distributions_of_runs_that_failed(tmp_path):
     write_validation_report(tmp_path, result, runs_frame(preds), preds, "t")
     assert (tmp_path / "cdf_ttft_ms.png").is_file()
     assert [s["run"] for s in result["skipped"]] == [measured.runs[1].label]
+
+
+# -- result files of other vLLM and SGLang eras -----------------------------------------
+def _vllm_detailed(**extra) -> dict:
+    """A --save-detailed result of six alike requests."""
+    n = 6
+    return {"input_lens": [200] * n, "output_lens": [20] * n, "ttfts": [0.05] * n,
+            "itls": [[0.01] * 19] * n, **extra}
+
+
+def test_an_infinite_burstiness_is_an_evenly_spaced_stream(tmp_path):
+    """vLLM's `--burstiness inf` (saved as JSON's Infinity) sends a request every 1/rate s."""
+    from simulator.validation.runner import _replay_workload
+
+    text = json.dumps(_summary_json(request_rate=4.0, burstiness=math.inf, max_concurrency=None))
+    assert "Infinity" in text
+    run = read_measured([_write(tmp_path / "b.json", text)]).runs[0]
+    assert run.burstiness == math.inf and "burstiness: .inf" in " ".join(run.overrides)
+    loaded = load_scenario(ROOT / "scenarios" / "chatbot.yaml", [*run.overrides, "workload.num_requests=5"])
+    gaps = np.diff(Simulation(loaded).workload.arrival_s)
+    np.testing.assert_allclose(gaps, 0.25)
+    detailed = _vllm_detailed(request_rate=4.0, burstiness=math.inf, max_concurrency=None)
+    replayed = read_measured([_write(tmp_path / "d.json", json.dumps(detailed))]).runs[0]
+    np.testing.assert_allclose(np.diff(_replay_workload(replayed, 0).arrival_s), 0.25)
+
+
+def test_a_vllm_0_4_summary_does_not_score_its_tpot(tmp_path):
+    """0.3.3-0.4.x saved mean_tpot_ms as latency / output tokens, first token included."""
+    data = _summary_json(request_inthroughput=2.0, version="N/A")
+    run = read_measured([_write(tmp_path / "old.json", json.dumps(data))]).runs[0]
+    assert "tpot_ms" not in run.measured and run.measured["ttft_ms"] == 40.0
+    assert "not scored" in run.note and "V0" in run.note and run.engine_version is None
+
+
+def test_an_early_sglang_summary_is_scored_on_its_mean_e2e(tmp_path):
+    line = {"backend": "sglang", "request_rate": 4.0, "total_input_tokens": 6000, "total_output_tokens": 1000,
+            "completed": 20, "duration": 6.2, "median_ttft_ms": 38.0, "median_itl_ms": 9.0,
+            "mean_e2e_latency_ms": 1400.0}
+    run = read_measured([_write(tmp_path / "s.jsonl", json.dumps(line) + "\n")]).runs[0]
+    assert run.measured == {"e2e_ms": 1400.0}
+
+
+def test_a_summary_keeps_its_latencies_and_names_its_release(tmp_path):
+    """Newer vLLM leaves `latencies` in a summary-only file; `--metadata version=...` names
+    the release, which then sets that release's defaults."""
+    data = {k: v for k, v in _summary_json(version="0.12.0").items() if k != "mean_e2el_ms"}
+    data["latencies"] = [0.4, 0.5] * 20
+    run = read_measured([_write(tmp_path / "new.json", json.dumps(data))]).runs[0]
+    assert run.measured["e2e_ms"] == pytest.approx(450.0) and run.engine_version == "0.12.0"

@@ -61,9 +61,9 @@ def _replay_workload(run: MeasuredRun, seed: int) -> OpenLoopWorkload | ClosedLo
     elif run.rate is None or math.isinf(run.rate):
         arrival = np.zeros(n)
     else:
-        rng = np.random.default_rng(seed)
         b = run.burstiness
-        gaps = rng.gamma(b, 1.0 / (run.rate * b), size=n)
+        gaps = (np.full(n, 1.0 / run.rate) if math.isinf(b)  # vLLM's --burstiness inf: evenly spaced
+                else np.random.default_rng(seed).gamma(b, 1.0 / (run.rate * b), size=n))
         arrival = np.concatenate([[0.0], np.cumsum(gaps[1:])])
     if run.kind == "closed_loop":
         # vLLM --max-concurrency: at most N in flight; with a finite --request-rate too,

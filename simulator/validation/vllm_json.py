@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from simulator.cost.releases import parse_version
 from simulator.validation.lengths import length_overrides
 from simulator.validation.measurement import (
     MeasuredRun,
@@ -180,13 +181,25 @@ def _vllm_run(data: object, path: Path, label: str, source: str) -> MeasuredSet:
     model_id = data.get("model_id")
     run = MeasuredRun(label=label, source=source, kind=kind, measured=mean_latencies(req), requests=req,
                       concurrency=conc, rate=rate, burstiness=burst, ramp=ramp,
-                      model_id=str(model_id) if model_id else None)
+                      model_id=str(model_id) if model_id else None, engine_version=_release(data))
     return MeasuredSet("vllm_json", [run], req, np.zeros(len(req), dtype=int))
+
+
+def _release(data: dict) -> str | None:
+    """The vLLM release a result names: `--metadata version=0.6.3` saves it as `version`
+    (older scripts wrote "N/A" there, which names none)."""
+    version = data.get("version")
+    return str(version) if parse_version(version) is not None else None
 
 
 # Summary keys of the mean latencies, as vLLM (`*_e2el_ms`) and SGLang (`*_e2e_latency_ms`) name them.
 SUMMARY_MEANS = {"ttft_ms": ("mean_ttft_ms",), "tpot_ms": ("mean_tpot_ms",),
                  "e2e_ms": ("mean_e2el_ms", "mean_e2e_latency_ms")}
+
+
+def _yaml(number: float) -> str:
+    """A number as a YAML scalar: an infinite burstiness is `.inf`."""
+    return ".inf" if math.isinf(number) else repr(number)
 
 
 def _as_number(value) -> float:
@@ -213,7 +226,10 @@ def _traffic(data: dict, where: str) -> tuple[int | None, float, float, RampArri
     or None) of a result."""
     rate = data.get("request_rate", "inf")
     rate = math.inf if rate in (None, "inf", math.inf) else _positive_number(data, "request_rate", where)
-    burst = 1.0 if data.get("burstiness") is None else _positive_number(data, "burstiness", where)
+    burst = data.get("burstiness")
+    # vLLM's --burstiness inf (evenly spaced requests) is saved as JSON's Infinity.
+    burst = 1.0 if burst is None else math.inf if burst in ("inf", math.inf) else \
+        _positive_number(data, "burstiness", where)
     return _max_concurrency(data, where), rate, burst, _ramp(data, burst, where)
 
 
@@ -293,10 +309,22 @@ def _vllm_summary_run(data: dict, where: str, label: str, source: str) -> Measur
         value = next((v for v in (_summary_number(data, k, where) for k in keys) if v is not None), None)
         if value is not None:
             measured[metric] = value
-    if not completed or tokens_in is None or tokens_out is None or "ttft_ms" not in measured:
+    latencies = data.get("latencies")
+    if "e2e_ms" not in measured and isinstance(latencies, list) and latencies:
+        # Newer vLLM keeps the per-request latencies even without --save-detailed.
+        measured["e2e_ms"] = float(_json_numbers(latencies, "latencies", where).mean()) * 1e3
+    note = None
+    if "request_inthroughput" in data:
+        # vLLM 0.3.3-0.4.x's benchmark_serving.py (the key's typo dates it) averaged
+        # latency / output tokens: the first token's wait included, n not n - 1.
+        measured.pop("tpot_ms", None)
+        note = ("written by vLLM 0.3.3-0.4.x's benchmark (its `request_inthroughput` key), whose mean_tpot_ms "
+                "is latency / output tokens (first token included), so TPOT is not scored; that vLLM ran the V0 "
+                "engine: a scenario with scheduler.policy vllm-v0 and --engine-version describe it")
+    if not completed or tokens_in is None or tokens_out is None or not {"ttft_ms", "e2e_ms"} & set(measured):
         raise MeasurementError(
             "neither per-request details (input_lens, output_lens, ttfts) nor the run summary "
-            "(completed, total_input_tokens, total_output_tokens, mean_ttft_ms)", where=where,
+            "(completed, total_input_tokens, total_output_tokens, and mean_ttft_ms or a mean E2E)", where=where,
             fix="pass the file `vllm bench serve --save-result` wrote (add --save-detailed for "
                 "per-request errors)")
     n = completed
@@ -312,16 +340,16 @@ def _vllm_summary_run(data: dict, where: str, label: str, source: str) -> Measur
                                    "not modelled (the clients' cap and the ramp interact request by request)",
                                    where=where, fix="re-run the benchmark with --save-detailed")
         arrival = (f"{{type: ramp, start_rate: {ramp.start_rate}, end_rate: {ramp.end_rate}, "
-                   f"strategy: {ramp.strategy}, burstiness: {burst}}}")
+                   f"strategy: {ramp.strategy}, burstiness: {_yaml(burst)}}}")
     elif conc:
         arrival = f"{{type: closed_loop, concurrency: {conc}"
-        arrival += "}" if math.isinf(rate) else f", rate: {rate}, burstiness: {burst}}}"
+        arrival += "}" if math.isinf(rate) else f", rate: {rate}, burstiness: {_yaml(burst)}}}"
     elif math.isinf(rate):
         arrival = f"{{type: closed_loop, concurrency: {n}}}"  # every request sent at t = 0
     elif burst == 1.0:
         arrival = f"{{type: poisson, rate: {rate}}}"
     else:
-        arrival = f"{{type: gamma, rate: {rate}, burstiness: {burst}}}"
+        arrival = f"{{type: gamma, rate: {rate}, burstiness: {_yaml(burst)}}}"
     overrides = [f"workload.arrival={arrival}", *length_overrides(isl, osl, 1.0),
                  f"workload.num_requests={n}", "workload.duration_s=null"]
     scalars = {k: v for k, v in data.items() if not isinstance(v, (list, dict))}
@@ -330,5 +358,5 @@ def _vllm_summary_run(data: dict, where: str, label: str, source: str) -> Measur
     run = MeasuredRun(label=label, source=source, kind=kind,
                       measured=measured, overrides=overrides, concurrency=conc,
                       rate=rate, burstiness=burst, ramp=ramp, isl=isl, osl=osl,
-                      model_id=str(model_id) if model_id else None)
+                      model_id=str(model_id) if model_id else None, note=note, engine_version=_release(data))
     return MeasuredSet("vllm_json", [run], pd.DataFrame([scalars]), np.zeros(1, dtype=int))

@@ -29,6 +29,19 @@ def times_before(t: np.ndarray, duration_s: float | None) -> np.ndarray:
     return t[: int(np.searchsorted(t, duration_s, side="left"))]
 
 
+def gamma_gaps(rng: np.random.Generator, burstiness: float, rate, size: int) -> np.ndarray:
+    """Gaps of vLLM's request stream: gamma with shape `burstiness` and mean 1/rate (`rate`
+    a number or one per gap). An infinite burstiness is vLLM's evenly spaced stream (its
+    `--burstiness inf`, vllm-project/vllm#26941): every gap 1/rate, and no draw taken."""
+    if math.isinf(burstiness):
+        return np.broadcast_to(1.0 / np.asarray(rate, dtype=np.float64), (size,)).copy()
+    return rng.standard_gamma(burstiness, size) / (rate * burstiness)
+
+
+# A burstiness field: a gamma shape > 0, or .inf for evenly spaced requests (vLLM's inf).
+BURSTINESS_INF = "; .inf: evenly spaced, 1/rate apart (vLLM's --burstiness inf)"
+
+
 def check_implied_count(expected: float, field: str) -> None:
     """Refuse a workload that would pre-generate more than MAX_IMPLIED_REQUESTS requests."""
     if expected > MAX_IMPLIED_REQUESTS:
@@ -101,15 +114,15 @@ class GammaArrival(_RenewalArrival):
     )
     burstiness: float = Field(
         gt=0,
-        allow_inf_nan=False,
+        allow_inf_nan=True,  # .inf is vLLM's evenly spaced stream; NaN fails gt=0
         description=(
             "Gamma shape b (> 0, dimensionless). 1 = Poisson; < 1 burstier, > 1 more regular. "
-            "Coefficient of variation of the gaps is 1/sqrt(b)."
+            "Coefficient of variation of the gaps is 1/sqrt(b)" + BURSTINESS_INF + "."
         ),
     )
 
     def _gaps(self, rng: np.random.Generator, size: int) -> np.ndarray:
-        return rng.standard_gamma(self.burstiness, size) / (self.rate * self.burstiness)
+        return gamma_gaps(rng, self.burstiness, self.rate, size)
 
 
 class ConstantArrival(StrictModel):
@@ -151,8 +164,8 @@ class RampArrival(StrictModel):
     strategy: Literal["linear", "exponential"] = Field(
         "linear", description="linear: the rate grows by equal steps per request; exponential: by equal factors.")
     burstiness: float = Field(
-        default=1.0, gt=0, allow_inf_nan=False,
-        description="Gamma shape of each gap, as vLLM's --burstiness (1 = Poisson).")
+        default=1.0, gt=0, allow_inf_nan=True,
+        description="Gamma shape of each gap, as vLLM's --burstiness (1 = Poisson" + BURSTINESS_INF + ").")
 
     def rates(self, n: int) -> np.ndarray:
         """The rate each of n requests is sent at (vLLM's _get_current_request_rate)."""
@@ -169,7 +182,7 @@ class RampArrival(StrictModel):
         if n is None:
             raise ConfigError("a ramp spans a number of requests, and none is set", where="workload.num_requests",
                               fix="set workload.num_requests (vLLM's --num-prompts)")
-        gaps = rng.standard_gamma(self.burstiness, max(n - 1, 0)) / (self.rates(n)[:-1] * self.burstiness)
+        gaps = gamma_gaps(rng, self.burstiness, self.rates(n)[:-1], max(n - 1, 0))
         return times_before(_first_at_zero(gaps), duration_s)
 
 
@@ -213,8 +226,9 @@ class ClosedLoopArrival(StrictModel):
     burstiness: float = Field(
         default=1.0,
         gt=0,
-        allow_inf_nan=False,
-        description="Gamma shape of the gaps between issued requests when `rate` is set (1 = Poisson).",
+        allow_inf_nan=True,
+        description="Gamma shape of the gaps between issued requests when `rate` is set (1 = Poisson"
+        + BURSTINESS_INF + ").",
     )
 
     @model_validator(mode="after")
