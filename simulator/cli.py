@@ -198,7 +198,11 @@ def run_cmd(
         progress.close()
     out = api.write_outputs(result, output_dir, report=False if no_report else None)
     if not quiet:
-        print_summary(result.summary, out)
+        try:
+            print_summary(result.summary, out)
+        except KeyboardInterrupt:  # the files are complete: say so, not "no output was written"
+            err_console.print(f"interrupted while printing; the run's files are complete in {out}/")
+            raise SystemExit(INTERRUPTED) from None
 
 
 @app.command("compare")

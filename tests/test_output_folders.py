@@ -76,3 +76,14 @@ def test_a_model_config_that_is_not_utf8_is_named(tmp_path):
     config.write_bytes(json.dumps(LLAMA_CONFIG).encode() + b"\xff")
     with pytest.raises(ServesimError, match="not UTF-8 text"):
         load_hf_config(config)
+
+
+def test_an_interrupt_after_the_files_are_written_says_they_are_complete(tmp_path, monkeypatch, capsys):
+    def interrupted(*_args, **_kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("simulator.cli.print_summary", interrupted)
+    out = tmp_path / "out"
+    assert cli(CHATBOT, "--set", "workload.num_requests=10", "-o", out) == 130
+    assert f"the run's files are complete in {out}/" in " ".join(capsys.readouterr().err.split())
+    assert (out / "summary.json").is_file()
