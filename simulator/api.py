@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from simulator.config import LoadedScenario, load_scenario, override_behind
+from simulator.config import LoadedScenario, blamed, load_scenario, override_behind
 from simulator.errors import ServesimError
 from simulator.output import write_outputs
 from simulator.simulation import Simulation, SimulationResult
@@ -57,15 +57,7 @@ def naming_the_file(exc: ServesimError, loaded: LoadedScenario) -> ServesimError
     """A problem found while building the run (an unknown model, a model that does not fit)
     names its field; prefix the scenario file, so the message says where to look, and name
     the `--set` that wrote the field, as a validation error would."""
-    field = str(exc.where or "")
-    named = override_behind(field, loaded.overrides)
-    if named is not None and "[from --set" not in exc.message:
-        exc.message = f"{exc.message} [from {named}]"
-    path = loaded.path
-    if path is not None and not field.startswith(str(path)):
-        exc.where = f"{path}: {exc.where}" if exc.where else str(path)
-    exc.args = (exc.render(),)
-    return exc
+    return blamed(exc, loaded.path, override_behind(str(exc.where or ""), loaded.overrides))
 
 
 __all__ = ["LoadedScenario", "SimulationResult", "load", "run", "write_outputs"]

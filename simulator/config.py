@@ -19,7 +19,7 @@ from pydantic.fields import FieldInfo
 
 from simulator.cost.config import CostModelConfig
 from simulator.dtypes import Dtype
-from simulator.errors import ConfigError
+from simulator.errors import ConfigError, ServesimError
 from simulator.hardware import LINKS
 from simulator.router import RouterConfig
 from simulator.scheduler import POLICIES, SchedulerConfig
@@ -364,8 +364,7 @@ def _removal(loc: tuple) -> str:
 TAG_FIELDS = ("type", "policy")  # the fields that pick a section's variant
 
 
-def override_origin(overrides: list[str], written: dict | None = None, *, label: str = "--set",
-                    typed: dict[str, str] | None = None) -> Callable[[str], tuple[str, bool] | None]:
+class OverrideOrigin:
     """Which override caused a problem at a field: (how to name it, whether it wrote the
     field itself). It did when its path is the field or a section above it, or lies below
     a section the file does not have (`--set foo.bar=1` made the unknown `foo`). An override
@@ -374,30 +373,45 @@ def override_origin(overrides: list[str], written: dict | None = None, *, label:
     below a section the file has is not blamed for that section's own errors (a typo in
     the file's `type` stays the file's). `typed` maps an assignment to the words the user
     typed for it, where they differ (a plan's `--set base.x=1` reaches its base as `x=1`)."""
-    typed = typed or {}
-    paths = [(a.lstrip("~").partition("=")[0].strip(), f"{label} '{typed.get(a, a)}'") for a in overrides]
 
-    def origin(field: str) -> tuple[str, bool] | None:
+    def __init__(self, overrides: list[str], written: dict | None = None, *, label: str = "--set",
+                 typed: dict[str, str] | None = None):
+        typed = typed or {}
+        self.paths = [(a.lstrip("~").partition("=")[0].strip(), f"{label} '{typed.get(a, a)}'") for a in overrides]
+        self.written = written
+
+    def __call__(self, field: str) -> tuple[str, bool] | None:
         section = field.rpartition(".")[0]
-        for path, named in reversed(paths):
+        for path, named in reversed(self.paths):
             if path == field or field.startswith(path + "."):
                 return named, True
             if path.startswith(field + "."):
                 rest = path[len(field) + 1:]
-                if rest in TAG_FIELDS or not _has_path(written, field):
+                if rest in TAG_FIELDS or not _has_path(self.written, field):
                     return named, True
-        for path, named in reversed(paths):
+        for path, named in reversed(self.paths):
             if section and path in (f"{section}.{t}" for t in TAG_FIELDS):
                 return named, False
         return None
 
-    def below(field: str) -> str | None:
+    def below(self, field: str) -> str | None:
         """The last override that wrote inside section `field`: a party to a rule that
         relates the section's fields (min below max, one of two fields), not its sole author."""
-        return next((named for path, named in reversed(paths) if path.startswith(field + ".")), None)
+        return next((named for path, named in reversed(self.paths) if path.startswith(field + ".")), None)
 
-    origin.below = below  # type: ignore[attr-defined]
-    return origin
+
+
+def blamed(exc: ServesimError, source: str | Path | None, named: str | None) -> ServesimError:
+    """An error found past pydantic's field checks (a validator's own, or one raised while
+    building the run), named as a validation error is: its file before the field, and the
+    override that wrote the field."""
+    if named is not None and "[from " not in exc.message:
+        exc.message = f"{exc.message} [from {named}]"
+    field = str(exc.where or "")
+    if source is not None and not field.startswith(str(source)):
+        exc.where = f"{source}: {field}" if field else str(source)
+    exc.args = (exc.render(),)
+    return exc
 
 
 def override_behind(field: str, overrides: list[str] | tuple[str, ...]) -> str | None:
@@ -405,7 +419,7 @@ def override_behind(field: str, overrides: list[str] | tuple[str, ...]) -> str |
     for errors raised after validation; None for anything that is not a plain field path."""
     if not field or " " in field:
         return None
-    found = override_origin(list(overrides))(field)
+    found = OverrideOrigin(list(overrides))(field)
     return found[0] if found is not None and found[1] else None
 
 
@@ -513,21 +527,17 @@ def load_scenario(path: str | Path | None = None, overrides: list[str] | None = 
     as_written = _deepcopy(data) if overrides else data  # the file's own arrival, for the warnings
     for assignment in overrides or []:
         apply_override(data, assignment)
-    ours = override_origin(overrides or [], as_written, label=overrides_label)
+    ours = OverrideOrigin(overrides or [], as_written, label=overrides_label)
+
+    def origin(field: str) -> tuple[str, bool] | None:
+        return ours(field) or (blame(field) if blame else None)
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
-        raise format_validation_error(
-            exc, source, origin=lambda field: ours(field) or (blame(field) if blame else None),
-            within=ours.below) from None
+        raise format_validation_error(exc, source, origin=origin, within=ours.below) from None
     except ConfigError as exc:  # a validator's own error, raised through pydantic as it is
-        field = str(exc.where or "")
-        found = (ours(field) or (blame(field) if blame else None)) if field else None
-        if found is not None and "[from " not in exc.message:
-            exc.message = f"{exc.message} [from {found[0]}]"
-        exc.where = f"{source}: {field}" if field else source
-        exc.args = (exc.render(),)
-        raise exc from None
+        found = origin(str(exc.where)) if exc.where else None
+        raise blamed(exc, source, found[0] if found else None) from None
     base = Path(path).resolve().parent if path is not None else Path.cwd()
     text = yaml.safe_dump(data, sort_keys=False)
     return LoadedScenario(scenario, Path(path) if path is not None else None, base, text,

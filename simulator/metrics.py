@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 from array import array
-from collections.abc import Callable, Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -41,9 +41,9 @@ class IterationLog:
         self.kv_total = array("q")
         self.queue = array("i")
         self.count = 0
-        # With the log off (compare, plan, validate), each replica's iteration count still adds
-        # up, for the per-pool counts. (Its KV use × time would cost ~5% of such a run, paid
-        # per step of every stretch: the summary's KV mean is null then.)
+        # Each replica's iteration count, kept with the log on or off (compare, plan and
+        # validate keep no rows): the per-pool counts. (KV use × time would cost ~5% of a
+        # log-less run, paid per step of every stretch: its KV mean is null instead.)
         self.iterations: dict[int, int] = {}
 
     def record_ranks(self) -> None:
@@ -52,8 +52,8 @@ class IterationLog:
     def add(self, replica: int, start: float, duration: float, prefill: int, decode: int,
             seqs: int, kv_used: int, kv_total: int, queue: int) -> None:
         self.count += 1
+        self.iterations[replica] = self.iterations.get(replica, 0) + 1
         if not self.enabled:
-            self.iterations[replica] = self.iterations.get(replica, 0) + 1
             return
         self.replica.append(replica)
         self.start.append(start)
@@ -69,8 +69,8 @@ class IterationLog:
                     kv_used: list[int], kv_total: int, queue: int) -> None:
         n = len(starts)
         self.count += n
+        self.iterations[replica] = self.iterations.get(replica, 0) + n
         if not self.enabled:
-            self.iterations[replica] = self.iterations.get(replica, 0) + n
             return
         self.replica.extend([replica] * n)
         self.start.extend(starts)
@@ -82,9 +82,9 @@ class IterationLog:
         self.kv_total.extend([kv_total] * n)
         self.queue.extend([queue] * n)
 
-    def iterations_of(self, replicas: Callable[[int], bool]) -> int:
-        """Iterations the replicas `replicas` accepts ran (a disabled log's running count)."""
-        return sum(n for r, n in self.iterations.items() if replicas(r))
+    def iterations_of(self, replicas: Iterable[int]) -> int:
+        """Iterations these replicas ran."""
+        return sum(self.iterations.get(r, 0) for r in replicas)
 
     def add_rank(self, dp_rank: int, n: int = 1) -> None:
         """The rank of the `n` rows just added (attention-DP runs)."""

@@ -7,7 +7,6 @@ interrupted or failed run never leaves a half-written output folder behind.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 import math
 import os
@@ -38,17 +37,17 @@ def claim_free(final: Path) -> Path:
     """`final`, or the first of final-2, final-3, ... that no one holds, created empty at once
     so that two runs started in the same second never write into one folder."""
     make_dirs(final.parent, named=final)
-    for n in itertools.count(1):
-        path = final if n == 1 else final.with_name(f"{final.name}-{n}")
+    path, n = final, 1
+    while True:
         try:
             path.mkdir()
             return path
         except FileExistsError:
-            continue
+            n += 1
+            path = final.with_name(f"{final.name}-{n}")
         except OSError as exc:
             raise ServesimError(f"cannot create the folder: {exc.strerror or exc}", where=str(path),
                                 fix="choose another folder for --output-dir") from None
-    raise AssertionError("unreachable")
 
 
 # Files servesim writes into an output folder; only a folder holding nothing else is replaced.
@@ -138,22 +137,17 @@ def staged(final: Path, unique: bool = False) -> Iterator[tuple[Path, Path]]:
     into place when the block ends, removed if it fails, so no half-written output folder
     ever appears. `unique` (a default, timestamped folder): never replace one that exists,
     take the next free name instead."""
-    claimed = unique
     if unique:
         final = claim_free(final)
+    tmp = None
     try:
         tmp = staging_dir(final)
-    except BaseException:
-        if claimed:
-            with contextlib.suppress(OSError):
-                final.rmdir()
-        raise
-    try:
         yield tmp, final
         publish(tmp, final)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if claimed:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        if unique:
             with contextlib.suppress(OSError):  # only while still the empty claim
                 final.rmdir()
         raise

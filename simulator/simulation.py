@@ -573,10 +573,6 @@ class Simulation:
         out: dict = {}
         for role, instances in (("prefill", self.cluster.prefill), ("decode", self.cluster.decode)):
             plan = self.pools[role]
-            n_prefill = len(self.cluster.prefill)
-
-            def in_pool(r: int, prefill: bool = role == "prefill", n: int = n_prefill) -> bool:
-                return (r < n) == prefill
             peak, mean_util = _kv_use(instances, it_df[it_df["pool"] == role], log)
             out[role] = {
                 "tp": plan.tp, "pp": plan.pp, "replicas": plan.replicas, "gpus": plan.gpus,
@@ -584,7 +580,7 @@ class Simulation:
                 "kv_blocks_per_replica": plan.memory.num_blocks,
                 "kv_peak_utilization": peak,
                 "kv_mean_utilization": mean_util,
-                "iterations": int((it_df["pool"] == role).sum()) if log.enabled else log.iterations_of(in_pool),
+                "iterations": log.iterations_of(rep.index for rep in instances),
             }
         kt = self.kv_transfer
         done = req_df[req_df["status"] == "completed"]

@@ -22,10 +22,10 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 from simulator import __version__
 from simulator.config import (
     LoadedScenario,
+    OverrideOrigin,
     Scenario,
     format_validation_error,
     load_scenario,
-    override_origin,
 )
 from simulator.dtypes import DTYPE_BYTES, Dtype
 from simulator.errors import ConfigError, ServesimError
@@ -341,7 +341,7 @@ def load_plan(path: str | Path | None = None, *, data: dict | None = None,
         plan = Plan.model_validate(data)
     except ValidationError as exc:
         raise format_validation_error(exc, source, what="plan", fix_for=_fix,
-                                      origin=override_origin(overrides, as_written)) from None
+                                      origin=OverrideOrigin(overrides, as_written)) from None
     plan_dir = Path(path).resolve().parent if path is not None else Path.cwd()
     base = _load_base(plan, plan_dir, source, overrides)
     base_data = load_yaml(base.text)
@@ -399,7 +399,7 @@ def _load_base(plan: Plan, plan_dir: Path, source: str, user_sets: list[str]) ->
 def _base_sets_origin(user_sets: list[str]):
     """The user's `--set base.x=...` edits of an inline base, named as they were typed."""
     typed = {a.replace("base.", "", 1): a for a in user_sets if a.lstrip("~").startswith("base.")}
-    return override_origin(list(typed), typed=typed)
+    return OverrideOrigin(list(typed), typed=typed)
 
 
 def _check_base(base: LoadedScenario, source: str) -> None:
