@@ -48,3 +48,9 @@ class KVBelowMaxModelLenError(DoesNotFitError):
     def __init__(self, message: str, *, capacity_tokens: int, where: str | None = None, fix: str | None = None):
         super().__init__(message, where=where, fix=fix)
         self.capacity_tokens = capacity_tokens
+
+
+def not_utf8(exc: UnicodeDecodeError) -> str:
+    """Why a file's bytes are not text, in the words every reader of user files uses."""
+    return f"not UTF-8 text (byte {exc.start} is 0x{exc.object[exc.start]:02x})"
+

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from simulator.errors import ConfigError
+from simulator.errors import ConfigError, not_utf8
 
 # YAML 1.2's core-schema floats that YAML 1.1 reads as strings: an exponent with no dot.
 _EXPONENT_FLOAT = re.compile(r"^[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+$")
@@ -45,7 +45,7 @@ def read_yaml_text(path: Path, source: str) -> str:
     try:
         return path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"not UTF-8 text (byte {exc.start} is 0x{exc.object[exc.start]:02x})", where=source,
+        raise ConfigError(not_utf8(exc), where=source,
                           fix="save the file as UTF-8 (or pass the YAML file you meant)") from None
     except OSError as exc:
         raise ConfigError(f"cannot read the file: {exc.strerror or exc}", where=source,

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from simulator.errors import CatalogError
+from simulator.errors import CatalogError, not_utf8
 from simulator.models.catalog import GEMMA3_VISION_PARAMS, qwen3_vl_encoder_params
 from simulator.models.spec import ModelSpec
 
@@ -61,7 +61,7 @@ def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
             "(e.g. `huggingface-cli download <repo> config.json`)",
         ) from None
     except UnicodeDecodeError as exc:
-        raise CatalogError(f"not UTF-8 text (byte {exc.start} is 0x{exc.object[exc.start]:02x})", where=where,
+        raise CatalogError(not_utf8(exc), where=where,
                            fix="pass the model's Hugging Face config.json, a JSON text file") from None
     except OSError as exc:
         raise CatalogError(f"cannot read model config: {exc}", where=where) from None

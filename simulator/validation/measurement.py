@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from simulator.errors import ServesimError
+from simulator.errors import ServesimError, not_utf8
 from simulator.workload.arrivals import RampArrival
 
 
@@ -81,7 +81,7 @@ def read_text(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise MeasurementError(f"not UTF-8 text (byte {exc.start} is 0x{exc.object[exc.start]:02x})",
+        raise MeasurementError(not_utf8(exc),
                                where=str(path),
                                fix="save it as UTF-8 text (a spreadsheet's \"CSV UTF-8\" for a CSV), or pass the "
                                    "file the benchmark wrote") from None

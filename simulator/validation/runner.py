@@ -21,6 +21,7 @@ from simulator.errors import (
 from simulator.simulation import Simulation, resolve_model
 from simulator.validation.measurement import MeasuredRun, MeasuredSet
 from simulator.workload import ClosedLoopWorkload, OpenLoopWorkload
+from simulator.workload.arrivals import gamma_gaps
 from simulator.workload.generate import SharedPrefixes
 
 METRICS = ("ttft_ms", "tpot_ms", "e2e_ms")
@@ -61,9 +62,7 @@ def _replay_workload(run: MeasuredRun, seed: int) -> OpenLoopWorkload | ClosedLo
     elif run.rate is None or math.isinf(run.rate):
         arrival = np.zeros(n)
     else:
-        b = run.burstiness
-        gaps = (np.full(n, 1.0 / run.rate) if math.isinf(b)  # vLLM's --burstiness inf: evenly spaced
-                else np.random.default_rng(seed).gamma(b, 1.0 / (run.rate * b), size=n))
+        gaps = gamma_gaps(np.random.default_rng(seed), run.burstiness, run.rate, n)
         arrival = np.concatenate([[0.0], np.cumsum(gaps[1:])])
     if run.kind == "closed_loop":
         # vLLM --max-concurrency: at most N in flight; with a finite --request-rate too,
