@@ -163,13 +163,11 @@ def _tokens_made_by(times: np.ndarray, first: np.ndarray, finish: np.ndarray, to
     span = finish - first
     rest = np.maximum(tokens - 1, 0)
     out = np.empty(times.size)
-    for i, t in enumerate(times):  # one vectorised pass per bin edge (at most max_bins + 1)
-        if i == times.size - 1:  # the last edge is the last finish: everything is made by then
-            out[i] = float(tokens.sum())
-            continue
+    for i, t in enumerate(times[:-1]):  # one vectorised pass per bin edge (at most max_bins)
         # A token made exactly at an edge belongs to the bin that starts there.
         made = np.where(span > 0, np.clip((t - first) / np.where(span > 0, span, 1.0), 0.0, 1.0), t > finish)
         out[i] = float(((t > first) * np.minimum(tokens, 1) + made * rest).sum())
+    out[-1] = float(tokens.sum())  # the last edge is the last finish: everything is made by then
     return out
 
 

@@ -322,38 +322,32 @@ def plot_batch_size(
         top.set_title(f"{title} {key}")
         top.set_ylabel("running sequences")
         top.set_ylim(bottom=0)
+        # Prefill's chunks of thousands of tokens and decode's one token per sequence on one
+        # scale would hide decode: decode gets its own axis, on the right.
+        twin = bottom.twinx()
         if len(roles) > 1:
             # Disaggregated: a prefill instance's long steps and a decode instance's short
-            # ones pooled together would average into a step neither pool runs.
-            # Each pool in its first instance's colour above; decode's few tokens a step on
-            # their own axis (right), or prefill's thousands would flatten them to zero.
+            # ones pooled together would average into a step neither pool runs. Each pool
+            # is drawn in its first instance's colour above.
             replica_role = binned["replica"].map(lambda r: (pools or {}).get(int(r)) if pd.notna(r) else None)
             first = {}
             for i, (_, _, g) in enumerate(series(binned, pools)):
                 first.setdefault((pools or {}).get(int(g["replica"].iloc[0])), f"C{i % 10}")
-            twin = bottom.twinx()
             for role, style in zip(roles, ("-", "--", ":", "-."), strict=False):
                 pooled = _tokens_per_iteration(binned[replica_role == role])
                 total = pooled["prefill"] + pooled["decode"]
                 axis = twin if role == "decode" else bottom
                 axis.plot(pooled.index.to_numpy(), total, style, color=first.get(role, "0.3"), lw=1.5,
                           label=f"{role} instances" + (" (right axis)" if axis is twin else ""))
-            twin.set_ylim(bottom=0)
-            twin.set_ylabel("decode tokens / iteration")
-            handles = [h for a in (bottom, twin) for h in a.get_legend_handles_labels()[0]]
-            twin.legend(handles, [h.get_label() for h in handles], fontsize=8, loc="upper right", framealpha=0.9)
         else:
-            # Prefill's chunks of thousands of tokens and decode's one token per sequence on
-            # one scale would hide decode: each gets its own axis (decode's on the right).
             pooled = _tokens_per_iteration(binned)
             t = pooled.index.to_numpy()
             bottom.fill_between(t, 0, pooled["prefill"], color=CDF_COLOR, alpha=0.7, lw=0, label="prefill")
-            twin = bottom.twinx()
             twin.plot(t, pooled["decode"], color=HIST_COLOR, lw=1.2, label="decode (right axis)")
-            twin.set_ylim(bottom=0)
-            twin.set_ylabel("decode tokens / iteration")
-            handles = [h for a in (bottom, twin) for h in a.get_legend_handles_labels()[0]]
-            twin.legend(handles, [h.get_label() for h in handles], fontsize=8, loc="upper right", framealpha=0.9)
+        twin.set_ylim(bottom=0)
+        twin.set_ylabel("decode tokens / iteration")
+        handles = [h for a in (bottom, twin) for h in a.get_legend_handles_labels()[0]]
+        twin.legend(handles, [h.get_label() for h in handles], fontsize=8, loc="upper right", framealpha=0.9)
         bottom.set_ylim(bottom=0)
         bottom.set_ylabel("prefill tokens / iteration")
         bottom.set_xlabel("simulated time (s)")
