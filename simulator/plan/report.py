@@ -257,7 +257,7 @@ def render_html(loaded: LoadedPlan, outcome: PlanOutcome, figures: list[tuple[st
     other = [[r["label"], r["status"], _f(r.get("max_rate_per_replica"), "{:.3g}"), r.get("reason") or r.get("limited_by") or ""]
              for r in rows if r["rank"] is None and r["status"] == "ok"]
     bad = [[r["label"], r["status"], r.get("reason") or ""] for r in rows if r["status"] not in ("ok",)]
-    ver = [[v["label"], v["replicas"], _f(v["rate"], "{:.3g}"), "yes" if v["passed"] else "no",
+    ver = [[v["label"], v["replicas"], _f(v["rate"], "{:.3g}"), v.get("check", ""), "yes" if v["passed"] else "no",
             _f(v["ttft_p99_ms"], "{:,.0f}"), _f(v["tpot_p99_ms"], "{:,.1f}"), v["reason"]] for v in outcome.verification]
     figs = "".join(f'<figure><img src="data:image/png;base64,{base64.b64encode(png).decode()}" alt="{_esc(c)}">'
                    f"<figcaption>{_esc(c)}</figcaption></figure>" for c, png in figures)
@@ -278,7 +278,7 @@ $/M output tokens at the carried rate. Throughput per GPU and per user are at ea
 {ranked_html}
 <h2>Verification</h2>
 <p class="config">The top deployment re-simulated with all its replicas at the carried rate.</p>
-{_table(["configuration", "replicas", "req/s", "passed", "p99 TTFT ms", "p99 TPOT ms", "reason"], ver) if ver else "<p>Not run.</p>"}
+{_table(["configuration", "replicas", "req/s", "run for", "passed", "p99 TTFT ms", "p99 TPOT ms", "reason"], ver) if ver else "<p>Not run.</p>"}
 <h2>Figures</h2><div class="figs">{figs}</div>
 <h2>Feasible, not meeting the target</h2>
 {_table(["configuration", "status", "max req/s per replica", "why"], other) if other else "<p>None.</p>"}

@@ -25,6 +25,7 @@ from simulator.output import check_creatable, folder_name, make_dirs, write_outp
 from simulator.plan.analysis import derive, sort_key, within_caps
 from simulator.plan.config import LoadedPlan, gpus_per_replica
 from simulator.plan.executor import check_executor, run_tasks
+from simulator.plan.search import burst_factor
 from simulator.plan.slo import evaluate
 from simulator.simulation import Simulation
 
@@ -190,8 +191,9 @@ def simulate_deployment(loaded: LoadedPlan, row: dict, rate: float):
     s = loaded.plan.search
     # Long enough for every replica, and for flight_multiple × the requests in flight.
     in_flight = rate * (row.get("_e2e_mean_ms") or 0) / 1000
-    n = s.verify_requests or int(min(20000, max(2000, s.requests_per_point * row["replicas"],
-                                                 s.flight_multiple * in_flight)))
+    burst = burst_factor(loaded.base.scenario.workload.arrival)
+    n = s.verify_requests or int(min(20000, burst * max(2000, s.requests_per_point * row["replicas"],
+                                                         s.flight_multiple * in_flight)))
     d = deployment_scenario(loaded, row, rate, n)
     sc = replace(load_scenario(data=d), base_dir=loaded.base.base_dir)
     result = Simulation(sc).run()
@@ -220,16 +222,13 @@ def verify(loaded: LoadedPlan, outcome: PlanOutcome):
         top = ranked[0]
         rate = top["carried_rps"]
         result, verdict = simulate_deployment(loaded, top, rate)
-        step = {"label": top["label"], "replicas": top["replicas"], "rate": rate, "passed": verdict.passed,
-                "reason": verdict.reason, "ttft_p99_ms": verdict.metrics.get("ttft_p99_ms"),
+        step = {"label": top["label"], "replicas": top["replicas"], "rate": rate, "check": "the ranking's top",
+                "passed": verdict.passed, "reason": verdict.reason, "ttft_p99_ms": verdict.metrics.get("ttft_p99_ms"),
                 "tpot_p99_ms": verdict.metrics.get("tpot_p99_ms"), "attainment": verdict.metrics.get("attainment")}
         outcome.verification.append(step)
         if verdict.passed:
-            top["verified"] = True
-            top["verified_ttft_p99_ms"] = step["ttft_p99_ms"]
-            top["verified_tpot_p99_ms"] = step["tpot_p99_ms"]
-            top["verified_usd_per_m_output_tokens"] = result.summary["cost"]["usd_per_million_output_tokens"]
-            return result
+            _mark_verified(top, step, result)
+            return refine(loaded, outcome, top, result)
         n = bumps[top["key"]] = bumps.get(top["key"], 0) + 1
         if n > plan.search.max_verify_bumps:
             top.update(rank=None, meets_target=False, reason=f"failed verification at {rate:.3g} req/s: {verdict.reason}")
@@ -247,6 +246,141 @@ def verify(loaded: LoadedPlan, outcome: PlanOutcome):
         for i, r in enumerate(ranked, 1):
             r["rank"] = i
         rows.sort(key=lambda r: (r["rank"] is None, r["rank"] or 0))
+
+
+def _mark_verified(row: dict, step: dict, result) -> None:
+    row["verified"] = True
+    row["verified_ttft_p99_ms"] = step["ttft_p99_ms"]
+    row["verified_tpot_p99_ms"] = step["tpot_p99_ms"]
+    row["verified_usd_per_m_output_tokens"] = result.summary["cost"]["usd_per_million_output_tokens"]
+
+
+def _unmark_verified(row: dict) -> None:
+    for column in ("verified", "verified_ttft_p99_ms", "verified_tpot_p99_ms", "verified_usd_per_m_output_tokens"):
+        row[column] = None
+
+
+def _check(loaded: LoadedPlan, outcome: PlanOutcome, row: dict, rate: float, why: str):
+    """One whole-deployment run of the refinement, logged with the verification's."""
+    result, verdict = simulate_deployment(loaded, row, rate)
+    step = {"label": row["label"], "replicas": row["replicas"], "rate": rate, "check": why,
+            "passed": verdict.passed, "reason": verdict.reason, "ttft_p99_ms": verdict.metrics.get("ttft_p99_ms"),
+            "tpot_p99_ms": verdict.metrics.get("tpot_p99_ms"), "attainment": verdict.metrics.get("attainment")}
+    outcome.verification.append(step)
+    return result, verdict, step
+
+
+def refine(loaded: LoadedPlan, outcome: PlanOutcome, best: dict, result):
+    """Replicas behind a router pool their traffic, so N of them carry more than N × one
+    replica's rate and the derived deployments are conservative (analysis.py). With the
+    best one verified, whole-deployment runs (at most `search.max_refine_runs`) test what
+    that pooling may buy: for a rate target, one replica fewer, cheapest first, of every
+    deployment that would then cost less than the best; for a budget, a higher rate for the
+    best, raised by the tolerance's doubling steps until a miss and bisected; then, highest
+    claim first, whether another deployment passes above that rate, and if so how far.
+    Returns the run of the deployment recommended at its carried rate."""
+    plan = loaded.plan
+    runs = plan.search.max_refine_runs
+    if plan.target.mode == "rate":
+        best, result = _trim(loaded, outcome, best, result, runs)
+    else:
+        best, result = _raise_all(loaded, outcome, best, result, runs)
+    ranked = sorted((r for r in outcome.rows if r["rank"] is not None), key=sort_key(plan.target.mode))
+    ranked.remove(best)
+    for i, r in enumerate([best, *ranked], 1):  # the verified deployment leads
+        r["rank"] = i
+    outcome.rows.sort(key=lambda r: (r["rank"] is None, r["rank"] or 0))
+    return result
+
+
+def _fewer(plan, replicas: int) -> int | None:
+    """The next smaller replica count the space allows, or None."""
+    allowed = plan.space.replicas if isinstance(plan.space.replicas, list) else None
+    fits = [n for n in (allowed or range(1, replicas)) if n < replicas]
+    return max(fits) if fits else None
+
+
+def _trim(loaded: LoadedPlan, outcome: PlanOutcome, best: dict, result, runs: int):
+    plan = loaded.plan
+    target = plan.target.rate
+    checked = target * (1 + plan.target.headroom)  # a trimmed deployment keeps the headroom
+    failed: set[str] = set()
+    while runs > 0:
+        options = []
+        for r in outcome.rows:
+            if r["rank"] is None or r["key"] in failed or (n := _fewer(plan, r["replicas"])) is None:
+                continue
+            usd = n * gpus_per_replica(r) * r["usd_per_gpu_hour"]
+            if usd < best["usd_per_hour"] * (1 - 1e-9):
+                options.append((usd, r["label"], r, n))
+        if not options:
+            break
+        _usd, _label, row, n = min(options, key=lambda o: o[:2])
+        trial = {**row, "replicas": n}
+        runs -= 1
+        res, verdict, step = _check(loaded, outcome, trial, checked, "one replica fewer")
+        if not verdict.passed:
+            failed.add(row["key"])
+            continue
+        if checked != target:  # the report shows the deployment at the target itself
+            res, _verdict, step = _check(loaded, outcome, trial, target, "one replica fewer, at the target")
+        row["replicas"] = n
+        _reprice(row, target)
+        _unmark_verified(best)
+        _mark_verified(row, step, res)
+        best, result = row, res
+    return best, result
+
+
+def _raise_all(loaded: LoadedPlan, outcome: PlanOutcome, best: dict, result, runs: int):
+    plan = loaded.plan
+    grow = 1 + plan.search.tolerance
+    rate, res, runs = _raise(loaded, outcome, best, best["carried_rps"], result, runs)
+    best, result = _settle(loaded, outcome, best, rate, res), res
+    # A rival matters only if its whole deployment passes above the best's rate: one run
+    # each decides it, most promising (highest claim) first.
+    for row in sorted((r for r in outcome.rows if r["rank"] is not None and r is not best),
+                      key=lambda r: (-r["carried_rps"], r["label"])):
+        if runs <= 0:
+            break
+        runs -= 1
+        start = rate * grow
+        res, verdict, _step = _check(loaded, outcome, row, start, "beating the best")
+        if verdict.passed:
+            rate, res, runs = _raise(loaded, outcome, row, start, res, runs)
+            _unmark_verified(best)
+            best, result = _settle(loaded, outcome, row, rate, res), res
+    return best, result
+
+
+def _raise(loaded: LoadedPlan, outcome: PlanOutcome, row: dict, lo: float, lo_result, runs: int):
+    """The highest rate the whole deployment passes, from `lo` (passed) up: steps of
+    tolerance × 2^k until a miss, then bisection to the tolerance. Returns (rate, its run, runs left)."""
+    tol = loaded.plan.search.tolerance
+    step, hi = 2 * tol, None
+    while runs > 0 and (hi is None or hi - lo > tol * lo):
+        rate = lo * (1 + step) if hi is None else (lo + hi) / 2
+        runs -= 1
+        res, verdict, _step = _check(loaded, outcome, row, rate, "a higher rate")
+        if verdict.passed:
+            lo, lo_result = rate, res
+            step *= 2
+        else:
+            hi = rate
+    return lo, lo_result, runs
+
+
+def _settle(loaded: LoadedPlan, outcome: PlanOutcome, row: dict, rate: float, result) -> dict:
+    """Carry the highest passing rate less the headroom, verified there."""
+    carried = rate / (1 + loaded.plan.target.headroom)
+    if carried != rate:
+        result, _verdict, step = _check(loaded, outcome, row, carried, "the claim, less the headroom")
+    else:
+        step = next(v for v in reversed(outcome.verification) if v["passed"] and v["rate"] == rate
+                    and v["label"] == row["label"] and v["replicas"] == row["replicas"])
+    _reprice(row, carried)
+    _mark_verified(row, step, result)
+    return row
 
 
 def _reprice(row: dict, carried: float) -> None:

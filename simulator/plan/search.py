@@ -18,7 +18,8 @@ A probe passes when the SLO holds over the measured requests and the run is stab
 (`simulator.plan.slo`). Failing probes usually end early: the verdict is decided long
 before the last request. A run lasts at least `flight_multiple` × the requests in flight
 (Little: rate × mean E2E), else a large batch could absorb the whole run as one burst and
-an overloaded rate would look sustainable.
+an overloaded rate would look sustainable; bursty arrivals lengthen it by (1 + 1/b)/2
+(`burst_factor`).
 """
 
 from __future__ import annotations
@@ -47,6 +48,18 @@ MAX_DOUBLINGS = 3
 
 #: Probe metrics kept in the results file (the rest of the verdict's statistics are dropped).
 _KEEP = ("ttft_p50_ms", "ttft_p99_ms", "tpot_mean_ms", "tpot_p99_ms", "e2e_p99_ms", "attainment")
+
+
+def burst_factor(arrival) -> float:
+    """How many times longer than a Poisson probe a probe of these arrivals must run.
+
+    A queue's fluctuations, and the time it takes to forget them, grow with the arrivals'
+    squared coefficient of variation Ca² (Kingman: the wait scales with (Ca² + Cs²)/2):
+    for gamma gaps of shape b, Ca² = 1/b. A bursty stream's thirds hold only a few bursts
+    at a Poisson probe's length, and one burst in the last third reads as a growing queue
+    (the stability test). Smoother streams keep the Poisson length."""
+    b = getattr(arrival, "burstiness", 1.0)
+    return max(1.0, (1.0 + 1.0 / b) / 2.0)
 
 
 def search_config(task: dict) -> dict:
@@ -99,7 +112,7 @@ def _search(task: dict) -> dict:
         wl = build_workload(wcfg.model_copy(update={"arrival": arrival, "num_requests": n}), base_dir)
         sim = Simulation(loaded, workload=wl)
         warmup_n = int(np.ceil(s.warmup_fraction * n))
-        monitor = LiveMonitor(sim, slo, warmup_n, s) if s.early_stop else None
+        monitor = LiveMonitor(sim, slo, warmup_n, s, burst) if s.early_stop else None
         t = time.perf_counter()
         sims[0] += 1
         try:
@@ -117,10 +130,13 @@ def _search(task: dict) -> dict:
         p["wall_s"] = time.perf_counter() - t
         return p
 
+    burst = burst_factor(wcfg.arrival)
+
     def needed(in_flight: float | None) -> int:
+        floor = s.requests_per_point * burst
         if in_flight is None:
-            return s.requests_per_point
-        return int(min(s.max_requests_per_point, max(s.requests_per_point, np.ceil(s.flight_multiple * in_flight))))
+            return int(min(s.max_requests_per_point, np.ceil(floor)))
+        return int(min(s.max_requests_per_point, np.ceil(max(floor, s.flight_multiple * in_flight * burst))))
 
     def run_at(rate: float) -> dict:
         """A probe long enough to see steady state: at least flight_multiple × the requests

@@ -144,10 +144,11 @@ class LiveMonitor:
     values are above the limit, numpy's linear percentile is above it too. Latencies of
     requests in flight are bounded below by their age (TTFT, E2E) or by
     (now − first token)/(output − 1) (TPOT). A run-away waiting queue (more than
-    `queue_factor` × max_num_seqs, at least 16) is also a stop: clear overload.
+    `queue_factor` × max_num_seqs, at least 16, × the arrivals' burst factor, since a
+    stable queue's excursions grow with it too) is also a stop: clear overload.
     """
 
-    def __init__(self, sim, slo: PlanSLO, warmup_n: int, s: SearchSettings):
+    def __init__(self, sim, slo: PlanSLO, warmup_n: int, s: SearchSettings, burst: float = 1.0):
         self.sim = sim
         self.warmup_n = warmup_n
         outputs = np.asarray(sim.workload.output_tokens)[warmup_n:]
@@ -171,7 +172,7 @@ class LiveMonitor:
             a = slo.attainment
             need = math.floor(n * (1 - a.min_fraction) + 1e-9) + 1
             self.attain = (a.limits(), need, set(), f"attainment < {a.min_fraction:.1%}")
-        self.queue_limit = max(16, s.queue_factor * sim.max_num_seqs)
+        self.queue_limit = max(16, s.queue_factor * sim.max_num_seqs * burst)
         self.open: list = []
         self.seen = 0
 
