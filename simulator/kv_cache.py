@@ -11,9 +11,12 @@ allocation finds no empty block. used + cached never exceeds total.
 With swap preemption (vLLM v0's `--preemption-mode swap`), a preempted sequence's blocks
 move to host memory: `swap_used` of the `swap_total` host blocks, never counted in `used`.
 
-Hybrid linear-attention models also hold a fixed recurrent state per running sequence:
-`state_blocks` blocks of the same pool, which a policy allocates with the sequence's first
-KV blocks at admission and frees with its last (Scheduler._release).
+Beside its KV blocks a running sequence holds `beside(req)` blocks of the same pool, which
+a policy allocates with its first KV blocks at admission and frees with its last
+(Scheduler._release): a hybrid linear-attention model's fixed recurrent state
+(`state_blocks`), and a sliding-window model's last window in each group of windowed
+layers (vLLM's hybrid KV manager gives those layers blocks of the pool too, freeing those
+that fall out of the window; held here at the most the request reaches, from admission).
 """
 
 from __future__ import annotations
@@ -23,10 +26,11 @@ class BlockManager:
     """Counts free and used KV blocks of one engine, with a peak-usage watermark."""
 
     __slots__ = ("block_size", "cached", "peak_used", "prefix_cache", "state_blocks", "swap_moved", "swap_peak",
-                 "swap_s_per_block", "swap_total", "swap_used", "total", "used", "watermark_blocks")
+                 "swap_s_per_block", "swap_total", "swap_used", "total", "used", "watermark_blocks", "window_blocks",
+                 "window_groups")
 
     def __init__(self, total_blocks: int, block_size: int, watermark: float = 0.0, state_blocks: int = 0,
-                 swap_blocks: int = 0, swap_s_per_block: float = 0.0):
+                 swap_blocks: int = 0, swap_s_per_block: float = 0.0, window: tuple[int, int] = (0, 0)):
         if total_blocks <= 0:
             raise ValueError("a KV cache needs at least one block")
         self.total = total_blocks
@@ -37,6 +41,7 @@ class BlockManager:
         self.cached = 0
         self.prefix_cache = None  # a PrefixCache registers itself here
         self.state_blocks = state_blocks  # held by each running sequence besides its KV
+        self.window_groups, self.window_blocks = window  # groups of sliding-window layers, blocks a window spans
         self.swap_total = swap_blocks  # host-memory blocks for swapped-out sequences
         self.swap_used = 0
         self.swap_peak = 0
@@ -54,13 +59,20 @@ class BlockManager:
         reserve = self.watermark_blocks if keep_watermark else 0
         return self.free - blocks >= reserve
 
-    def can_admit(self, blocks: int, *, keep_watermark: bool = False) -> bool:
-        """can_allocate for a sequence starting to run: its KV blocks and its state."""
-        return self.can_allocate(blocks + self.state_blocks, keep_watermark=keep_watermark)
+    def beside(self, req) -> int:
+        """Blocks a running request holds besides its KV blocks (module docstring)."""
+        if not self.window_groups:
+            return self.state_blocks
+        reach = self.blocks_for(req.prompt_tokens + req.output_tokens - 1)
+        return self.state_blocks + self.window_groups * min(self.window_blocks, reach)
 
-    def admit(self, blocks: int) -> None:
-        """Allocate a sequence's first KV blocks and, for hybrid models, its state."""
-        self.allocate(blocks + self.state_blocks)
+    def can_admit(self, blocks: int, req, *, keep_watermark: bool = False) -> bool:
+        """can_allocate for a sequence starting to run: its KV blocks and what it holds beside them."""
+        return self.can_allocate(blocks + self.beside(req), keep_watermark=keep_watermark)
+
+    def admit(self, blocks: int, req) -> None:
+        """Allocate a sequence's first KV blocks and what it holds beside them."""
+        self.allocate(blocks + self.beside(req))
 
     def allocate(self, blocks: int) -> None:
         empty = self.total - self.used - self.cached

@@ -37,6 +37,9 @@ class MemoryPlan:
     # The weights one decode token reads on this GPU: all of them for a dense model, the
     # rest plus its top-k routed experts' share for MoE (a decode step's HBM floor).
     weights_read_per_token_gib: float = 0.0
+    # Sliding-window models: groups of windowed layers, and the blocks one window spans
+    # (sliding_window_groups); each running sequence holds that many per group.
+    window: tuple[int, int] = (0, 0)
 
     @property
     def capacity_tokens(self) -> int:
@@ -49,13 +52,20 @@ class MemoryPlan:
             return 0
         return math.ceil(self.state_bytes_per_seq / (self.block_size * self.kv_bytes_per_token))
 
+    def beside(self, tokens: int) -> int:
+        """Blocks a sequence of `tokens` tokens holds besides its KV blocks: a recurrent
+        state, and its last window in each group of sliding-window layers."""
+        groups, span = self.window
+        return self.state_blocks + groups * min(span, -(-tokens // self.block_size))
+
     def sequences_at(self, tokens: int) -> int:
-        """How many sequences of `tokens` tokens the cache holds at once, states included."""
-        return self.num_blocks // (-(-tokens // self.block_size) + self.state_blocks)
+        """How many sequences of `tokens` tokens the cache holds at once, states and windows included."""
+        return self.num_blocks // (-(-tokens // self.block_size) + self.beside(tokens))
 
     def holds(self, max_model_len: int) -> bool:
-        """vLLM starts only with a KV cache of at least one max_model_len request (and its state)."""
-        return self.num_blocks > 0 and self.capacity_tokens >= max_model_len + self.state_blocks * self.block_size
+        """vLLM starts only with a KV cache of at least one max_model_len request (and what it holds beside it)."""
+        return self.num_blocks > 0 and self.capacity_tokens >= (max_model_len + self.beside(max_model_len)
+                                                                 * self.block_size)
 
     @property
     def free_gib(self) -> float:
@@ -151,8 +161,8 @@ def kv_bytes_per_token_per_gpu(model: ModelSpec, kv_dtype: str, tp: int, pp: int
 
     MLA's latent is shared by all heads, so every TP rank caches all of it (vLLM); so is
     DeepSeek-V3.2's indexer key cache, always FP8 whatever the latent's format. Only
-    full-attention layers count: sliding-window layers hold a fixed window per request
-    (vLLM's hybrid KV manager frees blocks that fall out of the window)."""
+    full-attention layers size a block: sliding-window layers take blocks of the same
+    pages for their last window per request (sliding_window_groups)."""
     layers = -(-model.kv_layers // pp)
     if model.is_sparse:  # vLLM sums the latent's and the indexer key cache's pages per block
         return layers * (model.latent_bytes(DTYPE_BYTES[kv_dtype]) + model.indexer_key_bytes)
@@ -174,6 +184,23 @@ def linear_state_bytes_per_gpu(model: ModelSpec, tp: int, pp: int) -> float:
     if not model.linear_layers:
         return 0.0
     return -(-model.linear_layers // pp) * model.linear_state_bytes_per_layer() / tp
+
+
+def sliding_window_groups(model: ModelSpec, pp: int, block_size: int) -> tuple[int, int]:
+    """How a sliding-window model's windowed layers take KV blocks: (groups, blocks a window spans).
+
+    vLLM's hybrid KV manager (docs/design/hybrid_kv_cache_manager.md) makes one block the
+    pages of as many layers as the smaller layer type has (the full-attention layers, in
+    every catalog model), so the windowed layers form ceil(windowed / full) groups, the last
+    padded, and each group takes blocks of the one pool for the tokens still in its window:
+    ceil((window - 1) / block) + 1 at most (vLLM frees the blocks that fall out). Where the
+    full-attention layers are the more numerous, one group is counted at their page size
+    (an overcount by full / windowed)."""
+    if not model.sliding_layers:
+        return 0, 0
+    full = -(-model.kv_layers // pp)
+    windowed = -(-model.sliding_layers // pp)
+    return -(-windowed // full), -(-(model.sliding_window - 1) // block_size) + 1
 
 
 # What the driver keeps out of CUDA's reach: vLLM sizes its budget from torch's total
@@ -245,8 +272,8 @@ def plan_memory(
             f"does not fit: no memory left for the KV cache\n{plan.table()}",
             where=where, fix=memory_fit.fit_fix(setup, split_experts, gpus_per_node),
         )
-    # The tokens one sequence can hold beside its recurrent state (all of them without one).
-    capacity = plan.capacity_tokens - plan.state_blocks * plan.block_size
+    # The tokens one sequence can hold beside its recurrent state and windows (all of them without).
+    capacity = plan.capacity_tokens - plan.beside(max_model_len) * plan.block_size
     more = ([f"memory.kv_cache_tokens: {max_model_len} or more"] if kv_cache_tokens is not None
             else memory_fit.fit_fixes(setup, split_experts, gpus_per_node))
     fixes = [f"model.max_model_len: {capacity} or less", *more]
@@ -302,7 +329,8 @@ class MemorySetup:
             read = weight_bytes_per_gpu(routed, self.weight_dtype, self.tp, self.pp, self.expert_weight_dtype,
                                         tile, self.dp, self.expert_parallel) / GIB
         return MemoryPlan(total, self.utilization, weights, act, self.runtime_reserve_gib, kv, per_token,
-                          self.block_size, blocks, linear_state_bytes_per_gpu(model, self.tp, self.pp), read)
+                          self.block_size, blocks, linear_state_bytes_per_gpu(model, self.tp, self.pp), read,
+                          sliding_window_groups(model, self.pp, self.block_size))
 
     def starts(self) -> bool:
         """Whether vLLM would start: a KV cache of at least max_model_len tokens (its own

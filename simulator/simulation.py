@@ -334,7 +334,7 @@ class Simulation:
             for k in range(plan.dp * pp):  # each DP rank's virtual engines; ranks pick by load as vLLM's DP balancer does
                 kv = BlockManager(blocks_per_engine, self.block_size,
                                   getattr(sc.scheduler, "watermark", 0.0), plan.memory.state_blocks, swap_blocks,
-                                  swap_s)
+                                  swap_s, plan.memory.window)
                 sched = policy(self.scheduler_config, kv, self.max_model_len, itl,
                                token_budget=self.token_budget, max_num_seqs=self.max_num_seqs)
                 sched.expect_arrivals = self._expect_arrivals
@@ -531,6 +531,8 @@ class Simulation:
         }
         if self.memory.state_blocks:  # hybrid linear attention: each sequence's recurrent state
             summary["kv_cache"]["state_blocks_per_sequence"] = self.memory.state_blocks
+        if self.memory.window[0]:  # sliding-window layers: the most one sequence's windows take
+            summary["kv_cache"]["window_blocks_per_sequence"] = self.memory.window[0] * self.memory.window[1]
         summary["memory_gib"] = {
             "gpu": self.memory.gpu_memory_gib,
             "weights": self.memory.weights_gib,

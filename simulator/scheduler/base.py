@@ -114,7 +114,7 @@ class Scheduler:
         if total > self.max_model_len:
             return (f"prompt + output = {total} tokens exceeds max_model_len={self.max_model_len}")
         # The last output token's KV is never computed, hence total - 1.
-        blocks = self.kv.blocks_for(total - 1) + self.kv.state_blocks
+        blocks = self.kv.blocks_for(total - 1) + self.kv.beside(req)
         if blocks > self.kv.total:
             return (f"needs {blocks} KV blocks at full length; the cache holds {self.kv.total}")
         return None
@@ -185,7 +185,7 @@ class Scheduler:
         if req.prefix_refs is not None:
             own = self.kv.prefix_cache.release(req)
         req.prefix_published = 0
-        self.kv.release(own + self.kv.state_blocks)  # and the recurrent state it held since admission
+        self.kv.release(own + self.kv.beside(req))  # and what it held beside them since admission
         req.block_count = 0
 
     @staticmethod

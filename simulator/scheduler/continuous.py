@@ -44,7 +44,7 @@ class ContinuousScheduler(Scheduler):
         err = self.budget_error(req)
         if err:
             return err
-        need = self.reservation(req) + self.kv.state_blocks  # and its recurrent state, if any
+        need = self.reservation(req) + self.kv.beside(req)  # and any state or window beside it
         if need > self.kv.total:
             return (f"reserving {need} KV blocks exceeds the cache ({self.kv.total} blocks)")
         return super().admission_error(req)
@@ -57,10 +57,10 @@ class ContinuousScheduler(Scheduler):
         while waiting and len(self.running) < self.max_num_seqs:
             req = waiting[0]
             need = self.reservation(req)
-            if req.prompt_tokens > budget or not kv.can_admit(need):
+            if req.prompt_tokens > budget or not kv.can_admit(need, req):
                 break
             waiting.popleft()
-            kv.admit(need)
+            kv.admit(need, req)
             req.block_count = need
             req.status = "running"
             self.running.append(req)

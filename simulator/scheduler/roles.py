@@ -109,11 +109,11 @@ class DecodeRole(Scheduler):
         while arrived and len(running) < self.max_num_seqs:
             req = arrived[0]
             need = kv.blocks_for(req.num_computed + 1)
-            if need + kv.state_blocks > free:
+            if need + kv.beside(req) > free:
                 break
             arrived.popleft()
-            kv.admit(need)
-            free -= need + kv.state_blocks
+            kv.admit(need, req)
+            free -= need + kv.beside(req)
             req.block_count = need
             req.status = "running"
             running.append(req)
@@ -187,7 +187,7 @@ class MigratingDecodeRole(DecodeRole):
             return False
         kv = self.kv
         return (self.held_blocks < self.WAITING_BLOCK_FRACTION * kv.total
-                and kv.blocks_for(self.unaccepted[0].num_computed) + kv.state_blocks <= kv.free)
+                and kv.blocks_for(self.unaccepted[0].num_computed) + kv.beside(self.unaccepted[0]) <= kv.free)
 
     def _accept(self) -> None:
         """DistServe's post-iteration migration: FCFS while the held prompts stay under the
@@ -198,7 +198,7 @@ class MigratingDecodeRole(DecodeRole):
             req = queue[0]
             need = kv.blocks_for(req.num_computed)
             queue.popleft()
-            kv.admit(need)
+            kv.admit(need, req)
             req.block_count = need
             self.held_blocks += need
             self.arrived.append(req)

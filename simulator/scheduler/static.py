@@ -55,7 +55,7 @@ class _BatchRunner(Scheduler):
         raise NotImplementedError
 
     def admission_error(self, req: Request) -> str | None:
-        need = self._reserve(req) + self.kv.state_blocks  # and its recurrent state, if any
+        need = self._reserve(req) + self.kv.beside(req)  # and any state or window beside it
         if need > self.kv.total:
             return f"reserving {need} KV blocks exceeds the cache ({self.kv.total} blocks)"
         return super().admission_error(req)
@@ -68,10 +68,10 @@ class _BatchRunner(Scheduler):
         while self.waiting and len(batch) < self.batch_size:
             req = self.waiting[0]
             need = self._reserve(req)
-            if not self.kv.can_admit(need):
+            if not self.kv.can_admit(need, req):
                 break
             self.waiting.popleft()
-            self.kv.admit(need)
+            self.kv.admit(need, req)
             req.block_count = need
             req.status = "running"
             batch.append(req)

@@ -69,7 +69,7 @@ class VllmV0Scheduler(Scheduler):
         # Admission keeps the watermark free; a request (recomputed after a preemption at
         # up to its full length) that could never pass it would block the queue forever.
         usable = self.kv.total - self.kv.watermark_blocks
-        need = self.kv.blocks_for(req.prompt_tokens + req.output_tokens - 1) + self.kv.state_blocks
+        need = self.kv.blocks_for(req.prompt_tokens + req.output_tokens - 1) + self.kv.beside(req)
         if need > usable:
             return (f"needs {need} KV blocks at full length; {usable} can be admitted under the "
                     f"watermark (cache {self.kv.total} blocks)")
@@ -77,7 +77,7 @@ class VllmV0Scheduler(Scheduler):
 
     def _preempt(self, req) -> None:
         """Swap `req` out when the policy swaps and the host has room; else recompute it."""
-        held = req.block_count + self.kv.state_blocks  # KV and any recurrent state
+        held = req.block_count + self.kv.beside(req)  # KV and any state or window beside it
         if self.config.preemption_mode == "swap" and req.block_count and self.kv.can_swap_out(held):
             self.kv.swap_out(held)  # block_count stays: the blocks to bring back
             self.step_swapped += held
@@ -95,7 +95,7 @@ class VllmV0Scheduler(Scheduler):
         swapped = self.swapped
         while swapped and len(self.running) < self.max_num_seqs:
             req = swapped[0]
-            held = req.block_count + kv.state_blocks
+            held = req.block_count + kv.beside(req)
             if kv.free - (held + 1) < kv.watermark_blocks:
                 break
             swapped.popleft()
@@ -128,10 +128,10 @@ class VllmV0Scheduler(Scheduler):
             if pad_limit is not None and batched - (packed + todo) > pad_limit:
                 break
             need = kv.blocks_for(todo)
-            if not kv.can_admit(need, keep_watermark=True):
+            if not kv.can_admit(need, req, keep_watermark=True):
                 break
             waiting.popleft()
-            kv.admit(need)
+            kv.admit(need, req)
             req.block_count = need
             req.status = "running"
             running.append(req)

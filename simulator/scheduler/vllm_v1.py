@@ -194,8 +194,8 @@ class VllmV1Scheduler(Scheduler):
                 q = min(todo, budget)
                 # Blocks beyond those it holds, or will hold once the hit is referenced.
                 need = -(-(c + q) // bs) - max(req.block_count, c // bs)
-                # (and a hybrid model's recurrent state, held while it runs)
-                if need + revived + kv.state_blocks > kv.total - kv.used:
+                # (and a hybrid model's recurrent state or last window, held while it runs)
+                if need + revived + kv.beside(req) > kv.total - kv.used:
                     break
                 waiting.popleft()
                 if hit is not None:
@@ -204,7 +204,7 @@ class VllmV1Scheduler(Scheduler):
                         req.cached_tokens = c
                     if req.prefix is not None:
                         cache.publish(req, c + q)
-                kv.admit(need)
+                kv.admit(need, req)
                 req.block_count += need
                 req.status = "running"
                 running.append(req)
