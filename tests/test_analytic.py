@@ -178,3 +178,23 @@ def test_dd1_overloaded_queue_grows_linearly():
     req = res.requests.sort_values("request_id")
     i = req["request_id"].to_numpy()
     np.testing.assert_allclose(req["ttft_ms"].to_numpy() * 1e-3, s + i * s / 2, rtol=1e-9)
+
+
+@pytest.mark.parametrize("gpu_name", ["h20", "h100-sxm", "l4", "a100-80gb-sxm"])
+def test_small_batch_gemm_is_a_weight_read(gpu_name):
+    """A decode GEMM of one to 16 rows reads its weights and does little else: on every
+    GPU, H20 included (compute-starved: a 64-row tile made batch-1 decode compute-bound
+    there, 2.6x the weight-read floor), the roofline time is the weight read plus a launch."""
+    from simulator.cost.config import RooflineEfficiency
+    from simulator.cost.roofline import RooflineTimer
+    from simulator.hardware import get_gpu
+
+    gpu = get_gpu(gpu_name)
+    eff = RooflineEfficiency()
+    timer = RooflineTimer(gpu, eff)
+    n, k = 14336, 4096
+    for m in (1, 8, 16):
+        nbytes = 2.0 * n * k + 2.0 * m * (n + k)
+        t = timer.gemm_time(m, n, k, 2.0 * m * n * k, nbytes, "bf16")
+        floor = nbytes / (gpu.hbm_tbps * 1e12 * eff.gemm_memory)
+        assert t == pytest.approx(floor + timer.latency * timer._gemm_kernels("bf16"), rel=1e-9)

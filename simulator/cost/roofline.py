@@ -43,7 +43,11 @@ class RooflineTimer:
         return np.maximum(compute, memory) + self.latency
 
     def gemm_time(self, m: int, n: int, k: int, flops: float, nbytes: float, dtype: str) -> float:
-        tile_m = 128 if m >= 128 else 64
+        # Up to 16 rows (a decode batch of a few sequences) libraries run narrow-tile or
+        # GEMV-like kernels, not a 64-row tile 4-64x padded: on a compute-starved GPU (H20:
+        # 31 FLOP per byte at these efficiencies) 64 rows would make batch-1 decode
+        # compute-bound. Elsewhere such GEMMs are memory-bound either way.
+        tile_m = 128 if m >= 128 else 64 if m > 16 else 16
         tiles = math.ceil(m / tile_m) * math.ceil(n / TILE_N)
         sms = self.gpu.num_sms
         if tiles >= sms:
