@@ -35,7 +35,8 @@ class MemoryPlan:
     # reserved as whole KV blocks out of the same pool (see linear_state_bytes_per_gpu).
     state_bytes_per_seq: float = 0.0
     # The weights one decode token reads on this GPU: all of them for a dense model, the
-    # rest plus its top-k routed experts' share for MoE (a decode step's HBM floor).
+    # rest plus its top-k routed experts' share for MoE, less the input embedding table
+    # of which it reads one row (a decode step's HBM floor).
     weights_read_per_token_gib: float = 0.0
     # Sliding-window models: groups of windowed layers, and the blocks one window spans
     # (sliding_window_groups); each running sequence holds that many per group.
@@ -328,6 +329,9 @@ class MemorySetup:
             routed = model.model_copy(update={"num_experts": model.experts_per_token})
             read = weight_bytes_per_gpu(routed, self.weight_dtype, self.tp, self.pp, self.expert_weight_dtype,
                                         tile, self.dp, self.expert_parallel) / GIB
+        if not model.tied_embeddings:  # a token looks up one row of its own input embedding
+            read -= (model.vocab_size * model.hidden_size * max(2.0, DTYPE_BYTES[self.weight_dtype])
+                     / (self.tp * self.pp) / GIB)
         return MemoryPlan(total, self.utilization, weights, act, self.runtime_reserve_gib, kv, per_token,
                           self.block_size, blocks, linear_state_bytes_per_gpu(model, self.tp, self.pp), read,
                           sliding_window_groups(model, self.pp, self.block_size))

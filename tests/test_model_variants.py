@@ -408,19 +408,21 @@ def test_hf_config_with_block_fp8_quantisation_marks_a_native_fp8_checkpoint(tmp
     ("qwen3-30b-a3b", 2, "bf16", None),
 ])
 def test_the_decode_floor_reads_what_one_token_passes_through(name, tp, weights, experts):
-    """A dense decode step reads the whole weight shard; a MoE one at least the shard less
-    the routed experts a token skips (its active share), which `plan` reports as the floor."""
+    """A dense decode step reads the whole weight shard but the input embedding (one row of
+    it); a MoE one also skips the routed experts a token does not use (the active share),
+    which `plan` reports as the floor."""
     from simulator.hardware import get_gpu
     from simulator.memory import plan_memory
     model = get_model(name)
     plan = plan_memory(model, get_gpu("h100-sxm"), tp=tp, pp=1, weight_dtype=weights, kv_dtype="bf16",
                        expert_weight_dtype=experts, utilization=0.9, runtime_reserve_gib=0.5, block_size=16,
                        max_batched_tokens=8192, max_num_seqs=256, max_model_len=4096)
+    embedding = model.vocab_size * model.hidden_size * 2 / tp / 2**30  # 16-bit, split over TP
     if not model.is_moe:
-        assert plan.weights_read_per_token_gib == plan.weights_gib
+        assert plan.weights_read_per_token_gib == pytest.approx(plan.weights_gib - embedding, rel=1e-9)
         return
-    assert plan.weights_read_per_token_gib < plan.weights_gib
+    assert plan.weights_read_per_token_gib < plan.weights_gib - embedding
     # Without quantised experts the bytes scale as the parameters (the router aside).
     if experts is None:
-        share = model.active_param_count / model.param_count
+        share = (model.active_param_count - model.vocab_size * model.hidden_size) / model.param_count
         assert plan.weights_read_per_token_gib / plan.weights_gib == pytest.approx(share, rel=0.01)
