@@ -114,7 +114,7 @@ def plan_cmd(
         _print_infeasible(groups)
     best, second = outcome.recommendation, outcome.runner_up
     if best is None:
-        _print_slo_misses(rows)
+        _print_slo_misses(rows, outcome.records, loaded)
         console.print(f"recommended: none — {_why_none(groups, n_ok, n_err, loaded)}", soft_wrap=True,
                       markup=False, highlight=False)
     else:
@@ -138,15 +138,40 @@ def _print_infeasible(groups) -> None:
         console.print(f"{'infeasible:' if i == 0 else '':<13}{line}", soft_wrap=True, markup=False, highlight=False)
 
 
-def _print_slo_misses(rows: list[dict], shown: int = 4) -> None:
+def _print_slo_misses(rows: list[dict], records: dict[str, dict], loaded, shown: int = 4) -> None:
     """Why the searched configurations missed the SLO (the lowest rate tried and the limit
-    it broke); without them the terminal says only that none qualified."""
+    it broke); without them the terminal says only that none qualified. Then the fix: the
+    latencies the best configuration reached there, which an SLO could ask for."""
     missed = [r for r in rows if r["status"] == "ok" and r.get("reason")]
     for i, r in enumerate(missed[:shown]):
         console.print(f"{'SLO missed:' if i == 0 else '':<13}{r['label']}: {r['reason']}",
                       soft_wrap=True, markup=False, highlight=False)
     if len(missed) > shown:
         console.print(f"{'':<13}… {len(missed) - shown} more (plan.csv, column reason)", highlight=False)
+    reached = _best_reached(missed, records, loaded.plan.slo)
+    if reached:
+        console.print(f"{'fix:':<13}relax the SLO to what the searched configurations reached at their lowest "
+                      f"rate ({'; '.join(reached)}), or add faster GPUs or more TP to the space",
+                      soft_wrap=True, markup=False, highlight=False)
+
+
+def _best_reached(missed: list[dict], records: dict[str, dict], slo) -> list[str]:
+    """Per p99 limit (the statistic the probes keep) that no missed configuration met at
+    its lowest rate, the lowest value one measured there, and which configuration it was."""
+    out = []
+    for key, label in (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("e2e_ms", "E2E")):
+        lim = getattr(slo, key)
+        if lim is None or lim.p99 is None:
+            continue
+        field = f"{key.removesuffix('_ms')}_p99_ms"
+        seen = []
+        for r in missed:
+            probes = (records.get(r["key"]) or {}).get("probes") or []
+            if probes and (v := min(probes, key=lambda p: p["rate"]).get(field)) is not None:
+                seen.append((v, r["label"]))
+        if seen and (best := min(seen))[0] > lim.p99:  # only the limits nothing met
+            out.append(f"p99 {label} {best[0]:,.0f} ms on {best[1]}")
+    return out
 
 
 def _why_none(groups, n_ok: int, n_err: int, loaded) -> str:

@@ -107,12 +107,12 @@ def _search(task: dict) -> dict:
     probes: list[dict] = []
     sims = [0]
 
-    def simulate(rate: float, n: int) -> dict:
+    def simulate(rate: float, n: int, early_stop: bool = s.early_stop) -> dict:
         arrival = wcfg.arrival.model_copy(update={"rate": rate})
         wl = build_workload(wcfg.model_copy(update={"arrival": arrival, "num_requests": n}), base_dir)
         sim = Simulation(loaded, workload=wl)
         warmup_n = int(np.ceil(s.warmup_fraction * n))
-        monitor = LiveMonitor(sim, slo, warmup_n, s, burst) if s.early_stop else None
+        monitor = LiveMonitor(sim, slo, warmup_n, s, burst) if early_stop else None
         t = time.perf_counter()
         sims[0] += 1
         try:
@@ -183,6 +183,8 @@ def _search(task: dict) -> dict:
     else:
         hi = p["rate"]
         p = run_at(FLOOR_PROBE * cap)
+        if not p["passed"] and p["early_stop"]:  # run it out: what it reaches is the fix to offer
+            probes[-1] = p = simulate(p["rate"], p["requests"], early_stop=False)
         if not p["passed"]:
             return {"status": "ok", "max_rate": 0.0, "bracket": [0.0, p["rate"]],
                     "reason": f"SLO not met even at {p['rate']:.3g} req/s ({p['reason']})",
