@@ -282,6 +282,24 @@ def test_small_decode_cache_waits_and_preempts_but_completes(policy):
     check_fast_forward_equivalent(d, res, stepped)
 
 
+@pytest.mark.parametrize("policy", PAGED_POLICIES)
+def test_a_prefill_instance_admits_what_its_prompt_needs(policy):
+    """A prefill instance holds only the prompt's KV: a request whose prompt fits its cache
+    but whose whole length would not (pp 2 halves a forced 1,024-token cache per virtual
+    engine) is served, where it used to be refused at full length. A prompt too long for
+    the prefill pool alone is refused and says which pool."""
+    d = disagg(scenario(policy, arrival=poisson(5.0), prompt=fixed(400), output=fixed(300), num_requests=6,
+                        kv_tokens=1024, max_model_len=1024), prefill=(1, 2, 1), decode=(1, 1, 1))
+    sim, res = simulate(d)
+    assert (res.requests["status"] == "completed").all()
+    check_disaggregated(d, sim, res)
+    d = disagg(scenario(policy, arrival=poisson(5.0), prompt=fixed(600), output=fixed(10), num_requests=2,
+                        kv_tokens=1024, max_model_len=1024), prefill=(1, 2, 1), decode=(1, 1, 1))
+    _, res = simulate(d)
+    assert (res.requests["status"] == "rejected").all()
+    assert res.requests["reject_reason"].str.startswith("prefill pool: ").all()
+
+
 def test_pipeline_pools_keep_the_invariants():
     d = disagg(scenario("vllm-v1", arrival=poisson(30.0), prompt=uniform(16, 800),
                         output=uniform(1, 100), num_requests=80, max_model_len=2048),

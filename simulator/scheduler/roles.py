@@ -18,6 +18,7 @@ changes where a request enters and leaves an instance:
 
 from __future__ import annotations
 
+import copy
 from collections import deque
 from functools import cache
 
@@ -27,6 +28,15 @@ from simulator.scheduler.base import Scheduler, Step
 
 class PrefillRole(Scheduler):
     """Runs prompts only; hands each request off after its first token."""
+
+    def admission_error(self, req: Request) -> str | None:
+        """The policy's checks at the length this instance holds: the prompt and its first
+        token (the decode pool checks the whole request, cluster.py). Named by pool, since
+        the pools' caches differ."""
+        prompt_only = copy.copy(req)
+        prompt_only.output_tokens = 1
+        reason = super().admission_error(prompt_only)
+        return None if reason is None else f"prefill pool: {reason}"
 
     def complete(self, step: Step, end: float) -> list[Request]:
         """Finished requests, then those handed off (status `transferring`, KV still held)."""
