@@ -395,19 +395,24 @@ class Simulation:
             self._next_send(client, first=False)
 
     def _next_send(self, client: int, *, first: bool) -> None:
-        """Client `client` sends its next request, after its think time if any."""
+        """Client `client` sends its next request, after its think time if any; not at all
+        when that send would fall at or past `duration_s` (the request is sent then, not
+        decided on now)."""
         wl = self.workload
         i = self._next_index
-        if i >= len(wl.prompt_tokens) or (wl.duration_s is not None and self.env.now >= wl.duration_s):
+        if i >= len(wl.prompt_tokens):
             self._wake_all()
             return
-        self._next_index += 1
         if wl.release_s is not None:
             delay = max(0.0, float(wl.release_s[i]) - self.env.now)
         elif wl.think_times is not None:
             delay = float(wl.think_times[i])
         else:
             delay = 0.0 if first else wl.think_time_s
+        if wl.duration_s is not None and self.env.now + delay >= wl.duration_s:
+            self._wake_all()
+            return
+        self._next_index += 1
         if delay > 0:
             self._pending_sources += 1
             self.env.process(self._think_then_send(client, i, delay))

@@ -260,6 +260,23 @@ def test_rate_capped_closed_loop(rate):
         assert res.summary["duration_s"] == pytest.approx(closed.summary["duration_s"], rel=0.01)
 
 
+@pytest.mark.parametrize("arrival", [{**closed_loop(4), "rate": 5.0}, {**closed_loop(4), "think_time_s": 2.9}],
+                         ids=["rate", "think"])
+def test_closed_loop_sends_nothing_at_or_after_duration(arrival):
+    """duration_s bounds when requests go out, not when a client decides to send: a
+    rate-capped client used to send long after it (32 of 45 requests past a 3 s window at
+    5 req/s), and one with a think time sent at 3.017 s."""
+    d = scenario("vllm-v1", arrival=arrival, prompt=fixed(128), output=fixed(16), num_requests=200)
+    d["workload"]["duration_s"] = 3.0
+    sim, res = simulate(d)
+    req = res.requests
+    assert 0 < len(req) < 200 and (req["arrival_s"] < 3.0).all()
+    assert (req["status"] == "completed").all()
+    check_kv(sim, res.iterations)
+    if "rate" in arrival:  # the issue times before the window all went out
+        assert len(req) == int((sim.workload.release_s < 3.0).sum())
+
+
 def test_fast_forward_iteration_queue_len_matches_stepping():
     d = scenario("vllm-v1", arrival=constant(10.0), prompt=fixed(100), output=fixed(200),
                  num_requests=3, sched={"max_num_seqs": 1})
