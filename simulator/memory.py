@@ -274,13 +274,17 @@ def plan_memory(
             where=where, fix=memory_fit.fit_fix(setup, split_experts, gpus_per_node),
         )
     # The tokens one sequence can hold beside its recurrent state and windows (all of them without).
-    capacity = plan.capacity_tokens - plan.beside(max_model_len) * plan.block_size
-    more = ([f"memory.kv_cache_tokens: {max_model_len} or more"] if kv_cache_tokens is not None
+    beside = plan.beside(max_model_len) * plan.block_size
+    capacity = plan.capacity_tokens - beside
+    more = ([f"memory.kv_cache_tokens: {max_model_len + beside} or more"] if kv_cache_tokens is not None
             else memory_fit.fit_fixes(setup, split_experts, gpus_per_node))
-    fixes = [f"model.max_model_len: {capacity} or less", *more]
+    fixes = [f"model.max_model_len: {capacity} or less", *more] if capacity > 0 else more
+    held = (f"the KV cache holds {capacity} tokens, fewer than max_model_len={max_model_len}" if capacity > 0 else
+            f"the KV cache ({plan.capacity_tokens} tokens) is no larger than what one sequence holds beside its "
+            f"tokens ({beside} tokens' worth of blocks: its recurrent state or sliding windows), so not one "
+            f"max_model_len={max_model_len} sequence fits")
     raise KVBelowMaxModelLenError(
-        f"the KV cache holds {capacity} tokens, fewer than max_model_len="
-        f"{max_model_len} (vLLM refuses to start in this case)\n{plan.table()}",
+        f"{held} (vLLM refuses to start in this case)\n{plan.table()}",
         capacity_tokens=capacity,
         where=where,
         fix=memory_fit.one_of(fixes),

@@ -78,3 +78,19 @@ def test_every_suggestion_fits_on_its_own():
 def test_a_forced_kv_cache_below_max_model_len_suggests_a_larger_one():
     fix = fix_of(scenario(kv_tokens=1024, max_model_len=4096), KVBelowMaxModelLenError)
     assert suggestions(fix) == {"model.max_model_len": "1024", "memory.kv_cache_tokens": "4096"}
+
+
+@pytest.mark.parametrize(("model", "tp"), [("qwen3-next-80b-a3b", 2), ("gemma-3-27b", 1)])
+def test_a_forced_kv_cache_suggests_room_for_what_a_sequence_holds_beside_its_tokens(model, tp):
+    """A recurrent state (Qwen3-Next: 1,616 tokens' worth of blocks at TP2) or sliding
+    windows take blocks of the same cache: the fix asks for them too, never for a negative
+    max_model_len or for the size already set, and the size it asks for starts."""
+    d = scenario(model=model, kv_tokens=1024, max_model_len=1024, tp=tp)
+    with pytest.raises(KVBelowMaxModelLenError) as exc:
+        Simulation(api.load(data=d))
+    found = suggestions(exc.value.fix)
+    assert not re.search(r"holds -\d", exc.value.message)  # it read "the KV cache holds -592 tokens"
+    assert int(found["memory.kv_cache_tokens"]) > 1024
+    assert starts(d, "memory.kv_cache_tokens", found["memory.kv_cache_tokens"])
+    if "model.max_model_len" in found:
+        assert int(found["model.max_model_len"]) > 0
