@@ -300,6 +300,26 @@ def test_a_prefill_instance_admits_what_its_prompt_needs(policy):
     assert res.requests["reject_reason"].str.startswith("prefill pool: ").all()
 
 
+def test_a_recompute_that_cannot_fit_beside_held_prompts_does_not_livelock():
+    """DistServe's pulled prompts hold their blocks until they join the batch; a preempted
+    request recomputed in vllm-v1 chunks that could never fit beside them preempted itself
+    forever (found by fuzzing: one request preempted 26,000 times, the run never ended).
+    The held prompts now join the batch first, and every request settles."""
+    d = scenario("vllm-v1", arrival=poisson(100.0), prompt=uniform(1, 824), output=uniform(1, 200),
+                 num_requests=60, seed=274, kv_tokens=1024, max_model_len=1024, model="opt-125m",
+                 sched={"max_num_batched_tokens": 16, "max_num_seqs": 16, "enable_prefix_caching": False,
+                        "async_scheduling": False})
+    d = disagg(d, prefill=(1, 1, 1), decode=(1, 2, 1), link="pcie5", protocol="distserve")
+    with time_limit(30.0):
+        sim, res = simulate(d)
+    req = res.requests
+    assert req["status"].isin(["completed", "rejected"]).all() and len(req) == 60
+    assert (req.loc[req["status"] == "rejected", "reject_reason"].str.len() > 0).all()
+    assert (req["status"] == "completed").sum() > 0 and req["preemptions"].max() < 100
+    check_tokens(d, req, res.iterations, sim)
+    assert all(e.scheduler.kv.used == 0 and e.scheduler.outstanding == 0 for e in engines(sim))
+
+
 def test_pipeline_pools_keep_the_invariants():
     d = disagg(scenario("vllm-v1", arrival=poisson(30.0), prompt=uniform(16, 800),
                         output=uniform(1, 100), num_requests=80, max_model_len=2048),
