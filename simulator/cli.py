@@ -136,6 +136,8 @@ def print_summary(summary: dict, out_dir: Path | None) -> None:
            if kv.get("prefix_cache_hit_rate") else "")
         + (f", each running sequence also holding {kv['state_blocks_per_sequence']} blocks of recurrent state"
            if kv.get("state_blocks_per_sequence") else "")
+        + (f", each running sequence also holding up to {kv['window_blocks_per_sequence']} blocks of its "
+           "sliding-window layers" if kv.get("window_blocks_per_sequence") else "")
         + (", no prefix caching (vLLM's default for hybrid models)"
            if kv.get("state_blocks_per_sequence") and summary["config"].get("prefix_caching") is False else ""),
     ]

@@ -61,3 +61,13 @@ def test_small_cache_invariants_with_windows(policy):
     kv = sim.replicas[0].engines[0].scheduler.kv
     assert kv.window_groups == 1 and kv.window_blocks == 257
     assert kv.peak_used > 0
+
+
+def test_the_run_says_what_the_windows_hold(tmp_path, capsys):
+    from conftest import CHATBOT, cli
+
+    assert cli(CHATBOT, "--set", "model.name=gemma-3-12b", "--set", "workload.num_requests=20", "-o",
+               tmp_path / "out", "--no-report") == 0
+    out = " ".join(capsys.readouterr().out.split())
+    # Gemma-3-12B: 40 windowed / 8 full layers -> 5 groups of 65 blocks (1,024-token window)
+    assert "each running sequence also holding up to 325 blocks of its sliding-window layers" in out
