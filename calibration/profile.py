@@ -330,6 +330,7 @@ def staged_file(path: str | os.PathLike) -> Iterator[Path]:
     path = Path(path)
     tmp = _staging_name(path)
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)  # only now: a refused or failed run leaves none
         yield tmp
         os.replace(tmp, path)
     except BaseException:
@@ -340,20 +341,26 @@ def staged_file(path: str | os.PathLike) -> Iterator[Path]:
 
 def check_writable(path: str | os.PathLike, *, option: str | None = None) -> Path:
     """`path` as a file this process can create, checked before minutes of measuring or
-    converting are spent on it; missing parent directories are created. `option` names
-    the command-line option it came from, for the error."""
+    converting are spent on it (missing parent directories are created when it is
+    written). A symbolic link is written through to the file it names; an existing path
+    that is not a regular file (a device such as /dev/null, a pipe) is refused, since the
+    write replaces what is there. `option` names the command-line option it came from."""
     out = Path(path).expanduser()
     where = f"{option} {out}" if option else str(out)
+    if out.is_symlink():
+        out = out.resolve()
     if out.is_dir():
         raise CalibrationError("is a directory, not a profile file", where=where,
                                fix=f"give a file name, e.g. {out / 'my-gpu.json'}")
+    if out.exists() and not out.is_file():
+        raise CalibrationError("is not a regular file (a device, pipe or socket): writing the profile would "
+                               "replace it", where=where, fix="give a file path, e.g. /tmp/my-gpu.json")
     parent = next((d for d in out.parents if d.exists()), None)
     if parent is not None and not parent.is_dir():
         raise CalibrationError(f"{parent} is a file, not a directory", where=where,
                                fix="give a path whose parent directories are directories")
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        probe = _staging_name(out)
+    try:  # a probe in the nearest directory that exists (the folders below it are made later)
+        probe = _staging_name((parent or Path.cwd()) / out.name)
         probe.open("w").close()
         probe.unlink()
     except OSError as exc:

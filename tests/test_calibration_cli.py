@@ -103,6 +103,26 @@ def test_an_out_path_that_cannot_be_written_is_refused_before_measuring(tmp_path
     assert "is a directory" in err
 
 
+def test_a_device_at_out_is_refused_and_a_link_is_written_through(tmp_path, no_measuring, capsys):
+    """`--out /dev/null` used to replace the system's /dev/null with a regular file (the
+    write moves a staging file onto the path); a link now keeps pointing at its file."""
+    err = user_error(measure("/dev/null"), capsys)
+    assert "is not a regular file" in err and Path("/dev/null").is_char_device()
+    target = tmp_path / "real.json"
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    save_profile(cpu_profile(), link)
+    assert link.is_symlink() and load_profile(target).metadata.device_kind == "cpu"
+
+
+def test_a_refused_or_failed_run_leaves_no_new_folders(tmp_path, capsys):
+    out = tmp_path / "a" / "b" / "p.json"
+    err = user_error(measure(out, "--budget-s", "0"), capsys)
+    assert "nothing was measured" in err and list(tmp_path.iterdir()) == []
+    save_profile(cpu_profile(), out)  # a write makes them
+    assert load_profile(out).metadata.device_kind == "cpu"
+
+
 def test_an_interrupted_write_leaves_the_old_profile_and_no_partial_file(tmp_path, stub_measuring, monkeypatch,
                                                                         capsys):
     out = tmp_path / "mine.json"
