@@ -40,7 +40,7 @@ from calibration.sustained import measure_sustained, sustained_fractions
 GRAPH_BELOW_US = 300.0
 # Idle seconds before each sustained-rate run, so the clocks recover from the one before.
 SUSTAINED_REST_S = 2.0
-TORCH_MISSING = "calibration needs torch: pip install -e '.[calibrate]'"
+TORCH_MISSING = "calibration needs torch, which is not installed"
 _TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
 
@@ -50,7 +50,13 @@ def require_torch():
         import torch
     except ImportError:
         raise CalibrationError(TORCH_MISSING, where="simulate calibrate",
-                               fix="pip install -e '.[calibrate]' (any torch >= 2.1; CPU builds work)") from None
+                               fix="pip install torch (>= 2.1; a CPU build works for a development profile), "
+                                   "or in a servesim checkout pip install -e '.[calibrate]'") from None
+    except Exception as exc:  # installed but broken: a CUDA wheel without its libraries, an ABI clash
+        raise CalibrationError(f"torch is installed but failed to load: {type(exc).__name__}: {exc}",
+                               where="simulate calibrate",
+                               fix="reinstall a torch build for this machine, e.g. pip install --force-reinstall "
+                                   "torch (a CPU build works for a development profile)") from None
     return torch
 
 

@@ -450,7 +450,29 @@ def test_calibrate_without_torch_says_how_to_install(monkeypatch, tmp_path, caps
     with pytest.raises(SystemExit) as exc:
         _main(["calibrate", "--model", "llama-3.1-8b", "--quick", "--out", str(tmp_path / "x.json")])
     assert exc.value.code == 2
-    assert TORCH_MISSING in capsys.readouterr().err.replace("\n", "")
+    err = " ".join(capsys.readouterr().err.split())
+    assert TORCH_MISSING in err and "pip install torch" in err
+
+
+def test_a_torch_that_fails_to_load_is_a_clean_error(monkeypatch, tmp_path, capsys):
+    """A CUDA wheel without its libraries raises OSError on import: it was a traceback."""
+    import builtins
+
+    real_import = builtins.__import__
+
+    def broken(name, *args, **kwargs):
+        if name == "torch":
+            raise OSError("libtorch_cuda.so: cannot open shared object file")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    monkeypatch.setattr(builtins, "__import__", broken)
+    with pytest.raises(SystemExit) as exc:
+        _main(["calibrate", "--model", "llama-3.1-8b", "--quick", "--out", str(tmp_path / "x.json")])
+    assert exc.value.code == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "torch is installed but failed to load: OSError: libtorch_cuda.so" in err and "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_calibrate_needs_out_and_a_model(tmp_path):
