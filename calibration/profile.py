@@ -13,7 +13,7 @@ import contextlib
 import json
 import os
 from collections.abc import Iterator
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Literal
 
@@ -174,8 +174,21 @@ def _check_rows(family: str, table: FamilyTable) -> None:
                 ok = v is None or (isinstance(v, int) and v > 0)
             else:
                 ok = v is None or (isinstance(v, int | float) and v >= 0)
+            if ok and name == "dtype":
+                ok = v in _dtype_labels(family)
             if not ok:
-                raise ValueError(f"tables.{family}.rows[{i}]: bad {name} {v!r}")
+                raise ValueError(f"tables.{family}.rows[{i}]: bad {name} {v!r}"
+                                 + (f" (known: {', '.join(sorted(_dtype_labels(family)))})" if name == "dtype" else ""))
+
+
+@cache
+def _dtype_labels(family: str) -> frozenset[str]:
+    """The dtype labels a family's rows may carry: the compute dtypes (a fused MoE's also
+    its kernel formats, ops.moe_table_dtype); a row with any other label is never read."""
+    from simulator.cost.ops import MOE_TABLE_COMPUTE
+    from simulator.hardware.spec import TENSOR_DTYPES
+
+    return frozenset(MOE_TABLE_COMPUTE) | frozenset(TENSOR_DTYPES) if family == "moe" else frozenset(TENSOR_DTYPES)
 
 
 def make_table(family: str, rows: list[list]) -> FamilyTable:
@@ -298,8 +311,12 @@ def parse_profile(data: bytes | str, *, where: str = "<profile>") -> Profile:
         profile = Profile.model_validate_json(data)
     except ValidationError as exc:
         first = exc.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"])
-        raise CalibrationError(f"invalid profile: {loc}: {first['msg']} ({exc.error_count()} problem(s))",
+        loc = _profile_location(first["loc"])
+        msg = first["msg"].removeprefix("Value error, ")
+        if first["type"] in ("int_type", "float_type", "string_type", "none_required", "finite_number") and \
+                "rows" in first["loc"]:  # a cell of no type a row may hold (pydantic names each union member)
+            msg = f"{first.get('input')!r} is not a finite number, text or null"
+        raise CalibrationError(f"invalid profile: {loc + ': ' if loc else ''}{msg} ({exc.error_count()} problem(s))",
                                where=where, fix="re-create the profile; see calibration/README.md for the format") from None
     if not any(t.rows for t in profile.tables.values()):
         # Nothing to time with: a run would fall back to other tables while its summary
@@ -316,6 +333,17 @@ def parse_profile(data: bytes | str, *, where: str = "<profile>") -> Profile:
             raise CatalogError(f"profile metadata names GPU {gpu!r}, which is not in the catalog",
                                where=where, fix="set metadata.gpu to a catalog name or null; " + (exc.fix or "")) from None
     return profile
+
+
+def _profile_location(loc: tuple) -> str:
+    """`tables.gemm.rows[0][4]` from pydantic's location, without its union-member tags."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part not in ("int", "float", "str", "none", "bool"):
+            out += f".{part}" if out else str(part)
+    return out
 
 
 def _staging_name(path: Path) -> Path:

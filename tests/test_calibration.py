@@ -126,7 +126,17 @@ def test_bad_columns_and_rows_are_rejected():
         parse_profile(json.dumps(raw))
     raw = json.loads(synthetic_profile().model_dump_json())
     raw["tables"]["gemm"]["rows"][3][4] = -1.0
-    with pytest.raises(CalibrationError, match=r"rows\[3\]: bad median_us"):
+    with pytest.raises(CalibrationError, match=r"invalid profile: tables.gemm.rows\[3\]: bad median_us"):
+        parse_profile(json.dumps(raw))
+    # A dtype no op reads (it passed before, and a run failed later naming no file or row).
+    raw = json.loads(synthetic_profile().model_dump_json())
+    raw["tables"]["gemm"]["rows"][2][3] = "fp7"
+    with pytest.raises(CalibrationError, match=r"rows\[2\]: bad dtype 'fp7' \(known: bf16, "):
+        parse_profile(json.dumps(raw))
+    # A NaN cell: the row and column, not pydantic's union-member labels.
+    raw = json.loads(synthetic_profile().model_dump_json())
+    raw["tables"]["gemm"]["rows"][0][0] = float("nan")  # json.dumps writes NaN
+    with pytest.raises(CalibrationError, match=r"rows\[0\]\[0\]: nan is not a finite number, text or null"):
         parse_profile(json.dumps(raw))
 
 
