@@ -22,6 +22,7 @@ from simulator.cost import (
     IterationCostModel,
     ShardedModel,
     kernel_times_source,
+    missing_tables,
     roofline_estimated,
 )
 from simulator.cost.ops import compute_dtypes, token_ops
@@ -251,6 +252,9 @@ class Simulation:
         estimated = roofline_estimated(timer, [p.cost for p in self.pools.values()])
         if estimated:
             self.kernel_times += f"; roofline estimates for {', '.join(estimated)} (no table times them)"
+        missing = missing_tables(timer, [p.cost for p in self.pools.values()])
+        if missing:
+            self.kernel_times += f"; not in the profile: {', '.join(missing)}"
         if any(p.cost.older_decode_kernel for p in self.pools.values()):
             self.kernel_times += "; " + untuned_fp8_decode_note(sc.cost_model.engine_version)
         self.workload = workload if workload is not None else build_workload(sc.workload, loaded.base_dir)

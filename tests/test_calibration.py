@@ -658,3 +658,29 @@ def test_show_names_each_cross_validation_used():
     assert _folds({"gemm": big}) == "5-fold cross-validation"
     assert _folds({"gemm": big, "p2p": small}) == "5-fold cross-validation, leave-one-out for the smaller families"
     assert _folds({"p2p": small}) == "leave-one-out"
+
+
+def test_the_summary_names_families_the_profile_does_not_time(tmp_path):
+    """A profile without GEMM rows (cut short, edited) used to run silently with GEMMs from
+    another source (and crashed on a GPU with a sustained rate); a shipped profile's
+    declared gaps (no elementwise rows in aiconfigurator's tables) are not repeated."""
+    from simulator import api
+
+    prof = synthetic_profile()
+    path = save_profile(prof.model_copy(update={"tables": {k: v for k, v in prof.tables.items() if k != "gemm"}}),
+                        tmp_path / "p.json")
+    data = {"model": {"name": "llama-3.1-8b", "max_model_len": 2048},
+            "hardware": {"gpu": "h100-sxm", "profile": str(path)}, "cost_model": {"backend": "calibrated"},
+            "workload": {"arrival": {"type": "poisson", "rate": 5.0}, "num_requests": 4,
+                         "prompt_tokens": {"type": "fixed", "value": 64},
+                         "output_tokens": {"type": "fixed", "value": 4}}, "output": {"report": False}}
+    summary = api.run(data).summary  # a measured H100 profile: the shipped H100 tables fill in
+    assert "not in the profile: gemm from h100_sxm-vllm" in summary["config"]["kernel_times"]
+    l4 = synthetic_profile(gpu="l4")  # no tables ship for an L4: the roofline fills in
+    l4_path = save_profile(l4.model_copy(update={"tables": {k: v for k, v in l4.tables.items() if k != "gemm"}}),
+                           tmp_path / "l4.json")
+    on_l4 = api.run(data, overrides=["hardware.gpu=l4", f"hardware.profile={l4_path}"]).summary
+    assert "not in the profile: gemm from the roofline" in on_l4["config"]["kernel_times"]
+    assert "attn_decode" not in summary["config"]["kernel_times"]
+    shipped = api.run(data, overrides=["hardware.profile=h100_sxm-vllm"]).summary
+    assert "not in the profile" not in shipped["config"]["kernel_times"]

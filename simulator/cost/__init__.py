@@ -107,6 +107,27 @@ def roofline_estimated(timer: OpTimer, costs: Iterable[IterationCostModel]) -> l
     return list(found)
 
 
+def missing_tables(timer: OpTimer, costs: Iterable[IterationCostModel]) -> list[str]:
+    """Op families this run needs that the profile has no rows for and does not declare
+    unmeasured (`metadata.not_measured`, e.g. the elementwise kernels aiconfigurator does
+    not time), with what times them instead: a profile cut short or edited by hand would
+    otherwise be read as measured while those ops ran at another GPU's datasheet rate."""
+    source_of = getattr(timer, "source_of", None)
+    profile = getattr(timer, "profile", None)
+    if source_of is None or profile is None:
+        return []
+    declared = {k.split(" ")[0] for k in profile.metadata.not_measured}
+    found: dict[str, str] = {}
+    for cost in costs:
+        for shape in _PROBE_SHAPES:
+            for op in cost.ops(shape):
+                source = source_of(op)
+                if (op.family not in declared and op.family not in ESTIMATED_FAMILIES and op.family not in found
+                        and (source == "roofline-default" or source.startswith("shipped:"))):
+                    found[op.family] = "the roofline" if source == "roofline-default" else source.split(":", 1)[1]
+    return [f"{family} from {source}" for family, source in found.items()]
+
+
 COST_BACKENDS: dict[str, Callable[[GPUSpec, CostModelConfig, str | None], OpTimer]] = {
     "roofline": _roofline,
     "calibrated": _calibrated,

@@ -173,7 +173,8 @@ class CalibratedTimer:
             rate = self.attention_sustained
         if rate is None or op.family not in SUSTAINED_FAMILIES:
             return 1.0
-        rt = self.models["gemm"].timer
+        gemm = self.models.get("gemm")  # a profile without GEMM rows: the datasheet roofline splits it
+        rt = gemm.timer if gemm is not None else self.default
         compute = op.flops / (rt.peak(op.dtype) * rt.eff.gemm_compute)
         memory = op.bytes / (rt.bw * rt.eff.gemm_memory)
         return sustained_factor(compute, memory, rate.fraction)
