@@ -305,19 +305,28 @@ def compare_cmd(
     against: Annotated[str, typer.Option("--against", help="reference profile (path or shipped name), e.g. h200_sxm-vllm")],
 ) -> None:
     """Ratio of each family's kernel times to a reference profile's, regime by regime."""
-    from calibration.compare import compare
+    from calibration.compare import compare, unmatched
 
     mine, ref = load_profile(profile, where="simulate calibrate compare"), load_profile(against, where="--against")
     table = Table(title=f"{profile} / {against}: measured ÷ reference time", title_justify="left")
     for col in ("family", "regime", "rows", "median", "p10", "p90"):
         table.add_column(col, justify="left" if col in ("family", "regime") else "right")
     for r in compare(mine, ref):
-        table.add_row(r.family, r.regime, str(r.rows), f"{r.median:.2f}", f"{r.p10:.2f}", f"{r.p90:.2f}")
+        table.add_row(r.family, r.regime, str(r.rows), _ratio(r.median), _ratio(r.p10), _ratio(r.p90))
     console.print(table)
+    skipped = unmatched(mine, ref)
+    if skipped:
+        console.print("not compared (the reference has no rows of the dtype): "
+                      + ", ".join(f"{fam} {dtype} ({n} rows)" for (fam, dtype), n in sorted(skipped.items())))
     console.print(f"{profile}: {mine.metadata.gpu_name}, {mine.metadata.source}, {mine.metadata.date}\n"
                   f"{against}: {ref.metadata.gpu_name}, {ref.metadata.source}, {ref.metadata.date}\n"
                   "each row of the first profile is predicted by the second as a simulation reads it "
                   "(interpolated between its rows, its fitted roofline outside them)")
+
+
+def _ratio(x: float) -> str:
+    """Two decimals near 1, three significant digits far from it (a CPU against an H100)."""
+    return f"{x:.2f}" if 0.1 <= x < 100 else f"{x:.3g}"
 
 
 @calibrate_app.command("import-aiconfigurator")

@@ -59,8 +59,26 @@ def _regime(family: str, shape: tuple) -> tuple[tuple, str]:
     return (shape[1],), f"{shape[1]} ranks"  # collectives
 
 
+def unmatched(profile: Profile, reference: Profile) -> dict[tuple[str, str], int]:
+    """Rows of `profile` per (family, dtype) that `reference` has no rows of that dtype for
+    (FP8 against an A100's tables, anything but BF16 against a CPU's): `compare` leaves
+    them out rather than ratio them against a roofline peak the reference never measured."""
+    out: dict[tuple[str, str], int] = {}
+    for fam in FAMILIES:
+        mine, theirs = profile.table(fam), reference.table(fam)
+        if mine is None or theirs is None or "dtype" not in FAMILY_COLUMNS[fam]:
+            continue
+        col = FAMILY_COLUMNS[fam].index("dtype")
+        have = {r[col] for r in theirs.rows}
+        for r in mine.rows:
+            if r[col] not in have:
+                out[(fam, r[col])] = out.get((fam, r[col]), 0) + 1
+    return out
+
+
 def compare(profile: Profile, reference: Profile) -> list[RegimeRatio]:
-    """measured / reference time per regime, over the families both profiles have."""
+    """measured / reference time per regime, over the families both profiles have and the
+    dtypes the reference measured (`unmatched` lists the rest)."""
     gpu = reference_gpu(reference, get_gpu(reference.metadata.gpu or "h100-sxm"))
     config = CostModelConfig()
     out: list[RegimeRatio] = []
@@ -70,9 +88,13 @@ def compare(profile: Profile, reference: Profile) -> list[RegimeRatio]:
             continue
         model = FamilyModel(fam, theirs.rows, gpu, config)
         n = len(FAMILY_COLUMNS[fam])
+        col = FAMILY_COLUMNS[fam].index("dtype") if "dtype" in FAMILY_COLUMNS[fam] else None
+        have = {r[col] for r in theirs.rows} if col is not None else None
         ratios: dict[tuple, list[float]] = {}
         for row in model.adapter.clean(mine.rows):
             shape = tuple(row[:n])
+            if have is not None and shape[col] not in have:
+                continue
             try:
                 predicted = model.predict_or_fit(model.row_op(shape))
             except ServesimError:  # a dtype the reference GPU has no tensor cores for (FP8 on an A100)

@@ -123,3 +123,19 @@ def test_a_reference_gpu_without_fp8_compares_the_other_dtypes():
     gemm = [r.regime for r in rows if r.family == "gemm"]
     assert gemm and not any(g.startswith("fp8") for g in gemm)
     assert any(g.startswith("bf16") for g in gemm)
+
+
+def test_dtypes_the_reference_never_measured_are_listed_not_ratioed(capsys):
+    """A profile with FP8 rows against one without (a CPU's, an A100's) printed FP8 ratios
+    against a roofline peak the reference never measured; they are now left out and named."""
+    from calibration.compare import unmatched
+    from calibration.profile import load_profile
+    from simulator.cli import main
+
+    mine, ref = load_profile("h100_sxm-measured"), load_profile("a100_sxm-vllm")
+    fp8 = sum(1 for r in mine.tables["gemm"].rows if r[3] == "fp8")
+    assert unmatched(mine, ref) == {("gemm", "fp8"): fp8} and fp8 > 0
+    assert unmatched(mine, mine) == {}
+    main(["calibrate", "compare", "h100_sxm-measured", "--against", "a100_sxm-vllm"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"not compared (the reference has no rows of the dtype): gemm fp8 ({fp8} rows)" in out
