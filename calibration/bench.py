@@ -160,7 +160,17 @@ def describe_device(torch, device) -> dict:
                     memory_gib=mem / 2**30 if mem else None, compute_units=torch.get_num_threads(),
                     versions={"torch": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability()},
                     clocks={"note": "CPU: clocks not recorded"})
+    info["versions"] = {**info["versions"], **_own_versions()}
     return info
+
+
+def _own_versions() -> dict[str, str]:
+    """The software that took the measurement besides torch: this servesim and its Python."""
+    import platform
+
+    from simulator import __version__
+
+    return {"servesim": __version__, "python": platform.python_version()}
 
 
 # -- timing ------------------------------------------------------------------------------

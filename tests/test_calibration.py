@@ -385,6 +385,12 @@ def test_quick_cpu_calibration_writes_a_profile(cpu_profile):
     meta = prof.metadata
     assert meta.device_kind == "cpu" and meta.source == "measured" and meta.gpu is None
     assert meta.method.timer == "perf_counter" and meta.method.repeats >= 10
+    import platform
+
+    from simulator import __version__
+    # Provenance: the software that measured, servesim and Python included.
+    assert meta.versions["servesim"] == __version__ and meta.versions["python"] == platform.python_version()
+    assert meta.versions["torch"] == meta.torch
     for fam in ("gemm", "attn_prefill", "attn_decode", "elementwise"):
         rows = prof.tables[fam].rows
         assert rows, fam
