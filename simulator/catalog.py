@@ -9,6 +9,8 @@ from typing import Generic, TypeVar
 from simulator.errors import CatalogError
 
 T = TypeVar("T")
+#: The most entries an unknown-name error lists in full (the model catalog has more).
+LISTED_IN_ERRORS = 40
 
 
 class AliasIndex(Generic[T]):
@@ -36,7 +38,9 @@ class AliasIndex(Generic[T]):
             return self.entries[canonical]
         close = difflib.get_close_matches(self.key(name), list(self.index), n=3, cutoff=self.cutoff)
         guesses = list(dict.fromkeys(self.index[k] for k in close))
-        # With a guess, the guess is the help; without one, the whole list is.
+        # With a guess, the guess is the help; without one, the whole list is, unless it is
+        # too long to read in an error (the fix names the command that lists it).
         known = (f"did you mean {' or '.join(repr(g) for g in guesses)}?" if guesses
-                 else f"known {self.kind}s: {', '.join(sorted(self.entries))}")
+                 else f"none is close among the catalog's {len(self.entries)} {self.kind}s"
+                 if len(self.entries) > LISTED_IN_ERRORS else f"known {self.kind}s: {', '.join(sorted(self.entries))}")
         raise CatalogError(f"unknown {self.kind} {name!r}; {known}", where=self.field, fix=self.fix)

@@ -390,3 +390,19 @@ def test_moe_spec_needs_consistent_expert_fields():
     with pytest.raises(ValueError, match="experts_per_token"):
         MODEL_CATALOG["qwen3-30b-a3b"].model_validate(
             {**MODEL_CATALOG["qwen3-30b-a3b"].model_dump(), "experts_per_token": 0})
+
+
+def test_an_unknown_name_without_a_close_match_lists_a_short_catalog_only():
+    """The model catalog's 85 names used to fill the error; its fix names `simulate list
+    models`. The GPU catalog is short enough to list."""
+    from simulator.errors import CatalogError
+    from simulator.hardware import get_gpu
+    from simulator.models import get_model
+
+    with pytest.raises(CatalogError) as exc:
+        get_model("zzzz")
+    assert "none is close among the catalog's" in exc.value.message and "llama" not in exc.value.message
+    assert "simulate list models" in exc.value.fix
+    with pytest.raises(CatalogError) as exc:
+        get_gpu("zzzz")
+    assert "known GPUs: a10," in exc.value.message
