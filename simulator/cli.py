@@ -18,7 +18,6 @@ from rich.text import Text
 
 from calibration.cli import calibrate_app
 from simulator.errors import ServesimError
-from simulator.metrics import slo_set
 from simulator.plan.cli import plan_cmd
 from simulator.terminal import make_console, widen_piped_help
 
@@ -153,6 +152,8 @@ def print_summary(summary: dict, out_dir: Path | None) -> None:
                      f"{', '.join(dis['kv_transfer']['links'])}"
                      + ("; decode pulls (distserve)"
                         if dis["kv_transfer"].get("protocol") == "distserve" else ""))
+    from simulator.metrics import slo_set  # here, not at the top: pandas would slow `--help` 2x
+
     if slo_set(summary):
         lines.append(f"SLO        {good['slo_attainment']:.1%} attainment, goodput {_fmt(good['requests_per_s'])} req/s")
     cost = summary.get("cost", {})

@@ -366,3 +366,14 @@ def test_validate_prints_a_note_shared_by_many_runs_once():
              {"run": "a c8", "note": "predates async"}]
     assert _grouped_notes(notes) == ["2 runs (first: a c4): predates async", "b: other"]
     assert _grouped_notes([]) == []
+
+
+def test_the_command_line_loads_without_pandas_or_matplotlib():
+    """`simulate --help` and usage errors import neither: they took twice as long with pandas
+    loaded by a top-level import. A run loads them when it needs them."""
+    import subprocess
+    import sys
+
+    code = "import sys, simulator.cli; print(sorted(m for m in ('pandas', 'matplotlib') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
