@@ -7,10 +7,12 @@ Policies never see the cost model; the engine never sees queues.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import pairwise
+from itertools import accumulate, pairwise
+from operator import add
 from typing import ClassVar
 
 from pydantic import Field
@@ -60,7 +62,7 @@ class Step:
     shape: IterationShape
     decode_only: bool
     preempted: int = 0
-    crossings: list[int] | None = None  # KV block boundaries of a decode stretch (see stretch_limit)
+    crossings: list[int] | None = None  # each sequence's first KV block boundary in a decode stretch (stretch_limit)
     # Seconds of KV copies this step's forward pass waits for: blocks swapped to or from
     # host memory (vllm_v0), prompts pulled from a prefill instance (roles.MigratingDecodeRole).
     copy_s: float = 0.0
@@ -247,20 +249,27 @@ class Scheduler:
         """
         return step.decode_only and step.preempted == 0 and not step.copy_s
 
-    def _block_crossings(self, entries, steps: int) -> list[int]:
-        """Steps (1-based) at which some sequence needs one more KV block, one entry per block.
-
-        Step 1's blocks were allocated by `schedule()`; a sequence at context c holding h
-        blocks next needs one at step h*bs - c + 1, then every bs steps.
-        """
+    def _first_crossings(self, entries) -> list[int]:
+        """The step (1-based) at which each sequence first needs one more KV block; it needs
+        another every block_size steps after. Step 1's blocks were allocated by `schedule()`;
+        a sequence at context c holding h blocks next needs one at step h*bs - c + 1."""
         bs = self.kv.block_size
-        out: list[int] = []
-        for req, _ in entries:
-            j = req.block_count * bs - req.num_computed + 1
-            while j <= steps:
-                out.append(j)
-                j += bs
-        return out
+        return [req.block_count * bs - req.num_computed + 1 for req, _ in entries]
+
+    @staticmethod
+    def _blocks_per_step(firsts: list[int], steps: int, bs: int) -> list[int]:
+        """per_step[j], j = 1..steps (per_step[0] = 0): the blocks the sequences need at step
+        j. One that first needs a block at step s needs another every bs steps, so
+        per_step[j] = (first needs at j) + per_step[j - bs]: counted, not listed one entry
+        per block (which was most of a long stretch's cost)."""
+        per_step = [0] * (steps + 1)
+        for j in firsts:
+            if j <= steps:
+                per_step[j] += 1
+        for lo in range(bs + 1, steps + 1, bs):
+            hi = min(lo + bs, steps + 1)
+            per_step[lo:hi] = map(add, per_step[lo:hi], per_step[lo - bs:hi - bs])
+        return per_step
 
     def stretch_limit(self, step: Step) -> int:
         """How many identical decode iterations can run, starting with `step` (>= 1).
@@ -270,17 +279,20 @@ class Scheduler:
         """
         if not self.can_fast_forward(step):
             return 1
-        k = min([req.output_tokens - req.num_generated for req, _ in step.entries])
+        entries = step.entries
+        k = min([req.output_tokens - req.num_generated for req, _ in entries])
         if k <= 1:
             return 1
-        crossings = self._block_crossings(step.entries, k)
-        step.crossings = crossings  # reused by complete_stretch: computed once per stretch
+        bs = self.kv.block_size
+        firsts = self._first_crossings(entries)
+        step.crossings = firsts  # reused by complete_stretch: computed once per stretch
         free = self.kv.total - self.kv.used
-        if len(crossings) <= free:
+        needed = sum((k - j) // bs + 1 for j in firsts if j <= k)
+        if needed <= free:
             return k
-        crossings.sort()
-        # The (free+1)-th block request would fail: stop just before that step.
-        return max(crossings[free] - 1, 1)
+        # The step of the (free+1)-th block request would fail: stop just before it.
+        cumulative = list(accumulate(self._blocks_per_step(firsts, k, bs)))
+        return max(bisect_left(cumulative, free + 1) - 1, 1)
 
     def complete_stretch(self, step: Step, ends: list[float]) -> tuple[list[Request], list[int]]:
         """Apply n = len(ends) identical decode iterations at once.
@@ -292,16 +304,8 @@ class Scheduler:
         entries = step.entries
         kv = self.kv
         bs = kv.block_size
-        per_step = [0] * (n + 1)
-        crossings = step.crossings if step.crossings is not None else self._block_crossings(entries, n)
-        for j in crossings:
-            if j <= n:
-                per_step[j] += 1
-        kv_per_step = []
-        used = kv.used
-        for j in range(1, n + 1):
-            used += per_step[j]
-            kv_per_step.append(used)
+        firsts = step.crossings if step.crossings is not None else self._first_crossings(entries)
+        kv_per_step = list(accumulate(self._blocks_per_step(firsts, n, bs)[1:], initial=kv.used))[1:]
         gaps: dict[float, int] = {}
         finished: list[Request] = []
         first_end = ends[0]
