@@ -284,10 +284,13 @@ class Scheduler:
         if k <= 1:
             return 1
         bs = self.kv.block_size
-        firsts = self._first_crossings(entries)
+        firsts = [req.block_count * bs - req.num_computed + 1 for req, _ in entries]  # _first_crossings, inlined
         step.crossings = firsts  # reused by complete_stretch: computed once per stretch
         free = self.kv.total - self.kv.used
-        needed = sum((k - j) // bs + 1 for j in firsts if j <= k)
+        needed = 0
+        for j in firsts:
+            if j <= k:
+                needed += (k - j) // bs + 1
         if needed <= free:
             return k
         # The step of the (free+1)-th block request would fail: stop just before it.
