@@ -48,6 +48,16 @@ def test_a_rate_target_trims_the_replica_pooling_makes_spare(tmp_path):
     assert rec["requests"]["rejected"] == 0
 
 
+def test_every_whole_deployment_run_is_announced(tmp_path):
+    """The progress bar sits full while they run: each says what it checks."""
+    said: list[str] = []
+    outcome = run_plan(load_plan(TINY, data=h100_plan({"rate": 250})), tmp_path / "plan", workers=1,
+                       on_check=said.append)
+    assert len(said) == len(outcome.verification) >= 2
+    assert said[0].startswith("checking h100-sxm TP1 × 3 at 250 req/s (the ranking's top)")
+    assert said[1].startswith("checking h100-sxm TP1 × 2 at 250 req/s (one replica fewer)")
+
+
 def test_no_refinement_runs_keeps_the_derived_count(tmp_path):
     outcome = run_plan(load_plan(TINY, data=h100_plan({"rate": 250}, max_refine_runs=0)), tmp_path / "plan",
                        workers=1)

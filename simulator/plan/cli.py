@@ -47,6 +47,13 @@ class SweepProgress:
         if self.bar is not None:
             self.bar.update(self.task, advance=1, description=f"planning ({rec['label']})"[:60])
 
+    def check(self, text: str) -> None:
+        """A whole-deployment run after the sweep: said, so a full bar does not look stuck."""
+        if self.bar is not None:
+            self.bar.update(self.task, description=text[:70])
+        elif self.enabled:
+            err_console.print(text, highlight=False)
+
     def close(self) -> None:
         if self.bar is not None:
             self.bar.stop()
@@ -89,7 +96,7 @@ def plan_cmd(
     t0 = time.perf_counter()
     try:
         outcome = run_plan(loaded, output_dir, executor=executor, workers=workers, address=address, resume=resume,
-                           on_start=progress.start, on_result=progress.advance)
+                           on_start=progress.start, on_result=progress.advance, on_check=progress.check)
     except KeyboardInterrupt:
         progress.close()
         where = f" --output-dir {output_dir}" if output_dir is not None else ""

@@ -46,6 +46,12 @@ class PlanOutcome:
     recommendation: dict | None = None
     runner_up: dict | None = None
     verification: list[dict] = field(default_factory=list)
+    #: Told before each whole-deployment run (the verification and refinement take minutes on big plans).
+    on_check: Callable[[str], None] | None = None
+
+    def checking(self, row: dict, rate: float, why: str) -> None:
+        if self.on_check is not None:
+            self.on_check(f"checking {row['label']} × {row['replicas']} at {rate:.3g} req/s ({why})")
 
 
 def default_output_dir(name: str) -> Path:
@@ -115,7 +121,8 @@ def write_atomic(path: Path, text: str) -> None:
 def run_plan(loaded: LoadedPlan, out_dir: Path | None = None, *, executor: str = "local",
              workers: int | None = None, address: str | None = None, resume: bool = False,
              on_start: Callable[[int, int], None] | None = None,
-             on_result: Callable[[dict], None] | None = None) -> PlanOutcome:
+             on_result: Callable[[dict], None] | None = None,
+             on_check: Callable[[str], None] | None = None) -> PlanOutcome:
     """Search, rank, verify and write the plan's output folder; returns the outcome."""
     t0 = time.perf_counter()
     check_executor(executor, address)
@@ -153,7 +160,7 @@ def run_plan(loaded: LoadedPlan, out_dir: Path | None = None, *, executor: str =
 
     rows = derive(loaded, records)
     outcome = PlanOutcome(out, rows, records, reused=len(keys) - len(tasks), searched=len(tasks),
-                          wall_s=0.0)
+                          wall_s=0.0, on_check=on_check)
     result = None
     if loaded.plan.search.verify:
         result = verify(loaded, outcome)
@@ -221,6 +228,7 @@ def verify(loaded: LoadedPlan, outcome: PlanOutcome):
             return None
         top = ranked[0]
         rate = top["carried_rps"]
+        outcome.checking(top, rate, "the ranking's top")
         result, verdict = simulate_deployment(loaded, top, rate)
         step = {"label": top["label"], "replicas": top["replicas"], "rate": rate, "check": "the ranking's top",
                 "passed": verdict.passed, "reason": verdict.reason, "ttft_p99_ms": verdict.metrics.get("ttft_p99_ms"),
@@ -262,6 +270,7 @@ def _unmark_verified(row: dict) -> None:
 
 def _check(loaded: LoadedPlan, outcome: PlanOutcome, row: dict, rate: float, why: str):
     """One whole-deployment run of the refinement, logged with the verification's."""
+    outcome.checking(row, rate, why)
     result, verdict = simulate_deployment(loaded, row, rate)
     step = {"label": row["label"], "replicas": row["replicas"], "rate": rate, "check": why,
             "passed": verdict.passed, "reason": verdict.reason, "ttft_p99_ms": verdict.metrics.get("ttft_p99_ms"),
