@@ -123,3 +123,61 @@ def test_bursty_arrivals_do_not_read_as_overload(tmp_path):
     result = Simulation(load_scenario(data=scenario)).run(record_iterations=False)
     assert result.summary["ttft_ms"]["p99"] <= 20000
 
+
+
+@pytest.mark.parametrize(("target", "runs"), [
+    ({"rate": 250, "headroom": 0.05}, 1),  # a trimmed check with headroom needs two runs: none is made
+    ({"rate": 250, "headroom": 0.05}, 4),
+    ({"max_gpus": 4, "headroom": 0.2}, 3),
+    ({"max_gpus": 4}, 2),
+])
+def test_refinement_stays_within_its_runs(tmp_path, target, runs):
+    outcome = run_plan(load_plan(TINY, data=h100_plan(target, max_refine_runs=runs)), tmp_path / "plan", workers=1)
+    refined = [v for v in outcome.verification if v["check"] != "the ranking's top"]
+    assert len(refined) <= runs
+    assert outcome.recommendation["verified"]
+
+
+def test_a_budget_with_headroom_claims_and_reports_the_rate_less_the_headroom(tmp_path):
+    """The claim is the highest rate the deployment passed less the headroom (not taken off
+    twice), and the recommended report is the run at that claim, not at the highest rate."""
+    d = h100_plan({"max_gpus": 4, "headroom": 0.2})
+    d["slo"]["tpot_ms"]["p99"] = 10
+    outcome = run_plan(load_plan(TINY, data=d), tmp_path / "plan", workers=1)
+    best = outcome.recommendation
+    passed = max(v["rate"] for v in outcome.verification if v["passed"] and v["check"] != "the claim, less the headroom")
+    assert best["carried_rps"] == pytest.approx(passed / 1.2)
+    claim = [v for v in outcome.verification if v["check"] == "the claim, less the headroom"]
+    assert claim and claim[-1]["passed"] and claim[-1]["rate"] == pytest.approx(best["carried_rps"])
+    scenario = yaml.safe_load((tmp_path / "plan" / "recommended" / "scenario.yaml").read_text())
+    assert scenario["workload"]["arrival"]["rate"] == pytest.approx(best["carried_rps"])
+    assert best["verified_tpot_p99_ms"] == pytest.approx(claim[-1]["tpot_p99_ms"])
+    # Without refinement runs the derived claim stands, headroom taken off once.
+    d["search"]["max_refine_runs"] = 0
+    plain = run_plan(load_plan(TINY, data=d), tmp_path / "plain", workers=1)
+    assert len(plain.verification) == 1
+    assert plain.recommendation["carried_rps"] == pytest.approx(4 * plain.recommendation["max_rate_per_replica"] / 1.2)
+
+
+def test_replicas_stay_in_the_allowed_counts_and_no_failed_run_repeats(tmp_path):
+    """space.replicas [1, 3, 8]: a verification that misses at 1 goes to 3 (it went to 2),
+    and the trim does not re-run the 1-replica deployment it already saw miss."""
+    d = h100_plan({"rate": 124}, requests_per_point=100, verify_requests=20000)
+    d["space"]["replicas"] = [1, 3, 8]
+    d["base"]["workload"]["seed"] = 1
+    outcome = run_plan(load_plan(TINY, data=d), tmp_path / "plan", workers=1)
+    first, second = outcome.verification[:2]
+    assert (first["replicas"], first["passed"], second["replicas"]) == (1, False, 3)
+    assert outcome.recommendation["replicas"] in (1, 3, 8)
+    runs = [(v["replicas"], v["rate"]) for v in outcome.verification]
+    assert len(runs) == len(set(runs))
+
+
+def test_the_refinement_budget_is_not_part_of_the_search(tmp_path):
+    """Changing max_refine_runs and resuming reuses every searched configuration."""
+    from simulator.plan.config import load_plan as load
+
+    run_plan(load(TINY, data=h100_plan({"rate": 250})), tmp_path / "plan", workers=1)
+    again = run_plan(load(TINY, data=h100_plan({"rate": 250}, max_refine_runs=0)), tmp_path / "plan", workers=1,
+                     resume=True)
+    assert again.searched == 0 and again.reused == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import Annotated
@@ -157,28 +158,35 @@ def _print_slo_misses(rows: list[dict], records: dict[str, dict], loaded, shown:
         console.print(f"{'':<13}… {len(missed) - shown} more (plan.csv, column reason)", highlight=False)
     reached = _best_reached(missed, records, loaded.plan.slo)
     if reached:
-        console.print(f"{'fix:':<13}relax the SLO to what the searched configurations reached at their lowest "
-                      f"rate ({'; '.join(reached)}), or add faster GPUs or more TP to the space",
+        *limits, where = reached
+        console.print(f"{'fix:':<13}relax the SLO to what the closest configuration reached at its lowest "
+                      f"rate ({', '.join(limits)} {where}), or add faster GPUs or more TP to the space",
                       soft_wrap=True, markup=False, highlight=False)
 
 
 def _best_reached(missed: list[dict], records: dict[str, dict], slo) -> list[str]:
-    """Per p99 limit (the statistic the probes keep) that no missed configuration met at
-    its lowest rate, the lowest value one measured there, and which configuration it was."""
-    out = []
-    for key, label in (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("e2e_ms", "E2E")):
-        lim = getattr(slo, key)
-        if lim is None or lim.p99 is None:
+    """The SLO the closest configuration met at its lowest rate: for the one needing the
+    least relaxation (the largest ratio of reached to limit over the p99 limits it broke,
+    the statistic the probes keep), each broken limit's reached value, rounded up so that
+    asking for it passes; [] when no lowest probe kept its statistics."""
+    options = []
+    for r in missed:
+        probes = (records.get(r["key"]) or {}).get("probes") or []
+        if not probes:
             continue
-        field = f"{key.removesuffix('_ms')}_p99_ms"
-        seen = []
-        for r in missed:
-            probes = (records.get(r["key"]) or {}).get("probes") or []
-            if probes and (v := min(probes, key=lambda p: p["rate"]).get(field)) is not None:
-                seen.append((v, r["label"]))
-        if seen and (best := min(seen))[0] > lim.p99:  # only the limits nothing met
-            out.append(f"p99 {label} {best[0]:,.0f} ms on {best[1]}")
-    return out
+        low = min(probes, key=lambda p: p["rate"])
+        broken = {}
+        for key, label in (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("e2e_ms", "E2E")):
+            lim = getattr(slo, key)
+            value = low.get(f"{key.removesuffix('_ms')}_p99_ms")
+            if lim is not None and lim.p99 is not None and value is not None and value > lim.p99:
+                broken[label] = (value, lim.p99)
+        if broken:
+            options.append((max(v / limit for v, limit in broken.values()), r["label"], broken))
+    if not options:
+        return []
+    _ratio, label, broken = min(options, key=lambda o: o[:2])
+    return [f"p99 {name} {math.ceil(v * 10) / 10:,.1f} ms" for name, (v, _limit) in broken.items()] + [f"on {label}"]
 
 
 def _why_none(groups, n_ok: int, n_err: int, loaded) -> str:

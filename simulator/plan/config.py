@@ -533,7 +533,7 @@ def expand(loaded: LoadedPlan, source: str = "<plan>") -> list[ConfigPoint]:
 
 def _search_identity(s: SearchSettings) -> dict:
     """The settings that change a configuration's result (verification ones do not)."""
-    return s.model_dump(exclude={"verify", "verify_requests", "max_verify_bumps"})
+    return s.model_dump(exclude={"verify", "verify_requests", "max_verify_bumps", "max_refine_runs"})
 
 
 def layout_label(params: dict) -> str:

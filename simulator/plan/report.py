@@ -59,7 +59,9 @@ def why_it_fits(row: dict) -> str:
             f"({row['kv_capacity_tokens']:,} tokens per replica). Decode-step floor (the weights one token "
             f"reads ÷ HBM bandwidth): {row['decode_floor_ms']:.1f} ms. Utilisation at the target: "
             f"{row['utilization']:.0%} "
-            f"of {row['replicas']} × {row['max_rate_per_replica']:.3g} req/s.")
+            f"of {row['replicas']} × {row['max_rate_per_replica']:.3g} req/s"
+            + (" (above 100%: the replicas pool their traffic, which one replica's search cannot see)."
+               if row["utilization"] > 1 else "."))
 
 
 def _s(ms: float) -> str:

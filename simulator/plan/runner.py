@@ -242,11 +242,16 @@ def verify(loaded: LoadedPlan, outcome: PlanOutcome):
             top.update(rank=None, meets_target=False, reason=f"failed verification at {rate:.3g} req/s: {verdict.reason}")
         else:
             if mode == "rate":
-                top["replicas"] += 1
+                more = _more(plan, top["replicas"])  # the next count space.replicas allows
+                if more is None:
+                    top.update(rank=None, meets_target=False, reason=f"failed verification at {rate:.3g} req/s "
+                               f"({verdict.reason}); space.replicas allows no more replicas")
+                    more = top["replicas"]
+                top["replicas"] = more
                 _reprice(top, plan.target.rate)
             else:
                 _reprice(top, rate * (1 - plan.search.tolerance))
-            if not within_caps(plan, top):
+            if top["rank"] is not None and not within_caps(plan, top):
                 top.update(rank=None, meets_target=False,
                            reason=f"failed verification at {rate:.3g} req/s ({verdict.reason}); "
                            "one more replica is over the budget cap")
@@ -309,18 +314,34 @@ def _fewer(plan, replicas: int) -> int | None:
     return max(fits) if fits else None
 
 
+def _more(plan, replicas: int) -> int | None:
+    """The next larger replica count the space allows, or None."""
+    allowed = plan.space.replicas if isinstance(plan.space.replicas, list) else None
+    if allowed is None:
+        return replicas + 1
+    fits = [n for n in allowed if n > replicas]
+    return min(fits) if fits else None
+
+
+def _seen_failing(outcome: PlanOutcome, row: dict, replicas: int, rate: float) -> bool:
+    """Whether a run of this deployment at this rate already missed (verification bumps)."""
+    return any(not v["passed"] and v["label"] == row["label"] and v["replicas"] == replicas and v["rate"] == rate
+               for v in outcome.verification)
+
+
 def _trim(loaded: LoadedPlan, outcome: PlanOutcome, best: dict, result, runs: int):
     plan = loaded.plan
     target = plan.target.rate
     checked = target * (1 + plan.target.headroom)  # a trimmed deployment keeps the headroom
+    cost = 1 if checked == target else 2  # and is then run at the target itself, for the report
     failed: set[str] = set()
-    while runs > 0:
+    while runs >= cost:
         options = []
         for r in outcome.rows:
             if r["rank"] is None or r["key"] in failed or (n := _fewer(plan, r["replicas"])) is None:
                 continue
             usd = n * gpus_per_replica(r) * r["usd_per_gpu_hour"]
-            if usd < best["usd_per_hour"] * (1 - 1e-9):
+            if usd < best["usd_per_hour"] * (1 - 1e-9) and not _seen_failing(outcome, r, n, checked):
                 options.append((usd, r["label"], r, n))
         if not options:
             break
@@ -331,40 +352,51 @@ def _trim(loaded: LoadedPlan, outcome: PlanOutcome, best: dict, result, runs: in
         if not verdict.passed:
             failed.add(row["key"])
             continue
-        if checked != target:  # the report shows the deployment at the target itself
+        if cost == 2:
+            runs -= 1
             res, _verdict, step = _check(loaded, outcome, trial, target, "one replica fewer, at the target")
         row["replicas"] = n
         _reprice(row, target)
         _unmark_verified(best)
         _mark_verified(row, step, res)
+        row["ttft_p99_ms"], row["tpot_p99_ms"] = step["ttft_p99_ms"], step["tpot_p99_ms"]  # no probe bounds it now
         best, result = row, res
     return best, result
 
 
 def _raise_all(loaded: LoadedPlan, outcome: PlanOutcome, best: dict, result, runs: int):
+    """A budget's claim from the whole deployment's own runs (refine's docstring)."""
     plan = loaded.plan
     grow = 1 + plan.search.tolerance
-    rate, res, runs = _raise(loaded, outcome, best, best["carried_rps"], result, runs)
-    best, result = _settle(loaded, outcome, best, rate, res), res
+    report = 1 if plan.target.headroom > 0 else 0  # a run kept for the claim less the headroom
+    if runs <= report:
+        return best, result
+    claim = best["carried_rps"]
+    rate, bracketed, res, runs = _raise(loaded, outcome, best, claim, result, runs - report)
+    best, result, runs = _settle(loaded, outcome, best, rate, res, bracketed, claim, runs + report)
     # A rival matters only if its whole deployment passes above the best's rate: one run
     # each decides it, most promising (highest claim) first.
     for row in sorted((r for r in outcome.rows if r["rank"] is not None and r is not best),
                       key=lambda r: (-r["carried_rps"], r["label"])):
-        if runs <= 0:
+        if runs <= report:
             break
         runs -= 1
         start = rate * grow
         res, verdict, _step = _check(loaded, outcome, row, start, "beating the best")
-        if verdict.passed:
-            rate, res, runs = _raise(loaded, outcome, row, start, res, runs)
-            _unmark_verified(best)
-            best, result = _settle(loaded, outcome, row, rate, res), res
+        if not verdict.passed:  # it misses where the best passed: it cannot claim more
+            if row["carried_rps"] > best["carried_rps"]:
+                _reprice(row, best["carried_rps"])
+            continue
+        rate, bracketed, res, runs = _raise(loaded, outcome, row, start, res, runs - report)
+        _unmark_verified(best)
+        best, result, runs = _settle(loaded, outcome, row, rate, res, bracketed, start, runs + report)
     return best, result
 
 
 def _raise(loaded: LoadedPlan, outcome: PlanOutcome, row: dict, lo: float, lo_result, runs: int):
     """The highest rate the whole deployment passes, from `lo` (passed) up: steps of
-    tolerance × 2^k until a miss, then bisection to the tolerance. Returns (rate, its run, runs left)."""
+    tolerance × 2^k until a miss, then bisection to the tolerance. Returns (that rate,
+    whether a miss bounds it above, its run, runs left)."""
     tol = loaded.plan.search.tolerance
     step, hi = 2 * tol, None
     while runs > 0 and (hi is None or hi - lo > tol * lo):
@@ -376,20 +408,31 @@ def _raise(loaded: LoadedPlan, outcome: PlanOutcome, row: dict, lo: float, lo_re
             step *= 2
         else:
             hi = rate
-    return lo, lo_result, runs
+    return lo, hi is not None, lo_result, runs
 
 
-def _settle(loaded: LoadedPlan, outcome: PlanOutcome, row: dict, rate: float, result) -> dict:
-    """Carry the highest passing rate less the headroom, verified there."""
+def _settle(loaded: LoadedPlan, outcome: PlanOutcome, row: dict, rate: float, rate_result, bracketed: bool,
+            passed: float, runs: int):
+    """The claim: the highest passing rate less the headroom when a miss bounds it (the
+    capacity is then measured), else at least `passed` (the derived claim, or a rival's
+    first check, which passed), with its report run made at the claim itself where that
+    is not `rate` (the caller keeps a run for it). Returns (row, the claim's run, runs left)."""
     carried = rate / (1 + loaded.plan.target.headroom)
+    if not bracketed:
+        carried = max(carried, passed)
+    result = rate_result
+    step = next(v for v in reversed(outcome.verification) if v["passed"] and v["rate"] == rate
+                and v["label"] == row["label"] and v["replicas"] == row["replicas"])
     if carried != rate:
-        result, _verdict, step = _check(loaded, outcome, row, carried, "the claim, less the headroom")
-    else:
-        step = next(v for v in reversed(outcome.verification) if v["passed"] and v["rate"] == rate
-                    and v["label"] == row["label"] and v["replicas"] == row["replicas"])
+        runs -= 1
+        claimed, verdict, claim_step = _check(loaded, outcome, row, carried, "the claim, less the headroom")
+        if verdict.passed:
+            result, step = claimed, claim_step
+        else:  # latency is not monotone in load here: claim the rate that passed
+            carried = rate
     _reprice(row, carried)
     _mark_verified(row, step, result)
-    return row
+    return row, result, runs
 
 
 def _reprice(row: dict, carried: float) -> None:

@@ -2,7 +2,7 @@
 
 Running requests go first (decodes at one token, unfinished prefills continue their
 chunk), then waiting requests are admitted FCFS while the budget, max_num_seqs and KV
-blocks allow. When a running request cannot get a block, the lowest-priority running
+blocks allow (blocks for the whole prompt from vLLM 0.19, for the first chunk before). When a running request cannot get a block, the lowest-priority running
 request (the last admitted) is preempted by recompute.
 
 With prefix caching (vLLM v1's default), a request admitted with no KV first takes the
@@ -45,6 +45,11 @@ class VllmV1Config(SchedulerConfigBase):
         "and an iteration that follows another lasts max(GPU time, CPU overheads) instead of their sum "
         "(on by default in vLLM since vllm-project/vllm#27614, as here; an opt-in flag up to vLLM ~0.13: "
         "set false to model those)")
+    reserve_full_prompt: bool = Field(
+        True, description="admit a waiting request only when KV blocks for its whole prompt (and, for a "
+        "preempted one, the output it had made) are free, not just its first chunk's: vLLM's "
+        "scheduler_reserve_full_isl, on by default from 0.19; false models earlier releases, which admit "
+        "a chunk and preempt when the rest does not fit (validate sets it from a measurement's release)")
     enable_prefix_caching: bool | None = Field(
         None, description="vLLM v1's automatic prefix caching: whole KV blocks of prompt content the "
         "workload marks as shared (workload.shared_prefix, a trace's prefix or hash columns, a "
@@ -103,6 +108,7 @@ class VllmV1Scheduler(Scheduler):
     def __init__(self, config: VllmV1Config, kv, max_model_len, itl, **limits):
         super().__init__(config, kv, max_model_len, itl, **limits)
         self.chunked = config.enable_chunked_prefill
+        self.reserve_full = config.reserve_full_prompt
         # unset (a scheduler built without a Simulation) means vLLM's default for dense models: on
         self.prefix_cache = PrefixCache(kv) if config.enable_prefix_caching is not False else None
 
@@ -193,9 +199,12 @@ class VllmV1Scheduler(Scheduler):
                     break
                 q = min(todo, budget)
                 # Blocks beyond those it holds, or will hold once the hit is referenced.
-                need = -(-(c + q) // bs) - max(req.block_count, c // bs)
-                # (and a hybrid model's recurrent state or last window, held while it runs)
-                if need + revived + kv.beside(req) > kv.total - kv.used:
+                held = max(req.block_count, c // bs)
+                need = -(-(c + q) // bs) - held
+                # Admission asks for the whole sequence's blocks where vLLM reserves them (>= 0.19),
+                # else the chunk's; and a hybrid model's recurrent state or last window.
+                gate = -(-(req.prompt_tokens + req.num_generated) // bs) - held if self.reserve_full else need
+                if gate + revived + kv.beside(req) > kv.total - kv.used:
                     break
                 waiting.popleft()
                 if hit is not None:

@@ -128,12 +128,13 @@ def release_defaults(measured: MeasuredSet, policy: str, overrides: list[str], d
     base scenario's (versions.py); the user's --set still wins."""
     user_set_async = sets_field(overrides, "scheduler", "scheduler.async_scheduling")
     user_set_release = sets_field(overrides, "cost_model", "cost_model.engine_version")
+    user_set_reserve = sets_field(overrides, "scheduler", "scheduler.reserve_full_prompt")
     for run in measured.runs:
         run.engine_version = run.engine_version or default or run.recipe_version
         # A launch recipe that passed --async-scheduling set it, whatever the release's default.
         recipe_async = sets_field(run.overrides, "scheduler.async_scheduling")
         extra, note = version_overrides(run.engine_version, policy, user_set_async or recipe_async,
-                                        user_set_release, engine=engine)
+                                        user_set_release, engine=engine, user_set_reserve=user_set_reserve)
         run.overrides = [*run.overrides, *extra]
         if note:
             run.note = f"{run.note}; {note}" if run.note else note

@@ -3,9 +3,12 @@
 A measurement names its vLLM version in a sweep column (`engine_version`, `vllm_version`,
 or aiconfigurator's `backend_version`) or through `simulate validate --engine-version`.
 The base scenarios follow today's vLLM; a run measured with a release whose defaults
-differ is simulated with that release's defaults instead. One default differs within the
+differ is simulated with that release's defaults instead. Two defaults differ within the
 V1 engine the `vllm-v1` policy models:
 
+- From vLLM 0.19 the scheduler admits a waiting request only when blocks for its whole
+  prompt are free (`scheduler_reserve_full_isl`, on by default); before, the first chunk's
+  were enough and a request that did not fit later preempted itself or others.
 - Async scheduling is on by default from vLLM 0.14 (vllm-project/vllm#27614, tracked in
   #27679; InferenceX's PR 789 dropped `--async-scheduling` from its scripts as "enabled by
   default since v0.14.0"). Before it, each iteration's CPU work (scheduling, input
@@ -24,6 +27,7 @@ from simulator.errors import ConfigError
 
 VERSION_COLUMNS = ("engine_version", "vllm_version", "backend_version")
 ASYNC_DEFAULT_SINCE = (0, 14)
+FULL_PROMPT_RESERVED_SINCE = (0, 19)  # SchedulerConfig.scheduler_reserve_full_isl, on by default
 V1_ENGINE_SINCE = (0, 8)  # older releases ran the V0 engine: the `vllm-v0` policy models it
 LATER_V0_SINCE = (0, 3)  # after the 0.2.x releases the `vllm-0.2` engine preset was fitted to
 
@@ -39,7 +43,8 @@ def check_version(text: str | None, where: str) -> str | None:
 
 
 def version_overrides(version: str | None, policy: str, user_set_async: bool = False,
-                      user_set_release: bool = False, engine: str = "vllm-v1") -> tuple[list[str], str | None]:
+                      user_set_release: bool = False, engine: str = "vllm-v1",
+                      user_set_reserve: bool = False) -> tuple[list[str], str | None]:
     """The assignments a run measured with `version` needs under a base scenario whose
     scheduler is `policy`, and a note that says so; none where the user set the field.
     Every parsed release is passed to the cost model, for the kernels it ran (cost/releases.py)."""
@@ -57,6 +62,8 @@ def version_overrides(version: str | None, policy: str, user_set_async: bool = F
     if parsed[:2] < V1_ENGINE_SINCE:
         return out, (f"vLLM {version} ran the V0 engine, which the base scenario's vllm-v1 policy does not "
                      "model: use a scenario with scheduler.policy vllm-v0")
+    if parsed[:2] < FULL_PROMPT_RESERVED_SINCE and not user_set_reserve:
+        out.append("scheduler.reserve_full_prompt=false")
     if parsed[:2] < ASYNC_DEFAULT_SINCE and not user_set_async:
         return ([*out, "scheduler.async_scheduling=false"],
                 f"vLLM {version} predates async scheduling by default (0.14): simulated without it")
