@@ -28,6 +28,7 @@ from simulator.cost import (
 from simulator.cost.ops import compute_dtypes, token_ops
 from simulator.cost.releases import (
     decode_attention_model,
+    parse_version,
     release_expert_kernel,
     untuned_fp8_decode_note,
 )
@@ -227,7 +228,8 @@ class Simulation:
         self.block_size = self._block_size()
         #: The scenario's scheduler knobs with the model-dependent defaults resolved.
         self.scheduler_config = sched_cfg = sc.scheduler.for_model(self.model)
-        budget, max_seqs = sched_cfg.resolve_limits(self.gpu.name, self.gpu.usable_memory_gib, self.max_model_len)
+        budget, max_seqs = sched_cfg.resolve_limits(self.gpu.name, self.gpu.usable_memory_gib, self.max_model_len,
+                                                    parse_version(sc.cost_model.engine_version))
         self.token_budget, self.max_num_seqs = budget, max_seqs
         backend = COST_BACKENDS.get(sc.cost_model.backend)
         if backend is None:

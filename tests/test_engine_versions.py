@@ -30,15 +30,17 @@ def test_release_numbers_parse_and_build_names_do_not(text, want):
 
 def test_only_v1_releases_before_0_14_lose_async_scheduling():
     release = "cost_model.engine_version='0.12.0'"
-    assert version_overrides("0.12.0", "vllm-v1")[0] == [release, "scheduler.async_scheduling=false"]
+    chunk = "scheduler.reserve_full_prompt=false"  # before 0.19 admission asks for a chunk's blocks
+    assert version_overrides("0.12.0", "vllm-v1")[0] == [release, chunk, "scheduler.async_scheduling=false"]
     assert "0.14" in version_overrides("0.13.0", "vllm-v1")[1]
-    for recent in ("0.14.0", "0.19.0", "v0.19.0-cu130"):
+    assert version_overrides("0.14.0", "vllm-v1") == (["cost_model.engine_version='0.14.0'", chunk], None)
+    for recent in ("0.19.0", "v0.19.0-cu130"):
         assert version_overrides(recent, "vllm-v1") == ([f"cost_model.engine_version='{recent}'"], None)
     for unknown in ("nightly-5b8c30d6", None):  # taken as the tables' own release
         assert version_overrides(unknown, "vllm-v1") == ([], None)
     # The user's own settings win; other policies have no such default to change.
-    assert version_overrides("0.12.0", "vllm-v1", user_set_async=True) == ([release], None)
-    assert version_overrides("0.12.0", "vllm-v1", user_set_async=True, user_set_release=True) == ([], None)
+    assert version_overrides("0.12.0", "vllm-v1", user_set_async=True) == ([release, chunk], None)
+    assert version_overrides("0.12.0", "vllm-v1", user_set_async=True, user_set_release=True) == ([chunk], None)
     assert version_overrides("0.2.3", "vllm-v0") == (["cost_model.engine_version='0.2.3'"], None)
     # A V0-engine release under the V1 policy is said, not silently simulated otherwise.
     extra, note = version_overrides("0.6.3", "vllm-v1")

@@ -416,3 +416,61 @@ def test_a_step_left_empty_by_a_self_preemption_admits_at_once(monkeypatch):
     step = sched.schedule(0.02)
     assert step is not None and [r for r, _ in step.entries] == [req]
     assert req.preemptions == 1 and req.status == "running"
+
+
+def _two_requests(tmp_path, reserve: bool):
+    """A 300-token request, then an 800-token one 1 ms later, on a 1,024-token cache with a
+    512-token budget: the second's first chunk fits beside the first, its whole prompt not."""
+    from simulator import api
+
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,300,300\n0.001,800,5\n")
+    d = {"model": {"name": "llama-3.1-8b", "max_model_len": 1024}, "hardware": {"gpu": "h100-sxm"},
+         "memory": {"kv_cache_tokens": 1024},
+         "scheduler": {"policy": "vllm-v1", "max_num_batched_tokens": 512, "max_num_seqs": 4,
+                       "async_scheduling": False, "reserve_full_prompt": reserve},
+         "workload": {"arrival": {"type": "trace", "path": str(trace)}}, "output": {"report": False}}
+    return api.run(d)
+
+
+def test_admission_reserves_the_whole_prompt_as_vllm_does_from_0_19(tmp_path):
+    """vLLM >= 0.19 (scheduler_reserve_full_isl) admits a waiting request only when its
+    whole prompt's blocks are free: the 800-token prompt waits for the first request, and
+    nobody is preempted. Before 0.19 its first chunk was admitted and it preempted itself."""
+    whole = _two_requests(tmp_path, reserve=True)
+    chunk = _two_requests(tmp_path, reserve=False)
+    assert whole.requests["preemptions"].sum() == 0 and chunk.requests["preemptions"].sum() > 0
+    first = whole.iterations.iloc[1]  # after the first request's prefill: decodes alone
+    assert first["prefill_tokens"] == 0 and first["decode_tokens"] == 1
+    second = whole.requests.set_index("request_id").loc[1]
+    assert second["first_token_s"] > whole.requests.set_index("request_id").loc[0]["finish_s"]
+    assert (whole.requests["status"] == "completed").all() and (chunk.requests["status"] == "completed").all()
+
+
+def test_a_measured_release_before_0_19_admits_by_the_chunk():
+    from simulator.validation.versions import version_overrides
+
+    assert "scheduler.reserve_full_prompt=false" in version_overrides("0.18.1", "vllm-v1")[0]
+    assert "scheduler.reserve_full_prompt=false" not in version_overrides("0.19.0", "vllm-v1")[0]
+    assert "scheduler.reserve_full_prompt=false" not in version_overrides("0.11.0", "vllm-v1",
+                                                                         user_set_reserve=True)[0]
+
+
+@pytest.mark.parametrize(("gpu", "release", "limits"), [
+    ("b200", None, (16384, 1024)),       # today's vLLM: >= 160 GiB doubles the budget (0.28's get_batch_defaults)
+    ("b200", "0.27.1", (8192, 1024)),
+    ("mi300x", "0.28.0", (16384, 1024)),
+    ("h200", None, (8192, 1024)),        # 140 GiB: the 70 GiB tier
+    ("a100-80gb-sxm", None, (2048, 256)),
+    ("l40s", None, (2048, 256)),
+])
+def test_vllm_default_budget_follows_memory_and_release(gpu, release, limits):
+    from simulator import api
+    from simulator.simulation import Simulation
+
+    d = {"model": {"name": "llama-3.1-8b", "max_model_len": 4096}, "hardware": {"gpu": gpu},
+         "scheduler": {"policy": "vllm-v1"}, "cost_model": {"backend": "roofline", "engine_version": release},
+         "workload": {"arrival": {"type": "poisson", "rate": 1.0}, "num_requests": 1,
+                      "prompt_tokens": {"type": "fixed", "value": 64}, "output_tokens": {"type": "fixed", "value": 4}}}
+    sim = Simulation(api.load(data=d))
+    assert (sim.token_budget, sim.max_num_seqs) == limits

@@ -27,7 +27,8 @@ from simulator.strict import StrictModel
 class SchedulerConfigBase(StrictModel):
     """Base of every policy's knobs. Subclasses add theirs and a `policy` literal."""
 
-    def resolve_limits(self, gpu_name: str, gpu_memory_gib: float, max_model_len: int) -> tuple[int, int]:
+    def resolve_limits(self, gpu_name: str, gpu_memory_gib: float, max_model_len: int,
+                       release: tuple[int, ...] | None = None) -> tuple[int, int]:
         """(token budget per iteration, max sequences) with this policy's defaults applied."""
         raise NotImplementedError
 

@@ -25,7 +25,7 @@ class ContinuousConfig(SchedulerConfigBase):
         "request", description="reserve KV for prompt + the request's max output tokens, "
         "or for max_model_len (Orca's original)")
 
-    def resolve_limits(self, gpu_name, gpu_memory_gib, max_model_len):
+    def resolve_limits(self, gpu_name, gpu_memory_gib, max_model_len, release=None):
         return self.max_num_batched_tokens or max_model_len, self.max_num_seqs or 256
 
 

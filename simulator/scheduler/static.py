@@ -19,7 +19,7 @@ from simulator.scheduler.base import Scheduler, SchedulerConfigBase, Step
 
 
 class _BatchConfig(SchedulerConfigBase):
-    def resolve_limits(self, gpu_name, gpu_memory_gib, max_model_len):
+    def resolve_limits(self, gpu_name, gpu_memory_gib, max_model_len, release=None):
         # Only sizes the activation estimate of the memory plan: a batch of 2k-token prompts.
         return self.max_batch_size * min(max_model_len, 2048), self.max_batch_size
 

@@ -51,7 +51,7 @@ class VllmV0Config(SchedulerConfigBase):
         "size counts against the budget, and at most this many pad tokens are allowed (0.2.x default 256); "
         "null = packed prompts, no padding (later versions)")
 
-    def resolve_limits(self, gpu_name, gpu_memory_gib, max_model_len):
+    def resolve_limits(self, gpu_name, gpu_memory_gib, max_model_len, release=None):
         budget = whole_prompt_budget(self.max_num_batched_tokens or max(max_model_len, 2048), max_model_len, "vllm-v0")
         return budget, self.max_num_seqs or 256
 

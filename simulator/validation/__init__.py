@@ -106,6 +106,7 @@ def _servers_sized_to_clients(measured: MeasuredSet, base) -> None:
 def _least_budget(run_overrides: list[str], base) -> int | None:
     """The smallest token budget a vllm-v1 run can have: the one its overrides or the base
     name, else the GPU's default (turning chunked prefill off only raises it)."""
+    from simulator.cost.releases import parse_version
     from simulator.hardware import get_gpu
     from simulator.scheduler.vllm_v1 import vllm_default_limits
 
@@ -119,7 +120,9 @@ def _least_budget(run_overrides: list[str], base) -> int | None:
         return base.scheduler.max_num_batched_tokens
     gpus = [a.partition("=")[2] for a in run_overrides if a.startswith("hardware.gpu=")]
     gpu = get_gpu(gpus[-1] if gpus else base.hardware.gpu)
-    return vllm_default_limits(gpu.name, gpu.usable_memory_gib)[0] if gpu is not None else None
+    releases = [a.partition("=")[2].strip("'\"") for a in run_overrides if a.startswith("cost_model.engine_version=")]
+    release = parse_version(releases[-1]) if releases else parse_version(base.cost_model.engine_version)
+    return vllm_default_limits(gpu.name, gpu.usable_memory_gib, release)[0] if gpu is not None else None
 
 
 def release_defaults(measured: MeasuredSet, policy: str, overrides: list[str], default: str | None,
