@@ -457,8 +457,9 @@ def test_a_measured_release_before_0_19_admits_by_the_chunk():
 
 
 @pytest.mark.parametrize(("gpu", "release", "limits"), [
-    ("b200", None, (16384, 1024)),       # today's vLLM: >= 160 GiB doubles the budget (0.28's get_batch_defaults)
+    ("b200", "0.28.0", (16384, 1024)),   # >= 160 GiB doubles the budget (0.28's get_batch_defaults)
     ("b200", "0.27.1", (8192, 1024)),
+    ("b200", None, (8192, 1024)),        # a release not named: the budget the measured releases had
     ("mi300x", "0.28.0", (16384, 1024)),
     ("h200", None, (8192, 1024)),        # 140 GiB: the 70 GiB tier
     ("a100-80gb-sxm", None, (2048, 256)),

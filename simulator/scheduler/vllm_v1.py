@@ -35,9 +35,9 @@ class VllmV1Config(SchedulerConfigBase):
     max_num_seqs: int | None = max_num_seqs_field(
         "same rule as the budget: 1024 or 256, and never above the budget (vLLM refuses a budget below it)")
     max_num_batched_tokens: int | None = Field(
-        None, ge=1, description="token budget per iteration; default 16384 on GPUs of >= 160 GiB (vLLM >= 0.28; "
-        "cost_model.engine_version), 8192 on other >= 70 GiB GPUs than A100, else 2048 (vLLM's defaults); with "
-        "chunked prefill off, at least max_model_len")
+        None, ge=1, description="token budget per iteration; default 8192 on >= 70 GiB GPUs other than A100 "
+        "(16384 on those of >= 160 GiB when cost_model.engine_version is 0.28 or later), else 2048 (vLLM's "
+        "defaults); with chunked prefill off, at least max_model_len")
     enable_chunked_prefill: bool = Field(
         True, description="split long prompts across iterations; off: a prompt must fit the budget whole")
     async_scheduling: bool = Field(
@@ -96,15 +96,17 @@ class VllmV1Config(SchedulerConfigBase):
 
 
 #: From vLLM 0.28 (EngineArgs.get_batch_defaults) a GPU of at least 160 GiB (B200, B300,
-#: MI300X and larger) gets twice the token budget.
+#: MI300X and larger) gets twice the token budget. Only a release named as 0.28 or later
+#: gets it: a run of unknown release keeps the budget every release before it had, which
+#: the published measurements of these GPUs ran (aiconfigurator's sample: 0.15 to 0.19).
 LARGE_GPU_BUDGET_SINCE = (0, 28)
 
 
 def vllm_default_limits(gpu_name: str, gpu_memory_gib: float,
                         release: tuple[int, ...] | None = None) -> tuple[int, int]:
     """vLLM's usage-context defaults for the online server: (token budget, max_num_seqs), at
-    `release` (None: today's)."""
-    if gpu_memory_gib >= 160 and (release is None or release[:2] >= LARGE_GPU_BUDGET_SINCE):
+    `release` (None: unknown, the long-standing defaults)."""
+    if gpu_memory_gib >= 160 and release is not None and release[:2] >= LARGE_GPU_BUDGET_SINCE:
         return 16384, 1024
     if gpu_memory_gib >= 70 and not gpu_name.startswith("a100"):
         return 8192, 1024
