@@ -85,8 +85,9 @@ def package_root() -> Path:
     """The installed aiconfigurator_core directory, located without importing it."""
     spec = importlib.util.find_spec(PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise CalibrationError("aiconfigurator-core is not installed",
-                               fix="pip install -e '.[aiconfigurator]' (NVIDIA's aiconfigurator-core wheel)")
+        raise CalibrationError("aiconfigurator-core is not installed", where="simulate calibrate import-aiconfigurator",
+                               fix="pip install aiconfigurator-core (NVIDIA's tables; in a servesim checkout: "
+                                   "pip install -e '.[aiconfigurator]')")
     return Path(next(iter(spec.submodule_search_locations)))
 
 

@@ -119,7 +119,8 @@ def test_missing_package_says_how_to_install(monkeypatch):
                         lambda name, *a: None if name == aic.PACKAGE else real(name, *a))
     with pytest.raises(CalibrationError, match="not installed") as exc:
         aic.package_root()
-    assert ".[aiconfigurator]" in exc.value.fix
+    assert ".[aiconfigurator]" in exc.value.fix and "pip install aiconfigurator-core" in exc.value.fix
+    assert exc.value.where == "simulate calibrate import-aiconfigurator"  # it printed with no prefix
 
 
 def test_imported_profile_predicts_held_out_rows(profile):
