@@ -66,14 +66,21 @@ def unmatched(profile: Profile, reference: Profile) -> dict[tuple[str, str], int
     out: dict[tuple[str, str], int] = {}
     for fam in FAMILIES:
         mine, theirs = profile.table(fam), reference.table(fam)
-        if mine is None or theirs is None or "dtype" not in FAMILY_COLUMNS[fam]:
+        if mine is None or theirs is None or (measured := _reference_dtypes(fam, theirs)) is None:
             continue
-        col = FAMILY_COLUMNS[fam].index("dtype")
-        have = {r[col] for r in theirs.rows}
+        col, have = measured
         for r in mine.rows:
             if r[col] not in have:
                 out[(fam, r[col])] = out.get((fam, r[col]), 0) + 1
     return out
+
+
+def _reference_dtypes(family: str, table) -> tuple[int, set] | None:
+    """The dtype column of a family's rows and the dtypes a table holds; None without one."""
+    if "dtype" not in FAMILY_COLUMNS[family]:
+        return None
+    col = FAMILY_COLUMNS[family].index("dtype")
+    return col, {r[col] for r in table.rows}
 
 
 def compare(profile: Profile, reference: Profile) -> list[RegimeRatio]:
@@ -88,8 +95,7 @@ def compare(profile: Profile, reference: Profile) -> list[RegimeRatio]:
             continue
         model = FamilyModel(fam, theirs.rows, gpu, config)
         n = len(FAMILY_COLUMNS[fam])
-        col = FAMILY_COLUMNS[fam].index("dtype") if "dtype" in FAMILY_COLUMNS[fam] else None
-        have = {r[col] for r in theirs.rows} if col is not None else None
+        col, have = _reference_dtypes(fam, theirs) or (None, None)
         ratios: dict[tuple, list[float]] = {}
         for row in model.adapter.clean(mine.rows):
             shape = tuple(row[:n])

@@ -22,6 +22,16 @@ that fall out of the window; held here at the most the request reaches, from adm
 from __future__ import annotations
 
 
+def blocks_beside(state_blocks: int, window: tuple[int, int], block_size: int, tokens: int) -> int:
+    """Blocks a sequence reaching `tokens` tokens holds besides its KV blocks: its recurrent
+    state, and in each group of windowed layers the blocks of its last window (all of its
+    tokens, if fewer). `window` is (groups, blocks a window spans)."""
+    groups, span = window
+    if not groups:
+        return state_blocks
+    return state_blocks + groups * min(span, -(-tokens // block_size))
+
+
 class BlockManager:
     """Counts free and used KV blocks of one engine, with a peak-usage watermark."""
 
@@ -61,10 +71,8 @@ class BlockManager:
 
     def beside(self, req) -> int:
         """Blocks a running request holds besides its KV blocks (module docstring)."""
-        if not self.window_groups:
-            return self.state_blocks
-        reach = self.blocks_for(req.prompt_tokens + req.output_tokens - 1)
-        return self.state_blocks + self.window_groups * min(self.window_blocks, reach)
+        return blocks_beside(self.state_blocks, (self.window_groups, self.window_blocks), self.block_size,
+                             req.prompt_tokens + req.output_tokens - 1)
 
     def can_admit(self, blocks: int, req, *, keep_watermark: bool = False) -> bool:
         """can_allocate for a sequence starting to run: its KV blocks and what it holds beside them."""

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from simulator.dtypes import DTYPE_BYTES, stored_weight_bytes
 from simulator.errors import DoesNotFitError, KVBelowMaxModelLenError
 from simulator.hardware import GPUSpec
+from simulator.kv_cache import blocks_beside
 from simulator.models import ModelSpec
 
 GIB = 1024**3
@@ -56,8 +57,7 @@ class MemoryPlan:
     def beside(self, tokens: int) -> int:
         """Blocks a sequence of `tokens` tokens holds besides its KV blocks: a recurrent
         state, and its last window in each group of sliding-window layers."""
-        groups, span = self.window
-        return self.state_blocks + groups * min(span, -(-tokens // self.block_size))
+        return blocks_beside(self.state_blocks, self.window, self.block_size, tokens)
 
     def sequences_at(self, tokens: int) -> int:
         """How many sequences of `tokens` tokens the cache holds at once, states and windows included."""

@@ -99,12 +99,17 @@ def roofline_estimated(timer: OpTimer, costs: Iterable[IterationCostModel]) -> l
     if source_of is None:
         return []
     found: dict[str, None] = {}
+    for op in _probe_ops(costs):
+        if op.family in ESTIMATED_FAMILIES and source_of(op).startswith("roofline"):
+            found[ESTIMATED_FAMILIES[op.family]] = None
+    return list(found)
+
+
+def _probe_ops(costs: Iterable[IterationCostModel]):
+    """Every op of a long lone prefill and a decode step of each layout: every family a run reads."""
     for cost in costs:
         for shape in _PROBE_SHAPES:
-            for op in cost.ops(shape):
-                if op.family in ESTIMATED_FAMILIES and source_of(op).startswith("roofline"):
-                    found[ESTIMATED_FAMILIES[op.family]] = None
-    return list(found)
+            yield from cost.ops(shape)
 
 
 def missing_tables(timer: OpTimer, costs: Iterable[IterationCostModel]) -> list[str]:
@@ -120,14 +125,12 @@ def missing_tables(timer: OpTimer, costs: Iterable[IterationCostModel]) -> list[
     skip = {k.split(" ")[0] for k in profile.metadata.not_measured} | set(ESTIMATED_FAMILIES)
     skip |= {family for family in profile.tables if profile.table(family) is not None}
     found: dict[str, str] = {}
-    for cost in costs:
-        for shape in _PROBE_SHAPES:
-            for op in cost.ops(shape):
-                if op.family in skip or op.family in found:
-                    continue
-                source = source_of(op)
-                if source == "roofline-default" or source.startswith("shipped:"):
-                    found[op.family] = "the roofline" if source == "roofline-default" else source.split(":", 1)[1]
+    for op in _probe_ops(costs):
+        if op.family in skip or op.family in found:
+            continue
+        source = source_of(op)
+        if source == "roofline-default" or source.startswith("shipped:"):
+            found[op.family] = "the roofline" if source == "roofline-default" else source.split(":", 1)[1]
     return [f"{family} from {source}" for family, source in found.items()]
 
 

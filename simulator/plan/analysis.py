@@ -59,7 +59,7 @@ def _operating_probe(rec: dict, load: float) -> dict | None:
 def derive(loaded: LoadedPlan, records: dict[str, dict]) -> list[dict]:
     """One row per configuration: the deployment it implies and its figures of merit."""
     plan = loaded.plan
-    allowed = plan.space.replicas if isinstance(plan.space.replicas, list) else None
+    allowed = allowed_replicas(plan)
     rows = []
     for point in loaded.points:
         rec = records.get(point.key)
@@ -119,6 +119,11 @@ def derive(loaded: LoadedPlan, records: dict[str, dict]) -> list[dict]:
             row["reason"] = "over the budget cap (target.max_usd_per_hour / max_gpus)"
         rows.append(row)
     return rank(loaded, rows)
+
+
+def allowed_replicas(plan) -> list[int] | None:
+    """The replica counts `space.replicas` lists, or None where it says `minimise`."""
+    return plan.space.replicas if isinstance(plan.space.replicas, list) else None
 
 
 def within_caps(plan, row: dict) -> bool:

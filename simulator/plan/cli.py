@@ -158,17 +158,17 @@ def _print_slo_misses(rows: list[dict], records: dict[str, dict], loaded, shown:
         console.print(f"{'':<13}… {len(missed) - shown} more (plan.csv, column reason)", highlight=False)
     reached = _best_reached(missed, records, loaded.plan.slo)
     if reached:
-        *limits, where = reached
+        limits, label = reached
         console.print(f"{'fix:':<13}relax the SLO to what the closest configuration reached at its lowest "
-                      f"rate ({', '.join(limits)} {where}), or add faster GPUs or more TP to the space",
+                      f"rate ({', '.join(limits)} on {label}), or add faster GPUs or more TP to the space",
                       soft_wrap=True, markup=False, highlight=False)
 
 
-def _best_reached(missed: list[dict], records: dict[str, dict], slo) -> list[str]:
+def _best_reached(missed: list[dict], records: dict[str, dict], slo) -> tuple[list[str], str] | None:
     """The SLO the closest configuration met at its lowest rate: for the one needing the
     least relaxation (the largest ratio of reached to limit over the p99 limits it broke,
     the statistic the probes keep), each broken limit's reached value, rounded up so that
-    asking for it passes; [] when no lowest probe kept its statistics."""
+    asking for it passes, and the configuration; None when no lowest probe kept its statistics."""
     options = []
     for r in missed:
         probes = (records.get(r["key"]) or {}).get("probes") or []
@@ -184,9 +184,9 @@ def _best_reached(missed: list[dict], records: dict[str, dict], slo) -> list[str
         if broken:
             options.append((max(v / limit for v, limit in broken.values()), r["label"], broken))
     if not options:
-        return []
+        return None
     _ratio, label, broken = min(options, key=lambda o: o[:2])
-    return [f"p99 {name} {math.ceil(v * 10) / 10:,.1f} ms" for name, (v, _limit) in broken.items()] + [f"on {label}"]
+    return [f"p99 {name} {math.ceil(v * 10) / 10:,.1f} ms" for name, (v, _limit) in broken.items()], label
 
 
 def _why_none(groups, n_ok: int, n_err: int, loaded) -> str:

@@ -22,7 +22,7 @@ import numpy as np
 from simulator.config import load_scenario
 from simulator.errors import ServesimError
 from simulator.output import check_creatable, folder_name, make_dirs, write_outputs
-from simulator.plan.analysis import derive, sort_key, within_caps
+from simulator.plan.analysis import allowed_replicas, derive, sort_key, within_caps
 from simulator.plan.config import LoadedPlan, gpus_per_replica
 from simulator.plan.executor import check_executor, run_tasks
 from simulator.plan.search import burst_factor
@@ -228,12 +228,7 @@ def verify(loaded: LoadedPlan, outcome: PlanOutcome):
             return None
         top = ranked[0]
         rate = top["carried_rps"]
-        outcome.checking(top, rate, "the ranking's top")
-        result, verdict = simulate_deployment(loaded, top, rate)
-        step = {"label": top["label"], "replicas": top["replicas"], "rate": rate, "check": "the ranking's top",
-                "passed": verdict.passed, "reason": verdict.reason, "ttft_p99_ms": verdict.metrics.get("ttft_p99_ms"),
-                "tpot_p99_ms": verdict.metrics.get("tpot_p99_ms"), "attainment": verdict.metrics.get("attainment")}
-        outcome.verification.append(step)
+        result, verdict, step = _check(loaded, outcome, top, rate, "the ranking's top")
         if verdict.passed:
             _mark_verified(top, step, result)
             return refine(loaded, outcome, top, result)
@@ -274,7 +269,7 @@ def _unmark_verified(row: dict) -> None:
 
 
 def _check(loaded: LoadedPlan, outcome: PlanOutcome, row: dict, rate: float, why: str):
-    """One whole-deployment run of the refinement, logged with the verification's."""
+    """One whole-deployment run after the sweep (verification or refinement), announced and logged."""
     outcome.checking(row, rate, why)
     result, verdict = simulate_deployment(loaded, row, rate)
     step = {"label": row["label"], "replicas": row["replicas"], "rate": rate, "check": why,
@@ -309,14 +304,14 @@ def refine(loaded: LoadedPlan, outcome: PlanOutcome, best: dict, result):
 
 def _fewer(plan, replicas: int) -> int | None:
     """The next smaller replica count the space allows, or None."""
-    allowed = plan.space.replicas if isinstance(plan.space.replicas, list) else None
+    allowed = allowed_replicas(plan)
     fits = [n for n in (allowed or range(1, replicas)) if n < replicas]
     return max(fits) if fits else None
 
 
 def _more(plan, replicas: int) -> int | None:
     """The next larger replica count the space allows, or None."""
-    allowed = plan.space.replicas if isinstance(plan.space.replicas, list) else None
+    allowed = allowed_replicas(plan)
     if allowed is None:
         return replicas + 1
     fits = [n for n in allowed if n > replicas]

@@ -285,7 +285,7 @@ class Scheduler:
         if k <= 1:
             return 1
         bs = self.kv.block_size
-        firsts = [req.block_count * bs - req.num_computed + 1 for req, _ in entries]  # _first_crossings, inlined
+        firsts = self._first_crossings(entries)
         step.crossings = firsts  # reused by complete_stretch: computed once per stretch
         free = self.kv.total - self.kv.used
         needed = 0

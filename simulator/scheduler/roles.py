@@ -119,11 +119,12 @@ class DecodeRole(Scheduler):
         while arrived and len(running) < self.max_num_seqs:
             req = arrived[0]
             need = kv.blocks_for(req.num_computed + 1)
-            if need + kv.beside(req) > free:
+            held = need + kv.beside(req)
+            if held > free:
                 break
             arrived.popleft()
             kv.admit(need, req)
-            free -= need + kv.beside(req)
+            free -= held
             req.block_count = need
             req.status = "running"
             running.append(req)
@@ -183,7 +184,7 @@ class MigratingDecodeRole(DecodeRole):
         can never fit beside the held prompts' blocks: it would preempt itself again at
         every attempt while they wait for it, a livelock (found by fuzzing: 26,000
         preemptions of one request under vllm-v1's chunked recompute)."""
-        if not self.arrived:
+        if not (self.arrived and self.preemptions):  # only a recompute can starve
             return False
         kv = self.kv
         room = kv.total - self.held_blocks
