@@ -71,6 +71,8 @@ class BlockManager:
 
     def beside(self, req) -> int:
         """Blocks a running request holds besides its KV blocks (module docstring)."""
+        if not self.window_groups:  # most models: no call on the admission path
+            return self.state_blocks
         return blocks_beside(self.state_blocks, (self.window_groups, self.window_blocks), self.block_size,
                              req.prompt_tokens + req.output_tokens - 1)
 
