@@ -320,6 +320,23 @@ def test_a_recompute_that_cannot_fit_beside_held_prompts_does_not_livelock():
     assert all(e.scheduler.kv.used == 0 and e.scheduler.outstanding == 0 for e in engines(sim))
 
 
+def test_held_prompts_joining_for_a_recompute_keep_max_num_seqs():
+    """The livelock rule ran a held prompt with the batch already at max_num_seqs (found by
+    hypothesis: three sequences under a limit of two, and a stepped run that no longer
+    matched its fast-forwarded twin)."""
+    d = scenario("vllm-v1", arrival=poisson(26.0), prompt=uniform(1, 1500), output=uniform(1, 300),
+                 num_requests=25, seed=2, kv_tokens=2048, block_size=1, max_model_len=2048,
+                 sched={"max_num_seqs": 2, "enable_chunked_prefill": False, "max_num_batched_tokens": 2048,
+                        "async_scheduling": False})
+    d = disagg(d, prefill=(1, 1, 2), decode=(1, 1, 2), latency_ms=0.0, protocol="distserve")
+    _, res = simulate(d)
+    assert (res.iterations["num_seqs"] <= 2).all()
+    assert (res.requests["status"] == "completed").all()
+    _, stepped = simulate(d, fast_forward=False)
+    assert (stepped.iterations["num_seqs"] <= 2).all()
+    check_fast_forward_equivalent(d, res, stepped)
+
+
 def test_pipeline_pools_keep_the_invariants():
     d = disagg(scenario("vllm-v1", arrival=poisson(30.0), prompt=uniform(16, 800),
                         output=uniform(1, 100), num_requests=80, max_model_len=2048),

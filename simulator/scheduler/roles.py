@@ -165,7 +165,7 @@ class MigratingDecodeRole(DecodeRole):
 
     def schedule(self, now: float) -> Step | None:
         self._accept()
-        if self._starved():
+        if len(self.running) < self.max_num_seqs and self._starved():
             self._run_held_head()
         step = super().schedule(now)
         if step is None and self.arrived and not self.running:
