@@ -116,11 +116,11 @@ def print_summary(summary: dict, out_dir: Path | None) -> None:
     console.print(title, highlight=False)  # its own line: a table title would wrap at the table's width
     table = Table()
     table.add_column("metric")
-    for col in ("mean", "p50", "p90", "p99"):
+    for col in ("mean", "p50", "p90", "p95", "p99"):
         table.add_column(col, justify="right")
     for key, label in (("ttft_ms", "TTFT ms"), ("tpot_ms", "TPOT ms"), ("itl_ms", "ITL ms"), ("e2e_ms", "E2E ms")):
         s = summary[key]
-        table.add_row(label, *(_fmt(s[c]) for c in ("mean", "p50", "p90", "p99")))
+        table.add_row(label, *(_fmt(s[c]) for c in ("mean", "p50", "p90", "p95", "p99")))
     console.print(table)
     kv = summary["kv_cache"]
     good = summary["goodput"]
@@ -276,9 +276,10 @@ def validate_cmd(
              "0.8 (the InferenceMAX/InferenceX harness) on its isl/osl grid, fixed elsewhere")] = "auto",
     recipes: Annotated[bool, typer.Option(
         "--recipes/--no-recipes",
-        help="closed-loop sweeps: rows on the InferenceX isl/osl grid also get the server flags that "
-             "harness launched their model, GPU and precision with (KV dtype, batch budget, memory "
-             "fraction; docs/fidelity.md)")] = True,
+        help="closed-loop sweeps: rows on a known harness's isl/osl grid (InferenceX: 1024/1024, 1024/8192, "
+             "8192/1024; aiconfigurator's gap analysis: isl 1000-8000 x osl 100-2000) also get the server "
+             "flags and release that harness launched their model, GPU and precision with (KV dtype, batch "
+             "budget, memory fraction; docs/fidelity.md); each run's line says which")] = True,
     engine_version: Annotated[str | None, typer.Option(
         "--engine-version",
         help="the vLLM release the measurements were taken with, where the files do not say (a sweep "

@@ -154,9 +154,14 @@ def describe(values: np.ndarray) -> dict[str, float | None]:
     """Mean and percentiles (numpy linear), NaN left out as vLLM does; None when empty."""
     values = values[~np.isnan(values)]
     if values.size == 0:
-        return {"mean": None, **{f"p{p}": None for p in PERCENTILES}}
+        return _no_values()
     pct = np.percentile(values, PERCENTILES)
-    return {"mean": float(values.mean()), **{f"p{p}": float(v) for p, v in zip(PERCENTILES, pct, strict=True)}}
+    return {"mean": float(values.mean()), "std": float(values.std()),
+            **{f"p{p}": float(v) for p, v in zip(PERCENTILES, pct, strict=True)}}
+
+
+def _no_values() -> dict[str, None]:
+    return {"mean": None, "std": None, **{f"p{p}": None for p in PERCENTILES}}
 
 
 def weighted_percentiles(values: np.ndarray, weights: np.ndarray, percentiles) -> list[float]:
@@ -178,11 +183,13 @@ def weighted_percentiles(values: np.ndarray, weights: np.ndarray, percentiles) -
 
 def itl_stats(itl: ItlSink) -> dict[str, float | None]:
     if not itl.values:
-        return {"mean": None, **{f"p{p}": None for p in PERCENTILES}}
+        return _no_values()
     v = np.asarray(itl.values, dtype=np.float64) * 1e3
     w = np.asarray(itl.weights, dtype=np.int64)
     pct = weighted_percentiles(v, w, PERCENTILES)
-    return {"mean": float((v * w).sum() / w.sum()), **{f"p{p}": x for p, x in zip(PERCENTILES, pct, strict=True)}}
+    mean = float((v * w).sum() / w.sum())
+    std = math.sqrt(float((w * (v - mean) ** 2).sum() / w.sum()))
+    return {"mean": mean, "std": std, **{f"p{p}": x for p, x in zip(PERCENTILES, pct, strict=True)}}
 
 
 # Numbers that differ from request to request ("prompt + output = 10384 tokens"); a
@@ -234,6 +241,7 @@ def summarize(req: pd.DataFrame, itl: ItlSink, slo: dict[str, float | None]) -> 
             "requests_per_s": rate(len(done)),
             "input_tokens_per_s": rate(float(done["prompt_tokens"].sum())),
             "output_tokens_per_s": rate(float(done["output_tokens"].sum())),
+            "total_tokens_per_s": rate(float(done["prompt_tokens"].sum() + done["output_tokens"].sum())),
         },
         "ttft_ms": describe(done["ttft_ms"].to_numpy()),
         "tpot_ms": describe(done["tpot_ms"].to_numpy()),

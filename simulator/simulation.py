@@ -607,9 +607,11 @@ class Simulation:
 
 
 def _prefix_hit_rate(requests: pd.DataFrame) -> float:
-    """Prompt tokens served from the prefix cache at admission, over all prompt tokens."""
-    prompts = int(requests["prompt_tokens"].sum())
-    return int(requests["cached_tokens"].sum()) / prompts if prompts else 0.0
+    """Prompt tokens served from the prefix cache at admission, over the prompt tokens of
+    the requests admitted (a refused request never reached the cache)."""
+    admitted = requests[requests["status"] != "rejected"]
+    prompts = int(admitted["prompt_tokens"].sum())
+    return int(admitted["cached_tokens"].sum()) / prompts if prompts else 0.0
 
 
 def _kv_use(instances: list[Replica], iterations: pd.DataFrame, log: IterationLog) -> tuple[float, float | None]:

@@ -5,6 +5,7 @@ real entry point in a subprocess to see exactly what a user sees."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -62,6 +63,7 @@ def test_run_subcommand_prints_a_summary(tmp_path, capsys):
     assert not (out / "report.html").exists()
     text = capsys.readouterr().out
     assert "TTFT" in text and "throughput" in text and str(out.name) in text
+    assert re.search(r"mean\s.*p50\s.*p90\s.*p95\s.*p99", text)  # DESIGN.md §3's percentiles
     # Which kernel times drove the run is printed and kept in summary.json.
     kernels = strict_json((out / "summary.json").read_text())["config"]["kernel_times"]
     assert kernels.startswith("aiconfigurator:h100_sxm/vllm/")  # chatbot: backend auto, one H100

@@ -15,7 +15,7 @@ from simulator.metrics import PERCENTILES, requests_frame, summarize, weighted_p
 from simulator.request import Request
 from simulator.scheduler.base import ItlSink
 
-STAT_KEYS = {"mean", "p50", "p90", "p95", "p99"}
+STAT_KEYS = {"mean", "std", "p50", "p90", "p95", "p99"}
 
 
 # -- weighted percentiles ------------------------------------------------------------------
@@ -96,6 +96,10 @@ def test_summarize_follows_bench_serve_semantics():
     assert thr["requests_per_s"] == pytest.approx(3 / 3.5)
     assert thr["input_tokens_per_s"] == pytest.approx(600 / 3.5)  # completed requests only
     assert thr["output_tokens_per_s"] == pytest.approx(17 / 3.5)
+    assert thr["total_tokens_per_s"] == pytest.approx((600 + 17) / 3.5)  # vLLM's "Total token throughput"
+    # std: the population standard deviation (np.std), as vLLM prints it; ITL's is token-weighted.
+    assert s["ttft_ms"]["std"] == pytest.approx(np.std([100, 200, 500]))
+    assert s["itl_ms"]["std"] == pytest.approx(np.std([100] * 10 + [500] * 4))
     # TPOT: per-request mean over requests with > 1 output token.
     assert s["tpot_ms"]["mean"] == pytest.approx(300.0)
     assert s["tpot_ms"]["p50"] == pytest.approx(300.0)

@@ -360,3 +360,14 @@ def test_asking_for_prefix_caching_on_a_hybrid_model_is_refused_with_the_fix():
     assert err.value.where == "scheduler.enable_prefix_caching"
     assert "hybrid linear-attention" in err.value.message
     assert "leave scheduler.enable_prefix_caching unset" in err.value.fix
+
+
+def test_the_hit_rate_counts_only_the_prompts_of_admitted_requests():
+    """A refused request never reached the cache: its prompt would dilute the rate."""
+    import pandas as pd
+
+    from simulator.simulation import _prefix_hit_rate
+
+    frame = pd.DataFrame({"prompt_tokens": [1000, 1000, 9000], "cached_tokens": [0, 800, 0],
+                          "status": ["completed", "completed", "rejected"]})
+    assert _prefix_hit_rate(frame) == pytest.approx(800 / 2000)

@@ -58,8 +58,10 @@ class LaunchRecipe:
     until: str | None = None  # the image a later script version moved to: rows naming an older release only
 
     def describe(self, isl: int, version: str | None = None) -> str:
-        """The flags as applied to a row of this ISL (and release), and where they come from."""
-        image = [f"vLLM {self.engine_version}"] if self.engine_version else []
+        """The flags as applied to a row of this ISL (and release), and where they come from:
+        the release simulated is the row's own (or --engine-version), else the script's image."""
+        release = version or self.engine_version
+        image = [f"vLLM {release}"] if release else []
         flags = [*self.overrides(isl, version), *image] or ["no flags beyond the base scenario's"]
         return f"{', '.join(flags)} ({self.harness} {self.source})"
 

@@ -35,6 +35,9 @@ class RunPrediction:
     summary: dict
     error: str | None = None
     note: str | None = None  # how the run was simulated, where that differs from its overrides
+    # The measured means over the requests the simulated server completed, where it refused
+    # some that were measured (else None: the run's own means stand).
+    measured: dict[str, float] | None = None
 
     @classmethod
     def failed(cls, run: MeasuredRun, error: str) -> RunPrediction:
@@ -202,11 +205,44 @@ def simulate_run(run: MeasuredRun, scenario_path: Path, overrides: list[str],
         back = np.empty_like(order)
         back[order] = np.arange(len(order))
         sim = sim.set_index("request_id").loc[back].reset_index()
-    done = sim[sim["status"] == "completed"]
-    if done.empty:
+    if not (sim["status"] == "completed").any():
         return RunPrediction.failed(run, _none_completed(run, sim))
-    predicted = {m: float(done[m].mean()) for m in METRICS if done[m].notna().any()}
-    return RunPrediction(run, predicted, sim, result.summary, note=note)
+    predicted, measured, refused = _paired_means(run, sim)
+    if refused:
+        note = "; ".join(filter(None, [note, refused]))
+    return RunPrediction(run, predicted, sim, result.summary, note=note, measured=measured)
+
+
+def _paired_means(run: MeasuredRun, sim: pd.DataFrame) -> tuple[dict[str, float], dict[str, float] | None, str]:
+    """Each metric's predicted and measured mean over the same requests.
+
+    Where the run was measured per request, a request counts for a metric only when it
+    was measured (a blank cell is a failed request or an unmeasured metric) and completed
+    in the simulation; else the run's own means compare with all completed requests.
+    Returns the predicted means, the measured ones when the simulated server refused a
+    measured request (None otherwise), and a note saying how many it refused.
+    """
+    done = (sim["status"] == "completed").to_numpy()
+    req = run.requests
+    paired = req is not None and len(req) == len(sim)
+    predicted, measured, refused = {}, {}, 0
+    for m in METRICS:
+        pred = sim[m].to_numpy(dtype=float)
+        if paired and m in req:
+            meas = req[m].to_numpy(dtype=float)
+            seen = ~np.isnan(meas)
+            refused = max(refused, int((seen & ~done).sum()))
+            use = seen & done & ~np.isnan(pred)
+            if use.any():
+                predicted[m] = float(pred[use].mean())
+                measured[m] = float(meas[use].mean())
+        elif (done & ~np.isnan(pred)).any():
+            predicted[m] = float(pred[done & ~np.isnan(pred)].mean())
+    if not refused:
+        return predicted, None, ""
+    first = sim.loc[~done, "reject_reason"].iloc[0]
+    return predicted, measured, (f"{refused} measured request(s) rejected by the simulated server (the first: "
+                                 f"{first}); both means leave them out")
 
 
 def _none_completed(run: MeasuredRun, sim: pd.DataFrame) -> str:

@@ -49,8 +49,9 @@ def runs_frame(preds: list[RunPrediction]) -> pd.DataFrame:
         row = {"run": p.run.label, "source": p.run.source, "group": p.run.group, "family": p.run.family,
                "concurrency": p.run.concurrency, "error": p.error, "note": p.note,
                "kernel_times": config.get("kernel_times"), "api_server": config.get("api_server")}
+        means = p.run.measured if p.measured is None else p.measured
         for m in METRICS:
-            meas = p.run.measured.get(m)
+            meas = means.get(m)
             pred = p.predicted.get(m)
             row[f"measured_{m}"] = np.nan if meas is None else meas  # blank cells are not scored
             row[f"pred_{m}"] = np.nan if pred is None else pred
@@ -128,6 +129,31 @@ def slo_attainment(df: pd.DataFrame, slo: dict[str, float | None]) -> float | No
     return float(ok.mean()) if len(df) else None
 
 
+def paired_slo_attainment(measured: pd.DataFrame, simulated: pd.DataFrame,
+                          slo: dict[str, float | None]) -> tuple[float, float] | None:
+    """Measured and predicted SLO attainment over the same requests and targets.
+
+    A request without a measured first token failed in the measurement and counts on
+    neither side; a target whose metric the file does not measure is left out of both; a
+    request the simulated server refused misses. A metric a request has no value for (the
+    TPOT of a one-token output) passes, on each side alike.
+    """
+    served = measured["ttft_ms"].notna().to_numpy() if "ttft_ms" in measured else np.ones(len(measured), bool)
+    if not served.any():
+        return None
+    meas_ok = np.ones(len(measured), dtype=bool)
+    pred_ok = (simulated["status"] == "completed").to_numpy().copy()
+    for m, limit in slo.items():
+        if limit is None or m not in measured or not measured[m].notna().any():
+            continue
+        meas = measured[m].to_numpy(dtype=float)
+        pred = simulated[m].to_numpy(dtype=float)
+        blank = np.isnan(meas)
+        meas_ok &= blank | (meas <= limit)
+        pred_ok &= blank | (np.isnan(pred) & (m == "tpot_ms")) | (pred <= limit)
+    return float(meas_ok[served].mean()), float(pred_ok[served].mean())
+
+
 def score(measured: MeasuredSet, preds: list[RunPrediction], slo: dict[str, float | None]) -> dict:
     runs = runs_frame(preds)
     below = runs[~runs["measured_cliff"]]
@@ -158,8 +184,12 @@ def score(measured: MeasuredSet, preds: list[RunPrediction], slo: dict[str, floa
         for p in preds:
             if p.error or p.run.requests is None:
                 continue
-            meas = slo_attainment(p.run.requests, slo)
-            pred = slo_attainment(p.requests[p.requests["status"] == "completed"], slo)
+            if len(p.run.requests) == len(p.requests):
+                pair = paired_slo_attainment(p.run.requests, p.requests, slo)
+            else:
+                pair = (slo_attainment(p.run.requests, slo),
+                        slo_attainment(p.requests[p.requests["status"] == "completed"], slo))
+            meas, pred = pair if pair is not None else (None, None)
             if meas is not None and pred is not None:
                 slo_rows.append({"run": p.run.label, "measured": meas, "predicted": pred,
                                  "diff_points": (pred - meas) * 100.0})
