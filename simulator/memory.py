@@ -204,8 +204,9 @@ def sliding_window_groups(model: ModelSpec, pp: int, block_size: int) -> tuple[i
     return -(-windowed // full), -(-(model.sliding_window - 1) // block_size) + 1
 
 
-# What the driver keeps out of CUDA's reach: vLLM sizes its budget from torch's total
-# (cudaMemGetInfo), below the nvidia-smi total the catalog lists. H100 80GB: 79.18 and
+# What the driver keeps out of CUDA's reach, where the catalog has no measured
+# `visible_memory_gib`: vLLM sizes its budget from torch's total (cudaMemGetInfo), below the
+# nvidia-smi total the catalog lists. H100 80GB: 79.18 and
 # 79.22 GiB in vLLM logs (llm-d-benchmark's empirical memory results; vllm-project/vllm#10511)
 # against 81,559 MiB = 79.65 GiB; RTX 4090: 23.55-23.58 GiB against 23.99.
 CUDA_INVISIBLE_GIB = 0.45
@@ -316,7 +317,7 @@ class MemorySetup:
     def plan(self) -> MemoryPlan:
         """vLLM's accounting: the budget less weights, activations and the runtime is KV."""
         model, gpu = self.model, self.gpu
-        total = gpu.usable_memory_gib - CUDA_INVISIBLE_GIB
+        total = gpu.visible_memory_gib or gpu.usable_memory_gib - CUDA_INVISIBLE_GIB
         tile = moe_kernel_tile(model, self.expert_weight_dtype, gpu, self.expert_kernel)
         weights = weight_bytes_per_gpu(model, self.weight_dtype, self.tp, self.pp, self.expert_weight_dtype,
                                        tile, self.dp, self.expert_parallel) / GIB

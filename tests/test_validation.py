@@ -62,7 +62,7 @@ def test_distserve_errors_do_not_grow(distserve):
     assert result["runs"] == 8
     ttft = result["metrics"]["ttft_ms"]["all"]["mape"]
     tpot = result["metrics"]["tpot_ms"]["all"]["mape"]
-    # Targets: <= 10% on each file. Measured: TTFT 10.8%, TPOT 7.5% MAPE (11.7%, 7.5% when set).
+    # Targets: <= 10% on each file. Measured: TTFT 10.4%, TPOT 7.6% MAPE (11.7%, 7.5% when set).
     assert ttft <= 13.0
     assert tpot <= 9.0
     worst_slo = result["slo"]["max_abs_diff_points"]
@@ -71,7 +71,9 @@ def test_distserve_errors_do_not_grow(distserve):
 
 @needs_distserve
 def test_distserve_kv_capacity_matches_the_measured_occupancy(distserve):
-    """The base scenario's KV size is the one the measurements show (see its comment)."""
+    """The memory plan for the harness's launch flags holds the KV capacity the measurements
+    show to within 2%, with nothing read off them (3,410 blocks against ~3,370; see the
+    base scenario's comment)."""
     result, _ = distserve
     kv = result["kv_occupancy"]
     assert sum(r["sim_cache_full"] for r in kv["runs"]) == 3  # the 3, 3.5 and 4 req/s files
@@ -103,8 +105,8 @@ def test_distserve_disaggregated_ttft_and_tpot(tmp_path):
     mode with DistServe's migration protocol. Nothing is fitted to them (the online loop's
     5.5 ms per iteration comes from the vLLM dev set: docs/fidelity.md item 28; the
     migration rules are DistServe's source, item 29). Measured: TTFT MAPE 3.5%, every file
-    within -1% to +6%; TPOT MAPE 7.9%, +1% to -9% per file except -19% at 9 req/s; SLO
-    attainment within 4.0 points (before item 29: TPOT MAPE 16.9%, -21% to -33% from 7.5
+    within -1% to +6%; TPOT MAPE 6.5%, +1% to -10% per file except -14% at 9 req/s; SLO
+    attainment within 3.7 points (before item 29: TPOT MAPE 16.9%, -21% to -33% from 7.5
     req/s, SLO within 5.7)."""
     result, _ = run_validation([DISAGG], DISAGG_SCENARIO, [], tmp_path / "disagg")
     assert result["runs"] == 7

@@ -40,6 +40,13 @@ _GH100_SXM_PEAKS = {"fp32": 67.0, "tf32": 494.5, "bf16": 989.0, "fp16": 989.0, "
 # GA100 (A100 40/80 GB, A800; NVIDIA A100 datasheet, dense: BF16/FP16 312, INT8 624,
 # TF32 156, FP32 19.5; no FP8).
 _GA100_PEAKS = {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0, "int8": 624.0}
+# What CUDA hands out on an A100 (torch's total_memory; vLLM's budget starts from it): torch
+# OOM messages read "79.15 GiB total capacity" on the 80 GB boards and "39.59 GiB" on the
+# 40 GB ones, 0.85 GiB below nvidia-smi's 81920 MiB where an H100 loses 0.45. vLLM 0.2's
+# block count for Llama-2-7B on one A100-80GB (7,449, vllm-project/vllm#2031, whose profile
+# subtracted only torch's own peak) implies 79.0 GiB with the plan's weights and activations.
+A100_80GB_VISIBLE_GIB = 79.15
+A100_40GB_VISIBLE_GIB = 39.59
 _MI300_PEAKS = {"fp32": 163.4, "tf32": 653.7, "bf16": 1307.4, "fp16": 1307.4, "fp8": 2614.9, "int8": 2614.9}
 
 # CDNA4 (MI350X, MI355X): 256 CUs (32 per XCD; ROCm GPU specifications), each 8,192 dense
@@ -270,9 +277,9 @@ _GPUS: list[GPUSpec] = [
         vendor="nvidia",
         architecture="ampere",
         memory_gb=80.0,  # NVIDIA A100 datasheet: 80 GB HBM2e
-        # nvidia-smi reports 81920 MiB (modal-labs/modal-client PR #2797); torch OOM messages
-        # show cudaMemGetInfo totals of 79.1-79.3 GiB.
+        # nvidia-smi reports 81920 MiB (modal-labs/modal-client PR #2797).
         usable_memory_gib=81920 / 1024,
+        visible_memory_gib=A100_80GB_VISIBLE_GIB,
         hbm_tbps=2.039,  # NVIDIA A100 datasheet (80GB SXM): 2,039 GB/s
         # NVIDIA A100 datasheet: BF16/FP16 312, TF32 156, INT8 624 (dense), FP32 19.5. No FP8.
         peak_tflops=_GA100_PEAKS,
@@ -291,6 +298,7 @@ _GPUS: list[GPUSpec] = [
         architecture="ampere",
         memory_gb=40.0,  # NVIDIA A100 datasheet: 40 GB HBM2
         usable_memory_gib=40960 / 1024,  # nvidia-smi 40960 MiB (modal-client PR #2797)
+        visible_memory_gib=A100_40GB_VISIBLE_GIB,
         hbm_tbps=1.555,  # NVIDIA A100 datasheet (40GB): 1,555 GB/s
         # NVIDIA A100 datasheet (same compute as the 80 GB part).
         peak_tflops=_GA100_PEAKS,
@@ -309,6 +317,7 @@ _GPUS: list[GPUSpec] = [
         architecture="ampere",
         memory_gb=80.0,  # NVIDIA A100 datasheet (80GB PCIe): 80 GB HBM2e
         usable_memory_gib=81920 / 1024,  # estimate: the same 80 GB part as the SXM4 board, 81920 MiB
+        visible_memory_gib=A100_80GB_VISIBLE_GIB,  # the same part
         hbm_tbps=1.935,  # NVIDIA A100 datasheet (80GB PCIe): 1,935 GB/s
         # NVIDIA A100 datasheet: the SXM4 part's tensor peaks (BF16/FP16 312 dense) at a 300 W
         # limit, which long compute-bound work feels more than the SXM4's 400 W.
@@ -330,6 +339,7 @@ _GPUS: list[GPUSpec] = [
         architecture="ampere",
         memory_gb=40.0,  # NVIDIA A100 datasheet (40GB PCIe): 40 GB HBM2
         usable_memory_gib=40960 / 1024,  # estimate: as the SXM4 40GB board, 40960 MiB
+        visible_memory_gib=A100_40GB_VISIBLE_GIB,  # the same part
         hbm_tbps=1.555,  # NVIDIA A100 datasheet (40GB PCIe): 1,555 GB/s
         peak_tflops=_GA100_PEAKS,  # NVIDIA A100 datasheet: same tensor peaks, 250 W limit
         num_sms=108,  # NVIDIA Ampere whitepaper
@@ -347,6 +357,7 @@ _GPUS: list[GPUSpec] = [
         architecture="ampere",
         memory_gb=80.0,  # NVIDIA A800 datasheet: 80 GB HBM2e
         usable_memory_gib=81920 / 1024,  # nvidia-smi reports 81920 MiB on A800-SXM4-80GB (public logs)
+        visible_memory_gib=A100_80GB_VISIBLE_GIB,  # A100's 80 GB part
         hbm_tbps=2.039,  # NVIDIA A800 datasheet (80GB SXM): 2,039 GB/s, as A100
         # NVIDIA A800 datasheet: A100's compute (BF16/FP16 312, TF32 156, INT8 624 dense,
         # FP32 19.5); only NVLink is cut. No FP8.

@@ -58,6 +58,9 @@ class GPUSpec(StrictModel):
     architecture: Literal["", "ampere", "ada", "hopper", "blackwell", "cdna3", "cdna4"] = ""
     memory_gb: float = Field(gt=0)  # datasheet capacity, GB (1e9 B)
     usable_memory_gib: float = Field(gt=0)  # driver-reported total, GiB
+    # The total CUDA reports (torch's total_memory, cudaMemGetInfo), which vLLM sizes its
+    # budget from, where measured; None: usable_memory_gib less memory.CUDA_INVISIBLE_GIB.
+    visible_memory_gib: float | None = Field(default=None, gt=0)
     hbm_tbps: float = Field(gt=0)  # datasheet memory bandwidth, TB/s (1e12 B/s)
     peak_tflops: dict[str, float]  # dense tensor peaks; unsupported dtypes omitted
     num_sms: int = Field(gt=0)  # SMs (NVIDIA) / CUs (AMD), for wave quantization
