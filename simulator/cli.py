@@ -266,7 +266,7 @@ def _comparison_table(comparison) -> Table:
 
 @app.command("validate")
 def validate_cmd(
-    measured: Annotated[list[Path], typer.Argument(help="measured results: per-request CSV(s), a sweep CSV, a vLLM bench JSON, InferenceX results (agg_bmk.json or its API's rows), or a folder")],
+    measured: Annotated[list[Path], typer.Argument(help="measured results: per-request CSV(s), a sweep CSV, a vLLM bench JSON, InferenceX results (agg_bmk.json or its API's rows), or a folder (its .csv/.json/.jsonl files, in any case; vLLM's *.pytorch.json side files are skipped)")],
     scenario: Annotated[Path, typer.Option("--scenario", "-s", help="base scenario: model, GPU, scheduler, SLOs")],
     set_: Annotated[list[str] | None, typer.Option("--set", help="override a field of the base scenario: dotted.path=value, or ~dotted.path to remove one (repeatable)")] = None,
     output_dir: Annotated[Path | None, typer.Option("--output-dir", "-o", help="default reports/validate-<scenario>-<timestamp>/")] = None,
@@ -283,7 +283,8 @@ def validate_cmd(
     engine_version: Annotated[str | None, typer.Option(
         "--engine-version",
         help="the vLLM release the measurements were taken with, where the files do not say (a sweep "
-             "CSV may carry it per row: engine_version, vllm_version or backend_version). A run of an "
+             "CSV may carry it per row: engine_version, vllm_version or backend_version, read as written; rows of "
+             "different releases are separate configurations). A run of an "
              "older release is simulated with that release's defaults (before 0.14: no async "
              "scheduling), its kernels, and the launch recipe its harness's script had then")] = None,
     workers: Annotated[int | None, typer.Option(

@@ -10,7 +10,7 @@ from simulator.errors import ServesimError
 from simulator.output import check_output_dir, default_output_dir, staged, write_json
 from simulator.validation.measured import parse_length_ratio, read_measured
 from simulator.validation.measurement import MeasuredSet
-from simulator.validation.precision import model_id_overrides, unknown_model_id_note
+from simulator.validation.precision import follow_model_id, model_id_overrides
 from simulator.validation.report import write_validation_report
 from simulator.validation.runner import RunPrediction, sets_field, validate
 from simulator.validation.scoring import prediction_table, runs_frame, score
@@ -144,21 +144,22 @@ def release_defaults(measured: MeasuredSet, policy: str, overrides: list[str], d
 
 
 def _follow_model_ids(measured: MeasuredSet, base_model: ModelConfig, gpu: str) -> dict[str, str]:
-    """Runs whose file names another catalog model simulate that model.
+    """Runs whose file names another catalog model simulate that model, and a quantised
+    checkpoint of the scenario's own model (`...-FP8` under a bf16 scenario) its precision.
 
     Only when the user has not named one with --set: the file's model_id is then the best
     evidence of what was measured, and the base scenario's model is a template default.
-    A model_id outside the catalog keeps the scenario's model, and the run says so.
+    A model_id outside the catalog keeps the scenario's model, and the run says so, as it
+    does a precision taken from the checkpoint's name (precision.follow_model_id).
     """
     followed = {}
-    shown = base_model.name or f"the scenario's {base_model.config_json}"
     for run in measured.runs:
-        extra = model_id_overrides(run.model_id, base_model.name, gpu)
-        if extra:
-            run.overrides = [*extra, *run.overrides]
-            followed[run.label] = extra[0].split("=", 1)[1]
-        elif note := unknown_model_id_note(run.model_id, shown):
-            run.note = f"{run.note}; {note}" if run.note else note
+        follow = follow_model_id(run.model_id, base_model, gpu)
+        run.overrides = [*follow.overrides, *run.overrides]
+        if follow.model:
+            followed[run.label] = follow.model
+        if follow.note:
+            run.note = f"{run.note}; {follow.note}" if run.note else follow.note
     return followed
 
 

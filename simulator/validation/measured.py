@@ -22,7 +22,7 @@ from simulator.validation.inferencex_json import (
     is_inferencex_aggregate,
     read_inferencex_json,
 )
-from simulator.validation.measurement import MeasuredSet, MeasurementError, csv_header
+from simulator.validation.measurement import MeasuredRun, MeasuredSet, MeasurementError, csv_header
 from simulator.validation.per_request_csv import PER_REQUEST_COLUMNS, read_per_request_csv
 from simulator.validation.sweep_csv import SWEEP_COLUMNS, read_sweep_csv
 from simulator.validation.vllm_json import read_vllm_json, vllm_json_documents
@@ -43,50 +43,97 @@ def parse_length_ratio(text: str | float | None) -> float | None:
     return value
 
 
+MEASUREMENT_SUFFIXES = (".csv", ".json", ".jsonl")  # compared in lower case: RUN1.CSV is a CSV
+
+# vLLM's SAVE_TO_PYTORCH_BENCHMARK_FORMAT writes `<name>.pytorch.json` beside each result: the
+# same run as records for PyTorch's dashboard, not a result to validate.
+PYTORCH_SIDE_FILE = ".pytorch.json"
+
+# The column validation.csv names each row's file (or appended run) in, when there are several.
+SOURCE_COLUMNS = ("source", "source_file", "servesim_source")
+
+
 def read_measured(paths: list[Path], rounds: int = 10, length_ratio: float | str | None = None,
                   recipes: bool = True, engine_version: str | None = None) -> MeasuredSet:
     """Read one or more files (a folder means every CSV/JSON in it) into one set;
     `engine_version` is the vLLM release of sweep rows that name none (their recipe's
     script version)."""
     files: list[Path] = []
+    side_files: dict[Path, list[str]] = {}  # a folder's first file -> the side files skipped there
     for p in paths:
         if p.is_dir():
-            files.extend(sorted(q for q in p.iterdir() if q.suffix in (".csv", ".json", ".jsonl")))
+            found = sorted(q for q in p.iterdir() if q.is_file() and q.suffix.lower() in MEASUREMENT_SUFFIXES)
+            kept = [q for q in found if not _pytorch_side_file(q)]
+            if kept and len(kept) < len(found):
+                side_files[kept[0]] = [q.name for q in found if _pytorch_side_file(q)]
+            files.extend(kept)
         elif p.is_file():
             files.append(p)
         else:
             raise MeasurementError("file not found", where=str(p), fix="check the path")
     if not files:
         raise MeasurementError("no measurement files found", where=", ".join(map(str, paths)),
-                               fix="pass CSV or JSON files, or a folder that holds them")
+                               fix="pass CSV or JSON files, or a folder that holds them (vLLM's *.pytorch.json "
+                                   "side files are not results)")
     length_ratio = parse_length_ratio(length_ratio)
-    sets = [s for f in files for s in _read_one(f, rounds, length_ratio, recipes, engine_version)]
+    sets = []
+    for f in files:
+        read = _read_one(f, rounds, length_ratio, recipes, engine_version)
+        if f in side_files:
+            _note_side_files(read[0].runs[0], side_files[f])
+        sets.extend(read)
     kinds = {s.kind for s in sets}
     if len(kinds) > 1:
         raise MeasurementError(f"mixed formats: {', '.join(sorted(kinds))}", where=", ".join(map(str, paths)),
                                fix="validate one kind of measurement at a time")
+    return _joined(sets)
+
+
+def _joined(sets: list[MeasuredSet]) -> MeasuredSet:
+    """The sets as one, their input rows stacked. Where the rows come from several files or
+    appended runs (not a sweep's rows, whose labels say which they are), a column names
+    each row's: `source`, or the first of SOURCE_COLUMNS the rows lack, so a user's own
+    `source` column is kept as written."""
     runs, tables, row_run = [], [], []
     for s in sets:
-        offset = len(runs)
+        row_run.append(s.row_run + len(runs))
         runs.extend(s.runs)
-        t = s.table.copy()
-        if s.kind != "sweep":
-            t["source"] = s.runs[0].source
-        tables.append(t)
-        row_run.append(s.row_run + offset)
-    return MeasuredSet(sets[0].kind, runs, pd.concat(tables, ignore_index=True), np.concatenate(row_run))
+        tables.append(s.table)
+    table = pd.concat(tables, ignore_index=True)
+    if sets[0].kind != "sweep" and len({r.source for r in runs}) > 1:
+        column = next((c for c in SOURCE_COLUMNS if c not in table.columns), None)
+        if column is not None:
+            table[column] = [s.runs[0].source for s in sets for _ in range(len(s.table))]
+    return MeasuredSet(sets[0].kind, runs, table, np.concatenate(row_run))
+
+
+def _pytorch_side_file(path: Path) -> bool:
+    """A `<name>.pytorch.json` that vLLM writes beside a result (any case)."""
+    return path.name.lower().endswith(PYTORCH_SIDE_FILE)
+
+
+def _note_side_files(run: MeasuredRun, names: list[str]) -> None:
+    """Say, with the folder's first run, which side files were left out (not results)."""
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    note = f"skipped vLLM's PyTorch-benchmark side file(s) in its folder, not results: {shown}"
+    run.note = f"{run.note}; {note}" if run.note else note
 
 
 def _read_one(path: Path, rounds: int, length_ratio: float | None, recipes: bool,
               engine_version: str | None) -> list[MeasuredSet]:
-    if path.suffix in (".json", ".jsonl"):
+    suffix = path.suffix.lower()
+    if _pytorch_side_file(path):
+        raise MeasurementError("this is vLLM's PyTorch-benchmark side file (SAVE_TO_PYTORCH_BENCHMARK_FORMAT), "
+                               "not a benchmark result", where=str(path),
+                               fix=f"pass the result beside it, {path.name[:-len(PYTORCH_SIDE_FILE)]}.json")
+    if suffix in (".json", ".jsonl"):
         docs = vllm_json_documents(path)
         if len(docs) == 1 and is_inferencex_aggregate(docs[0]):
             return [read_inferencex_json(path, docs[0], rounds, length_ratio, recipes, engine_version)]
         if len(docs) == 1:
             check_near_aggregate(docs[0], str(path))
         return read_vllm_json(path, docs)
-    if path.suffix in (".yaml", ".yml"):
+    if suffix in (".yaml", ".yml"):
         raise MeasurementError("this is a YAML file, not a measurement (a per-request or sweep CSV, or a "
                                "benchmark's JSON)", where=str(path),
                                fix="pass the measured file first and a scenario as --scenario, e.g. "

@@ -9,6 +9,7 @@ import math
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -87,33 +88,95 @@ def read_text(path: Path) -> str:
                                    "file the benchmark wrote") from None
 
 
-def read_csv(path: Path, **options) -> pd.DataFrame:
-    """A measurement CSV through pandas, column names as `column_name` reads them.
+class CsvCells(NamedTuple):
+    """A measurement CSV's cells: the header (as `column_name` reads it) and the data rows,
+    with the file line each stands on (blank lines and all-blank rows skipped)."""
 
-    A row with more filled cells than the header is refused first: pandas would take the
-    extra leading cells as an index and shift every other cell of the file into the wrong
-    column. Empty extra cells (a trailing comma, as some exporters write) are dropped."""
-    rows = csv.reader(io.StringIO(read_text(path)))
-    width = len(next(rows, []))
-    for row in rows:
+    header: list[str]
+    header_line: int
+    rows: list[list[str]]
+    lines: list[int]
+
+
+def csv_cells(path: Path) -> CsvCells:
+    """A measurement CSV read as the readers see it, or a MeasurementError naming the line.
+
+    Spreadsheet exports add blank lines and rows of empty cells (`,,,,`): those are skipped,
+    before the header too. A header of one cell holding tabs or semicolons is a file in
+    another delimiter. Two header cells that name one column, and `pred_*` columns (the
+    names validation.csv adds), are refused. A row with more filled cells than the header
+    is refused: pandas would take the extra leading cells as an index and shift every
+    other cell into the wrong column; empty extra cells (a trailing comma) are dropped."""
+    reader = csv.reader(io.StringIO(read_text(path)), strict=True)
+    try:
+        kept = [(reader.line_num, row) for row in reader if any(cell.strip() for cell in row)]
+    except csv.Error as exc:  # an unclosed quote, a character after a closing one
+        raise MeasurementError(f"not a readable CSV: {exc}", where=f"{path}:{reader.line_num}",
+                               fix="check the file's quoting and delimiters (comma-separated)") from None
+    if not kept:
+        return CsvCells([], 0, [], [])
+    (header_line, raw), body = kept[0], kept[1:]
+    _check_delimiter(raw, path, header_line)
+    header = [column_name(c) for c in raw]
+    _check_header(raw, header, path, header_line)
+    width = len(header)
+    for line, row in body:
         if any(cell.strip() for cell in row[width:]):
-            raise MeasurementError(f"{len(row)} cells under a header of {width} columns",
-                                   where=f"{path}:{rows.line_num}",
+            raise MeasurementError(f"{len(row)} cells under a header of {width} columns", where=f"{path}:{line}",
                                    fix="remove the extra cells (a stray comma?), or fix the header")
-    try:  # index_col=False: trailing empty cells (checked above) are not an index
+    return CsvCells(header, header_line, [row[:width] for _, row in body], [line for line, _ in body])
+
+
+def _check_delimiter(raw: list[str], path: Path, line: int) -> None:
+    """A header that is one cell holding tabs or semicolons: the file is not comma-separated
+    (a spreadsheet's tab-delimited export, or a locale whose list separator is `;`)."""
+    if len(raw) == 1 and (sep := next((s for s in ("\t", ";") if s in raw[0]), None)):
+        name = "tabs" if sep == "\t" else "semicolons"
+        raise MeasurementError(f"the header is one cell separated by {name}: the file is not comma-separated",
+                               where=f"{path}:{line}",
+                               fix="save it as comma-separated CSV (a spreadsheet's \"CSV UTF-8 (comma "
+                                   "delimited)\"), with `.` as the decimal point")
+
+
+def _check_header(raw: list[str], header: list[str], path: Path, line: int) -> None:
+    """Refuse header cells that read as one column (`ttft_ms` and `TTFT_ms`: which one holds
+    the measurement?) and input columns named `pred_*`, which validation.csv adds itself."""
+    seen: dict[str, str] = {}
+    for cell, name in zip(raw, header, strict=True):
+        if name.startswith("pred_"):
+            raise MeasurementError(f"column {cell.strip()!r}: pred_* columns are the predictions "
+                                   "validation.csv adds", where=f"{path}:{line}",
+                                   fix="drop or rename the pred_* columns (a validation.csv: validate the "
+                                       "measured file it was written from)")
+        if name and name in seen:
+            raise MeasurementError(f"header cells {seen[name]!r} and {cell!r} both name column {name}",
+                                   where=f"{path}:{line}", fix="rename or drop one of them")
+        seen[name] = cell
+
+
+def read_csv(path: Path, cells: CsvCells | None = None, **options) -> pd.DataFrame:
+    """A measurement CSV's rows (`csv_cells`: `cells`, where the caller has read them)
+    through pandas, column names as `column_name` reads them; row i stands on line
+    `cells.lines[i]`."""
+    cells = csv_cells(path) if cells is None else cells
+    text = io.StringIO()
+    csv.writer(text).writerows([cells.header, *cells.rows])
+    text.seek(0)
+    try:  # index_col=False: rows shorter than the header are filled, not shifted
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", pd.errors.ParserWarning)
-            df = pd.read_csv(path, encoding="utf-8-sig", index_col=False, **options)
+            df = pd.read_csv(text, index_col=False, **options)
     except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise MeasurementError(f"not a readable CSV: {str(exc).strip()}", where=str(path),
                                fix="check the file's quoting and delimiters (comma-separated)") from None
     return df.rename(columns=column_name)
 
 
-def read_as_written(path: Path) -> pd.DataFrame:
+def read_as_written(path: Path, cells: CsvCells | None = None) -> pd.DataFrame:
     """A CSV's cells as text, so validation.csv gives the input rows back unchanged (pandas
-    would write 1 as 1.0 in a column with a blank cell)."""
-    return read_csv(path, dtype=str, keep_default_na=False)
+    would write 1 as 1.0 in a column with a blank cell), and identifiers (a release `0.10`)
+    are read as written."""
+    return read_csv(path, cells, dtype=str, keep_default_na=False)
 
 
 def column_name(header: str) -> str:
@@ -123,17 +186,25 @@ def column_name(header: str) -> str:
 
 
 def csv_header(path: Path) -> list[str]:
-    """The first line's column names, as `column_name` reads them."""
-    first = next(csv.reader(io.StringIO(read_text(path))), [])
-    return [column_name(c) for c in first]
+    """The header's column names, as `column_name` reads them (leading blank lines skipped)."""
+    return csv_cells(path).header
 
 
 FIX_ROW = "fix or drop that row"  # the fix a malformed CSV row's error names
+
+# Cells pandas would read as missing (NaN, NA, null, ...): a blank latency, as in vLLM's
+# NaN TPOT for one-token outputs, or an unnamed release.
+MISSING_TEXT = frozenset({"nan", "-nan", "na", "n/a", "#n/a", "<na>", "null", "none"})
 
 
 def blank_cell(cell: object) -> bool:
     """An optional column's empty cell (pandas reads it as NaN)."""
     return cell is None or (isinstance(cell, float) and math.isnan(cell)) or not str(cell).strip()
+
+
+def missing_cell(cell: object) -> bool:
+    """A cell as written that says nothing: blank, or a missing-value word (`N/A`, `NaN`)."""
+    return blank_cell(cell) or str(cell).strip().lower() in MISSING_TEXT
 
 
 def shown_cell(cell: object) -> str:

@@ -17,9 +17,11 @@ import pandas as pd
 
 from simulator.validation.measurement import (
     FIX_ROW,
+    MISSING_TEXT,
     MeasuredRun,
     MeasuredSet,
     MeasurementError,
+    csv_cells,
     mean_latencies,
     read_as_written,
     shown_cell,
@@ -35,20 +37,16 @@ _PER_REQUEST_REQUIRED = {"arrival_s": (False, -math.inf), "prompt_tokens": (True
 
 _LATENCY_COLUMNS = ("ttft_ms", "tpot_ms", "e2e_ms")
 
-# Cells pandas would read as missing (NaN, NA, null, ...): a blank latency, as in vLLM's
-# NaN TPOT for one-token outputs.
-_MISSING_TEXT = frozenset({"nan", "-nan", "na", "n/a", "#n/a", "<na>", "null", "none"})
 
-
-def _checked_columns(text: pd.DataFrame, path: Path) -> pd.DataFrame:
+def _checked_columns(text: pd.DataFrame, path: Path, lines: list[int]) -> pd.DataFrame:
     """The per-request cells (as written) made numeric, or a MeasurementError naming the first
-    bad cell's line (line 1 is the header). Latencies may be blank (not scored there)."""
+    bad cell's line (`lines`: each row's). Latencies may be blank (not scored there)."""
     out = text.copy()
     for column in (*_PER_REQUEST_REQUIRED, *(c for c in _LATENCY_COLUMNS if c in text.columns)):
         cells = text[column].str.strip()
         values = pd.to_numeric(cells, errors="coerce")
         whole, minimum = _PER_REQUEST_REQUIRED.get(column, (False, 0))
-        blank = cells.eq("") | cells.str.lower().isin(_MISSING_TEXT)
+        blank = cells.eq("") | cells.str.lower().isin(MISSING_TEXT)
         bad = (values.isna() & ~blank) | (values < minimum) | np.isinf(values)
         if column in _PER_REQUEST_REQUIRED:
             bad |= blank
@@ -59,13 +57,14 @@ def _checked_columns(text: pd.DataFrame, path: Path) -> pd.DataFrame:
             what = f"a whole number >= {minimum}" if whole else \
                 ("a number of seconds" if column == "arrival_s" else "a number of ms >= 0, or blank")
             raise MeasurementError(f"{column} is {shown_cell(cells.iloc[i])}, expected {what}",
-                                   where=f"{path}:{i + 2}", fix=FIX_ROW)
+                                   where=f"{path}:{lines[i]}", fix=FIX_ROW)
         out[column] = values.astype(np.int64) if whole else values.astype(float)
     return out
 
 
 def read_per_request_csv(path: Path) -> MeasuredSet:
-    df = read_as_written(path)
+    cells = csv_cells(path)
+    df = read_as_written(path, cells)
     missing = [c for c in PER_REQUEST_COLUMNS if c not in df.columns]
     if missing:
         raise MeasurementError(f"missing column(s) {', '.join(missing)}", where=str(path),
@@ -73,16 +72,35 @@ def read_per_request_csv(path: Path) -> MeasuredSet:
     if df.empty:
         raise MeasurementError("the file has no rows", where=str(path),
                                fix="point to a CSV with one row per measured request")
-    req = _checked_columns(df, path)
-    req = _checked_prefix_columns(df, req, path)
+    req = _checked_columns(df, path, cells.lines)
+    req = _checked_prefix_columns(df, req, path, cells.lines)
     # vLLM leaves TPOT undefined for single-token outputs.
     req.loc[req["output_tokens"] <= 1, "tpot_ms"] = np.nan
+    note = _failed_requests(req, path)  # before the means: a failed request's latencies are left out
     run = MeasuredRun(label=path.stem, source=path.name, kind="trace", measured=mean_latencies(req),
-                      requests=req)
+                      requests=req, note=note)
     return MeasuredSet("per_request", [run], df, np.zeros(len(df), dtype=int))
 
 
-def _checked_prefix_columns(text: pd.DataFrame, req: pd.DataFrame, path: Path) -> pd.DataFrame:
+def _failed_requests(req: pd.DataFrame, path: Path) -> str | None:
+    """Blank the latencies of requests with a TTFT of 0, and say how many there were.
+
+    A TTFT of 0 is no first token: a failed request, as the vLLM JSON reader takes it
+    (`ttfts` 0). It is still replayed, as it loaded the server as a request (an output of
+    0 tokens is replayed as one), but none of its latencies is scored; a file of failed
+    requests only has nothing to score."""
+    failed = req["ttft_ms"].eq(0).to_numpy()
+    if not failed.any():
+        return None
+    if failed.all():
+        raise MeasurementError("every request has ttft_ms 0: no first token, all failed", where=str(path),
+                               fix="check the benchmark's errors; pass a run whose requests completed")
+    req.loc[failed, [c for c in _LATENCY_COLUMNS if c in req.columns]] = np.nan
+    return (f"{int(failed.sum())} request(s) with ttft_ms 0 (no first token: failed) replayed for "
+            "their load, their latencies not scored")
+
+
+def _checked_prefix_columns(text: pd.DataFrame, req: pd.DataFrame, path: Path, lines: list[int]) -> pd.DataFrame:
     """The optional shared-prefix columns made numeric (prefix_id -1 and prefix_tokens 0 where
     blank), or a MeasurementError naming the first bad cell's line."""
     if "prefix_tokens" in text.columns and "prefix_id" not in text.columns:
@@ -93,7 +111,7 @@ def _checked_prefix_columns(text: pd.DataFrame, req: pd.DataFrame, path: Path) -
         if column not in text.columns:
             continue
         cells = text[column].str.strip()
-        blank = cells.eq("") | cells.str.lower().isin(_MISSING_TEXT)
+        blank = cells.eq("") | cells.str.lower().isin(MISSING_TEXT)
         values = pd.to_numeric(cells, errors="coerce")
         bad = ~blank & (values.isna() | np.isinf(values) | (values != values.round()) | (values < blank_value))
         if column == "prefix_tokens":
@@ -104,6 +122,6 @@ def _checked_prefix_columns(text: pd.DataFrame, req: pd.DataFrame, path: Path) -
                     else f"a whole number from 0 to the row's prompt_tokens ({int(req['prompt_tokens'].iloc[i])}), "
                          "or blank")
             raise MeasurementError(f"{column} is {shown_cell(cells.iloc[i])}, expected {what}",
-                                   where=f"{path}:{i + 2}", fix=FIX_ROW)
+                                   where=f"{path}:{lines[i]}", fix=FIX_ROW)
         req[column] = values.where(~blank, blank_value).astype(np.int64)
     return req

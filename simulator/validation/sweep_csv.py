@@ -11,6 +11,8 @@ import numpy as np
 import pandas as pd
 
 from simulator.errors import CatalogError
+from simulator.hardware import get_gpu
+from simulator.models import get_model
 from simulator.validation.lengths import harness_length_ratio, length_overrides
 from simulator.validation.measurement import (
     FIX_ROW,
@@ -18,14 +20,15 @@ from simulator.validation.measurement import (
     MeasuredSet,
     MeasurementError,
     blank_cell,
+    csv_cells,
+    missing_cell,
     read_as_written,
     read_csv,
     shown_cell,
 )
 from simulator.validation.precision import (
-    PRECISION_ALIASES,
-    PRECISIONS,
     UNSTATED_PRECISIONS,
+    accepted_precisions,
     canonical_precision,
     checkpoint_precision,
     precision_overrides,
@@ -54,7 +57,8 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None,
     gets that harness's server flags, release and length spread (recipes.py), as its script
     stood at the row's release (`default_version` for rows that name none)."""
     check_rounds(rounds)
-    df = read_csv(path)
+    cells = csv_cells(path)
+    df = read_csv(path, cells)
     missing = [c for c in SWEEP_COLUMNS if c not in df.columns]
     if missing:
         raise MeasurementError(f"missing column(s) {', '.join(missing)}", where=str(path),
@@ -62,8 +66,9 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None,
     if df.empty:
         raise MeasurementError("the file has no rows", where=str(path),
                                fix="point to a CSV with one row per measured configuration and concurrency")
-    return sweep_set(df, path.name, [f"{path}:{i + 2}" for i in range(len(df))], rounds, length_ratio,
-                     recipes, read_as_written(path), default_version=default_version)
+    return sweep_set(df, path.name, [f"{path}:{line}" for line in cells.lines], rounds, length_ratio,
+                     recipes, read_as_written(path, cells), default_version=default_version,
+                     row_numbers=cells.lines)
 
 
 def check_rounds(rounds: int) -> None:
@@ -75,21 +80,31 @@ def check_rounds(rounds: int) -> None:
 
 def sweep_set(df: pd.DataFrame, source: str, wheres: list[str], rounds: int, length_ratio: float | None,
               recipes: bool, table: pd.DataFrame, skipped: dict[int, MeasurementError] | None = None,
-              first_row: int = 2, default_version: str | None = None) -> MeasuredSet:
+              first_row: int = 2, default_version: str | None = None,
+              row_numbers: list[int] | None = None) -> MeasuredSet:
     """The runs of a sweep's rows (`wheres`: each row's place, for its errors; `skipped`: rows
-    known not to be simulatable, by index, with the reason; `first_row`: the number the
-    first row is labelled with, its line in a CSV; `default_version`: the vLLM release of
-    rows that name none, --engine-version)."""
+    known not to be simulatable, by index, with the reason; `table`: the rows as written,
+    whose names and releases are read as text (a release `0.10` is not the number 0.1);
+    `row_numbers`: the number each row is labelled with, its line in a CSV, else counted
+    from `first_row`; `default_version`: the vLLM release of rows that name none,
+    --engine-version).
+
+    A row's family (system, model, precision) and configuration group are keyed on the
+    catalog's GPU and model, so `h200_sxm` and `H200` rows are one family, shown as the
+    file first spells it; a row's release, where the file names one, is part of its group:
+    runs of another release are another configuration."""
     skipped = skipped or {}
+    row_numbers = row_numbers or list(range(first_row, first_row + len(df)))
     runs = []
     unreadable: list[MeasurementError] = []
-    for i, row in enumerate(df.itertuples(index=False)):
+    spellings: dict[tuple[str, str], tuple[str, str]] = {}
+    for i, (row, text) in enumerate(zip(df.itertuples(index=False), table.itertuples(index=False), strict=True)):
         where = wheres[i]
         if i in skipped:
-            runs.append(_unread_row(f"row {i + first_row}", source, skipped[i]))
+            runs.append(_unread_row(f"row {row_numbers[i]}", source, skipped[i]))
             continue
         try:
-            system, model = (_name_cell(getattr(row, c), c, where) for c in ("system", "model"))
+            system, model = (_name_cell(getattr(text, c), c, where) for c in ("system", "model"))
             conc, isl, osl, tp = (_whole_cell(getattr(row, c), c, where)
                                   for c in ("concurrency", "isl", "osl", "tp_size"))
             measured = {c: ms for c in ("ttft_ms", "tpot_ms")
@@ -98,22 +113,26 @@ def sweep_set(df: pd.DataFrame, source: str, wheres: list[str], rounds: int, len
             # One unreadable row among readable ones is reported and skipped, as an unknown
             # model is; a file with no readable row is an error (below).
             unreadable.append(exc)
-            runs.append(_unread_row(f"row {i + first_row}", source, exc))
+            runs.append(_unread_row(f"row {row_numbers[i]}", source, exc))
             continue
-        prec = _row_precision(row.precision, model)
-        other_engine = _other_engine(row, df.columns)
-        family = f"{system} {model} {prec or row.precision}{f' {other_engine}' if other_engine else ''}"
+        prec = _row_precision(text.precision, model)
+        other_engine = _other_engine(text, df.columns)
+        shown_system, shown_model = spellings.setdefault(_catalog_key(system, model), (system, model))
+        family = (f"{shown_system} {shown_model} {prec or str(text.precision).strip()}"
+                  f"{f' {other_engine}' if other_engine else ''}")
         layout = _row_layout(row, df.columns, where)
-        group = f"{family} tp{tp}{''.join(f' {label}' for label in layout.labels)} isl{isl} osl{osl}"
+        release = _row_version(text, df.columns)
+        group = (f"{family} tp{tp}{''.join(f' {label}' for label in layout.labels)} isl{isl} osl{osl}"
+                 f"{_release_label(release)}")
         note = _expert_parallel_note(layout, tp)
         if other_engine:  # its version is not a vLLM release, and vLLM's recipes are not its flags
             note = "; ".join(filter(None, [note, f"measured on {other_engine}, simulated with the base "
                                                  "scenario's scheduler, without vLLM's release rules or recipes"]))
         overrides, error, recipe = [], None, None
-        version = None if other_engine else (_row_version(row, df.columns) or default_version)
+        version = None if other_engine else (release or default_version)
         if prec is None:  # one row we cannot map is reported and skipped, like an unknown model
-            error = MeasurementError(f"unknown precision {row.precision!r}", where=where,
-                                     fix=f"use one of: {', '.join([*PRECISIONS, *PRECISION_ALIASES])}, "
+            error = MeasurementError(f"unknown precision {str(text.precision).strip()!r}", where=where,
+                                     fix=f"use one of: {', '.join(accepted_precisions())}, "
                                          "or leave it blank for the checkpoint's own").render()
         else:
             overrides = [
@@ -151,7 +170,7 @@ def _unread_row(label: str, source: str, error: MeasurementError) -> MeasuredRun
 
 def _row_precision(cell: object, model: str) -> str | None:
     """A sweep row's precision, read from the checkpoint when the row leaves it unstated."""
-    text = "" if cell is None or (isinstance(cell, float) and math.isnan(cell)) else str(cell)
+    text = "" if missing_cell(cell) else str(cell)
     if text.strip().lower() not in UNSTATED_PRECISIONS:
         return canonical_precision(text)
     try:
@@ -162,10 +181,29 @@ def _row_precision(cell: object, model: str) -> str | None:
 
 def _name_cell(cell: object, column: str, where: str) -> str:
     """A sweep row's GPU or model name; a blank one would be simulated as the GPU or model `nan`."""
-    if blank_cell(cell):
-        raise MeasurementError(f"{column} is blank, expected a {'GPU' if column == 'system' else 'model'} name",
-                               where=where, fix=FIX_ROW)
+    if missing_cell(cell):
+        raise MeasurementError(f"{column} is {shown_cell(cell)}, expected a {'GPU' if column == 'system' else 'model'} "
+                               "name", where=where, fix=FIX_ROW)
     return str(cell).strip()
+
+
+def _catalog_key(system: str, model: str) -> tuple[str, str]:
+    """The catalog's names of a row's GPU and model (spellings of one GPU, `h200_sxm` and
+    `H200`, are one); a name outside the catalog stands for itself."""
+    def name(lookup, cell: str) -> str:
+        try:
+            return lookup(cell).name
+        except CatalogError:  # reported later as unsimulatable, with the catalog's reason
+            return cell.lower()
+    return name(get_gpu, system), name(get_model, model)
+
+
+def _release_label(release: str | None) -> str:
+    """The release as a configuration label shows it (` v0.11.0`), or nothing."""
+    if release is None:
+        return ""
+    number = release[1:] if release[:1] in "vV" else release
+    return f" v{number}" if number[:1].isdigit() else f" {release}"
 
 
 def _cell_number(cell: object) -> float:
@@ -198,16 +236,17 @@ def _latency_cell(cell: object, column: str, where: str) -> float | None:
 def _other_engine(row, columns) -> str | None:
     """The serving engine a `backend` cell names when it is not vLLM (aiconfigurator's sample
     also holds TensorRT-LLM and SGLang rows), else None."""
-    if "backend" not in columns or blank_cell(cell := row.backend):
+    if "backend" not in columns or missing_cell(cell := row.backend):
         return None
     name = str(cell).strip()
     return None if name.lower().startswith("vllm") else name
 
 
 def _row_version(row, columns) -> str | None:
-    """The row's vLLM release from the first version column it fills, or None."""
+    """The row's release from the first version column it fills, as written (`row`: the
+    text row), or None."""
     for column in VERSION_COLUMNS:
-        if column in columns and not blank_cell(cell := getattr(row, column)):
+        if column in columns and not missing_cell(cell := getattr(row, column)):
             return str(cell).strip()
     return None
 

@@ -225,12 +225,19 @@ def _traffic(data: dict, where: str) -> tuple[int | None, float, float, RampArri
     """(max_concurrency or None, request_rate with inf for "inf", burstiness, the rate ramp
     or None) of a result."""
     rate = data.get("request_rate", "inf")
-    rate = math.inf if rate in (None, "inf", math.inf) else _positive_number(data, "request_rate", where)
+    rate = math.inf if rate is None or _infinite(rate) else _positive_number(data, "request_rate", where)
     burst = data.get("burstiness")
     # vLLM's --burstiness inf (evenly spaced requests) is saved as JSON's Infinity.
-    burst = 1.0 if burst is None else math.inf if burst in ("inf", math.inf) else \
-        _positive_number(data, "burstiness", where)
+    burst = 1.0 if burst is None else math.inf if _infinite(burst) else _positive_number(data, "burstiness", where)
     return _max_concurrency(data, where), rate, burst, _ramp(data, burst, where)
+
+
+def _infinite(value: object) -> bool:
+    """A traffic setting that says "no limit": JSON's Infinity, or the text a writer saved
+    for it (vLLM writes "inf"; other scripts str(float("inf")) or "Infinity")."""
+    if isinstance(value, str):
+        return value.strip().lower() in ("inf", "+inf", "infinity", "+infinity")
+    return value == math.inf
 
 
 RAMP_STRATEGIES = ("linear", "exponential")

@@ -1,0 +1,300 @@
+"""Measurement files as users bring them (the `simulate validate` input audit): spreadsheet
+exports, duplicate or reserved columns, releases such as `0.10`, quantised checkpoints and
+aiconfigurator's precision names, vLLM's side files. Each is read as it was meant, or
+refused with the file, line and a fix."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from simulator.config import load_scenario
+from simulator.errors import ServesimError
+from simulator.validation import run_validation
+from simulator.validation.measured import read_measured
+from simulator.validation.precision import (
+    PRECISIONS,
+    canonical_precision,
+    checkpoint_precision,
+    follow_model_id,
+    model_id_overrides,
+    precision_overrides,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+DISTSERVE = ROOT / "scenarios" / "validation" / "distserve-opt13b-a100-vllm.yaml"
+CHATBOT = ROOT / "scenarios" / "chatbot.yaml"
+BENCH = ROOT / "scenarios" / "benchmark-concurrency.yaml"
+SWEEP_HEADER = "system,model,precision,tp_size,isl,osl,concurrency,ttft_ms,tpot_ms"
+REQUEST_HEADER = "arrival_s,prompt_tokens,output_tokens,ttft_ms,tpot_ms,e2e_ms"
+LLAMA_ROW = "h200_sxm,meta-llama/Llama-3.1-8B-Instruct,bf16,1,128,16"
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def _error(paths: list[Path]) -> str:
+    with pytest.raises(ServesimError) as exc:
+        read_measured(paths)
+    return " ".join(exc.value.render().split())
+
+
+# ------------------------------------------------------------------ D3: releases as written
+
+
+@pytest.mark.parametrize("column", ["engine_version", "vllm_version", "backend_version"])
+def test_a_release_is_read_as_written_not_as_a_number(tmp_path, column):
+    """`0.10` is vLLM 0.10, not 0.1 (which would be a V0-engine release): the version
+    columns are read as text, so the row runs 0.10's defaults, not a wrong release's note."""
+    src = _write(tmp_path / "v.csv", f"{SWEEP_HEADER},{column}\n{LLAMA_ROW},2,20,5,0.10\n{LLAMA_ROW},4,20,5,0.20\n")
+    runs = read_measured([src]).runs
+    assert [r.engine_version for r in runs] == ["0.10", "0.20"]
+
+
+def test_a_release_cell_of_na_names_none(tmp_path):
+    """A version column holding `N/A` (as old scripts wrote) names no release, as a blank does."""
+    src = _write(tmp_path / "v.csv", f"{SWEEP_HEADER},vllm_version\n{LLAMA_ROW},2,20,5,N/A\n")
+    assert read_measured([src], engine_version="0.12.0").runs[0].engine_version == "0.12.0"
+
+
+# ------------------------------------------------------------------ D5: precision names
+
+
+@pytest.mark.parametrize(("name", "dtypes"), [
+    # aiconfigurator's GEMM/MoE quant modes (sdk/common.py), as (weight, activation, kv)
+    ("float16", ("fp16", "fp16", "fp16")), ("bfloat16", ("bf16", "bf16", "bf16")),
+    ("int8_wo", ("int8", "bf16", "bf16")), ("int4_wo", ("int4", "bf16", "bf16")),
+    ("fp8", ("fp8", "fp8", "fp8")), ("fp8_static", ("fp8", "fp8", "fp8")), ("fp8_block", ("fp8", "fp8", "fp8")),
+    ("fp8_ootb", ("fp8", "fp8", "fp8")), ("sq", ("int8", "int8", "bf16")), ("nvfp4", ("fp4", "fp4", "fp8")),
+    ("w4afp8", ("int4", "fp8", "bf16")), ("w4a16_mxfp4", ("fp4", "bf16", "bf16")),
+    ("nvfp4_wo", ("fp4", "bf16", "fp8")), ("w4a16_nvfp4", ("fp4", "bf16", "fp8")),
+    # common spellings
+    ("int4_awq", ("int4", "bf16", "bf16")), ("W4A16_AWQ", ("int4", "bf16", "bf16")),
+    ("fp8_dynamic", ("fp8", "fp8", "bf16")), ("FP8-Dynamic", ("fp8", "fp8", "bf16")),
+    ("fp8_e4m3", ("fp8", "fp8", "fp8")), ("mxfp8", ("fp8", "fp8", "bf16")), ("w8a16", ("int8", "bf16", "bf16")),
+])
+def test_aiconfigurator_and_common_precision_names(name, dtypes):
+    assert PRECISIONS[canonical_precision(name)] == dtypes
+
+
+def test_weight_only_int8_is_not_w8a8():
+    """`int8` stays W8A8 (INT8 GEMMs); `int8_wo` keeps 16-bit GEMM inputs."""
+    w8a8 = precision_overrides("int8", "llama-3.1-8b", "h100-sxm")
+    w8a16 = precision_overrides(canonical_precision("int8_wo"), "llama-3.1-8b", "h100-sxm")
+    assert "model.activation_dtype=int8" in w8a8 and "model.activation_dtype=bf16" in w8a16
+    assert "model.weight_dtype=int8" in w8a16
+
+
+def test_weight_only_nvfp4_stays_weight_only_on_blackwell():
+    """nvfp4_wo on a B200 (which has FP4 tensor cores) is still dequantised into bf16 GEMMs."""
+    assert "model.activation_dtype=bf16" in precision_overrides(canonical_precision("nvfp4_wo"), "llama-3.1-8b", "b200")
+    assert "model.activation_dtype=fp4" in precision_overrides("fp4", "llama-3.1-8b", "b200")
+
+
+def test_an_unknown_precision_lists_the_accepted_names(tmp_path):
+    src = _write(tmp_path / "p.csv", f"{SWEEP_HEADER}\n{LLAMA_ROW.replace('bf16', 'fp7')},2,20,5\n"
+                 f"{LLAMA_ROW.replace('bf16', 'int4_awq')},2,20,5\n")
+    bad, good = read_measured([src]).runs
+    assert good.error is None and "model.weight_dtype=int4" in good.overrides
+    assert "unknown precision 'fp7'" in bad.error and "p.csv:2" in bad.error
+    assert all(name in bad.error for name in ("int8_wo", "w4afp8", "nvfp4_wo", "fp8_dynamic"))
+
+
+def test_a_checkpoint_named_fp8_dynamic_keeps_a_16_bit_kv_cache():
+    assert checkpoint_precision("RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8-dynamic") == "fp8_dynamic"
+    assert checkpoint_precision("RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8") == "fp8"
+
+
+# ------------------------------------------------------------------ D4: the scenario's own model, quantised
+
+
+def test_a_quantised_checkpoint_of_the_scenarios_model_runs_at_its_precision():
+    """`...-FP8` under a bf16 Llama-3.1-8B scenario runs FP8, with a note; the unquantised
+    name leaves the scenario alone, as does a token that agrees with its dtypes."""
+    chat = load_scenario(CHATBOT, []).scenario
+    fp8 = follow_model_id("RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8", chat.model, chat.hardware.gpu)
+    assert "model.weight_dtype=fp8" in fp8.overrides and fp8.model is None
+    assert "quantised to fp8" in fp8.note and "weight_dtype bf16" in fp8.note
+    assert model_id_overrides("RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8", chat.model, chat.hardware.gpu) == fp8.overrides
+    assert follow_model_id("meta-llama/Llama-3.1-8B-Instruct", chat.model, chat.hardware.gpu) == ([], None, None)
+    bench = load_scenario(BENCH, []).scenario  # llama-3.1-70b fp8, bf16 KV: the scenario's KV choice stands
+    assert follow_model_id("RedHatAI/Meta-Llama-3.1-70B-Instruct-FP8", bench.model, bench.hardware.gpu) == \
+        ([], None, None)
+    awq = follow_model_id("hugging-quants/Meta-Llama-3.1-70B-Instruct-AWQ-INT4", bench.model, bench.hardware.gpu)
+    assert "model.weight_dtype=int4" in awq.overrides and "int4" in awq.note
+
+
+def test_another_model_and_an_unknown_one_are_followed_as_before():
+    bench = load_scenario(BENCH, []).scenario
+    other = follow_model_id("meta-llama/Llama-3.1-8B-Instruct", bench.model, bench.hardware.gpu)
+    assert other.model == "llama-3.1-8b" and other.overrides[0] == "model.name=llama-3.1-8b" and other.note is None
+    local = follow_model_id("/models/my-finetune", bench.model, bench.hardware.gpu)
+    assert local.overrides == [] and "not in the catalog" in local.note
+
+
+# ------------------------------------------------------------------ D8: two cells, one column
+
+
+@pytest.mark.parametrize(("name", "text"), [
+    ("r.csv", f"{REQUEST_HEADER},TTFT_ms\n0,55,4,60,26,148,61\n"),
+    ("s.csv", f"{SWEEP_HEADER},Concurrency\n{LLAMA_ROW},2,20,5,2\n"),
+])
+def test_two_header_cells_naming_one_column_are_refused(tmp_path, name, text):
+    path = _write(tmp_path / name, text)
+    message = _error([path])
+    assert f"{name}:1" in message and "both name column" in message and "rename or drop one" in message
+
+
+# ------------------------------------------------------------------ D9: the user's columns are kept
+
+
+def test_a_users_source_column_is_kept(tmp_path):
+    """One file: no source column is added, and the user's own is written back as it was."""
+    src = _write(tmp_path / "srccol.csv", f"{REQUEST_HEADER},source\n0,55,4,69.5,26.1,148.0,clusterA\n"
+                 "1.38,829,170,141.1,30.3,5275.1,clusterB\n")
+    _, out = run_validation([src], DISTSERVE, [], tmp_path / "out", workers=1)
+    table = pd.read_csv(out / "validation.csv")
+    assert table["source"].tolist() == ["clusterA", "clusterB"] and table["pred_ttft_ms"].notna().all()
+
+
+def test_several_files_name_each_rows_file_beside_a_users_source(tmp_path):
+    for k in (1, 2):
+        _write(tmp_path / f"r{k}.csv", f"{REQUEST_HEADER},source\n0,55,4,69.5,26.1,148.0,cluster{k}\n")
+    table = read_measured([tmp_path]).table
+    assert table["source"].tolist() == ["cluster1", "cluster2"]
+    assert table["source_file"].tolist() == ["r1.csv", "r2.csv"]
+
+
+def test_input_pred_columns_are_refused(tmp_path):
+    """A validation.csv passed back in would have its predictions overwritten silently."""
+    path = _write(tmp_path / "validation.csv", f"{REQUEST_HEADER},pred_ttft_ms\n0,55,4,60,26,148,61\n")
+    message = _error([path])
+    assert "validation.csv:1" in message and "'pred_ttft_ms'" in message and "drop or rename" in message
+
+
+# ------------------------------------------------------------------ D10: groups and families
+
+
+def test_a_rows_release_is_part_of_its_configuration(tmp_path):
+    """The same setup measured on two releases is two curves with distinct labels."""
+    rows = "".join(f"{LLAMA_ROW},{c},{10 * c},5,{v}\n" for v, cs in (("0.11.0", (1, 2)), ("0.15.0", (2, 4)))
+                   for c in cs)
+    runs = read_measured([_write(tmp_path / "c.csv", f"{SWEEP_HEADER},engine_version\n{rows}")]).runs
+    assert len({r.label for r in runs}) == 4
+    assert len({r.group for r in runs}) == 2 and len({r.family for r in runs}) == 1
+    assert runs[0].label.endswith("v0.11.0 c1") and runs[3].label.endswith("v0.15.0 c4")
+
+
+def test_spellings_of_one_gpu_and_model_are_one_family(tmp_path):
+    src = _write(tmp_path / "v.csv", f"{SWEEP_HEADER}\n"
+                 "h200_sxm,meta-llama/Llama-3.1-70B,fp8,1,1024,1024,4,200,21\n"
+                 "H200,meta-llama/Llama-3.1-70B-Instruct,fp8,1,1024,1024,8,300,22\n"
+                 "h100_sxm,meta-llama/Llama-3.1-70B,fp8,1,1024,1024,4,200,21\n")
+    runs = read_measured([src]).runs
+    assert runs[0].family == runs[1].family == "h200_sxm meta-llama/Llama-3.1-70B fp8"
+    assert runs[0].group == runs[1].group and runs[2].family != runs[0].family
+
+
+# ------------------------------------------------------------------ D11: a TTFT of 0 is a failed request
+
+
+def test_a_ttft_of_zero_is_a_failed_request(tmp_path):
+    """Replayed for its load (both rows stay), but none of its latencies is scored, as the
+    vLLM JSON reader drops a TTFT of 0; the run says how many."""
+    src = _write(tmp_path / "z.csv", f"{REQUEST_HEADER}\n0,55,4,0,26,148\n1,100,5,50,20,130\n")
+    run = read_measured([src]).runs[0]
+    assert len(run.requests) == 2
+    assert run.measured == {"ttft_ms": 50.0, "tpot_ms": 20.0, "e2e_ms": 130.0}
+    assert "1 request(s) with ttft_ms 0" in run.note
+    only = _write(tmp_path / "all.csv", f"{REQUEST_HEADER}\n0,55,4,0,26,148\n")
+    assert "every request has ttft_ms 0" in _error([only])
+
+
+# ------------------------------------------------------------------ D12: folders and extensions
+
+
+def _bench_doc() -> dict:
+    return {"max_concurrency": 2, "request_rate": "inf", "input_lens": [100, 200], "output_lens": [5, 5],
+            "ttfts": [0.1, 0.2], "itls": [[0.01] * 4, [0.01] * 4]}
+
+
+def test_a_folders_pytorch_side_files_are_skipped_with_a_note(tmp_path):
+    _write(tmp_path / "run.json", json.dumps(_bench_doc()))
+    _write(tmp_path / "run.pytorch.json", json.dumps([{"benchmark": {"name": "vLLM benchmark"}}]))
+    runs = read_measured([tmp_path]).runs
+    assert len(runs) == 1 and "run.pytorch.json" in runs[0].note
+    message = _error([tmp_path / "run.pytorch.json"])
+    assert "PyTorch-benchmark side file" in message and "run.json" in message
+
+
+def test_upper_case_extensions_are_read(tmp_path):
+    _write(tmp_path / "RUN1.CSV", f"{REQUEST_HEADER}\n0,55,4,60,26,148\n")
+    assert len(read_measured([tmp_path]).runs) == 1
+    upper = _write(tmp_path / "UPPER.JSON", json.dumps(_bench_doc()))
+    assert read_measured([upper]).kind == "vllm_json"
+
+
+# ------------------------------------------------------------------ D13: spreadsheet CSVs
+
+
+def test_blank_lines_and_rows_of_empty_cells_are_skipped(tmp_path):
+    """Lines are still named as they stand in the file."""
+    src = _write(tmp_path / "s.csv", f"\n\n{REQUEST_HEADER}\n0,55,4,60,26,148\n,,,,,\n\n1,100,5,50,20,130\n,,,,,\n")
+    run = read_measured([src]).runs[0]
+    assert len(run.requests) == 2
+    bad = _write(tmp_path / "b.csv", f"\n{REQUEST_HEADER}\n,,,,,\n0,55,4,60,26,148\nx,100,5,50,20,130\n")
+    assert "b.csv:5: arrival_s is 'x'" in _error([bad])
+    sweep = _write(tmp_path / "w.csv", f"\n{SWEEP_HEADER}\n{LLAMA_ROW},2,20,5\n,,,,,,,,\n{LLAMA_ROW},x,20,5\n")
+    runs = read_measured([sweep]).runs
+    assert len(runs) == 2 and "w.csv:5" in runs[1].error and runs[1].label == "row 5"
+
+
+@pytest.mark.parametrize(("sep", "word"), [("\t", "tabs"), (";", "semicolons")])
+def test_a_file_in_another_delimiter_is_named_as_such(tmp_path, sep, word):
+    path = _write(tmp_path / "t.csv", REQUEST_HEADER.replace(",", sep) + "\n" + sep.join("055466") + "\n")
+    message = _error([path])
+    assert f"t.csv:1: the header is one cell separated by {word}" in message and "comma-separated" in message
+
+
+def test_an_unclosed_quote_names_its_line(tmp_path):
+    path = _write(tmp_path / "q.csv", f'{REQUEST_HEADER}\n0,10,5,"1,2\n')
+    assert "not a readable CSV" in _error([path])
+
+
+# ------------------------------------------------------------------ D14: "Infinity" as text
+
+
+@pytest.mark.parametrize("text", ["Infinity", "inf", "INF", "+Infinity"])
+def test_an_infinite_rate_saved_as_text(tmp_path, text):
+    doc = {**_bench_doc(), "max_concurrency": None, "request_rate": text, "burstiness": text}
+    run = read_measured([_write(tmp_path / "b.json", json.dumps(doc))]).runs[0]
+    assert run.rate == float("inf") and run.burstiness == float("inf")
+
+
+def test_a_quantised_checkpoint_of_the_scenarios_own_model_runs_at_its_precision(tmp_path):
+    """`RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8` measured, `scenarios/chatbot.yaml` (the same
+    model in bf16) as the base: the run takes FP8 from the checkpoint's name and says so; the
+    bf16 release of the same model leaves the scenario alone."""
+    import json as _json
+
+    from conftest import CHATBOT
+
+    from simulator.validation import run_validation
+
+    def bench(model_id: str, name: str) -> dict:
+        doc = {"model_id": model_id, "max_concurrency": 2, "request_rate": "inf", "input_lens": [100, 200] * 4,
+               "output_lens": [40] * 8, "ttfts": [0.05] * 8, "itls": [[0.008] * 39] * 8}
+        path = tmp_path / f"{name}.json"
+        path.write_text(_json.dumps(doc))
+        return run_validation([path], CHATBOT, [], tmp_path / name)[0]
+
+    fp8 = bench("RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8", "fp8")
+    bf16 = bench("meta-llama/Llama-3.1-8B-Instruct", "bf16")
+    assert "model_from_file" not in fp8 and "model_from_file" not in bf16
+    assert any("fp8" in n["note"] for n in fp8["notes"]) and not bf16["notes"]
+    assert fp8["per_run"][0]["pred_tpot_ms"] < 0.9 * bf16["per_run"][0]["pred_tpot_ms"]  # half the weight bytes
