@@ -1,9 +1,11 @@
 """Replicas, and the disaggregated prefill/decode cluster that moves requests between pools.
 
 Colocated serving routes each request to one `Replica`. Disaggregated serving
-(`DisaggregatedCluster`) routes it to a prefill instance; the first token is emitted
-there; the prompt's KV then moves to a decode instance (chosen by the same router
-policy), which admits the request once its KV has arrived and it has blocks for it.
+(`DisaggregatedCluster`) routes it to a prefill instance; the prompt's KV then moves to a
+decode instance (chosen by the same router policy), which admits the request once its KV
+has arrived and it has blocks for it. Under vLLM's KV connectors (`protocol: connector`)
+the client's first token comes from the decode instance, which recomputes the last prompt
+token; under DistServe's migration (`protocol: distserve`) from the prefill instance.
 """
 
 from __future__ import annotations
@@ -118,4 +120,5 @@ class DisaggregatedCluster:
         target.inbound -= 1
         source.scheduler.finish_transfer(req)
         source.wake()
+        req.first_token_from_decode()
         target.submit(req)

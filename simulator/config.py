@@ -101,8 +101,10 @@ class KVTransferConfig(StrictModel):
         None, ge=0, description="fixed cost per transfer (handshake, first byte), ms; default the link's latency")
     protocol: KVTransferProtocol = Field(
         "connector", description="how a request moves to its decode instance. `connector`: the KV is sent "
-        "as soon as the first token is out, beside both instances' iterations, and the decode instance admits "
-        "the request once the KV has arrived and its blocks are free (vLLM's KV connectors). `distserve`: "
+        "as soon as the prefill ends, beside both instances' iterations, and the decode instance admits "
+        "the request once the KV has arrived and its blocks are free, recomputes the last prompt token and "
+        "streams the first token (vLLM's KV connectors behind its P/D proxy: TTFT includes the transfer). "
+        "`distserve`: the first token is the prefill instance's; "
         "DistServe's migration: after each iteration the decode instance accepts handed-off requests FCFS "
         "while the prompts it holds but has not yet scheduled take under 5% of its blocks, copies their KV "
         "itself (the copies delay its next iteration), and schedules a migrated request once the blocks of "

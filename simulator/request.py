@@ -87,6 +87,15 @@ class Request:
         self.status = "waiting"
         self.reject_reason = ""
 
+    def first_token_from_decode(self) -> None:
+        """Hand a prefilled request to a decode instance as vLLM's KV connectors do: the
+        prefill instance's token never reaches the client (its proxy asks it for one token
+        and discards it); the decode instance recomputes the last prompt token, whose KV it
+        does not count as received, and streams every output token from the first."""
+        self.num_computed = self.prompt_tokens - 1
+        self.num_generated = 0
+        self.first_token_time = self.last_token_time = math.nan
+
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.output_tokens

@@ -73,29 +73,50 @@ def test_lone_request_is_prefill_then_transfer_then_decodes(policy, pools, fast_
                     kv_bytes_per_gpu("llama-3.1-8b", "bf16", decode_tp, 1))
     transfer = P * per_token / (BW_GBPS * 1e9) + LAT_MS * 1e-3
     # Each pool starts idle: under async scheduling (vllm-v1's default) the prefill and the
-    # first decode step pay their CPU work in full, later steps hide it behind the GPU's.
+    # decode instance's first step pay their CPU work in full, later steps hide it behind the GPU's.
     prefill = sim.pools["prefill"].cost.iteration_time(prefill_shape(P), from_idle=True)
-    steps = sim.pools["decode"].cost.decode_step_times(1, P, OUT - 1, from_idle=True)
+    # vLLM's connectors: the decode instance recomputes the last prompt token, and its first
+    # step streams the client's first token; then OUT - 1 decode steps.
+    first = sim.pools["decode"].cost.iteration_time(prefill_shape(1, P - 1), from_idle=True)
+    steps = sim.pools["decode"].cost.decode_step_times(1, P, OUT - 1)
 
     r = res.requests.iloc[0]
     assert r["status"] == "completed" and r["arrival_s"] == 0.0
-    assert r["ttft_ms"] == pytest.approx(prefill * 1e3, rel=REL)  # the prefill instance's token
     assert r["kv_transfer_ms"] == pytest.approx(transfer * 1e3, rel=REL)
-    assert r["e2e_ms"] == pytest.approx((prefill + transfer + sum(steps)) * 1e3, rel=REL)
-    assert r["tpot_ms"] == pytest.approx((transfer + sum(steps)) / (OUT - 1) * 1e3, rel=REL)
+    assert r["ttft_ms"] == pytest.approx((prefill + transfer + first) * 1e3, rel=REL)  # the decode instance's token
+    assert r["e2e_ms"] == pytest.approx((prefill + transfer + first + sum(steps)) * 1e3, rel=REL)
+    assert r["tpot_ms"] == pytest.approx(sum(steps) / (OUT - 1) * 1e3, rel=REL)
     n_prefill = pools.get("prefill", (1, 1, 1))[2]
     assert r["prefill_replica"] == 0 and r["replica"] == n_prefill  # first decode instance
 
     it = res.iterations
-    assert list(it["pool"]) == ["prefill"] + ["decode"] * (OUT - 1)
-    assert list(it["prefill_tokens"]) == [P] + [0] * (OUT - 1)
-    # The second token: the decode instance starts once the KV has arrived, one step later.
+    assert list(it["pool"]) == ["prefill"] + ["decode"] * OUT
+    assert list(it["prefill_tokens"]) == [P, 1] + [0] * (OUT - 1)
+    # The decode instance starts once the KV has arrived.
     assert it["start_s"].iloc[1] == pytest.approx(prefill + transfer, rel=REL)
-    np.testing.assert_allclose(it["duration_ms"], np.array([prefill, *steps]) * 1e3, rtol=REL)
-    # ITL: the first gap holds the transfer and one decode step, the rest are single steps.
-    gaps = np.array([transfer + steps[0], *steps[1:]]) * 1e3
+    np.testing.assert_allclose(it["duration_ms"], np.array([prefill, first, *steps]) * 1e3, rtol=REL)
+    # ITL: single decode steps; the transfer is in TTFT, as a client of vLLM's proxy sees it.
+    gaps = np.array(steps) * 1e3
     assert res.summary["itl_ms"]["mean"] == pytest.approx(gaps.mean(), rel=REL)
     assert res.summary["itl_ms"]["p99"] == pytest.approx(np.percentile(gaps, 99), rel=REL)
+
+
+def test_under_distserve_migration_the_first_token_is_the_prefill_instances():
+    """DistServe's API server streams the context stage's token: TTFT ends at the prefill,
+    and the first gap holds the transfer (the decode instance's copy, which lengthens its
+    first iteration) and one decode step."""
+    d = lone("vllm-v0")
+    d["disaggregation"]["kv_transfer"]["protocol"] = "distserve"
+    sim, res = simulate(d)
+    prefill = sim.pools["prefill"].cost.iteration_time(prefill_shape(P), from_idle=True)
+    r = res.requests.iloc[0]
+    assert r["ttft_ms"] == pytest.approx(prefill * 1e3, rel=REL)
+    it = res.iterations
+    assert list(it["pool"]) == ["prefill"] + ["decode"] * (OUT - 1)
+    assert list(it["prefill_tokens"]) == [P] + [0] * (OUT - 1)
+    assert r["tpot_ms"] * (OUT - 1) == pytest.approx(r["e2e_ms"] - r["ttft_ms"], rel=REL)
+    # The copy lengthens the decode instance's first iteration, which emits the second token.
+    assert r["e2e_ms"] == pytest.approx(prefill * 1e3 + it["duration_ms"].iloc[1:].sum(), rel=REL)
 
 
 def test_one_token_request_never_leaves_the_prefill_instance():
@@ -211,9 +232,13 @@ def check_disaggregated(d: dict, sim, res) -> None:
     assert (req.loc[req["status"] == "rejected", "reject_reason"].str.len() > 0).all()
     done = req[req["status"] == "completed"]
     multi = done[done["output_tokens"] > 1]
-    # Causality: arrival → first token (prefill) → transfer → remaining tokens (decode).
+    # Causality: arrival → prefill → transfer → the decode instance's tokens, the first of
+    # them included under vLLM's connectors (DistServe's first token is the prefill's).
+    connector = d["disaggregation"]["kv_transfer"].get("protocol", "connector") == "connector"
     assert (done["arrival_s"] <= done["first_token_s"]).all()
-    assert (multi["first_token_s"] + multi["kv_transfer_ms"] * 1e-3 <= multi["finish_s"] + 1e-12).all()
+    after_transfer = multi["first_token_s"] - multi["kv_transfer_ms"] * 1e-3 if connector else multi["first_token_s"]
+    assert (multi["arrival_s"] <= after_transfer + 1e-12).all()
+    assert (after_transfer + multi["kv_transfer_ms"] * 1e-3 <= multi["finish_s"] + 1e-12).all()
     assert (multi["kv_transfer_ms"] > 0).all()
     assert multi["prefill_replica"].between(0, n_prefill - 1).all()
     assert multi["replica"].between(n_prefill, n_all - 1).all()
@@ -221,8 +246,9 @@ def check_disaggregated(d: dict, sim, res) -> None:
     for r in sim.requests:
         if r.status == "finished":
             assert r.num_generated == r.output_tokens
-    # Token conservation across the two pools, and prefill instances never decode.
-    check_tokens(d, req, it, sim)
+    # Token conservation across the two pools (under vLLM's connectors each decode instance
+    # recomputes its requests' last prompt token), and prefill instances never decode.
+    check_tokens(d, req, it, sim, recomputed=len(multi) if connector else 0)
     assert (it.loc[it["pool"] == "prefill", "decode_tokens"] == 0).all()
     assert list(it["pool"]) == ["prefill" if r < n_prefill else "decode" for r in it["replica"]]
     # KV: within capacity in both pools, and every block freed at the end.
@@ -262,7 +288,9 @@ def test_a_swapping_decode_pool_keeps_its_kv():
     assert (res.requests["status"] == "completed").all()
     assert res.summary["swaps"] == res.summary["preemptions"] > 0
     decode_it = res.iterations[res.iterations["pool"] == "decode"]
-    assert (decode_it["prefill_tokens"] == 0).all()  # nothing recomputed on the decode pool
+    # Nothing recomputed on the decode pool but each request's last prompt token (connector).
+    handed = int((res.requests["output_tokens"] > 1).sum())
+    assert decode_it["prefill_tokens"].sum() == handed
 
 
 @pytest.mark.parametrize("policy", PAGED_POLICIES)
@@ -343,7 +371,7 @@ def test_pipeline_pools_keep_the_invariants():
                prefill=(1, 2, 1), decode=(2, 2, 1))
     sim, res = simulate(d)
     assert (res.requests["status"] == "completed").all()
-    check_tokens(d, res.requests, res.iterations)
+    check_tokens(d, res.requests, res.iterations, recomputed=int((res.requests["output_tokens"] > 1).sum()))
     assert all(e.scheduler.kv.used == 0 for e in engines(sim))
     assert res.summary["cost"]["gpus"] == 1 * 2 + 2 * 2
 
