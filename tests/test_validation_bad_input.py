@@ -22,6 +22,7 @@ from simulator.validation.runner import _none_completed, simulate_run
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_SCENARIO = ROOT / "scenarios" / "benchmark-concurrency.yaml"
+DISTSERVE_SCENARIO = ROOT / "scenarios" / "validation" / "distserve-opt13b-a100-vllm.yaml"
 SWEEP_HEADER = "system,model,precision,tp_size,isl,osl,concurrency,ttft_ms,tpot_ms\n"
 PER_REQUEST_HEADER = "arrival_s,prompt_tokens,output_tokens,ttft_ms,tpot_ms\n"
 
@@ -252,3 +253,25 @@ def test_an_unreadable_row_among_readable_ones_is_skipped_with_its_reason(tmp_pa
     assert [r.error is None for r in runs] == [True, False]
     assert "m.csv:3: concurrency is blank, expected a whole number >= 1" in runs[1].error
     assert "fix" in runs[1].error
+
+
+def test_an_output_folder_holding_an_input_is_refused_and_left_alone(tmp_path):
+    """Validating a previous validation.csv into its own folder would replace the input."""
+    measured = tmp_path / "m.csv"
+    measured.write_text(PER_REQUEST_HEADER + "0.0,100,10,50.0,25.0\n0.5,120,12,60.0,25.0\n")
+    out = tmp_path / "out"
+    run_validation([measured], DISTSERVE_SCENARIO, [], out)
+    again = out / "validation.csv"
+    before = again.read_text()
+    with pytest.raises(ServesimError, match="holds an input file"):
+        run_validation([again], DISTSERVE_SCENARIO, [], out)
+    assert again.read_text() == before
+
+
+def test_when_no_run_simulates_the_error_names_the_run_and_its_file(tmp_path):
+    measured = tmp_path / "huge.csv"
+    measured.write_text(PER_REQUEST_HEADER + "0,200000,4,60,26\n")
+    with pytest.raises(ServesimError) as err:
+        run_validation([measured], DISTSERVE_SCENARIO, [], tmp_path / "out")
+    assert "huge (huge.csv): " in err.value.render()
+    assert not (tmp_path / "out").exists()

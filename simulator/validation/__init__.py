@@ -26,8 +26,9 @@ def run_validation(paths: list[Path], scenario: Path, overrides: list[str], out_
     engine_version: the vLLM release of runs whose file does not name one (versions.py)."""
     engine_version = check_version(engine_version, "--engine-version")
     base = load_scenario(scenario, overrides)  # fail early on a bad base scenario
-    if out_dir is not None:  # and on an output folder that cannot be written
+    if out_dir is not None:  # and on an output folder that cannot be written, or holds an input
         check_output_dir(Path(out_dir))
+        _check_inputs_outside(paths, Path(out_dir))
     length_ratio = parse_length_ratio(length_ratio)
     measured, followed = prepare_measured(paths, base, overrides, rounds=rounds, length_ratio=length_ratio,
                                           recipes=recipes, engine_version=engine_version)
@@ -65,6 +66,16 @@ def prepare_measured(paths: list[Path], base, overrides: list[str], *, rounds: i
     return measured, followed
 
 
+def _check_inputs_outside(paths: list[Path], out_dir: Path) -> None:
+    """Refuse an output folder that holds an input: writing it replaces the folder, and
+    the measurements (a previous validation.csv validated again) would be lost."""
+    folder = out_dir.resolve()
+    for path in paths:
+        if path.exists() and (path.resolve() == folder or folder in path.resolve().parents):
+            raise ServesimError("the output folder holds an input file; writing it would replace that input",
+                                where=str(path), fix="pass another --output-dir, or move the input out first")
+
+
 def _require_one_simulated(preds: list[RunPrediction], overrides: list[str] = ()) -> None:
     """With no run simulated there is nothing to score: say why instead of writing an
     empty report. The first reason stands for all when they are the same, and names the
@@ -79,6 +90,9 @@ def _require_one_simulated(preds: list[RunPrediction], overrides: list[str] = ()
     if named is not None:
         head, _, rest = first.partition("\n")
         first = f"{head} [from {named}]" + (f"\n{rest}" if rest else "")
+    run = preds[0].run
+    if not first.startswith(run.label):  # say which run, and of which file
+        first = f"{run.label} ({run.source}): {first}"
     more = "" if len(reasons) == 1 else f" (and {len(reasons) - 1} other reason(s); see each run with fewer inputs)"
     raise ServesimError(f"no run could be simulated ({len(preds)} of {len(preds)} failed){more}; the first:\n{first}")
 
