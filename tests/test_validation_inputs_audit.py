@@ -280,17 +280,13 @@ def test_a_quantised_checkpoint_of_the_scenarios_own_model_runs_at_its_precision
     """`RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8` measured, `scenarios/chatbot.yaml` (the same
     model in bf16) as the base: the run takes FP8 from the checkpoint's name and says so; the
     bf16 release of the same model leaves the scenario alone."""
-    import json as _json
-
     from conftest import CHATBOT
-
-    from simulator.validation import run_validation
 
     def bench(model_id: str, name: str) -> dict:
         doc = {"model_id": model_id, "max_concurrency": 2, "request_rate": "inf", "input_lens": [100, 200] * 4,
                "output_lens": [40] * 8, "ttfts": [0.05] * 8, "itls": [[0.008] * 39] * 8}
         path = tmp_path / f"{name}.json"
-        path.write_text(_json.dumps(doc))
+        path.write_text(json.dumps(doc))
         return run_validation([path], CHATBOT, [], tmp_path / name)[0]
 
     fp8 = bench("RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8", "fp8")
@@ -298,3 +294,50 @@ def test_a_quantised_checkpoint_of_the_scenarios_own_model_runs_at_its_precision
     assert "model_from_file" not in fp8 and "model_from_file" not in bf16
     assert any("fp8" in n["note"] for n in fp8["notes"]) and not bf16["notes"]
     assert fp8["per_run"][0]["pred_tpot_ms"] < 0.9 * bf16["per_run"][0]["pred_tpot_ms"]  # half the weight bytes
+
+
+def test_an_unknown_gpu_skips_its_row_and_keeps_the_others(tmp_path):
+    """One row naming a GPU outside the catalog is reported and skipped, as an unknown model
+    is; the file's other rows still simulate."""
+    from conftest import ROOT
+
+    sweep = tmp_path / "gpus.csv"
+    sweep.write_text("system,model,precision,tp_size,isl,osl,concurrency,ttft_ms,tpot_ms\n"
+                     "h100_sxm,meta-llama/Llama-3.1-8B-Instruct,fp8,1,1000,100,4,100,10\n"
+                     "foo_gpu,meta-llama/Llama-3.1-8B-Instruct,fp8,1,1000,100,4,100,10\n")
+    result, _ = run_validation([sweep], ROOT / "scenarios" / "benchmark-concurrency.yaml", [],
+                               tmp_path / "out", rounds=1)
+    assert [s["run"].split()[0] for s in result["skipped"]] == ["foo_gpu"]
+    assert "unknown GPU 'foo_gpu'" in result["skipped"][0]["error"]
+    assert result["per_run"][0]["pred_tpot_ms"] is not None
+
+
+@pytest.mark.parametrize("name, gpu", [("B200-SXM-180GB", "b200"), ("NVIDIA B300 SXM6 AC", "b300"),
+                                       ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "rtx-pro-6000")])
+def test_gpu_names_as_tools_print_them(name, gpu):
+    from simulator.hardware import get_gpu
+
+    assert get_gpu(name).name == gpu
+
+
+@pytest.mark.parametrize("model_id, precision", [
+    ("moonshotai/Kimi-K2-Instruct", "fp8"), ("moonshotai/Kimi-K2-Instruct-0905", "fp8"),
+    ("moonshotai/Kimi-K2.5", "int4"), ("moonshotai/Kimi-K2-Thinking", "int4")])
+def test_kimi_k2_releases_carry_their_own_expert_format(model_id, precision):
+    """K2-Instruct shipped block-FP8 experts; K2-Thinking and K2.5 moved to INT4."""
+    from simulator.validation.precision import checkpoint_precision
+
+    assert checkpoint_precision(model_id) == precision
+
+
+def test_a_request_beyond_the_models_context_is_noted_and_ep_on_a_dense_model_is_ignored(tmp_path):
+    from conftest import ROOT
+
+    sweep = tmp_path / "ctx.csv"
+    sweep.write_text("system,model,precision,tp_size,isl,osl,concurrency,ttft_ms,tpot_ms,moe_ep_size\n"
+                     "h100_sxm,meta-llama/Meta-Llama-3-8B-Instruct,bf16,1,8192,64,1,100,10,2\n")
+    result, _ = run_validation([sweep], ROOT / "scenarios" / "benchmark-concurrency.yaml", [],
+                               tmp_path / "out", rounds=1)
+    note = result["notes"][0]["note"]
+    assert "beyond the model's context (8,192)" in note
+    assert "moe_ep_size 2 ignored: the model has no experts" in note

@@ -570,7 +570,7 @@ _GPUS: list[GPUSpec] = [
         inter_node_link=IB_NDR,  # DGX B200 datasheet: 8x ConnectX-7 400 Gb/s
         pcie=PCIE5,
         cost_per_gpu_hour=4.99,  # typical on-demand price, Lambda Cloud 8x B200 list, 2025
-        aliases=("b200-sxm", "b200-180gb", "hgx-b200"),
+        aliases=("b200-sxm", "b200-180gb", "hgx-b200", "b200-sxm-180gb"),
     ),
     GPUSpec(
         name="gb200",
@@ -626,7 +626,7 @@ _GPUS: list[GPUSpec] = [
         inter_node_link=IB_XDR800,
         pcie=PCIE5,  # estimate: B300 moves to PCIe Gen6 but host links stay Gen5 on most boards
         cost_per_gpu_hour=6.5,  # estimate: no public on-demand list price checked; override per plan
-        aliases=("b300-sxm", "b300_sxm", "b300-288gb", "hgx-b300", "blackwell-ultra"),
+        aliases=("b300-sxm", "b300_sxm", "b300-288gb", "hgx-b300", "blackwell-ultra", "b300-sxm6-ac"),
     ),
     GPUSpec(
         name="gb300",
@@ -685,7 +685,8 @@ _GPUS: list[GPUSpec] = [
         pcie=PCIE5,  # NVIDIA RTX PRO 6000 Blackwell: PCIe Gen5 x16
         cost_per_gpu_hour=1.8,  # estimate: no public on-demand list price checked; override per plan
         aliases=("rtx_pro_6000_server", "rtx-pro-6000-server", "rtx-pro-6000-blackwell",
-                 "rtx-pro-6000-blackwell-server", "rtx-pro-6000-96gb", "rtxpro6000"),
+                 "rtx-pro-6000-blackwell-server", "rtx-pro-6000-96gb", "rtxpro6000",
+                 "rtx-pro-6000-blackwell-server-edition"),  # nvidia-smi's name, without "NVIDIA"
     ),
     GPUSpec(
         name="mi300x",

@@ -684,10 +684,12 @@ _MODELS: list[ModelSpec] = [
         v_head_dim=128,
         native_expert_dtype="int4",
         native_expert_bits=4.5,
+        fp8_releases=("moonshotai/Kimi-K2-Instruct", "moonshotai/Kimi-K2-Instruct-0905", "moonshotai/Kimi-K2-Base"),
         nvfp4_experts_only=True,
         published_params_b=1026.0,  # model card: 1T total (1.026T from the shapes), 32B activated
         published_active_params_b=32.0,
         aliases=("moonshotai/Kimi-K2-Thinking", "moonshotai/Kimi-K2.5", "moonshotai/Kimi-K2-Instruct-0905",
+                 "moonshotai/Kimi-K2-Base",
                  "kimi-k2.5", "kimi-k2-thinking", "moonshotai/Kimi-K2.6", "moonshotai/Kimi-K2.7-Code"),
     ),
     # --- earlier and widely benchmarked releases ---

@@ -125,6 +125,10 @@ class ModelSpec(StrictModel):
     # Bits per stored expert weight of that release, its scales included: gpt-oss MXFP4 has an
     # 8-bit (E8M0) scale per 32 values (4.25); Kimi-K2.5's INT4 a bf16 scale per 32 (4.5).
     native_expert_bits: float | None = Field(None, gt=0, le=16)
+    # Releases of the model (Hugging Face ids) published before its experts moved to that
+    # format, whose experts ship in the block FP8 of `native_fp8` (Kimi-K2-Instruct and
+    # -0905; K2-Thinking and K2.5 are INT4): a checkpoint so named is FP8.
+    fp8_releases: tuple[str, ...] = ()
     # The publisher's own FP8 release is block-scaled and carries no KV-cache scales (Qwen3
     # *-FP8, DeepSeek-V3/R1, Kimi-K2, MiniMax-M2): served as is, vLLM keeps a 16-bit KV
     # cache. Models without one are served FP8 from NVIDIA ModelOpt checkpoints, which

@@ -121,6 +121,7 @@ def _least_budget(run_overrides: list[str], base) -> int | None:
     """The smallest token budget a vllm-v1 run can have: the one its overrides or the base
     name, else the GPU's default (turning chunked prefill off only raises it)."""
     from simulator.cost.releases import parse_version
+    from simulator.errors import CatalogError
     from simulator.hardware import get_gpu
     from simulator.scheduler.vllm_v1 import vllm_default_limits
 
@@ -133,7 +134,10 @@ def _least_budget(run_overrides: list[str], base) -> int | None:
     if base.scheduler.max_num_batched_tokens is not None:
         return base.scheduler.max_num_batched_tokens
     gpus = [a.partition("=")[2] for a in run_overrides if a.startswith("hardware.gpu=")]
-    gpu = get_gpu(gpus[-1] if gpus else base.hardware.gpu)
+    try:
+        gpu = get_gpu(gpus[-1] if gpus else base.hardware.gpu)
+    except CatalogError:  # the run is skipped with the catalog's reason when it is simulated
+        return None
     releases = [a.partition("=")[2].strip("'\"") for a in run_overrides if a.startswith("cost_model.engine_version=")]
     release = parse_version(releases[-1]) if releases else parse_version(base.cost_model.engine_version)
     return vllm_default_limits(gpu.name, gpu.usable_memory_gib, release)[0] if gpu is not None else None

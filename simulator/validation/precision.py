@@ -130,6 +130,9 @@ def checkpoint_precision(model_id: str) -> str:
     if (prec := checkpoint_token_precision(model_id)) is not None:
         return prec
     model = get_model(model_id)
+    repo = model_id.strip().lower().rsplit("/", 1)[-1]
+    if any(repo == release.lower().rsplit("/", 1)[-1] for release in model.fp8_releases):
+        return "fp8"
     if model.native_expert_dtype:
         return model.native_expert_dtype
     return "fp8" if model.released_in_fp8 else "bf16"

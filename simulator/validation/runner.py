@@ -121,6 +121,11 @@ class _Builder:
             self.assignments.append(f"model.max_model_len={self.longest}")
             self.notes.append(f"model.max_model_len raised from {limit} to {self.longest}, the run's "
                               "longest request")
+        context = self.model.max_position_embeddings
+        if self.longest and self.longest > context:
+            self.notes.append(f"its longest request ({self.longest:,} tokens) is beyond the model's context "
+                              f"({context:,}): vLLM serves it only with RoPE scaling or "
+                              "VLLM_ALLOW_LONG_MAX_MODEL_LEN; simulated as if allowed")
 
     def _simulate(self, assignments: list[str]) -> Simulation:
         # Most runs need no adjustment: reuse the scenario already parsed (a sweep has hundreds).

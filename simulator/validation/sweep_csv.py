@@ -124,7 +124,7 @@ def sweep_set(df: pd.DataFrame, source: str, wheres: list[str], rounds: int, len
         release = _row_version(text, df.columns)
         group = (f"{family} tp{tp}{''.join(f' {label}' for label in layout.labels)} isl{isl} osl{osl}"
                  f"{_release_label(release)}")
-        note = _expert_parallel_note(layout, tp)
+        note = _expert_parallel_note(layout, tp, model)
         if other_engine:  # its version is not a vLLM release, and vLLM's recipes are not its flags
             note = "; ".join(filter(None, [note, f"measured on {other_engine}, simulated with the base "
                                                  "scenario's scheduler, without vLLM's release rules or recipes"]))
@@ -268,10 +268,19 @@ def _layout_size(cell: object, column: str, where: str) -> int | None:
     return int(value)
 
 
-def _expert_parallel_note(layout: RowLayout, tp: int) -> str | None:
-    """What the run says when the row's EP size is not the one vLLM's flag gives."""
+def _expert_parallel_note(layout: RowLayout, tp: int, model: str) -> str | None:
+    """What the run says when the row's EP size is not the one vLLM's flag gives, or
+    names expert parallelism for a model without experts."""
     gpus = tp * layout.dp
-    if layout.ep <= 1 or layout.ep == gpus:
+    if layout.ep <= 1:
+        return None
+    try:
+        dense = not get_model(model).is_moe
+    except CatalogError:  # the row is skipped with the catalog's reason
+        dense = False
+    if dense:
+        return f"moe_ep_size {layout.ep} ignored: the model has no experts"
+    if layout.ep == gpus:
         return None
     return (f"moe_ep_size {layout.ep} is not tp x dp = {gpus}; vLLM's --enable-expert-parallel splits "
             f"the experts over all {gpus} GPUs, and so does the simulation")
