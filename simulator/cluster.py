@@ -115,6 +115,7 @@ class DisaggregatedCluster:
         req.prefill_replica = req.replica
         seconds = self.transfer.seconds(req.prompt_tokens, req.replica, d)
         req.kv_transfer_s = seconds
+        req.discard_first_token()  # no client saw it; a TPOT bound must not start from it
         target.inbound += 1
         yield self.env.timeout(seconds)
         target.inbound -= 1

@@ -87,14 +87,18 @@ class Request:
         self.status = "waiting"
         self.reject_reason = ""
 
+    def discard_first_token(self) -> None:
+        """The prefill instance's token never reaches the client under vLLM's KV connectors
+        (its proxy asks it for one token and drops it): its time goes when the KV leaves."""
+        self.first_token_time = self.last_token_time = math.nan
+
     def first_token_from_decode(self) -> None:
-        """Hand a prefilled request to a decode instance as vLLM's KV connectors do: the
-        prefill instance's token never reaches the client (its proxy asks it for one token
-        and discards it); the decode instance recomputes the last prompt token, whose KV it
-        does not count as received, and streams every output token from the first."""
+        """Arrive at a decode instance as vLLM's KV connectors hand a request over: the
+        decode instance recomputes the last prompt token, whose KV it does not count as
+        received, and streams every output token from the first."""
         self.num_computed = self.prompt_tokens - 1
         self.num_generated = 0
-        self.first_token_time = self.last_token_time = math.nan
+        self.discard_first_token()
 
     @property
     def total_tokens(self) -> int:

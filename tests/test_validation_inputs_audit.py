@@ -341,3 +341,29 @@ def test_a_request_beyond_the_models_context_is_noted_and_ep_on_a_dense_model_is
     note = result["notes"][0]["note"]
     assert "beyond the model's context (8,192)" in note
     assert "moe_ep_size 2 ignored: the model has no experts" in note
+
+
+def test_a_kimi_k2_fp8_release_under_a_kimi_scenario_runs_in_fp8():
+    """K2-Instruct's name states no quantisation token, but the catalog lists it among the
+    model's FP8 releases: under a Kimi scenario (INT4 experts) it is followed to FP8."""
+    from conftest import CHATBOT
+
+    from simulator.validation.precision import follow_model_id
+
+    base = load_scenario(CHATBOT, ["model.name=kimi-k2", "model.expert_weight_dtype=int4"]).scenario.model
+    follow = follow_model_id("moonshotai/Kimi-K2-Instruct", base, "h200")
+    assert "model.weight_dtype=fp8" in follow.overrides and "quantised to fp8" in follow.note
+    assert follow_model_id("moonshotai/Kimi-K2.5", base, "h200").overrides == []
+
+
+@pytest.mark.parametrize("model_id, model, precision", [
+    ("RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w8a16", "llama-3.1-8b", "int8_wo"),
+    ("RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w4a16", "llama-3.1-8b", "int4"),
+    ("neuralmagic/Meta-Llama-3.1-70B-Instruct-quantized.w8a8", "llama-3.1-70b", "int8"),
+    ("RedHatAI/Meta-Llama-3.1-8B-Instruct-W8A16", "llama-3.1-8b", "int8_wo")])
+def test_red_hat_quantized_release_names_resolve_with_their_format(model_id, model, precision):
+    from simulator.models import get_model
+    from simulator.validation.precision import checkpoint_precision
+
+    assert get_model(model_id).name == model
+    assert checkpoint_precision(model_id) == precision

@@ -62,3 +62,13 @@ def test_a_request_the_simulated_server_refuses_counts_on_neither_mean_and_misse
     assert "1 measured request(s) rejected by the simulated server" in run["note"]
     slo = result["slo"]["runs"][0]
     assert (slo["measured"], slo["predicted"]) == (1.0, 2 / 3)
+
+
+def test_a_metric_measured_nowhere_is_still_predicted(tmp_path):
+    """An all-blank e2e_ms column scores nothing, but the run's prediction is still there, as
+    when the column is left out."""
+    text = HEADER + "0.0,100,10,50.0,25.0,\n0.5,120,12,60.0,25.0,\n"
+    result, _ = _validate(tmp_path, text)
+    run = result["per_run"][0]
+    assert run["measured_e2e_ms"] is None and run["err_pct_e2e_ms"] is None
+    assert run["pred_e2e_ms"] > run["pred_ttft_ms"] > 0

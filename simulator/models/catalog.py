@@ -1229,8 +1229,10 @@ for _name, _releases in _SAME_SHAPE_RELEASES.items():
 # Fine-tune and quantised-checkpoint suffixes: same shapes as the base model (the weight
 # format is the scenario's model.weight_dtype, not part of the name).
 _SAME_SHAPE_TOKENS = frozenset({"instruct", "chat", "hf", "base", "it", "fp8", "fp4", "nvfp4",
-                                "int4", "int8", "awq", "gptq", "w8a8", "w4a16", "dynamic", "kv",
-                                "thinking", "static", "pertensor", "mxfp4"})
+                                "int4", "int8", "awq", "gptq", "w8a8", "w4a16", "w8a16", "w4a8",
+                                "w4afp8", "dynamic", "kv", "thinking", "static", "pertensor", "mxfp4"})
+# Neural Magic's and Red Hat's quantised releases end in `-quantized.w8a16` (and w4a16, w8a8).
+_QUANTIZED_SUFFIX = re.compile(r"-quantized\.w\d+a\d+$")
 
 
 def _is_release_date(token: str) -> bool:
@@ -1240,7 +1242,7 @@ def _is_release_date(token: str) -> bool:
 
 def _key(name: str) -> str:
     """Lookup key ignoring case, org prefix, separators and same-shape fine-tune suffixes."""
-    s = name.strip().lower().rsplit("/", 1)[-1].removeprefix("meta-")
+    s = _QUANTIZED_SUFFIX.sub("", name.strip().lower().rsplit("/", 1)[-1].removeprefix("meta-"))
     tokens = [t for t in re.split(r"[-_\s]+", s)
               if t and t not in _SAME_SHAPE_TOKENS and not _is_release_date(t)]
     return re.sub(r"[^a-z0-9.]", "", "".join(tokens))

@@ -125,14 +125,26 @@ def checkpoint_token_precision(model_id: str) -> str | None:
     return next((prec for token, prec in _ID_PRECISION_TOKENS if token in tokens), None)
 
 
-def checkpoint_precision(model_id: str) -> str:
-    """The precision a checkpoint name implies: its quantisation token, else the model's native format."""
+def stated_precision(model_id: str) -> str | None:
+    """The precision a checkpoint's name states: its quantisation token, or FP8 for a
+    release the catalog lists among the model's `fp8_releases`; None where it states none."""
     if (prec := checkpoint_token_precision(model_id)) is not None:
         return prec
-    model = get_model(model_id)
+    try:
+        model = get_model(model_id)
+    except CatalogError:
+        return None
     repo = model_id.strip().lower().rsplit("/", 1)[-1]
     if any(repo == release.lower().rsplit("/", 1)[-1] for release in model.fp8_releases):
         return "fp8"
+    return None
+
+
+def checkpoint_precision(model_id: str) -> str:
+    """The precision a checkpoint name implies: what it states, else the model's native format."""
+    if (prec := stated_precision(model_id)) is not None:
+        return prec
+    model = get_model(model_id)
     if model.native_expert_dtype:
         return model.native_expert_dtype
     return "fp8" if model.released_in_fp8 else "bf16"
@@ -213,7 +225,7 @@ def follow_model_id(model_id: str | None, base_model: ModelConfig, gpu_name: str
         prec = checkpoint_precision(model_id)
         return ModelFollow([f"model.name={model.name}", "model.config_json=null",
                             *precision_overrides(prec, model.name, gpu_name)], model.name, None)
-    prec = checkpoint_token_precision(model_id)
+    prec = stated_precision(model_id)
     if prec is None:
         return ModelFollow([], None, None)
     extra = precision_overrides(prec, model.name, gpu_name)

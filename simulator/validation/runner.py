@@ -233,8 +233,8 @@ def _paired_means(run: MeasuredRun, sim: pd.DataFrame) -> tuple[dict[str, float]
     predicted, measured, refused = {}, {}, 0
     for m in METRICS:
         pred = sim[m].to_numpy(dtype=float)
-        if paired and m in req:
-            meas = req[m].to_numpy(dtype=float)
+        meas = req[m].to_numpy(dtype=float) if paired and m in req else None
+        if meas is not None and not np.isnan(meas).all():  # an all-blank column: predicted, not scored
             seen = ~np.isnan(meas)
             refused = max(refused, int((seen & ~done).sum()))
             use = seen & done & ~np.isnan(pred)
