@@ -75,7 +75,7 @@ def test_a_release_cell_of_na_names_none(tmp_path):
     ("nvfp4_wo", ("fp4", "bf16", "fp8")), ("w4a16_nvfp4", ("fp4", "bf16", "fp8")),
     # common spellings
     ("int4_awq", ("int4", "bf16", "bf16")), ("W4A16_AWQ", ("int4", "bf16", "bf16")),
-    ("fp8_dynamic", ("fp8", "fp8", "bf16")), ("FP8-Dynamic", ("fp8", "fp8", "bf16")),
+    ("fp8_dynamic", ("fp8", "fp8", "bf16")), ("FP8-Dynamic", ("fp8", "fp8", "bf16")), ("fp8_kv16", ("fp8", "fp8", "bf16")),
     ("fp8_e4m3", ("fp8", "fp8", "fp8")), ("mxfp8", ("fp8", "fp8", "bf16")), ("w8a16", ("int8", "bf16", "bf16")),
 ])
 def test_aiconfigurator_and_common_precision_names(name, dtypes):
@@ -106,8 +106,8 @@ def test_an_unknown_precision_lists_the_accepted_names(tmp_path):
 
 
 def test_a_checkpoint_named_fp8_dynamic_keeps_a_16_bit_kv_cache():
-    assert checkpoint_precision("RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8-dynamic") == "fp8_dynamic"
-    assert checkpoint_precision("RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8") == "fp8"
+    assert checkpoint_precision("RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8-dynamic") == "fp8_kv16"
+    assert checkpoint_precision("RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8") == "fp8_kv16"
 
 
 # ------------------------------------------------------------------ D4: the scenario's own model, quantised
@@ -366,4 +366,12 @@ def test_red_hat_quantized_release_names_resolve_with_their_format(model_id, mod
     from simulator.validation.precision import checkpoint_precision
 
     assert get_model(model_id).name == model
+    assert checkpoint_precision(model_id) == precision
+
+
+@pytest.mark.parametrize("model_id, precision", [
+    ("RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8", "fp8_kv16"),  # no KV scales: vLLM keeps a 16-bit cache
+    ("neuralmagic/Meta-Llama-3-8B-Instruct-FP8-KV", "fp8"),  # KV scales: an FP8 cache
+    ("nvidia/Llama-3.1-8B-Instruct-FP8", "fp8")])  # ModelOpt: the KV cache quantised too
+def test_an_fp8_checkpoints_kv_cache_follows_its_publishers_naming(model_id, precision):
     assert checkpoint_precision(model_id) == precision

@@ -17,9 +17,10 @@ PRECISIONS = {
     # precision column -> (weight, activation, kv) dtypes. FP8 serving on Hopper (vLLM
     # --quantization fp8 --kv-cache-dtype fp8) quantises the KV cache too; see docs/fidelity.md.
     "fp8": ("fp8", "fp8", "fp8"),
-    # FP8 with activations scaled on the fly (compressed-tensors FP8-dynamic, MXFP8): such a
-    # checkpoint carries no KV scales, so vLLM's KV cache stays 16-bit.
-    "fp8_dynamic": ("fp8", "fp8", "bf16"),
+    # FP8 W8A8 from a checkpoint without KV-cache scales (compressed-tensors FP8-dynamic,
+    # MXFP8, and Red Hat's / Neural Magic's `-FP8` releases, whose KV-scaled ones are named
+    # `-FP8-KV`): vLLM's default KV dtype follows the model, so the cache stays 16-bit.
+    "fp8_kv16": ("fp8", "fp8", "bf16"),
     "fp16": ("fp16", "fp16", "fp16"),
     "bf16": ("bf16", "bf16", "bf16"),
     "fp4": ("fp4", "fp4", "fp8"),  # NVFP4 W4A4 on Blackwell tensor cores, FP8 KV
@@ -45,7 +46,7 @@ PRECISION_ALIASES = {
     "float16": "fp16", "half": "fp16", "bfloat16": "bf16",
     "nvfp4": "fp4", "mxfp4": "fp4", "w4a4": "fp4",
     "fp8_block": "fp8", "fp8_static": "fp8", "fp8_ootb": "fp8", "fp8_e4m3": "fp8", "w8a8_fp8": "fp8",
-    "float8": "fp8", "fp8dynamic": "fp8_dynamic", "mxfp8": "fp8_dynamic",
+    "float8": "fp8", "fp8_dynamic": "fp8_kv16", "fp8dynamic": "fp8_kv16", "mxfp8": "fp8_kv16",
     "nvfp4_wo": "fp4_wo", "w4a16_nvfp4": "fp4_wo", "w4a16_mxfp4": "mxfp4_wo",
     "w4a16": "int4", "int4_wo": "int4", "awq": "int4", "int4_awq": "int4", "w4a16_awq": "int4",
     "gptq": "int4", "int4_gptq": "int4", "w4a16_gptq": "int4", "w4afp8": "int4_fp8", "w4a8_fp8": "int4_fp8",
@@ -115,14 +116,22 @@ _ID_PRECISION_TOKENS = (("nvfp4", "fp4"), ("mxfp4", "fp4"), ("fp4", "fp4"), ("fp
                         ("w8a8", "int8"), ("int8", "int8"), ("w8a16", "int8_wo"))
 
 
+# Publishers of compressed-tensors checkpoints, whose FP8 releases carry KV-cache scales only
+# when named `-FP8-KV` (huggingface.co/RedHatAI, formerly neuralmagic).
+_KV_NAMED_PUBLISHERS = ("redhatai/", "neuralmagic/")
+
+
 def checkpoint_token_precision(model_id: str) -> str | None:
     """The precision a checkpoint name's quantisation token states (`-FP8`, `-AWQ`,
     `-FP8-dynamic`), or None where the name has none."""
-    name = model_id.lower()
+    name = model_id.strip().lower()
     if re.search(r"fp8[-_.]?dynamic", name):  # compressed-tensors FP8-dynamic: no KV scales
-        return "fp8_dynamic"
+        return "fp8_kv16"
     tokens = re.split(r"[-_./\s]+", name)
-    return next((prec for token, prec in _ID_PRECISION_TOKENS if token in tokens), None)
+    prec = next((prec for token, prec in _ID_PRECISION_TOKENS if token in tokens), None)
+    if prec == "fp8" and name.startswith(_KV_NAMED_PUBLISHERS) and "kv" not in tokens:
+        return "fp8_kv16"
+    return prec
 
 
 def stated_precision(model_id: str) -> str | None:
