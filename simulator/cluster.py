@@ -59,12 +59,13 @@ class DisaggregatedCluster:
                                          else RouterConfig(policy="least_outstanding"))
         self.on_finish = on_finish
         self.on_reject = on_reject
-        for rep in prefill:
-            for engine in rep.engines:
-                engine.on_finish = self._prefill_done_at(engine)
         # `distserve` protocol: the decode instance copies the KV itself (roles.py), and
         # tells us when, so that the prefill side's copy is freed then.
         self.pulled = transfer.protocol == "distserve"
+        for rep in prefill:
+            for engine in rep.engines:
+                engine.on_finish = self._prefill_done_at(engine)
+                engine.scheduler.finishes_one_token_requests = self.pulled
         self._source: dict[int, tuple[Engine, int]] = {}
         if self.pulled:
             for rep in decode:

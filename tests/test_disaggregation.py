@@ -119,8 +119,22 @@ def test_under_distserve_migration_the_first_token_is_the_prefill_instances():
     assert r["e2e_ms"] == pytest.approx(prefill * 1e3 + it["duration_ms"].iloc[1:].sum(), rel=REL)
 
 
-def test_one_token_request_never_leaves_the_prefill_instance():
+def test_one_token_request_is_answered_by_the_decode_instance_under_connectors():
+    """vLLM's proxy sends every request on to a decode instance, a one-token one too: its
+    one token is the decode instance's, after the transfer."""
     d = lone(output=1)
+    sim, res = simulate(d)
+    r = res.requests.iloc[0]
+    assert r["status"] == "completed" and r["kv_transfer_ms"] > 0
+    assert r["e2e_ms"] == r["ttft_ms"] > r["kv_transfer_ms"]
+    assert list(res.iterations["pool"]) == ["prefill", "decode"]
+    assert list(res.iterations["prefill_tokens"]) == [P, 1]
+    assert all(e.scheduler.kv.used == 0 for e in engines(sim))
+
+
+def test_one_token_request_never_leaves_the_prefill_instance_under_distserve():
+    d = lone("vllm-v0", output=1)
+    d["disaggregation"]["kv_transfer"]["protocol"] = "distserve"
     sim, res = simulate(d)
     r = res.requests.iloc[0]
     assert r["status"] == "completed" and np.isnan(r["kv_transfer_ms"])
@@ -231,10 +245,11 @@ def check_disaggregated(d: dict, sim, res) -> None:
     assert set(req["status"]) <= {"completed", "rejected"}
     assert (req.loc[req["status"] == "rejected", "reject_reason"].str.len() > 0).all()
     done = req[req["status"] == "completed"]
-    multi = done[done["output_tokens"] > 1]
     # Causality: arrival → prefill → transfer → the decode instance's tokens, the first of
-    # them included under vLLM's connectors (DistServe's first token is the prefill's).
+    # them included under vLLM's connectors (DistServe's first token is the prefill's, and
+    # its one-token requests end at the prefill instance).
     connector = d["disaggregation"]["kv_transfer"].get("protocol", "connector") == "connector"
+    multi = done if connector else done[done["output_tokens"] > 1]
     assert (done["arrival_s"] <= done["first_token_s"]).all()
     after_transfer = multi["first_token_s"] - multi["kv_transfer_ms"] * 1e-3 if connector else multi["first_token_s"]
     assert (multi["arrival_s"] <= after_transfer + 1e-12).all()
@@ -242,7 +257,8 @@ def check_disaggregated(d: dict, sim, res) -> None:
     assert (multi["kv_transfer_ms"] > 0).all()
     assert multi["prefill_replica"].between(0, n_prefill - 1).all()
     assert multi["replica"].between(n_prefill, n_all - 1).all()
-    assert done.loc[done["output_tokens"] == 1, "replica"].between(0, n_prefill - 1).all()
+    if not connector:
+        assert done.loc[done["output_tokens"] == 1, "replica"].between(0, n_prefill - 1).all()
     for r in sim.requests:
         if r.status == "finished":
             assert r.num_generated == r.output_tokens
@@ -289,7 +305,7 @@ def test_a_swapping_decode_pool_keeps_its_kv():
     assert res.summary["swaps"] == res.summary["preemptions"] > 0
     decode_it = res.iterations[res.iterations["pool"] == "decode"]
     # Nothing recomputed on the decode pool but each request's last prompt token (connector).
-    handed = int((res.requests["output_tokens"] > 1).sum())
+    handed = len(res.requests)  # every request, one-token ones too
     assert decode_it["prefill_tokens"].sum() == handed
 
 
@@ -371,7 +387,7 @@ def test_pipeline_pools_keep_the_invariants():
                prefill=(1, 2, 1), decode=(2, 2, 1))
     sim, res = simulate(d)
     assert (res.requests["status"] == "completed").all()
-    check_tokens(d, res.requests, res.iterations, recomputed=int((res.requests["output_tokens"] > 1).sum()))
+    check_tokens(d, res.requests, res.iterations, recomputed=len(res.requests))
     assert all(e.scheduler.kv.used == 0 for e in engines(sim))
     assert res.summary["cost"]["gpus"] == 1 * 2 + 2 * 2
 

@@ -29,6 +29,11 @@ from simulator.scheduler.base import Scheduler, Step
 class PrefillRole(Scheduler):
     """Runs prompts only; hands each request off after its first token."""
 
+    # Whether a one-token request ends here (DistServe streams the prefill's token); under
+    # vLLM's connectors (False, set by the cluster) it moves to a decode instance like any
+    # other, whose step streams the client's token.
+    finishes_one_token_requests = True
+
     def admission_error(self, req: Request) -> str | None:
         """The policy's checks at the length this instance holds: the prompt and its first
         token (the decode pool checks the whole request, cluster.py). Named by pool, since
@@ -41,12 +46,18 @@ class PrefillRole(Scheduler):
     def complete(self, step: Step, end: float) -> list[Request]:
         """Finished requests, then those handed off (status `transferring`, KV still held)."""
         finished = super().complete(step, end)
+        if finished and not self.finishes_one_token_requests:  # _retire kept them running
+            finished = [r for r in finished if r.status == "finished"]
         handed = [r for r, _ in step.entries if r.status == "running" and r.num_generated > 0]
         if handed:
             for req in handed:
                 req.status = "transferring"
             self.running = [r for r in self.running if r.status == "running"]
         return finished + handed if finished else handed
+
+    def _retire(self, finished: list[Request], end: float) -> None:
+        if self.finishes_one_token_requests:
+            super()._retire(finished, end)
 
     def finish_transfer(self, req: Request) -> None:
         """The KV has left this instance: free its blocks."""
