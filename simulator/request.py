@@ -93,12 +93,11 @@ class Request:
         self.first_token_time = self.last_token_time = math.nan
 
     def first_token_from_decode(self) -> None:
-        """Arrive at a decode instance as vLLM's KV connectors hand a request over: the
-        decode instance recomputes the last prompt token, whose KV it does not count as
-        received, and streams every output token from the first."""
+        """Arrive at a decode instance as vLLM's KV connectors hand a request over (after
+        `discard_first_token`): the decode instance recomputes the last prompt token, whose
+        KV it does not count as received, and streams every output token from the first."""
         self.num_computed = self.prompt_tokens - 1
         self.num_generated = 0
-        self.discard_first_token()
 
     @property
     def total_tokens(self) -> int:

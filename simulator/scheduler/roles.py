@@ -46,8 +46,8 @@ class PrefillRole(Scheduler):
     def complete(self, step: Step, end: float) -> list[Request]:
         """Finished requests, then those handed off (status `transferring`, KV still held)."""
         finished = super().complete(step, end)
-        if finished and not self.finishes_one_token_requests:  # _retire kept them running
-            finished = [r for r in finished if r.status == "finished"]
+        if not self.finishes_one_token_requests:  # _retire kept them running: handed off below
+            finished = []
         handed = [r for r, _ in step.entries if r.status == "running" and r.num_generated > 0]
         if handed:
             for req in handed:

@@ -22,7 +22,7 @@ from simulator.validation.inferencex_json import (
     is_inferencex_aggregate,
     read_inferencex_json,
 )
-from simulator.validation.measurement import MeasuredRun, MeasuredSet, MeasurementError, csv_header
+from simulator.validation.measurement import MeasuredRun, MeasuredSet, MeasurementError, csv_cells
 from simulator.validation.per_request_csv import PER_REQUEST_COLUMNS, read_per_request_csv
 from simulator.validation.sweep_csv import SWEEP_COLUMNS, read_sweep_csv
 from simulator.validation.vllm_json import read_vllm_json, vllm_json_documents
@@ -142,20 +142,22 @@ def _read_one(path: Path, rounds: int, length_ratio: float | None, recipes: bool
         raise MeasurementError("the file is empty", where=str(path),
                                fix=f"a per-request CSV starts with the header {','.join(PER_REQUEST_COLUMNS)}"
                                f"[,e2e_ms]; a sweep CSV with {','.join(SWEEP_COLUMNS)}")
-    cols = set(csv_header(path))
+    cells = csv_cells(path)  # read once: the header says which reader, which takes the rows
+    cols = set(cells.header)
+    header = f"{path}:{cells.header_line or 1}"
     if set(SWEEP_COLUMNS) <= cols:
-        return [read_sweep_csv(path, rounds, length_ratio, recipes, engine_version)]
+        return [read_sweep_csv(path, rounds, length_ratio, recipes, engine_version, cells)]
     if set(PER_REQUEST_COLUMNS) <= cols:
-        return [read_per_request_csv(path)]
+        return [read_per_request_csv(path, cells)]
     # Name what the nearer format lacks: a sweep missing tpot_ms is not a per-request file.
     sweep_missing = [c for c in SWEEP_COLUMNS if c not in cols]
     request_missing = [c for c in PER_REQUEST_COLUMNS if c not in cols]
     if cols & (set(SWEEP_COLUMNS) - set(PER_REQUEST_COLUMNS)):
-        raise MeasurementError(f"a sweep CSV without column(s) {', '.join(sweep_missing)}", where=f"{path}:1",
+        raise MeasurementError(f"a sweep CSV without column(s) {', '.join(sweep_missing)}", where=header,
                                fix=f"a sweep CSV needs: {','.join(SWEEP_COLUMNS)}")
     if cols & (set(PER_REQUEST_COLUMNS) - set(SWEEP_COLUMNS)):
         raise MeasurementError(f"a per-request CSV without column(s) {', '.join(request_missing)}",
-                               where=f"{path}:1", fix=f"a per-request CSV needs: {','.join(PER_REQUEST_COLUMNS)}[,e2e_ms]")
-    raise MeasurementError("unrecognised CSV header", where=f"{path}:1",
+                               where=header, fix=f"a per-request CSV needs: {','.join(PER_REQUEST_COLUMNS)}[,e2e_ms]")
+    raise MeasurementError("unrecognised CSV header", where=header,
                            fix=f"per-request: {','.join(PER_REQUEST_COLUMNS)}[,e2e_ms]; "
                            f"sweep: {','.join(SWEEP_COLUMNS)}")

@@ -185,11 +185,6 @@ def column_name(header: str) -> str:
     return str(header).strip().strip('"').strip().lower()
 
 
-def csv_header(path: Path) -> list[str]:
-    """The header's column names, as `column_name` reads them (leading blank lines skipped)."""
-    return csv_cells(path).header
-
-
 FIX_ROW = "fix or drop that row"  # the fix a malformed CSV row's error names
 
 # Cells pandas would read as missing (NaN, NA, null, ...): a blank latency, as in vLLM's
@@ -205,6 +200,11 @@ def blank_cell(cell: object) -> bool:
 def missing_cell(cell: object) -> bool:
     """A cell as written that says nothing: blank, or a missing-value word (`N/A`, `NaN`)."""
     return blank_cell(cell) or str(cell).strip().lower() in MISSING_TEXT
+
+
+def missing_cells(cells: pd.Series) -> pd.Series:
+    """`missing_cell` over a column of stripped text cells."""
+    return cells.eq("") | cells.str.lower().isin(MISSING_TEXT)
 
 
 def shown_cell(cell: object) -> str:

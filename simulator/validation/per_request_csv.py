@@ -17,12 +17,13 @@ import pandas as pd
 
 from simulator.validation.measurement import (
     FIX_ROW,
-    MISSING_TEXT,
+    CsvCells,
     MeasuredRun,
     MeasuredSet,
     MeasurementError,
     csv_cells,
     mean_latencies,
+    missing_cells,
     read_as_written,
     shown_cell,
 )
@@ -46,7 +47,7 @@ def _checked_columns(text: pd.DataFrame, path: Path, lines: list[int]) -> pd.Dat
         cells = text[column].str.strip()
         values = pd.to_numeric(cells, errors="coerce")
         whole, minimum = _PER_REQUEST_REQUIRED.get(column, (False, 0))
-        blank = cells.eq("") | cells.str.lower().isin(MISSING_TEXT)
+        blank = missing_cells(cells)
         bad = (values.isna() & ~blank) | (values < minimum) | np.isinf(values)
         if column in _PER_REQUEST_REQUIRED:
             bad |= blank
@@ -62,8 +63,9 @@ def _checked_columns(text: pd.DataFrame, path: Path, lines: list[int]) -> pd.Dat
     return out
 
 
-def read_per_request_csv(path: Path) -> MeasuredSet:
-    cells = csv_cells(path)
+def read_per_request_csv(path: Path, cells: CsvCells | None = None) -> MeasuredSet:
+    """`cells`: the file's `csv_cells`, where the caller has read them."""
+    cells = csv_cells(path) if cells is None else cells
     df = read_as_written(path, cells)
     missing = [c for c in PER_REQUEST_COLUMNS if c not in df.columns]
     if missing:
@@ -111,7 +113,7 @@ def _checked_prefix_columns(text: pd.DataFrame, req: pd.DataFrame, path: Path, l
         if column not in text.columns:
             continue
         cells = text[column].str.strip()
-        blank = cells.eq("") | cells.str.lower().isin(MISSING_TEXT)
+        blank = missing_cells(cells)
         values = pd.to_numeric(cells, errors="coerce")
         bad = ~blank & (values.isna() | np.isinf(values) | (values != values.round()) | (values < blank_value))
         if column == "prefix_tokens":

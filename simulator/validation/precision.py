@@ -178,10 +178,14 @@ def model_id_overrides(model_id: str | None, base_model: str | ModelConfig | Non
         same = get_model(base_model).name == model.name
     except CatalogError:
         return []
-    if same:
-        return []
+    return [] if same else _other_model(model.name, model_id, gpu_name)
+
+
+def _other_model(name: str, model_id: str, gpu_name: str) -> list[str]:
+    """The overrides that put a run on catalog model `name`, at the precision its checkpoint
+    name `model_id` implies."""
     prec = checkpoint_precision(model_id)
-    return [f"model.name={model.name}", "model.config_json=null", *precision_overrides(prec, model.name, gpu_name)]
+    return [f"model.name={name}", "model.config_json=null", *precision_overrides(prec, name, gpu_name)]
 
 
 def unknown_model_id_note(model_id: str | None, scenario_model: str) -> str | None:
@@ -231,9 +235,7 @@ def follow_model_id(model_id: str | None, base_model: ModelConfig, gpu_name: str
     except CatalogError:
         return ModelFollow([], None, None)
     if not same:
-        prec = checkpoint_precision(model_id)
-        return ModelFollow([f"model.name={model.name}", "model.config_json=null",
-                            *precision_overrides(prec, model.name, gpu_name)], model.name, None)
+        return ModelFollow(_other_model(model.name, model_id, gpu_name), model.name, None)
     prec = stated_precision(model_id)
     if prec is None:
         return ModelFollow([], None, None)

@@ -16,6 +16,7 @@ from simulator.models import get_model
 from simulator.validation.lengths import harness_length_ratio, length_overrides
 from simulator.validation.measurement import (
     FIX_ROW,
+    CsvCells,
     MeasuredRun,
     MeasuredSet,
     MeasurementError,
@@ -51,13 +52,14 @@ SWEEP_EP_COLUMNS = ("moe_ep_size", "ep_size")
 
 
 def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None,
-                   recipes: bool = True, default_version: str | None = None) -> MeasuredSet:
+                   recipes: bool = True, default_version: str | None = None,
+                   cells: CsvCells | None = None) -> MeasuredSet:
     """One closed-loop run per row; `length_ratio` None picks it per row (harness_length_ratio).
     With `recipes`, a row of a known harness (its length grid, model, GPU and precision) also
     gets that harness's server flags, release and length spread (recipes.py), as its script
     stood at the row's release (`default_version` for rows that name none)."""
     check_rounds(rounds)
-    cells = csv_cells(path)
+    cells = csv_cells(path) if cells is None else cells  # `cells`: where the caller has read them
     df = read_csv(path, cells)
     missing = [c for c in SWEEP_COLUMNS if c not in df.columns]
     if missing:
