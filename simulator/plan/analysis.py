@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import math
 
-from simulator.plan.config import LoadedPlan
+from simulator.plan.config import LoadedPlan, pool_label
 
 #: Columns of plan.csv, in order.
 COLUMNS = (
-    "rank", "label", "status", "meets_target", "gpu", "tp", "pp", "dp", "expert_parallel", "policy",
+    "rank", "label", "status", "meets_target", "gpu", "tp", "pp", "dp", "expert_parallel", "prefill", "decode",
+    "policy",
     "max_num_batched_tokens",
     "max_num_seqs", "weight_dtype", "activation_dtype", "kv_dtype", "max_rate_per_replica", "replicas",
     "gpus", "usd_per_hour", "carried_rps", "capacity_rps", "utilization", "usd_per_m_output_tokens",
@@ -66,7 +67,9 @@ def derive(loaded: LoadedPlan, records: dict[str, dict]) -> list[dict]:
         p = point.params
         row = {c: None for c in COLUMNS}
         row.update(label=point.label, key=point.key, gpu=p["gpu"], tp=p["tp"], pp=p["pp"], dp=p.get("dp", 1),
-                   expert_parallel=p.get("expert_parallel", False),
+                   expert_parallel=p.get("expert_parallel", False), pools=p.get("pools"),
+                   prefill=pool_label(p["pools"]["prefill"]) if p.get("pools") else None,
+                   decode=pool_label(p["pools"]["decode"]) if p.get("pools") else None,
                    policy=p["scheduler"]["policy"], weight_dtype=p["weight_dtype"],
                    activation_dtype=p["activation_dtype"], kv_dtype=p["kv_dtype"], meets_target=False,
                    pareto_cost_latency=False, pareto_throughput=False)

@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from simulator import __version__
 from simulator.config import (
+    KVTransferConfig,
     LoadedScenario,
     OverrideOrigin,
     Scenario,
@@ -139,6 +140,28 @@ class SchedulerSpace(StrictModel):
         return {k: v for k, v in self.__dict__.items() if k != "policy" and v is not None}
 
 
+class PoolSpace(StrictModel):
+    """The layouts of one disaggregated pool to try: the product of its lists."""
+
+    tp: list[Annotated[int, Field(ge=1)]] = Field([1], min_length=1, description="tensor-parallel degrees of each instance")
+    pp: list[Annotated[int, Field(ge=1)]] = Field([1], min_length=1, description="pipeline-parallel stages of each instance")
+    replicas: list[Annotated[int, Field(ge=1)]] = Field(
+        [1], min_length=1, description="instances of this pool in one deployment unit")
+
+
+class DisaggregationSpace(StrictModel):
+    """Disaggregated layouts to try: every prefill layout with every decode layout.
+
+    One unit (its prefill and decode instances together) is what `space.replicas` counts:
+    a deployment of N units runs N × each pool's instances behind one router, the way
+    DistServe and aiconfigurator size prefill:decode ratios."""
+
+    prefill: PoolSpace = Field(default_factory=PoolSpace, description="prefill pool layouts, e.g. {tp: [2, 4]}")
+    decode: PoolSpace = Field(default_factory=PoolSpace, description="decode pool layouts, e.g. {tp: [4, 8]}")
+    kv_transfer: KVTransferConfig | None = Field(
+        None, description="how the KV moves between the pools; default the base's, else the scenario default")
+
+
 class SearchSpace(StrictModel):
     """The configurations to compare: the product of every list (duplicates removed)."""
 
@@ -153,6 +176,12 @@ class SearchSpace(StrictModel):
     replicas: Literal["minimise", "minimize"] | list[int] = Field(
         "minimise", description="replica counts allowed, or `minimise`: as many as the target needs")
     scheduler: SchedulerSpace = Field(default_factory=SchedulerSpace)
+    disaggregation: DisaggregationSpace | None = Field(
+        None, description="disaggregated prefill/decode layouts to try as well; default the base's, if it "
+        "is disaggregated")
+    colocated: bool | None = Field(
+        None, description="search the colocated layouts (tp, pp, dp) too; default yes, except for a "
+        "disaggregated base whose space names no tp, pp or dp")
     weight_dtype: list[Dtype] | None = Field(None, min_length=1, description="weight formats; default the base's")
     kv_dtype: list[Dtype] | None = Field(None, min_length=1, description="KV-cache formats; default the base's")
     activation_dtype: Literal["auto"] | list[Dtype] = Field(
@@ -353,15 +382,6 @@ def load_plan(path: str | Path | None = None, *, data: dict | None = None,
                           "arrival rate", where=f"{source}: base workload.arrival",
                           fix=f"use an open-loop arrival with a rate: {', '.join(RATE_ARRIVALS)} "
                           "(its rate is ignored: the search sets it)")
-    if base.scenario.disaggregation is not None:
-        # The search sizes, prices and replicates one `parallelism` layout; a disaggregated
-        # base's pools would be priced as one GPU and break the verification's replicas.
-        raise ConfigError("the base scenario is disaggregated; a plan searches colocated layouts "
-                          "(space.tp, pp, dp, replicas) and does not size or price prefill/decode pools",
-                          where=f"{source}: base disaggregation",
-                          fix="remove `disaggregation` from the base (set space.tp/replicas instead), "
-                              "or compare disaggregated layouts with `simulate SCENARIO --set "
-                              "disaggregation...` runs")
     _check_base(base, source)
     loaded = LoadedPlan(plan, Path(path) if path is not None else None, base, base_data,
                         yaml.safe_dump(data, sort_keys=False))
@@ -473,30 +493,23 @@ def _hash(obj: Any) -> str:
 
 def expand(loaded: LoadedPlan, source: str = "<plan>") -> list[ConfigPoint]:
     """Every distinct configuration of the space as a one-replica scenario dict."""
-    from simulator.simulation import resolve_model
-
     plan, base = loaded.plan, loaded.base.scenario
     space, s = plan.space, plan.search
     gpus = [_check_gpu(g, f"{source}: space.gpu") for g in (space.gpu or [base.hardware.gpu])]
-    tps = space.tp or [base.parallelism.tp]
-    pps = space.pp or [base.parallelism.pp]
-    dps = space.dp or [base.parallelism.dp]
-    eps = space.expert_parallel or [base.parallelism.expert_parallel]
-    if not resolve_model(base, loaded.base.base_dir).is_moe:  # the flag changes nothing for a dense model
-        eps = [False]
+    layouts = _colocated_layouts(loaded, source) + _disaggregated_layouts(loaded)
     weights = space.weight_dtype or [base.model.weight_dtype]
     kvs = space.kv_dtype or [base.model.kv_dtype]
     scheds = _schedulers(space.scheduler, loaded.base_data.get("scheduler") or base.scheduler.model_dump(), source)
-    varying = {k for k, v in (("gpu", gpus), ("tp", tps), ("pp", pps), ("dp", dps), ("expert_parallel", eps),
-                              ("weight_dtype", weights), ("kv_dtype", kvs), ("scheduler", scheds)) if len(v) > 1}
+    varying = {k for k, v in (("gpu", gpus), ("weight_dtype", weights), ("kv_dtype", kvs), ("scheduler", scheds))
+               if len(v) > 1}
+    varying |= {k for k in ("tp", "pp", "dp", "expert_parallel")
+                if len({lay.get(k) for lay in layouts if "pools" not in lay}) > 1}
     if len({d["policy"] for d in scheds}) > 1:
         varying.add("policy")
     base_gpu = get_gpu(base.hardware.gpu).name
     prices = {_check_gpu(g, f"{source}: prices"): v for g, v in plan.prices.items()}
     points: dict[str, ConfigPoint] = {}
-    for gpu, tp, pp, dp, ep, sched, w, kv in itertools.product(gpus, tps, pps, dps, eps, scheds, weights, kvs):
-        if ep and tp * dp == 1 and False in eps:
-            continue  # experts split over one GPU: the same point as without the flag
+    for gpu, layout, sched, w, kv in itertools.product(gpus, layouts, scheds, weights, kvs):
         for act in _activation(space, w, gpu, base.model.activation_dtype):
             d = json.loads(json.dumps(loaded.base_data))
             d.pop("output", None)
@@ -508,7 +521,13 @@ def expand(loaded: LoadedPlan, source: str = "<plan>") -> list[ConfigPoint]:
                 hw.pop("cost_per_gpu_hour", None)  # the base's price is for the base's GPU
             if gpu in prices:
                 hw["cost_per_gpu_hour"] = prices[gpu]
-            d["parallelism"] = {"tp": tp, "pp": pp, "dp": dp, "expert_parallel": ep, "replicas": 1}
+            if "pools" in layout:
+                d.pop("parallelism", None)
+                d["disaggregation"] = {**json.loads(json.dumps(layout["pools"])),
+                                       "kv_transfer": dict(layout["kv_transfer"])}
+            else:
+                d.pop("disaggregation", None)
+                d["parallelism"] = {**layout, "replicas": 1}
             d["scheduler"] = dict(sched)
             wl = d["workload"]
             wl["arrival"]["rate"] = 1.0  # set per probe; fixed here so the key ignores the base's rate
@@ -516,8 +535,9 @@ def expand(loaded: LoadedPlan, source: str = "<plan>") -> list[ConfigPoint]:
             wl.pop("duration_s", None)
             wl["seed"] = s.seed if s.seed is not None else base.workload.seed
             d["slo"] = plan.slo.per_request_limits()
-            params = {"gpu": gpu, "tp": tp, "pp": pp, "dp": dp, "expert_parallel": ep,
-                      "weight_dtype": w, "activation_dtype": act,
+            shape = ({"tp": None, "pp": None, "dp": None, "expert_parallel": False, "pools": layout["pools"]}
+                     if "pools" in layout else dict(layout))
+            params = {"gpu": gpu, **shape, "weight_dtype": w, "activation_dtype": act,
                       "kv_dtype": kv, "scheduler": dict(sched)}
             try:
                 Scenario.model_validate(d)
@@ -531,19 +551,85 @@ def expand(loaded: LoadedPlan, source: str = "<plan>") -> list[ConfigPoint]:
     return list(points.values())
 
 
+def _colocated_layouts(loaded: LoadedPlan, source: str) -> list[dict]:
+    """One replica's `parallelism` for each colocated point of the space."""
+    from simulator.simulation import resolve_model
+
+    space, base = loaded.plan.space, loaded.base.scenario
+    named = any(v is not None for v in (space.tp, space.pp, space.dp, space.expert_parallel))
+    colocated = space.colocated if space.colocated is not None else (base.disaggregation is None or named)
+    if not colocated:
+        if space.disaggregation is None and base.disaggregation is None:
+            raise ConfigError("space.colocated is false and the space has no disaggregated layouts: "
+                              "nothing to search", where=f"{source}: space.colocated",
+                              fix="add space.disaggregation: {prefill: {tp: [...]}, decode: {tp: [...]}}, "
+                                  "or drop `colocated: false`")
+        return []
+    tps = space.tp or [base.parallelism.tp]
+    pps = space.pp or [base.parallelism.pp]
+    dps = space.dp or [base.parallelism.dp]
+    eps = space.expert_parallel or [base.parallelism.expert_parallel]
+    if not resolve_model(base, loaded.base.base_dir).is_moe:  # the flag changes nothing for a dense model
+        eps = [False]
+    return [{"tp": tp, "pp": pp, "dp": dp, "expert_parallel": ep}
+            for tp, pp, dp, ep in itertools.product(tps, pps, dps, eps)
+            if not (ep and tp * dp == 1 and False in eps)]  # experts over one GPU: the point without the flag
+
+
+def _disaggregated_layouts(loaded: LoadedPlan) -> list[dict]:
+    """Each disaggregated point's pools (one unit) and KV transfer: the space's product,
+    else the base's own layout."""
+    space, base = loaded.plan.space, loaded.base.scenario
+    dis, based = space.disaggregation, base.disaggregation
+    if dis is None:
+        if based is None:
+            return []
+        dis = DisaggregationSpace(prefill=_pool_space(based.prefill), decode=_pool_space(based.decode))
+    if dis.kv_transfer is not None:
+        kv = dis.kv_transfer.model_dump(exclude_unset=True)
+    else:  # the base's as written (the scenario's defaults where it has none)
+        kv = (loaded.base_data.get("disaggregation") or {}).get("kv_transfer") or {}
+    out = []
+    for pre, dec in itertools.product(_pool_layouts(dis.prefill), _pool_layouts(dis.decode)):
+        out.append({"pools": {"prefill": pre, "decode": dec}, "kv_transfer": dict(kv)})
+    return out
+
+
+def _pool_space(pool) -> PoolSpace:
+    return PoolSpace(tp=[pool.tp], pp=[pool.pp], replicas=[pool.replicas])
+
+
+def _pool_layouts(pool: PoolSpace) -> list[dict]:
+    return [{"tp": tp, "pp": pp, "replicas": n} for tp, pp, n in itertools.product(pool.tp, pool.pp, pool.replicas)]
+
+
 def _search_identity(s: SearchSettings) -> dict:
     """The settings that change a configuration's result (verification ones do not)."""
     return s.model_dump(exclude={"verify", "verify_requests", "max_verify_bumps", "max_refine_runs"})
 
 
 def layout_label(params: dict) -> str:
-    """'TP2', 'TP4 PP2', 'TP2 DP2 EP': the parallel layout of one replica."""
+    """'TP2', 'TP4 PP2', 'TP2 DP2 EP': the parallel layout of one replica; a disaggregated
+    unit reads 'prefill 2×TP2 + decode TP4'."""
+    pools = params.get("pools")
+    if pools:
+        return f"prefill {pool_label(pools['prefill'])} + decode {pool_label(pools['decode'])}"
     out = f"TP{params['tp']}" + (f" PP{params['pp']}" if params["pp"] > 1 else "")
     out += f" DP{params['dp']}" if params.get("dp", 1) > 1 else ""
     return out + (" EP" if params.get("expert_parallel") else "")
 
 
+def pool_label(pool: dict) -> str:
+    """'2×TP2', 'TP4 PP2': the instances of one disaggregated pool."""
+    one = f"TP{pool['tp']}" + (f" PP{pool['pp']}" if pool["pp"] > 1 else "")
+    return f"{pool['replicas']}×{one}" if pool["replicas"] > 1 else one
+
+
 def gpus_per_replica(params: dict) -> int:
+    """GPUs of one replica, or of one disaggregated unit (both pools' instances)."""
+    pools = params.get("pools")
+    if pools:
+        return sum(p["tp"] * p["pp"] * p["replicas"] for p in pools.values())
     return params["tp"] * params["pp"] * params.get("dp", 1)
 
 

@@ -16,6 +16,7 @@ MAX_LABELS = 3
 #: Scenario fields a plan varies under `space` (the rest live in its base scenario).
 _SPACE_FIELD = re.compile(r"\b(?:parallelism|hardware|model)\.(tp|pp|dp|expert_parallel|gpu|weight_dtype|kv_dtype): "
                           r"([\w.-]+)")
+_POOL_FIELD = re.compile(r"\bdisaggregation\.(prefill|decode)\.(tp|pp|replicas): (\w+)")
 
 
 @dataclass
@@ -77,5 +78,7 @@ def none_feasible(groups: list[ReasonGroup]) -> str:
 
 
 def plan_fix(fix: str) -> str:
-    """A scenario fix in plan terms: 'parallelism.tp: 4' is the plan's 'space.tp: [4]'."""
+    """A scenario fix in plan terms: 'parallelism.tp: 4' is the plan's 'space.tp: [4]', and
+    'disaggregation.prefill.tp: 4' its 'space.disaggregation.prefill.tp: [4]'."""
+    fix = _POOL_FIELD.sub(lambda m: f"space.disaggregation.{m[1]}.{m[2]}: [{m[3]}]", fix)
     return _SPACE_FIELD.sub(lambda m: f"space.{m[1]}: [{m[2]}]", fix)

@@ -36,7 +36,9 @@ def gpu_name(gpu: str) -> str:
 
 def headline(row: dict, loaded: LoadedPlan) -> str:
     """One line: '4 × H100 SXM5 80GB (TP2 × 2 replicas), vllm-v1 budget 8192: carries ...'."""
-    shape = f"{layout_label(row)} × {row['replicas']} replica{'s' if row['replicas'] > 1 else ''}"
+    plural = "s" if row["replicas"] > 1 else ""
+    shape = (f"{layout_label(row)}, {row['replicas']} unit{plural}" if row.get("pools")
+             else f"{layout_label(row)} × {row['replicas']} replica{plural}")
     sched = f"{row['policy']}"
     if row.get("max_num_batched_tokens") and row["policy"] in ("vllm-v1", "vllm-v0", "continuous"):
         sched += f" budget {row['max_num_batched_tokens']}"
@@ -54,9 +56,11 @@ def headline(row: dict, loaded: LoadedPlan) -> str:
 
 
 def why_it_fits(row: dict) -> str:
-    """The figures to check the recommendation by hand: memory per GPU and the decode floor."""
-    return (f"Per GPU: weights {row['weights_gib_per_gpu']:.1f} GiB, KV cache {row['kv_gib_per_gpu']:.1f} GiB "
-            f"({row['kv_capacity_tokens']:,} tokens per replica). Decode-step floor (the weights one token "
+    """The figures to check the recommendation by hand: memory per GPU and the decode floor
+    (of a decode GPU, for a disaggregated unit)."""
+    where, per = ("decode GPU", "decode instance") if row.get("pools") else ("GPU", "replica")
+    return (f"Per {where}: weights {row['weights_gib_per_gpu']:.1f} GiB, KV cache {row['kv_gib_per_gpu']:.1f} GiB "
+            f"({row['kv_capacity_tokens']:,} tokens per {per}). Decode-step floor (the weights one token "
             f"reads ÷ HBM bandwidth): {row['decode_floor_ms']:.1f} ms. Utilisation at the target: "
             f"{row['utilization']:.0%} "
             f"of {row['replicas']} × {row['max_rate_per_replica']:.3g} req/s"
@@ -160,7 +164,7 @@ def fig_rate_vs_gpus(rows: list[dict]) -> bytes | None:
     ticks = sorted({gpus_per_replica(r) for r in pts})
     ax.set_xticks(ticks, [str(t) for t in ticks])
     ax.minorticks_off()
-    return _finish(fig, ax, "GPUs per replica (TP × PP × DP)", "max sustainable rate per replica, req/s",
+    return _finish(fig, ax, "GPUs per replica (TP × PP × DP; disaggregated: both pools of a unit)", "max sustainable rate per replica, req/s",
                    "Max rate under the SLO vs GPUs (one line per GPU/scheduler/dtype family)")
 
 

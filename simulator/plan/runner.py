@@ -186,7 +186,11 @@ def deployment_scenario(loaded: LoadedPlan, row: dict, rate: float, requests: in
     """The full deployment (all replicas) at `rate`, as a scenario dict."""
     point = next(p for p in loaded.points if p.key == row["key"])
     d = json.loads(json.dumps(point.scenario))
-    d["parallelism"]["replicas"] = row["replicas"]
+    if "disaggregation" in d:  # N units: N × each pool's instances behind the one router
+        for role in ("prefill", "decode"):
+            d["disaggregation"][role]["replicas"] *= row["replicas"]
+    else:
+        d["parallelism"]["replicas"] = row["replicas"]
     d["workload"]["arrival"]["rate"] = rate
     d["workload"]["num_requests"] = requests
     d["name"] = f"{loaded.name}-recommended"

@@ -90,7 +90,7 @@ def _search(task: dict) -> dict:
     price = sc.hardware.cost_per_gpu_hour if sc.hardware.cost_per_gpu_hour is not None else gpu.cost_per_gpu_hour
     mem = sim.memory
     info = {
-        "gpus_per_replica": gpus_per_replica(sc.parallelism.model_dump()),
+        "gpus_per_replica": gpus_per_replica(task["params"]),
         "usd_per_gpu_hour": price,
         "max_num_batched_tokens": sim.token_budget,
         "max_num_seqs": sim.max_num_seqs,
