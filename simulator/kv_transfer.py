@@ -10,6 +10,7 @@ prefill instance receives more per GPU, and that side then sets the time.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from simulator.config import DisaggregationConfig
@@ -34,17 +35,23 @@ class KVTransfer:
 
 
 def instance_nodes(cfg: DisaggregationConfig, gpus_per_node: int) -> tuple[list[set[int]], list[set[int]]]:
-    """Nodes each instance occupies, packing instances onto GPUs in order, prefill first."""
-    out: list[list[set[int]]] = []
+    """Nodes each instance occupies. Instances are placed in units, as an operator racks a
+    prefill:decode ratio: the pools' counts over their greatest common divisor give one
+    unit's mix (4 prefill and 2 decode instances are two units of 2 + 1), and units are
+    packed onto GPUs one after another, each unit's prefill instances first. So N copies
+    of a unit (a plan's N units) are laid out as N times the one unit."""
+    pre, dec = cfg.prefill, cfg.decode
+    units = math.gcd(pre.replicas, dec.replicas)
+    prefill_nodes: list[set[int]] = []
+    decode_nodes: list[set[int]] = []
     first = 0
-    for pool in (cfg.prefill, cfg.decode):
-        size = pool.tp * pool.pp
-        nodes = []
-        for _ in range(pool.replicas):
-            nodes.append({g // gpus_per_node for g in range(first, first + size)})
-            first += size
-        out.append(nodes)
-    return out[0], out[1]
+    for _ in range(units):
+        for pool, nodes in ((pre, prefill_nodes), (dec, decode_nodes)):
+            size = pool.tp * pool.pp
+            for _ in range(pool.replicas // units):
+                nodes.append({g // gpus_per_node for g in range(first, first + size)})
+                first += size
+    return prefill_nodes, decode_nodes
 
 
 def _link(cfg: DisaggregationConfig, gpu: GPUSpec, same_node: bool) -> LinkSpec:

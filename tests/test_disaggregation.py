@@ -197,6 +197,22 @@ def test_auto_link_is_nvlink_within_a_node_and_the_network_across():
     assert named.bandwidth[0][0] == 64e9  # PCI-SIG Gen5 x16, per direction
 
 
+def test_instances_are_racked_in_units_of_the_pools_ratio():
+    """2 × (TP4 prefill + TP4 decode) is two nodes of one pair each, not both prefills on
+    node 0; 4 prefill + 2 decode TP2 instances are two units of 2 + 1 (6 GPUs each)."""
+    gpu = get_gpu("h100-sxm")
+    nv, ib = gpu.intra_node_link.bandwidth_gbps * 1e9, gpu.inter_node_link.bandwidth_gbps * 1e9
+    pairs = transfer_model((4, 1, 2), (4, 1, 2))
+    assert pairs.bandwidth == ((nv, ib), (ib, nv))
+    from simulator.config import DisaggregationConfig
+    from simulator.kv_transfer import instance_nodes
+
+    cfg = DisaggregationConfig.model_validate({"prefill": {"tp": 2, "replicas": 4}, "decode": {"tp": 2, "replicas": 2}})
+    prefill, decode = instance_nodes(cfg, 8)
+    # prefill on GPUs 0-1, 2-3 | 6-7, 8-9; decode on 4-5 | 10-11
+    assert prefill == [{0}, {0}, {0}, {1}] and decode == [{0}, {1}]
+
+
 # -- invariants over random scenarios ---------------------------------------------------
 @st.composite
 def disagg_scenarios(draw) -> dict:

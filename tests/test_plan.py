@@ -265,7 +265,8 @@ def test_no_unverified_recommendation_when_verification_keeps_failing(tmp_path):
     (lambda d: d["base"]["workload"].update(arrival={"type": "closed_loop", "concurrency": 4}), "searches over the arrival rate"),
     (lambda d: d["space"]["scheduler"].update(policy=["vllm-v9"]), "unknown scheduler policy"),
     (lambda d: d["base"]["model"].update(name="llama-9"), "unknown model"),
-    (lambda d: d["space"].update(colocated=False), "nothing to search"),
+    (lambda d: d["space"].update(colocated=False, tp=None), "nothing to search"),
+    (lambda d: d["space"].update(colocated=False), "lists colocated layouts (tp)"),
     (lambda d: d["space"].update(disaggregation={"decode": {"replicas": [0]}}), "space.disaggregation.decode"),
 ])
 def test_bad_plans_are_one_clean_error(tmp_path, capsys, edit, needle):

@@ -10,6 +10,7 @@ import pytest
 from conftest import ROOT, cli
 
 from simulator.config import load_scenario
+from simulator.errors import ServesimError
 from simulator.plan.config import gpus_per_replica, layout_label, load_plan
 from simulator.plan.infeasible import plan_fix
 from simulator.plan.runner import deployment_scenario, run_plan
@@ -52,8 +53,10 @@ def test_colocated_points_keep_their_keys_when_disaggregated_ones_join():
     before = {p.key for p in load_plan(data=tiny_plan(tp=[1, 2])).points}
     after = load_plan(data=tiny_plan(tp=[1, 2], disaggregation=disaggregated())).points
     assert before == {p.key for p in after if not p.params.get("pools")}
-    only = load_plan(data=tiny_plan(tp=[1, 2], colocated=False, disaggregation=disaggregated())).points
+    only = load_plan(data=tiny_plan(tp=None, colocated=False, disaggregation=disaggregated())).points
     assert len(only) == 1 and only[0].params["pools"]
+    with pytest.raises(ServesimError, match=r"lists colocated layouts \(tp\)"):  # not dropped in silence
+        load_plan(data=tiny_plan(tp=[1, 2], colocated=False, disaggregation=disaggregated()))
 
 
 def test_a_disaggregated_base_is_its_own_layout_and_colocated_only_when_named():
@@ -76,7 +79,7 @@ def test_a_disaggregated_base_is_its_own_layout_and_colocated_only_when_named():
 
 
 def test_n_units_run_n_times_each_pool():
-    loaded = load_plan(data=tiny_plan(colocated=False, disaggregation=disaggregated({"tp": [2]},
+    loaded = load_plan(data=tiny_plan(tp=None, colocated=False, disaggregation=disaggregated({"tp": [2]},
                                                                                    {"replicas": [2]})))
     (point,) = loaded.points
     row = {"key": point.key, "label": point.label, "replicas": 3}
@@ -103,7 +106,7 @@ def test_a_non_paged_policy_is_an_infeasible_disaggregated_point(tmp_path):
 
 
 def test_a_disaggregated_recommendation_is_sized_priced_and_verified_as_units(tmp_path, capsys):
-    data = tiny_plan(colocated=False, disaggregation=disaggregated())
+    data = tiny_plan(tp=None, colocated=False, disaggregation=disaggregated())
     data["target"] = {"rate": 300}  # more than one unit carries
     path = tmp_path / "plan.yaml"
     import yaml

@@ -107,8 +107,9 @@ def derive(loaded: LoadedPlan, records: dict[str, dict]) -> list[dict]:
             n = _replicas_for_budget(plan, gpr, price, allowed)
             carried = n * rate1 / (1 + plan.target.headroom)
         if not n:
-            row["reason"] = ("the allowed replica counts cannot carry the target" if plan.target.mode == "rate"
-                             else "one replica is over the budget")
+            unit = "unit" if p.get("pools") else "replica"
+            row["reason"] = (f"the allowed {unit} counts cannot carry the target" if plan.target.mode == "rate"
+                             else f"one {unit} is over the budget")
             rows.append(row)
             continue
         usd = n * gpr * price

@@ -160,7 +160,10 @@ def _print_slo_misses(rows: list[dict], records: dict[str, dict], loaded, shown:
     if reached:
         limits, label = reached
         console.print(f"{'fix:':<13}relax the SLO to what the closest configuration reached at its lowest "
-                      f"rate ({', '.join(limits)} on {label}), or add faster GPUs or more TP to the space",
+                      f"rate ({', '.join(limits)} on {label}), or add faster GPUs or more TP to the space"
+                      + (" (space.tp, or a pool's tp under space.disaggregation)"
+                         if loaded.plan.space.disaggregation is not None or loaded.base.scenario.disaggregation
+                         is not None else ""),
                       soft_wrap=True, markup=False, highlight=False)
 
 
@@ -205,7 +208,8 @@ def _table(rows: list[dict], loaded) -> None:
     if not ranked:
         return
     table = Table(title=f"{loaded.name}: configurations that meet the target, best first", title_justify="left",
-                  caption="max req/s: per replica under the SLO; p99 ms: bounds at the target load per replica",
+                  caption="repl: replicas, or disaggregated units; max req/s: per replica (unit) under the SLO; "
+                          "p99 ms: bounds at the target load per replica",
                   caption_justify="left")
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("configuration", overflow="fold", ratio=1)

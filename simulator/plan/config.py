@@ -559,6 +559,11 @@ def _colocated_layouts(loaded: LoadedPlan, source: str) -> list[dict]:
     named = any(v is not None for v in (space.tp, space.pp, space.dp, space.expert_parallel))
     colocated = space.colocated if space.colocated is not None else (base.disaggregation is None or named)
     if not colocated:
+        if named:
+            listed = ", ".join(k for k in ("tp", "pp", "dp", "expert_parallel") if getattr(space, k) is not None)
+            raise ConfigError(f"space.colocated is false, yet the space lists colocated layouts ({listed})",
+                              where=f"{source}: space.colocated",
+                              fix=f"drop `colocated: false` to search them too, or remove space.{listed.split(',')[0]}")
         if space.disaggregation is None and base.disaggregation is None:
             raise ConfigError("space.colocated is false and the space has no disaggregated layouts: "
                               "nothing to search", where=f"{source}: space.colocated",

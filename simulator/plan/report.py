@@ -152,14 +152,17 @@ def fig_rate_vs_gpus(rows: list[dict]) -> bytes | None:
     for r in pts:
         fam = (r["gpu"], r["pp"], r["dp"], r["expert_parallel"], r["policy"], r["max_num_batched_tokens"],
                r["max_num_seqs"],
-               r["weight_dtype"], r["activation_dtype"], r["kv_dtype"])
+               r["weight_dtype"], r["activation_dtype"], r["kv_dtype"], r.get("prefill"), r.get("decode"))
         families.setdefault(fam, []).append(r)
     for fam, sel in families.items():
         sel.sort(key=gpus_per_replica)
-        ax.plot([gpus_per_replica(r) for r in sel], [r["max_rate_per_replica"] for r in sel], "o-",
+        ax.plot([gpus_per_replica(r) for r in sel], [r["max_rate_per_replica"] for r in sel],
+                "s" if fam[-1] else "o-",  # each disaggregated unit alone: a square, no line
                 color=colors[fam[0]], alpha=0.8, lw=1)
     for g, c in colors.items():
         ax.plot([], [], "o-", color=c, label=g)
+    if any(r.get("pools") for r in pts):
+        ax.plot([], [], "s", color="#888888", label="disaggregated unit")
     ax.set_xscale("log", base=2)
     ticks = sorted({gpus_per_replica(r) for r in pts})
     ax.set_xticks(ticks, [str(t) for t in ticks])
@@ -258,7 +261,8 @@ def render_html(loaded: LoadedPlan, outcome: PlanOutcome, figures: list[tuple[st
                _f(r["usd_per_m_output_tokens"]), _f(r["output_tok_s_per_gpu"], "{:,.0f}"), _f(r["tok_s_per_user"], "{:,.1f}"),
                ("cost/latency " if r["pareto_cost_latency"] else "") + ("throughput" if r["pareto_throughput"] else "")]
               for r in rows if r["rank"] is not None]
-    ranked_html = _table(["#", "configuration", "replicas", "GPUs", "$/h", "max req/s per replica", "utilization",
+    ranked_html = _table(["#", "configuration", "replicas (units)", "GPUs", "$/h", "max req/s per replica (unit)",
+                          "utilization",
                           "p99 TTFT ms", "p99 TPOT ms", "$/M out tok", "out tok/s/GPU", "tok/s/user", "Pareto"], ranked)
     other = [[r["label"], r["status"], _f(r.get("max_rate_per_replica"), "{:.3g}"), r.get("reason") or r.get("limited_by") or ""]
              for r in rows if r["rank"] is None and r["status"] == "ok"]

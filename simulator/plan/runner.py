@@ -194,7 +194,9 @@ def deployment_scenario(loaded: LoadedPlan, row: dict, rate: float, requests: in
     d["workload"]["arrival"]["rate"] = rate
     d["workload"]["num_requests"] = requests
     d["name"] = f"{loaded.name}-recommended"
-    d["description"] = f"{loaded.name}: recommended deployment, {row['label']} × {row['replicas']} replicas"
+    unit = "unit" if "disaggregation" in d else "replica"
+    d["description"] = (f"{loaded.name}: recommended deployment, {row['label']}, {row['replicas']} "
+                        f"{unit}{'s' if row['replicas'] > 1 else ''}")
     return d
 
 
