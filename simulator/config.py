@@ -81,6 +81,9 @@ class PoolConfig(StrictModel):
     tp: int = Field(1, ge=1, description="tensor-parallel degree of each instance of this pool")
     pp: int = Field(1, ge=1, description="pipeline-parallel stages of each instance of this pool")
     replicas: int = Field(1, ge=1, description="instances in this pool, behind the router")
+    dp: int = Field(1, ge=1, description="attention data-parallel ranks of each instance, as `parallelism.dp` "
+                    "(an instance is then tp x pp x dp GPUs; the wide-EP layout of MoE decode pools)")
+    expert_parallel: bool = Field(False, description="as `parallelism.expert_parallel`, for this pool's instances")
 
 
 # Typed from the link catalog, so a new link needs no edit here.

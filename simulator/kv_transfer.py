@@ -47,7 +47,7 @@ def instance_nodes(cfg: DisaggregationConfig, gpus_per_node: int) -> tuple[list[
     first = 0
     for _ in range(units):
         for pool, nodes in ((pre, prefill_nodes), (dec, decode_nodes)):
-            size = pool.tp * pool.pp
+            size = pool.tp * pool.pp * pool.dp
             for _ in range(pool.replicas // units):
                 nodes.append({g // gpus_per_node for g in range(first, first + size)})
                 first += size

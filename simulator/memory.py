@@ -251,15 +251,13 @@ def plan_memory(
     max_model_len: int,
     kv_cache_tokens: int | None = None,
     dp: int = 1,
-    split_experts: bool = True,
     expert_parallel: bool = False,
     expert_kernel: str = "auto",
     gpus_per_node: int = 8,
 ) -> MemoryPlan:
     """Build the memory plan of one GPU (of one attention-DP rank), or raise
-    DoesNotFitError with the breakdown and the changes that would fit. `split_experts`:
-    whether the fix may suggest attention data parallelism (not for disaggregated pools);
-    `gpus_per_node` bounds the tensor-parallel sizes it suggests."""
+    DoesNotFitError with the breakdown and the changes that would fit; `gpus_per_node`
+    bounds the tensor-parallel sizes it suggests."""
     setup = MemorySetup(model, gpu, tp, pp, dp, weight_dtype, expert_weight_dtype, kv_dtype, utilization,
                         runtime_reserve_gib, block_size, max_batched_tokens, max_num_seqs, max_model_len,
                         kv_cache_tokens, expert_parallel, expert_kernel)
@@ -272,13 +270,13 @@ def plan_memory(
     if plan.num_blocks <= 0:
         raise DoesNotFitError(
             f"does not fit: no memory left for the KV cache\n{plan.table()}",
-            where=where, fix=memory_fit.fit_fix(setup, split_experts, gpus_per_node),
+            where=where, fix=memory_fit.fit_fix(setup, gpus_per_node),
         )
     # The tokens one sequence can hold beside its recurrent state and windows (all of them without).
     beside = plan.beside(max_model_len) * plan.block_size
     capacity = plan.capacity_tokens - beside
     more = ([f"memory.kv_cache_tokens: {max_model_len + beside} or more"] if kv_cache_tokens is not None
-            else memory_fit.fit_fixes(setup, split_experts, gpus_per_node))
+            else memory_fit.fit_fixes(setup, gpus_per_node))
     fixes = [f"model.max_model_len: {capacity} or less", *more] if capacity > 0 else more
     held = (f"the KV cache holds {capacity} tokens, fewer than max_model_len={max_model_len}" if capacity > 0 else
             f"the KV cache ({plan.capacity_tokens} tokens) is no larger than what one sequence holds beside its "

@@ -16,9 +16,9 @@ MAX_FIX_GPUS = 64
 MAX_FIX_UTILIZATION = 0.95
 
 
-def fit_fix(setup: MemorySetup, split_experts: bool = True, gpus_per_node: int = 8) -> str:
+def fit_fix(setup: MemorySetup, gpus_per_node: int = 8) -> str:
     """The fix text of a setup that does not fit: the changes that each would make it fit."""
-    fixes = fit_fixes(setup, split_experts, gpus_per_node)
+    fixes = fit_fixes(setup, gpus_per_node)
     if fixes:
         return one_of(fixes)
     narrower = stored_weight_bytes(setup.weight_dtype) > stored_weight_bytes("int4")
@@ -26,12 +26,12 @@ def fit_fix(setup: MemorySetup, split_experts: bool = True, gpus_per_node: int =
             "combine more GPUs with a GPU with more memory" + (" or a smaller model.weight_dtype" if narrower else ""))
 
 
-def fit_fixes(setup: MemorySetup, split_experts: bool = True, gpus_per_node: int = 8) -> list[str]:
+def fit_fixes(setup: MemorySetup, gpus_per_node: int = 8) -> list[str]:
     """Single changes that make `setup` fit, the cheapest of each kind, each checked by
     re-planning (a fix the user cannot apply, or that would not help, is left out)."""
     found = [
         _parallel_fix(setup, gpus_per_node),
-        _dp_fix(setup, gpus_per_node) if split_experts else None,
+        _dp_fix(setup, gpus_per_node),
         _gpu_fix(setup),
         _weight_dtype_fix(setup),
         _kv_dtype_fix(setup),

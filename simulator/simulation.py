@@ -16,7 +16,7 @@ import simpy
 
 from simulator import __version__
 from simulator.cluster import DisaggregatedCluster, Replica
-from simulator.config import LoadedScenario, ModelConfig, ParallelismConfig, Scenario
+from simulator.config import LoadedScenario, ModelConfig, ParallelismConfig, PoolConfig, Scenario
 from simulator.cost import (
     COST_BACKENDS,
     IterationCostModel,
@@ -98,9 +98,10 @@ def with_links(gpu: GPUSpec, intra: str | None, inter: str | None) -> GPUSpec:
 
 
 def check_parallelism(model: ModelSpec, gpu: GPUSpec, scenario: Scenario, *,
-                      layout: tuple[int, int] | None = None, where: str = "parallelism") -> None:
-    """`layout` (tp, pp) and `where` name a disaggregated pool instead of `parallelism`."""
-    tp, pp = layout or (scenario.parallelism.tp, scenario.parallelism.pp)
+                      layout: ParallelismConfig | PoolConfig | None = None, where: str = "parallelism") -> None:
+    """`layout` and `where` name a disaggregated pool instead of `parallelism`."""
+    layout = layout or scenario.parallelism
+    tp, pp = layout.tp, layout.pp
     if model.num_heads % tp:
         divisors = [d for d in range(1, model.num_heads + 1) if model.num_heads % d == 0 and d <= 64]
         raise ConfigError(f"tp={tp} does not divide the {model.num_heads} attention heads of {model.name}",
@@ -109,13 +110,13 @@ def check_parallelism(model: ModelSpec, gpu: GPUSpec, scenario: Scenario, *,
     if kvh % tp and tp % kvh:
         raise ConfigError(f"tp={tp} neither divides nor is a multiple of the {kvh} KV heads of {model.name}",
                           where=f"{where}.tp", fix="use a tp that divides the KV heads, or a multiple of them")
-    if layout is None and scenario.parallelism.dp > 1 and pp > 1:
+    if layout.dp > 1 and pp > 1:
         raise ConfigError("attention data parallelism (dp > 1) with pipeline stages (pp > 1) is not modelled",
                           where=f"{where}.dp", fix="use pp: 1 with dp, or dp: 1 with pp")
     if pp > model.num_layers:
         raise ConfigError(f"pp={pp} exceeds the {model.num_layers} layers of {model.name}",
                           where=f"{where}.pp", fix=f"use pp <= {model.num_layers}")
-    _check_block_fp8_expert_split(model, scenario, tp, layout is None, where)
+    _check_block_fp8_expert_split(model, scenario, layout, where)
     _check_expert_kernel(model, scenario.model, gpu)
     for field in ("activation_dtype", "expert_activation_dtype"):
         act = getattr(scenario.model, field)
@@ -169,18 +170,18 @@ def _check_expert_kernel(model: ModelSpec, m: ModelConfig, gpu: GPUSpec) -> None
 
 
 
-def _check_block_fp8_expert_split(model: ModelSpec, scenario: Scenario, tp: int, main: bool, where: str) -> None:
-    m, par = scenario.model, scenario.parallelism
+def _check_block_fp8_expert_split(model: ModelSpec, scenario: Scenario, layout: ParallelismConfig | PoolConfig,
+                                  where: str) -> None:
+    m = scenario.model
     expert_dtype = m.expert_weight_dtype or m.weight_dtype
     if not (model.num_experts and model.released_in_fp8 and expert_dtype == "fp8"):
         return
-    if main and par.expert_parallel:
+    if layout.expert_parallel:
         return
-    ways = tp * (par.dp if main else 1)
+    ways = layout.tp * layout.dp
     if model.splits_fp8_expert_blocks(ways):
         return
-    fix = "set parallelism.expert_parallel: true (vLLM --enable-expert-parallel: whole experts per GPU)" \
-        if main else f"use a {where}.tp whose share of the experts is a multiple of {FP8_WEIGHT_BLOCK}"
+    fix = f"set {where}.expert_parallel: true (vLLM --enable-expert-parallel: whole experts per GPU)"
     raise ExpertSplitError(
         f"{model.name}'s block-FP8 experts ({model.moe_ffn_size} wide) cannot be split {ways} ways: "
         f"{model.moe_ffn_size / ways:g} per GPU is not a multiple of the {FP8_WEIGHT_BLOCK}-wide "
@@ -222,7 +223,7 @@ class Simulation:
         else:
             check_disaggregation(sc)
             for role, pool in (("prefill", dis.prefill), ("decode", dis.decode)):
-                check_parallelism(self.model, self.gpu, sc, layout=(pool.tp, pool.pp),
+                check_parallelism(self.model, self.gpu, sc, layout=pool,
                                   where=f"disaggregation.{role}")
         self.max_model_len = sc.model.max_model_len or self.model.max_position_embeddings
         self.block_size = self._block_size()
@@ -240,10 +241,12 @@ class Simulation:
         self.pools: dict[str, InstancePlan] = {}
         if dis is None:
             par = sc.parallelism
-            self.pools["serve"] = self._plan(par.tp, par.pp, par.replicas, timer, dp=par.dp)
+            self.pools["serve"] = self._plan(par.tp, par.pp, par.replicas, timer, dp=par.dp,
+                                             expert_parallel=par.expert_parallel)
         else:
             for role, pool in (("prefill", dis.prefill), ("decode", dis.decode)):
-                self.pools[role] = self._plan(pool.tp, pool.pp, pool.replicas, timer, role)
+                self.pools[role] = self._plan(pool.tp, pool.pp, pool.replicas, timer, role, dp=pool.dp,
+                                              expert_parallel=pool.expert_parallel)
             self.kv_transfer = build_kv_transfer(dis, self.model, self.gpu, sc.model.kv_dtype,
                                                  sc.hardware.gpus_per_node)
         # The pool whose KV capacity bounds the batch: the only one, or the decode pool.
@@ -279,10 +282,9 @@ class Simulation:
         return self.SPARSE_BLOCK_SIZE
 
     def _plan(self, tp: int, pp: int, replicas: int, timer, role: str | None = None,
-              dp: int = 1) -> InstancePlan:
+              dp: int = 1, expert_parallel: bool = False) -> InstancePlan:
         """One layout's memory plan and cost model; `role` names a disaggregated pool in errors."""
         sc = self.scenario
-        expert_parallel = role is None and sc.parallelism.expert_parallel
         expert_kernel = release_expert_kernel(sc.model.expert_kernel, sc.model.expert_weight_dtype,
                                               sc.model.activation_dtype, self.gpu, sc.cost_model.engine_version)
         try:
@@ -293,7 +295,7 @@ class Simulation:
                 runtime_reserve_gib=sc.memory.runtime_reserve_gib, block_size=self.block_size,
                 max_batched_tokens=self.token_budget, max_num_seqs=self.max_num_seqs,
                 max_model_len=self.max_model_len, kv_cache_tokens=sc.memory.kv_cache_tokens,
-                dp=dp, split_experts=role is None, expert_parallel=expert_parallel,
+                dp=dp, expert_parallel=expert_parallel,
                 expert_kernel=expert_kernel, gpus_per_node=sc.hardware.gpus_per_node)
         except DoesNotFitError as exc:
             if role is None:
@@ -329,7 +331,8 @@ class Simulation:
             if coupled:
                 raise ConfigError("swap preemption is not modelled with attention data parallelism (ranks "
                                   "stepping in lockstep)", where="scheduler.preemption_mode",
-                                  fix="use preemption_mode: recompute, or parallelism.dp: 1")
+                                  fix="use preemption_mode: recompute, or dp: 1 (parallelism.dp, or the "
+                                      "disaggregated pool's)")
             per_token = plan.memory.kv_bytes_per_token
             swap_blocks = host_swap_blocks(sc.scheduler.swap_space_gib, self.block_size, per_token, pp)
             swap_s = seconds_per_block(self.block_size, per_token, self.gpu.pcie)
@@ -588,7 +591,7 @@ class Simulation:
             plan = self.pools[role]
             peak, mean_util = _kv_use(instances, it_df[it_df["pool"] == role], log)
             out[role] = {
-                "tp": plan.tp, "pp": plan.pp, "replicas": plan.replicas, "gpus": plan.gpus,
+                "tp": plan.tp, "pp": plan.pp, "dp": plan.dp, "replicas": plan.replicas, "gpus": plan.gpus,
                 "kv_capacity_tokens": plan.memory.capacity_tokens,
                 "kv_blocks_per_replica": plan.memory.num_blocks,
                 "kv_peak_utilization": peak,

@@ -290,8 +290,9 @@ def check_disaggregated(d: dict, sim, res) -> None:
         assert kv.used == 0 and 0 <= kv.peak_used <= kv.total
         assert kv.swap_used == 0 and 0 <= kv.swap_peak <= kv.swap_total
         assert e.scheduler.outstanding == 0
-    # Each instance's clock: iterations in order, never overlapping.
-    for _, g in it.groupby("replica", sort=False):
+    # Each engine's clock (an instance's, or each of its attention-DP ranks'): iterations
+    # in order, never overlapping.
+    for _, g in it.groupby(["replica", "dp_rank"] if "dp_rank" in it else "replica", sort=False):
         start = g["start_s"].to_numpy()
         end = start + g["duration_ms"].to_numpy() * 1e-3
         assert (np.diff(start) >= 0).all() and (start[1:] >= end[:-1] - 1e-9).all()
@@ -306,6 +307,64 @@ def test_invariants_and_fast_forward_exactness(d):
     with time_limit(30.0):
         _, stepped = simulate(d, fast_forward=False)
     check_fast_forward_equivalent(d, res, stepped)
+
+
+@st.composite
+def wide_ep_scenarios(draw) -> dict:
+    """A MoE model served by pools with attention-DP ranks and expert parallelism (the
+    wide-EP decode pools of disaggregated MoE deployments)."""
+    policy = draw(st.sampled_from(["vllm-v1", "vllm-v0"]))
+    d = scenario(policy, model="qwen3-30b-a3b", arrival=poisson(draw(st.floats(1.0, 200.0))),
+                 prompt=uniform(draw(st.integers(1, 64)), draw(st.sampled_from([64, 1500]))),
+                 output=uniform(1, draw(st.sampled_from([1, 24, 300]))),
+                 num_requests=draw(st.integers(1, 60)), seed=draw(st.integers(0, 2**16)),
+                 kv_tokens=draw(st.sampled_from([None, 2048])), max_model_len=2048)
+    d = disagg(d, latency_ms=draw(st.sampled_from([0.0, 5.0])),
+               protocol=draw(st.sampled_from(["connector", "distserve"])))
+    for role, ranks in (("prefill", st.integers(1, 2)), ("decode", st.integers(1, 3))):
+        d["disaggregation"][role].update(dp=draw(ranks), expert_parallel=draw(st.booleans()),
+                                         replicas=draw(st.integers(1, 2)))
+    return d
+
+
+@PROPERTY_SETTINGS
+@given(wide_ep_scenarios())
+def test_pools_with_attention_dp_and_expert_parallelism_keep_the_invariants(d):
+    with time_limit(30.0):
+        sim, res = simulate(d, fast_forward=True)
+    check_disaggregated(d, sim, res)
+    pools = res.summary["disaggregation"]
+    for role in ("prefill", "decode"):
+        pool = d["disaggregation"][role]
+        assert pools[role]["dp"] == pool["dp"] and pools[role]["gpus"] == pool["dp"] * pool["replicas"]
+        assert len(engines_of(sim, role)) == pool["dp"] * pool["replicas"]
+    with time_limit(30.0):
+        _, stepped = simulate(d, fast_forward=False)
+    check_fast_forward_equivalent(d, res, stepped)
+
+
+def engines_of(sim, role: str) -> list:
+    return [e for rep in getattr(sim.cluster, role) for e in rep.engines]
+
+
+def test_expert_parallelism_in_a_pool_splits_whole_experts():
+    """A decode pool's EP and DP reach its memory plan: DP2 × EP holds half the experts per
+    GPU, so its cache holds more than the one-GPU pool's."""
+    base = scenario("vllm-v1", model="qwen3-30b-a3b", num_requests=4, max_model_len=2048)
+    one = Simulation(load_scenario_dict(disagg(base)))
+    wide = disagg(base)
+    wide["disaggregation"]["decode"].update(dp=2, expert_parallel=True)
+    two = Simulation(load_scenario_dict(wide))
+    assert two.pools["decode"].memory.weights_gib < one.pools["decode"].memory.weights_gib
+    assert two.pools["decode"].memory.capacity_tokens > one.pools["decode"].memory.capacity_tokens
+    assert two.pools["prefill"].memory.weights_gib == one.pools["prefill"].memory.weights_gib
+    assert (two.pools["decode"].sharded.ep, two.pools["prefill"].sharded.ep) == (2, 1)
+
+
+def load_scenario_dict(d: dict):
+    from simulator.config import load_scenario
+
+    return load_scenario(data=d)
 
 
 def test_a_swapping_decode_pool_keeps_its_kv():

@@ -139,3 +139,19 @@ def test_the_shipped_disaggregated_plan_saves_gpus_at_a_tight_decode_slo(tmp_pat
     assert best["verified"] and best["label"] == "h100-sxm prefill 2×TP4 + decode TP4" and best["gpus"] == 12
     colocated = [r for r in outcome.rows if r["rank"] is not None and not r["pools"]]
     assert colocated and min(r["gpus"] for r in colocated) == 16
+
+
+def test_moe_pools_search_attention_dp_and_expert_parallelism():
+    data = tiny_plan(tp=None, colocated=False, disaggregation=disaggregated(
+        {"tp": [1]}, {"tp": [1], "dp": [1, 2], "expert_parallel": [False, True]}))
+    data["base"]["model"]["name"] = "qwen3-30b-a3b"
+    points = load_plan(data=data).points
+    decode = sorted(layout_label(p.params).split(" + ")[1] for p in points)
+    # EP over one GPU is the point without it, so three decode layouts, not four.
+    assert decode == ["decode TP1", "decode TP1 DP2", "decode TP1 DP2 EP"]
+    wide = next(p for p in points if p.params["pools"]["decode"].get("expert_parallel"))
+    assert gpus_per_replica(wide.params) == 1 + 2
+    assert load_scenario(data=wide.scenario).scenario.disaggregation.decode.dp == 2
+    dense = tiny_plan(tp=None, colocated=False, disaggregation=disaggregated(
+        {"tp": [1]}, {"tp": [2], "expert_parallel": [False, True]}))
+    assert len(load_plan(data=dense).points) == 1  # no experts: the flag changes nothing

@@ -312,6 +312,23 @@ def test_an_unknown_gpu_skips_its_row_and_keeps_the_others(tmp_path):
     assert result["per_run"][0]["pred_tpot_ms"] is not None
 
 
+def test_a_disaggregated_row_is_skipped_with_its_reason(tmp_path):
+    """aiconfigurator's `mode: disagg` rows leave tp_size blank and put the layout in
+    prefill_*/decode_* columns: said as such, not as a blank tp_size, and not simulated."""
+    from conftest import ROOT
+
+    sweep = tmp_path / "modes.csv"
+    sweep.write_text("system,model,precision,mode,tp_size,prefill_tp_size,decode_tp_size,isl,osl,concurrency,"
+                     "ttft_ms,tpot_ms\n"
+                     "h100_sxm,meta-llama/Llama-3.1-8B-Instruct,fp8,agg,1,,,1000,100,4,100,10\n"
+                     "h100_sxm,meta-llama/Llama-3.1-8B-Instruct,fp8,disagg,,1,1,1000,100,4,100,10\n")
+    result, _ = run_validation([sweep], ROOT / "scenarios" / "benchmark-concurrency.yaml", [],
+                               tmp_path / "out", rounds=1)
+    assert len(result["skipped"]) == 1 and "disaggregated run (mode disagg)" in result["skipped"][0]["error"]
+    simulated = [r for r in result["per_run"] if r["error"] is None]
+    assert len(simulated) == 1 and simulated[0]["pred_tpot_ms"] is not None
+
+
 @pytest.mark.parametrize("name, gpu", [("B200-SXM-180GB", "b200"), ("NVIDIA B300 SXM6 AC", "b300"),
                                        ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "rtx-pro-6000")])
 def test_gpu_names_as_tools_print_them(name, gpu):

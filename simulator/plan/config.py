@@ -147,6 +147,8 @@ class PoolSpace(StrictModel):
     pp: list[Annotated[int, Field(ge=1)]] = Field([1], min_length=1, description="pipeline-parallel stages of each instance")
     replicas: list[Annotated[int, Field(ge=1)]] = Field(
         [1], min_length=1, description="instances of this pool in one deployment unit")
+    dp: list[Annotated[int, Field(ge=1)]] = Field([1], min_length=1, description="attention data-parallel ranks of each instance")
+    expert_parallel: list[bool] = Field([False], min_length=1, description="expert parallelism off/on (MoE models)")
 
 
 class DisaggregationSpace(StrictModel):
@@ -594,18 +596,35 @@ def _disaggregated_layouts(loaded: LoadedPlan) -> list[dict]:
         kv = dis.kv_transfer.model_dump(exclude_unset=True)
     else:  # the base's as written (the scenario's defaults where it has none)
         kv = (loaded.base_data.get("disaggregation") or {}).get("kv_transfer") or {}
+    from simulator.simulation import resolve_model
+
+    moe = resolve_model(base, loaded.base.base_dir).is_moe
     out = []
-    for pre, dec in itertools.product(_pool_layouts(dis.prefill), _pool_layouts(dis.decode)):
+    for pre, dec in itertools.product(_pool_layouts(dis.prefill, moe), _pool_layouts(dis.decode, moe)):
         out.append({"pools": {"prefill": pre, "decode": dec}, "kv_transfer": dict(kv)})
     return out
 
 
 def _pool_space(pool) -> PoolSpace:
-    return PoolSpace(tp=[pool.tp], pp=[pool.pp], replicas=[pool.replicas])
+    return PoolSpace(tp=[pool.tp], pp=[pool.pp], replicas=[pool.replicas], dp=[pool.dp],
+                     expert_parallel=[pool.expert_parallel])
 
 
-def _pool_layouts(pool: PoolSpace) -> list[dict]:
-    return [{"tp": tp, "pp": pp, "replicas": n} for tp, pp, n in itertools.product(pool.tp, pool.pp, pool.replicas)]
+def _pool_layouts(pool: PoolSpace, moe: bool) -> list[dict]:
+    """Each layout of one pool; the expert-parallel flag only for MoE models, and only
+    where the experts span more than one GPU (else it is the point without it)."""
+    eps = pool.expert_parallel if moe else [False]
+    out = []
+    for tp, pp, n, dp, ep in itertools.product(pool.tp, pool.pp, pool.replicas, pool.dp, eps):
+        if ep and tp * dp == 1 and False in eps:
+            continue
+        layout = {"tp": tp, "pp": pp, "replicas": n}
+        if dp > 1:
+            layout["dp"] = dp
+        if ep:
+            layout["expert_parallel"] = True
+        out.append(layout)
+    return out
 
 
 def _search_identity(s: SearchSettings) -> dict:
@@ -625,8 +644,9 @@ def layout_label(params: dict) -> str:
 
 
 def pool_label(pool: dict) -> str:
-    """'2×TP2', 'TP4 PP2': the instances of one disaggregated pool."""
+    """'2×TP2', 'TP4 PP2', 'TP1 DP8 EP': the instances of one disaggregated pool."""
     one = f"TP{pool['tp']}" + (f" PP{pool['pp']}" if pool["pp"] > 1 else "")
+    one += (f" DP{pool['dp']}" if pool.get("dp", 1) > 1 else "") + (" EP" if pool.get("expert_parallel") else "")
     return f"{pool['replicas']}×{one}" if pool["replicas"] > 1 else one
 
 
@@ -634,7 +654,7 @@ def gpus_per_replica(params: dict) -> int:
     """GPUs of one replica, or of one disaggregated unit (both pools' instances)."""
     pools = params.get("pools")
     if pools:
-        return sum(p["tp"] * p["pp"] * p["replicas"] for p in pools.values())
+        return sum(p["tp"] * p["pp"] * p.get("dp", 1) * p["replicas"] for p in pools.values())
     return params["tp"] * params["pp"] * params.get("dp", 1)
 
 

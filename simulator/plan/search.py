@@ -94,7 +94,8 @@ def _search(task: dict) -> dict:
         "usd_per_gpu_hour": price,
         "max_num_batched_tokens": sim.token_budget,
         "max_num_seqs": sim.max_num_seqs,
-        "kv_capacity_tokens": mem.capacity_tokens,
+        # One replica's (or decode instance's) cache: every attention-DP rank holds its own.
+        "kv_capacity_tokens": mem.capacity_tokens * sim.pools["serve" if "serve" in sim.pools else "decode"].dp,
         "memory_gib": {"gpu": mem.gpu_memory_gib, "weights": mem.weights_gib,
                        "activations": mem.activation_gib, "runtime": mem.runtime_gib, "kv_cache": mem.kv_gib},
         # Roofline floor of one decode step: every GPU reads from HBM the weights one token

@@ -106,6 +106,7 @@ def sweep_set(df: pd.DataFrame, source: str, wheres: list[str], rounds: int, len
             runs.append(_unread_row(f"row {row_numbers[i]}", source, skipped[i]))
             continue
         try:
+            _check_colocated(text, df.columns, where)
             system, model = (_name_cell(getattr(text, c), c, where) for c in ("system", "model"))
             conc, isl, osl, tp = (_whole_cell(getattr(row, c), c, where)
                                   for c in ("concurrency", "isl", "osl", "tp_size"))
@@ -233,6 +234,16 @@ def _latency_cell(cell: object, column: str, where: str) -> float | None:
         raise MeasurementError(f"{column} is {shown_cell(cell)}, expected a number of ms >= 0, or blank",
                                where=where, fix=FIX_ROW)
     return value
+
+
+def _check_colocated(row, columns, where: str) -> None:
+    """aiconfigurator's sample marks disaggregated runs `mode: disagg` (their layout is in
+    prefill_* and decode_* columns, tp_size blank); a sweep row is one colocated server."""
+    if "mode" in columns and not missing_cell(cell := row.mode) and str(cell).strip().lower().startswith("disagg"):
+        raise MeasurementError("a disaggregated run (mode disagg): a sweep row is simulated as one colocated "
+                               "server", where=where,
+                               fix="validate a disaggregated run from its per-request results (vLLM's result "
+                                   "JSON or a per-request CSV) with a disaggregated base scenario, or drop the row")
 
 
 def _other_engine(row, columns) -> str | None:
