@@ -104,9 +104,10 @@ def print_summary(summary: dict, out_dir: Path | None) -> None:
     req = summary["requests"]
     thr = summary["throughput"]
     dis = summary.get("disaggregation")
-    if dis:  # the report's notation: replicas × TP·PP per pool
-        layout = " + ".join(f"{role} {dis[role]['replicas']}× TP{dis[role]['tp']}·PP{dis[role]['pp']}"
-                            for role in ("prefill", "decode"))
+    if dis:  # the report's notation: replicas × TP·PP(·DP·EP) per pool
+        from simulator.layout_text import pool_layout
+
+        layout = " + ".join(f"{role} {dis[role]['replicas']}× {pool_layout(dis[role])}" for role in ("prefill", "decode"))
         title = f"{summary['scenario']}: {cfg.get('model')} on {cfg.get('gpu')}, {layout}, {cfg.get('scheduler')}"
     else:
         dp, ep = cfg.get("dp", 1), cfg.get("ep", 1)
@@ -129,7 +130,8 @@ def print_summary(summary: dict, out_dir: Path | None) -> None:
         f"throughput {_fmt(thr['requests_per_s'])} req/s, {_fmt(thr['input_tokens_per_s'])} input tok/s, "
         f"{_fmt(thr['output_tokens_per_s'])} output tok/s",
         f"KV cache   {kv['capacity_tokens']:,} tokens per "
-        f"{'decode replica' if dis else 'DP rank' if summary['config'].get('dp', 1) > 1 else 'replica'}, "
+        f"{'decode ' if dis else ''}"
+        f"{'DP rank' if summary['config'].get('dp', 1) > 1 else 'instance' if dis else 'replica'}, "
         f"peak {kv['peak_utilization']:.0%} used"
         + (f", {kv['prefix_cache_hit_rate']:.0%} of prompt tokens from the prefix cache"
            if kv.get("prefix_cache_hit_rate") else "")

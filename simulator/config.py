@@ -98,7 +98,7 @@ class KVTransferConfig(StrictModel):
     link: KVLinkName = Field(
         "auto", description="link the KV moves over, per GPU; `auto`: the GPU's intra-node link when "
         "both instances sit on one node (instances are packed onto nodes in units of the pools' ratio, each "
-        "unit's prefill instances first), else its inter-node link")
+        "unit's prefill instances first, none split over two nodes if it fits in one), else its inter-node link")
     bandwidth_gbps: float | None = Field(
         None, gt=0, description="GB/s per GPU per direction; default the link's")
     latency_ms: float | None = Field(

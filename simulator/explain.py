@@ -127,7 +127,10 @@ def explain(loaded: LoadedScenario, *, batch: int = 32, context: int | None = No
             layout += f" DP{par.dp} (one rank, its peers idle)"
     else:
         d = sc.disaggregation
-        layout = f"prefill TP{d.prefill.tp} PP{d.prefill.pp}, decode TP{d.decode.tp} PP{d.decode.pp}"
+        layout = ", ".join(
+            f"{role} TP{pool.tp} PP{pool.pp}" + (f" EP{plan.sharded.ep}" if plan.sharded.ep > 1 else "")
+            + (f" DP{pool.dp} (one rank, its peers idle)" if pool.dp > 1 else "")
+            for role, pool, plan in (("prefill", d.prefill, prefill_pool), ("decode", d.decode, decode_pool)))
     notes = _sustained_notes(prefill_pool.cost) + _sustained_notes(decode_pool.cost)
     server = describe_api_server(sc.cost_model)
     if server:

@@ -38,8 +38,10 @@ def instance_nodes(cfg: DisaggregationConfig, gpus_per_node: int) -> tuple[list[
     """Nodes each instance occupies. Instances are placed in units, as an operator racks a
     prefill:decode ratio: the pools' counts over their greatest common divisor give one
     unit's mix (4 prefill and 2 decode instances are two units of 2 + 1), and units are
-    packed onto GPUs one after another, each unit's prefill instances first. So N copies
-    of a unit (a plan's N units) are laid out as N times the one unit."""
+    packed onto GPUs one after another, each unit's prefill instances first; an instance
+    that fits in one node starts on the next node rather than straddle two (its TP and
+    expert all-to-alls are priced within a node). So N copies of a unit (a plan's N units)
+    are laid out as N times the one unit."""
     pre, dec = cfg.prefill, cfg.decode
     units = math.gcd(pre.replicas, dec.replicas)
     prefill_nodes: list[set[int]] = []
@@ -49,6 +51,8 @@ def instance_nodes(cfg: DisaggregationConfig, gpus_per_node: int) -> tuple[list[
         for pool, nodes in ((pre, prefill_nodes), (dec, decode_nodes)):
             size = pool.tp * pool.pp * pool.dp
             for _ in range(pool.replicas // units):
+                if size <= gpus_per_node and first // gpus_per_node != (first + size - 1) // gpus_per_node:
+                    first = (first // gpus_per_node + 1) * gpus_per_node
                 nodes.append({g // gpus_per_node for g in range(first, first + size)})
                 first += size
     return prefill_nodes, decode_nodes

@@ -331,8 +331,8 @@ class Simulation:
             if coupled:
                 raise ConfigError("swap preemption is not modelled with attention data parallelism (ranks "
                                   "stepping in lockstep)", where="scheduler.preemption_mode",
-                                  fix="use preemption_mode: recompute, or dp: 1 (parallelism.dp, or the "
-                                      "disaggregated pool's)")
+                                  fix="use preemption_mode: recompute, or "
+                                      f"{'parallelism' if role is None else f'disaggregation.{role}'}.dp: 1")
             per_token = plan.memory.kv_bytes_per_token
             swap_blocks = host_swap_blocks(sc.scheduler.swap_space_gib, self.block_size, per_token, pp)
             swap_s = seconds_per_block(self.block_size, per_token, self.gpu.pcie)
@@ -591,8 +591,10 @@ class Simulation:
             plan = self.pools[role]
             peak, mean_util = _kv_use(instances, it_df[it_df["pool"] == role], log)
             out[role] = {
-                "tp": plan.tp, "pp": plan.pp, "dp": plan.dp, "replicas": plan.replicas, "gpus": plan.gpus,
-                "kv_capacity_tokens": plan.memory.capacity_tokens,
+                "tp": plan.tp, "pp": plan.pp, "dp": plan.dp, "ep": plan.sharded.ep, "replicas": plan.replicas,
+                "gpus": plan.gpus,
+                "kv_capacity_tokens": plan.memory.capacity_tokens,  # per attention-DP rank
+                "kv_capacity_tokens_per_instance": plan.memory.capacity_tokens * plan.dp,
                 "kv_blocks_per_replica": plan.memory.num_blocks,
                 "kv_peak_utilization": peak,
                 "kv_mean_utilization": mean_util,

@@ -211,6 +211,11 @@ def test_instances_are_racked_in_units_of_the_pools_ratio():
     prefill, decode = instance_nodes(cfg, 8)
     # prefill on GPUs 0-1, 2-3 | 6-7, 8-9; decode on 4-5 | 10-11
     assert prefill == [{0}, {0}, {0}, {1}] and decode == [{0}, {1}]
+    # A wide-EP decode instance (8 GPUs) takes a whole node rather than GPUs 4-11.
+    cfg = DisaggregationConfig.model_validate({"prefill": {"tp": 4}, "decode": {"tp": 1, "dp": 8}})
+    assert instance_nodes(cfg, 8) == ([{0}], [{1}])
+    cfg = DisaggregationConfig.model_validate({"prefill": {"tp": 4}, "decode": {"tp": 16}})
+    assert instance_nodes(cfg, 8) == ([{0}], [{0, 1, 2}])  # larger than a node: packed on
 
 
 # -- invariants over random scenarios ---------------------------------------------------

@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from simulator.layout_text import pool_layout
 from simulator.metrics import slo_set
 
 MISSING = "—"
@@ -135,12 +136,12 @@ def _config_line(summary: Mapping) -> str:
         ("Model", get(cfg, "model")),
         ("GPU", get(cfg, "gpu")),
         *layout,
-        *_data_parallel_items(cfg),
+        *([] if dis else _data_parallel_items(cfg)),  # a disaggregated run's are in its pools
         ("Scheduler", get(cfg, "scheduler")),
     ]
     if dis:
-        pools = " + ".join(f"{role} {get(dis, role, 'replicas')}× TP{get(dis, role, 'tp')}"
-                           f"·PP{get(dis, role, 'pp')}" for role in ("prefill", "decode"))
+        pools = " + ".join(f"{role} {get(dis, role, 'replicas')}× {pool_layout(get(dis, role) or {})}"
+                           for role in ("prefill", "decode"))
         items.append(("Disaggregated", pools))
     parts = [f"{_esc(k)} <b>{_esc(fmt_text(v))}</b>" for k, v in items]
     return f'<p class="config">{" · ".join(parts)}</p>'
@@ -171,7 +172,8 @@ def _kv_scopes(summary: Mapping) -> tuple[str, str]:
     """Label suffixes for (KV capacity, KV utilization): a disaggregated run's figures are the
     decode pool's (the pools table has both); with attention DP capacity is per rank."""
     if get(summary, "disaggregation"):
-        return " (decode pool)", " (decode pool)"
+        dp = _number(get(summary, "disaggregation", "decode", "dp"))
+        return (" (decode pool, per DP rank)" if dp is not None and dp > 1 else " (decode pool)"), " (decode pool)"
     dp = _number(get(summary, "config", "dp"))
     return (" per DP rank" if dp is not None and dp > 1 else ""), ""
 
@@ -303,9 +305,11 @@ def _pool_table(dis: Mapping) -> str:
         (
             role,
             fmt_num(get(dis, role, "replicas")),
-            f"TP{fmt_text(get(dis, role, 'tp'))}·PP{fmt_text(get(dis, role, 'pp'))}",
+            pool_layout(get(dis, role) or {}),
             fmt_num(get(dis, role, "gpus")),
-            fmt_num(get(dis, role, "kv_capacity_tokens"), "tokens"),
+            # summaries from before pools took DP give the instance's capacity as this field
+            fmt_num(get(dis, role, "kv_capacity_tokens_per_instance") or get(dis, role, "kv_capacity_tokens"),
+                    "tokens"),
             fmt_pct(get(dis, role, "kv_peak_utilization")),
             fmt_pct(get(dis, role, "kv_mean_utilization")),
             fmt_num(get(dis, role, "iterations")),
