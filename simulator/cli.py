@@ -107,7 +107,8 @@ def print_summary(summary: dict, out_dir: Path | None) -> None:
     if dis:  # the report's notation: replicas × TP·PP(·DP·EP) per pool
         from simulator.layout_text import pool_layout
 
-        layout = " + ".join(f"{role} {dis[role]['replicas']}× {pool_layout(dis[role])}" for role in ("prefill", "decode"))
+        layout = " + ".join(f"{role} {dis[role]['replicas']}× {pool_layout(dis[role], cfg.get('gpu'))}"
+                            for role in ("prefill", "decode"))
         title = f"{summary['scenario']}: {cfg.get('model')} on {cfg.get('gpu')}, {layout}, {cfg.get('scheduler')}"
     else:
         dp, ep = cfg.get("dp", 1), cfg.get("ep", 1)

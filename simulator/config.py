@@ -84,6 +84,11 @@ class PoolConfig(StrictModel):
     dp: int = Field(1, ge=1, description="attention data-parallel ranks of each instance, as `parallelism.dp` "
                     "(an instance is then tp x pp x dp GPUs; the wide-EP layout of MoE decode pools)")
     expert_parallel: bool = Field(False, description="as `parallelism.expert_parallel`, for this pool's instances")
+    gpu: str | None = Field(None, description="this pool's GPU (see `simulate list gpus`), e.g. prefill on H100 and "
+                            "decode on A100 (Splitwise); default `hardware.gpu`. Pools on different GPUs sit on "
+                            "different nodes")
+    cost_per_gpu_hour: float | None = Field(None, ge=0, description="$ per GPU-hour of this pool's GPUs; default "
+                                            "`hardware.cost_per_gpu_hour` for `hardware.gpu`, else the catalog's")
 
 
 # Typed from the link catalog, so a new link needs no edit here.

@@ -58,16 +58,24 @@ def instance_nodes(cfg: DisaggregationConfig, gpus_per_node: int) -> tuple[list[
     return prefill_nodes, decode_nodes
 
 
-def _link(cfg: DisaggregationConfig, gpu: GPUSpec, same_node: bool) -> LinkSpec:
+def _link(cfg: DisaggregationConfig, gpu: GPUSpec, same_node: bool, other: GPUSpec) -> LinkSpec:
+    """The link between two instances: the named one, else NVLink within a node, else the
+    network, the slower of the two GPUs' NICs where the pools run different GPUs."""
     name = cfg.kv_transfer.link
     if name != "auto":
         return LINKS[name]
-    return gpu.intra_node_link if same_node else gpu.inter_node_link
+    if same_node:
+        return gpu.intra_node_link
+    return min(gpu.inter_node_link, other.inter_node_link, key=lambda link: link.bandwidth_gbps)
 
 
 def build_kv_transfer(cfg: DisaggregationConfig, model: ModelSpec, gpu: GPUSpec, kv_dtype: str,
-                      gpus_per_node: int) -> KVTransfer:
-    """The transfer model of a disaggregated layout; `gpu` carries the scenario's link overrides."""
+                      gpus_per_node: int, decode_gpu: GPUSpec | None = None) -> KVTransfer:
+    """The transfer model of a disaggregated layout; `gpu` (the prefill pool's) and
+    `decode_gpu` (default the same) carry the scenario's link overrides. Pools on
+    different GPU types share no node."""
+    decode_gpu = decode_gpu or gpu
+    mixed = decode_gpu.name != gpu.name
     per_token = max(kv_bytes_per_token_per_gpu(model, kv_dtype, cfg.prefill.tp, cfg.prefill.pp),
                     kv_bytes_per_token_per_gpu(model, kv_dtype, cfg.decode.tp, cfg.decode.pp))
     kt = cfg.kv_transfer
@@ -76,7 +84,7 @@ def build_kv_transfer(cfg: DisaggregationConfig, model: ModelSpec, gpu: GPUSpec,
     for p in prefill_nodes:
         row_bw, row_lat, row_names = [], [], []
         for d in decode_nodes:
-            link = _link(cfg, gpu, len(p | d) == 1)
+            link = _link(cfg, gpu, len(p | d) == 1 and not mixed, decode_gpu)
             row_bw.append((kt.bandwidth_gbps or link.bandwidth_gbps) * 1e9)
             row_lat.append(kt.latency_ms * 1e-3 if kt.latency_ms is not None else link.latency_us * 1e-6)
             row_names.append(link.name)

@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 
-def pool_layout(pool: Mapping) -> str:
-    """'TP4·PP1', 'TP1·PP1·DP8·EP8': the layout of one instance of a pool (its `dp` and
-    `ep` shown when above 1; summaries written before pools had them show TP·PP only)."""
+def pool_layout(pool: Mapping, gpu: object = None) -> str:
+    """'TP4·PP1', 'TP1·PP1·DP8·EP8', 'TP4·PP1 on a100-80gb-sxm': the layout of one instance
+    of a pool (its `dp` and `ep` shown when above 1; summaries written before pools had
+    them show TP·PP only), and its GPU where it is not `gpu`, the run's."""
     text = f"TP{pool.get('tp')}·PP{pool.get('pp')}"
     for key in ("dp", "ep"):
         value = pool.get(key)
         if isinstance(value, int | float) and value > 1:
             text += f"·{key.upper()}{value:g}"
-    return text
+    own = pool.get("gpu")
+    return text + (f" on {own}" if own is not None and own != gpu else "")

@@ -33,7 +33,7 @@ from simulator.cost.releases import (
     untuned_fp8_decode_note,
 )
 from simulator.engine import Engine
-from simulator.errors import ConfigError, DoesNotFitError, ExpertSplitError
+from simulator.errors import ConfigError, DoesNotFitError, ExpertSplitError, ServesimError
 from simulator.frontend import ApiServer, describe_api_server
 from simulator.hardware import LINKS, GPUSpec, get_gpu
 from simulator.kv_cache import BlockManager
@@ -72,6 +72,10 @@ class InstancePlan:
     memory: MemoryPlan
     sharded: ShardedModel
     cost: IterationCostModel
+    gpu: GPUSpec
+    token_budget: int  # vLLM's max_num_batched_tokens for this GPU
+    max_num_seqs: int
+    price: float  # $ per GPU-hour
     dp: int = 1  # attention data-parallel ranks per replica, each with its own KV cache
 
     @property
@@ -218,42 +222,51 @@ class Simulation:
         self.gpu = with_links(get_gpu(sc.hardware.gpu), sc.hardware.intra_node_link,
                               sc.hardware.inter_node_link)
         dis = sc.disaggregation
+        #: Each role's layout and GPU: "serve" when colocated, else "prefill" and "decode".
+        layouts = {"serve": sc.parallelism} if dis is None else {"prefill": dis.prefill, "decode": dis.decode}
+        gpus = {role: self._pool_gpu(layout, role) for role, layout in layouts.items()}
         if dis is None:
             check_parallelism(self.model, self.gpu, sc)
         else:
             check_disaggregation(sc)
-            for role, pool in (("prefill", dis.prefill), ("decode", dis.decode)):
-                check_parallelism(self.model, self.gpu, sc, layout=pool,
-                                  where=f"disaggregation.{role}")
+            for role, pool in layouts.items():
+                check_parallelism(self.model, gpus[role], sc, layout=pool, where=f"disaggregation.{role}")
         self.max_model_len = sc.model.max_model_len or self.model.max_position_embeddings
         self.block_size = self._block_size()
         #: The scenario's scheduler knobs with the model-dependent defaults resolved.
-        self.scheduler_config = sched_cfg = sc.scheduler.for_model(self.model)
-        budget, max_seqs = sched_cfg.resolve_limits(self.gpu.name, self.gpu.usable_memory_gib, self.max_model_len,
-                                                    parse_version(sc.cost_model.engine_version))
-        self.token_budget, self.max_num_seqs = budget, max_seqs
+        self.scheduler_config = sc.scheduler.for_model(self.model)
         backend = COST_BACKENDS.get(sc.cost_model.backend)
         if backend is None:
             raise ConfigError(f"unknown cost back end {sc.cost_model.backend!r}", where="cost_model.backend",
                               fix=f"use one of: {', '.join(COST_BACKENDS)}")
-        timer = backend(self.gpu, sc.cost_model, sc.hardware.profile)
-        #: Instance layouts by role: "serve" when colocated, else "prefill" and "decode".
+        timers: dict[str, object] = {}  # by GPU: hardware.profile times hardware.gpu's kernels only
+        for gpu in gpus.values():
+            if gpu.name not in timers:
+                timers[gpu.name] = backend(gpu, sc.cost_model,
+                                           sc.hardware.profile if gpu.name == self.gpu.name else None)
         self.pools: dict[str, InstancePlan] = {}
-        if dis is None:
-            par = sc.parallelism
-            self.pools["serve"] = self._plan(par.tp, par.pp, par.replicas, timer, dp=par.dp,
-                                             expert_parallel=par.expert_parallel)
-        else:
-            for role, pool in (("prefill", dis.prefill), ("decode", dis.decode)):
-                self.pools[role] = self._plan(pool.tp, pool.pp, pool.replicas, timer, role, dp=pool.dp,
-                                              expert_parallel=pool.expert_parallel)
-            self.kv_transfer = build_kv_transfer(dis, self.model, self.gpu, sc.model.kv_dtype,
-                                                 sc.hardware.gpus_per_node)
+        for role, layout in layouts.items():
+            gpu = gpus[role]
+            self.pools[role] = self._plan(layout.tp, layout.pp, layout.replicas, timers[gpu.name], gpu,
+                                          None if dis is None else role, dp=layout.dp,
+                                          expert_parallel=layout.expert_parallel,
+                                          price=getattr(layout, "cost_per_gpu_hour", None))
+        if dis is not None:
+            self.kv_transfer = build_kv_transfer(dis, self.model, gpus["prefill"], sc.model.kv_dtype,
+                                                 sc.hardware.gpus_per_node, decode_gpu=gpus["decode"])
         # The pool whose KV capacity bounds the batch: the only one, or the decode pool.
         main = self.pools["serve" if dis is None else "decode"]
         self.memory, self.sharded, self.cost = main.memory, main.sharded, main.cost
+        self.token_budget, self.max_num_seqs = main.token_budget, main.max_num_seqs
+        timer = timers[main.gpu.name]
         dtypes = {d for p in self.pools.values() for d in compute_dtypes(p.sharded)}
-        self.kernel_times = kernel_times_source(timer, dtypes)
+        if len(timers) == 1:
+            self.kernel_times = kernel_times_source(timer, dtypes)
+        else:  # pools on different GPUs read each GPU's own tables
+            self.kernel_times = "; ".join(
+                f"{role} pool on {plan.gpu.name}: "
+                f"{kernel_times_source(timers[plan.gpu.name], compute_dtypes(plan.sharded))}"
+                for role, plan in self.pools.items())
         estimated = roofline_estimated(timer, [p.cost for p in self.pools.values()])
         if estimated:
             self.kernel_times += f"; roofline estimates for {', '.join(estimated)} (no table times them)"
@@ -281,19 +294,38 @@ class Simulation:
                               fix=f"set memory.block_size: {self.SPARSE_BLOCK_SIZE}, or leave it out")
         return self.SPARSE_BLOCK_SIZE
 
-    def _plan(self, tp: int, pp: int, replicas: int, timer, role: str | None = None,
-              dp: int = 1, expert_parallel: bool = False) -> InstancePlan:
-        """One layout's memory plan and cost model; `role` names a disaggregated pool in errors."""
+    def _pool_gpu(self, layout, role: str) -> GPUSpec:
+        """A disaggregated pool's own GPU (`gpu`), else the scenario's, with its link overrides."""
+        name = getattr(layout, "gpu", None)
+        if name is None:
+            return self.gpu
+        hw = self.scenario.hardware
+        try:
+            return with_links(get_gpu(name), hw.intra_node_link, hw.inter_node_link)
+        except ServesimError as exc:
+            exc.where = f"disaggregation.{role}.gpu"
+            exc.args = (exc.render(),)
+            raise
+
+    def _plan(self, tp: int, pp: int, replicas: int, timer, gpu: GPUSpec, role: str | None = None,
+              dp: int = 1, expert_parallel: bool = False, price: float | None = None) -> InstancePlan:
+        """One layout's memory plan, limits, price and cost model on `gpu`; `role` names a
+        disaggregated pool in errors."""
         sc = self.scenario
+        budget, max_seqs = self.scheduler_config.resolve_limits(
+            gpu.name, gpu.usable_memory_gib, self.max_model_len, parse_version(sc.cost_model.engine_version))
+        if price is None:
+            price = (sc.hardware.cost_per_gpu_hour if sc.hardware.cost_per_gpu_hour is not None
+                     and gpu.name == self.gpu.name else gpu.cost_per_gpu_hour)
         expert_kernel = release_expert_kernel(sc.model.expert_kernel, sc.model.expert_weight_dtype,
-                                              sc.model.activation_dtype, self.gpu, sc.cost_model.engine_version)
+                                              sc.model.activation_dtype, gpu, sc.cost_model.engine_version)
         try:
             memory = plan_memory(
-                self.model, self.gpu, tp=tp, pp=pp, weight_dtype=sc.model.weight_dtype,
+                self.model, gpu, tp=tp, pp=pp, weight_dtype=sc.model.weight_dtype,
                 expert_weight_dtype=sc.model.expert_weight_dtype, kv_dtype=sc.model.kv_dtype,
                 utilization=sc.memory.gpu_memory_utilization,
                 runtime_reserve_gib=sc.memory.runtime_reserve_gib, block_size=self.block_size,
-                max_batched_tokens=self.token_budget, max_num_seqs=self.max_num_seqs,
+                max_batched_tokens=budget, max_num_seqs=max_seqs,
                 max_model_len=self.max_model_len, kv_cache_tokens=sc.memory.kv_cache_tokens,
                 dp=dp, expert_parallel=expert_parallel,
                 expert_kernel=expert_kernel, gpus_per_node=sc.hardware.gpus_per_node)
@@ -307,12 +339,12 @@ class Simulation:
                                      sc.model.activation_dtype, sc.model.kv_dtype,
                                      sc.hardware.gpus_per_node, sc.model.expert_weight_dtype, dp,
                                      expert_parallel, sc.model.expert_activation_dtype, expert_kernel)
-        _check_triton_rows(sharded, timer, self.gpu)
-        decode = decode_attention_model(sharded, self.gpu, sc.cost_model.engine_version)
+        _check_triton_rows(sharded, timer, gpu)
+        decode = decode_attention_model(sharded, gpu, sc.cost_model.engine_version)
         return InstancePlan(tp, pp, replicas, memory, sharded,
                             IterationCostModel(sharded, timer, sc.cost_model,
                                                overlap_cpu=getattr(sc.scheduler, "async_scheduling", False),
-                                               decode_sharded=decode), dp)
+                                               decode_sharded=decode), gpu, budget, max_seqs, price, dp)
 
     # -- wiring ------------------------------------------------------------------------
     def _build_engines(self, env, itl, log, plan: InstancePlan, first: int = 0,
@@ -335,7 +367,7 @@ class Simulation:
                                       f"{'parallelism' if role is None else f'disaggregation.{role}'}.dp: 1")
             per_token = plan.memory.kv_bytes_per_token
             swap_blocks = host_swap_blocks(sc.scheduler.swap_space_gib, self.block_size, per_token, pp)
-            swap_s = seconds_per_block(self.block_size, per_token, self.gpu.pcie)
+            swap_s = seconds_per_block(self.block_size, per_token, plan.gpu.pcie)
         replicas = []
         for r in range(first, first + plan.replicas):
             engines = []
@@ -345,7 +377,7 @@ class Simulation:
                                   getattr(sc.scheduler, "watermark", 0.0), plan.memory.state_blocks, swap_blocks,
                                   swap_s, plan.memory.window)
                 sched = policy(self.scheduler_config, kv, self.max_model_len, itl,
-                               token_budget=self.token_budget, max_num_seqs=self.max_num_seqs)
+                               token_budget=plan.token_budget, max_num_seqs=plan.max_num_seqs)
                 sched.expect_arrivals = self._expect_arrivals
                 engines.append(Engine(env, r, sched, plan.cost, log, self._on_finish, self._on_reject,
                                       fast_forward=self._fast_forward, lockstep=lockstep,
@@ -532,7 +564,7 @@ class Simulation:
             it_df.insert(1, "pool", np.where(it_df["replica"].to_numpy() < n_prefill, "prefill", "decode"))
         peak, mean_util = _kv_use(instances, it_df[it_df["pool"] == "decode"] if dis else it_df, log)
         gpus = sum(plan.gpus for plan in self.pools.values())
-        price = sc.hardware.cost_per_gpu_hour if sc.hardware.cost_per_gpu_hour is not None else self.gpu.cost_per_gpu_hour
+        usd_per_hour = sum(plan.gpus * plan.price for plan in self.pools.values())
         out_tps = summary["throughput"]["output_tokens_per_s"]
         summary["kv_cache"] = {
             "capacity_tokens": self.memory.capacity_tokens,
@@ -556,8 +588,8 @@ class Simulation:
         }
         summary["cost"] = {
             "gpus": gpus,
-            "usd_per_hour": gpus * price,
-            "usd_per_million_output_tokens": (gpus * price / 3600 / out_tps * 1e6) if out_tps > 0 else None,
+            "usd_per_hour": usd_per_hour,
+            "usd_per_million_output_tokens": (usd_per_hour / 3600 / out_tps * 1e6) if out_tps > 0 else None,
         }
         summary["config"] = {
             "model": self.model.name,
@@ -591,8 +623,8 @@ class Simulation:
             plan = self.pools[role]
             peak, mean_util = _kv_use(instances, it_df[it_df["pool"] == role], log)
             out[role] = {
-                "tp": plan.tp, "pp": plan.pp, "dp": plan.dp, "ep": plan.sharded.ep, "replicas": plan.replicas,
-                "gpus": plan.gpus,
+                "gpu": plan.gpu.name, "tp": plan.tp, "pp": plan.pp, "dp": plan.dp, "ep": plan.sharded.ep,
+                "replicas": plan.replicas, "gpus": plan.gpus, "usd_per_hour": plan.gpus * plan.price,
                 "kv_capacity_tokens": plan.memory.capacity_tokens,  # per attention-DP rank
                 "kv_capacity_tokens_per_instance": plan.memory.capacity_tokens * plan.dp,
                 "kv_blocks_per_replica": plan.memory.num_blocks,

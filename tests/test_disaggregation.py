@@ -366,6 +366,43 @@ def test_expert_parallelism_in_a_pool_splits_whole_experts():
     assert (two.pools["decode"].sharded.ep, two.pools["prefill"].sharded.ep) == (2, 1)
 
 
+def test_pools_on_different_gpus_plan_time_and_price_each_on_its_own():
+    """Splitwise's layout: prefill on H100, decode on A100. Each pool's memory plan, vLLM
+    defaults, kernel times and price are its GPU's; the KV crosses the network (the pools
+    share no node) at the slower NIC; the invariants hold."""
+    d = disagg(scenario("vllm-v1", arrival=poisson(20.0), prompt=uniform(64, 1500), output=uniform(1, 200),
+                        num_requests=120, max_model_len=4096))
+    d["disaggregation"]["decode"]["gpu"] = "a100"
+    sim, res = simulate(d)
+    check_disaggregated(d, sim, res)
+    pre, dec = sim.pools["prefill"], sim.pools["decode"]
+    h100, a100 = get_gpu("h100-sxm"), get_gpu("a100-80gb-sxm")
+    assert (pre.gpu.name, dec.gpu.name) == ("h100-sxm", "a100-80gb-sxm")
+    assert (pre.token_budget, dec.token_budget) == (8192, 2048)  # vLLM's defaults differ for A100
+    assert pre.memory.gpu_memory_gib != dec.memory.gpu_memory_gib
+    shape_cost = [plan.cost.decode_step_times(32, 32 * 1000, 1)[0] for plan in (pre, dec)]
+    assert shape_cost[1] > shape_cost[0]  # the same step is slower on the A100
+    pools = res.summary["disaggregation"]
+    assert pools["decode"]["gpu"] == "a100-80gb-sxm" and pools["prefill"]["gpu"] == "h100-sxm"
+    assert res.summary["cost"]["usd_per_hour"] == pytest.approx(h100.cost_per_gpu_hour + a100.cost_per_gpu_hour)
+    slower = min((h100.inter_node_link, a100.inter_node_link), key=lambda link: link.bandwidth_gbps)
+    assert sim.kv_transfer.bandwidth[0][0] == slower.bandwidth_gbps * 1e9
+    assert "decode pool on a100-80gb-sxm" in res.summary["config"]["kernel_times"]
+
+
+def test_a_pool_names_an_unknown_gpu_cleanly(tmp_path, capsys):
+    d = disagg(scenario("vllm-v1", num_requests=4))
+    d["disaggregation"]["decode"]["gpu"] = "h100-sxn"
+    path = tmp_path / "bad.yaml"
+    import yaml
+
+    path.write_text(yaml.safe_dump(d))
+    assert cli("run", path, "-o", tmp_path / "out") == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "disaggregation.decode.gpu" in err and "h100-sxn" in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
 def load_scenario_dict(d: dict):
     from simulator.config import load_scenario
 

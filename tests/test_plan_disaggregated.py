@@ -155,3 +155,28 @@ def test_moe_pools_search_attention_dp_and_expert_parallelism():
     dense = tiny_plan(tp=None, colocated=False, disaggregation=disaggregated(
         {"tp": [1]}, {"tp": [2], "expert_parallel": [False, True]}))
     assert len(load_plan(data=dense).points) == 1  # no experts: the flag changes nothing
+
+
+def test_pools_on_different_gpus_are_priced_per_pool_and_named_once():
+    """A decode pool on A100 beside an H100 prefill pool: one point per GPU pair (the space's
+    GPU list does not multiply a unit whose pools both name theirs), priced as the sum of
+    each pool's GPUs at its own rate."""
+    from simulator.hardware import get_gpu
+
+    data = tiny_plan(tp=None, colocated=False, gpu=["h100-sxm", "h200"], disaggregation=disaggregated(
+        {"tp": [1], "gpu": ["h100-sxm"]}, {"tp": [1], "gpu": ["a100", "h100-sxm"]}))
+    data["prices"] = {"a100-80gb-sxm": 1.5}
+    points = load_plan(data=data).points
+    labels = sorted(p.label for p in points)
+    # the all-H100 unit is an ordinary one, labelled as such
+    assert labels == ["h100-sxm prefill TP1 + decode TP1", "prefill TP1 h100-sxm + decode TP1 a100-80gb-sxm"]
+    mixed = next(p for p in points if "a100" in p.label)
+    d = mixed.scenario
+    assert d["hardware"]["gpu"] == "a100-80gb-sxm" and d["disaggregation"]["prefill"]["gpu"] == "h100-sxm"
+    assert "gpu" not in d["disaggregation"]["decode"]  # the run's own GPU
+    from simulator.plan.search import search_config
+
+    rec = search_config({**mixed.task(load_plan(data=data)), "search": {**data["search"], **QUICK}})
+    h100 = get_gpu("h100-sxm").cost_per_gpu_hour
+    assert rec["status"] == "ok" and rec["gpus_per_replica"] == 2
+    assert rec["usd_per_gpu_hour"] * 2 == pytest.approx(h100 + 1.5)  # GPUs x the blend = the unit's $/h

@@ -149,6 +149,8 @@ class PoolSpace(StrictModel):
         [1], min_length=1, description="instances of this pool in one deployment unit")
     dp: list[Annotated[int, Field(ge=1)]] = Field([1], min_length=1, description="attention data-parallel ranks of each instance")
     expert_parallel: list[bool] = Field([False], min_length=1, description="expert parallelism off/on (MoE models)")
+    gpu: list[str] | None = Field(None, min_length=1, description="this pool's GPUs to try (prefill on one type, "
+                                  "decode on another); default the space's `gpu`")
 
 
 class DisaggregationSpace(StrictModel):
@@ -498,7 +500,7 @@ def expand(loaded: LoadedPlan, source: str = "<plan>") -> list[ConfigPoint]:
     plan, base = loaded.plan, loaded.base.scenario
     space, s = plan.space, plan.search
     gpus = [_check_gpu(g, f"{source}: space.gpu") for g in (space.gpu or [base.hardware.gpu])]
-    layouts = _colocated_layouts(loaded, source) + _disaggregated_layouts(loaded)
+    layouts = _colocated_layouts(loaded, source) + _disaggregated_layouts(loaded, source)
     weights = space.weight_dtype or [base.model.weight_dtype]
     kvs = space.kv_dtype or [base.model.kv_dtype]
     scheds = _schedulers(space.scheduler, loaded.base_data.get("scheduler") or base.scheduler.model_dump(), source)
@@ -512,6 +514,14 @@ def expand(loaded: LoadedPlan, source: str = "<plan>") -> list[ConfigPoint]:
     prices = {_check_gpu(g, f"{source}: prices"): v for g, v in plan.prices.items()}
     points: dict[str, ConfigPoint] = {}
     for gpu, layout, sched, w, kv in itertools.product(gpus, layouts, scheds, weights, kvs):
+        pools = json.loads(json.dumps(layout["pools"])) if "pools" in layout else None
+        if pools and all("gpu" in p for p in pools.values()):
+            gpu = pools["decode"]["gpu"]  # both pools name theirs: the space's GPU plays no part
+        for p in (pools or {}).values():
+            if p.get("gpu") == gpu:
+                del p["gpu"]  # the run's own GPU: one point, however it is named
+            elif "gpu" in p and p["gpu"] in prices:
+                p["cost_per_gpu_hour"] = prices[p["gpu"]]
         for act in _activation(space, w, gpu, base.model.activation_dtype):
             d = json.loads(json.dumps(loaded.base_data))
             d.pop("output", None)
@@ -523,10 +533,9 @@ def expand(loaded: LoadedPlan, source: str = "<plan>") -> list[ConfigPoint]:
                 hw.pop("cost_per_gpu_hour", None)  # the base's price is for the base's GPU
             if gpu in prices:
                 hw["cost_per_gpu_hour"] = prices[gpu]
-            if "pools" in layout:
+            if pools is not None:
                 d.pop("parallelism", None)
-                d["disaggregation"] = {**json.loads(json.dumps(layout["pools"])),
-                                       "kv_transfer": dict(layout["kv_transfer"])}
+                d["disaggregation"] = {**json.loads(json.dumps(pools)), "kv_transfer": dict(layout["kv_transfer"])}
             else:
                 d.pop("disaggregation", None)
                 d["parallelism"] = {**layout, "replicas": 1}
@@ -537,8 +546,8 @@ def expand(loaded: LoadedPlan, source: str = "<plan>") -> list[ConfigPoint]:
             wl.pop("duration_s", None)
             wl["seed"] = s.seed if s.seed is not None else base.workload.seed
             d["slo"] = plan.slo.per_request_limits()
-            shape = ({"tp": None, "pp": None, "dp": None, "expert_parallel": False, "pools": layout["pools"]}
-                     if "pools" in layout else dict(layout))
+            shape = ({"tp": None, "pp": None, "dp": None, "expert_parallel": False, "pools": pools}
+                     if pools is not None else dict(layout))
             params = {"gpu": gpu, **shape, "weight_dtype": w, "activation_dtype": act,
                       "kv_dtype": kv, "scheduler": dict(sched)}
             try:
@@ -583,7 +592,7 @@ def _colocated_layouts(loaded: LoadedPlan, source: str) -> list[dict]:
             if not (ep and tp * dp == 1 and False in eps)]  # experts over one GPU: the point without the flag
 
 
-def _disaggregated_layouts(loaded: LoadedPlan) -> list[dict]:
+def _disaggregated_layouts(loaded: LoadedPlan, source: str) -> list[dict]:
     """Each disaggregated point's pools (one unit) and KV transfer: the space's product,
     else the base's own layout."""
     space, base = loaded.plan.space, loaded.base.scenario
@@ -600,25 +609,30 @@ def _disaggregated_layouts(loaded: LoadedPlan) -> list[dict]:
 
     moe = resolve_model(base, loaded.base.base_dir).is_moe
     out = []
-    for pre, dec in itertools.product(_pool_layouts(dis.prefill, moe), _pool_layouts(dis.decode, moe)):
+    where = f"{source}: space.disaggregation"
+    for pre, dec in itertools.product(_pool_layouts(dis.prefill, moe, f"{where}.prefill"),
+                                      _pool_layouts(dis.decode, moe, f"{where}.decode")):
         out.append({"pools": {"prefill": pre, "decode": dec}, "kv_transfer": dict(kv)})
     return out
 
 
 def _pool_space(pool) -> PoolSpace:
     return PoolSpace(tp=[pool.tp], pp=[pool.pp], replicas=[pool.replicas], dp=[pool.dp],
-                     expert_parallel=[pool.expert_parallel])
+                     expert_parallel=[pool.expert_parallel], gpu=None if pool.gpu is None else [pool.gpu])
 
 
-def _pool_layouts(pool: PoolSpace, moe: bool) -> list[dict]:
+def _pool_layouts(pool: PoolSpace, moe: bool, where: str) -> list[dict]:
     """Each layout of one pool; the expert-parallel flag only for MoE models, and only
     where the experts span more than one GPU (else it is the point without it)."""
     eps = pool.expert_parallel if moe else [False]
+    gpus = [None] if pool.gpu is None else list(dict.fromkeys(_check_gpu(g, f"{where}.gpu") for g in pool.gpu))
     out = []
-    for tp, pp, n, dp, ep in itertools.product(pool.tp, pool.pp, pool.replicas, pool.dp, eps):
+    for tp, pp, n, dp, ep, gpu in itertools.product(pool.tp, pool.pp, pool.replicas, pool.dp, eps, gpus):
         if ep and tp * dp == 1 and False in eps:
             continue
         layout = {"tp": tp, "pp": pp, "replicas": n}
+        if gpu is not None:
+            layout["gpu"] = gpu
         if dp > 1:
             layout["dp"] = dp
         if ep:
@@ -643,10 +657,21 @@ def layout_label(params: dict) -> str:
     return out + (" EP" if params.get("expert_parallel") else "")
 
 
+def gpu_and_layout(params: dict) -> str:
+    """'h100-sxm TP4', or 'prefill TP4 h100-sxm + decode TP4 a100-80gb-sxm' for a unit whose
+    pools run different GPUs (each pool then named with its own)."""
+    pools = params.get("pools") or {}
+    if not any(p.get("gpu") for p in pools.values()):
+        return f"{params['gpu']} {layout_label(params)}"
+    named = {role: {**p, "gpu": p.get("gpu") or params["gpu"]} for role, p in pools.items()}
+    return layout_label({**params, "pools": named})
+
+
 def pool_label(pool: dict) -> str:
     """'2×TP2', 'TP4 PP2', 'TP1 DP8 EP': the instances of one disaggregated pool."""
     one = f"TP{pool['tp']}" + (f" PP{pool['pp']}" if pool["pp"] > 1 else "")
     one += (f" DP{pool['dp']}" if pool.get("dp", 1) > 1 else "") + (" EP" if pool.get("expert_parallel") else "")
+    one += f" {pool['gpu']}" if pool.get("gpu") else ""
     return f"{pool['replicas']}×{one}" if pool["replicas"] > 1 else one
 
 
@@ -661,7 +686,7 @@ def gpus_per_replica(params: dict) -> int:
 def describe(params: dict, varying: set[str] | None = None) -> str:
     """A short label: GPU and TP always, the other dimensions when the space varies them."""
     varying = varying or set()
-    parts = [f"{params['gpu']} {layout_label(params)}"]
+    parts = [gpu_and_layout(params)]
     sched = params["scheduler"]
     name = [sched["policy"]] if "policy" in varying or sched["policy"] != "vllm-v1" else []
     knobs = [f"{_SHORT.get(k, k)}={v}" for k, v in sched.items() if k != "policy"] if "scheduler" in varying else []

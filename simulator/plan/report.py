@@ -21,7 +21,7 @@ import matplotlib.pyplot as plt
 
 from simulator import __version__
 from simulator.plan.analysis import COLUMNS
-from simulator.plan.config import LoadedPlan, gpus_per_replica, layout_label
+from simulator.plan.config import LoadedPlan, gpu_and_layout, gpus_per_replica, layout_label
 from simulator.plan.runner import RECOMMENDED, PlanOutcome, clean, write_atomic
 from simulator.report.html import CSS
 
@@ -37,7 +37,8 @@ def gpu_name(gpu: str) -> str:
 def headline(row: dict, loaded: LoadedPlan) -> str:
     """One line: '4 × H100 SXM5 80GB (TP2 × 2 replicas), vllm-v1 budget 8192: carries ...'."""
     plural = "s" if row["replicas"] > 1 else ""
-    shape = (f"{layout_label(row)}, {row['replicas']} unit{plural}" if row.get("pools")
+    shape = (f"{gpu_and_layout(row) if _mixed(row) else layout_label(row)}, {row['replicas']} unit{plural}"
+             if row.get("pools")
              else f"{layout_label(row)} × {row['replicas']} replica{plural}")
     sched = f"{row['policy']}"
     if row.get("max_num_batched_tokens") and row["policy"] in ("vllm-v1", "vllm-v0", "continuous"):
@@ -50,9 +51,26 @@ def headline(row: dict, loaded: LoadedPlan) -> str:
     # Steady state at the carried rate ($/h over rate × mean output tokens). The verification
     # run's own figure divides by its whole duration, drain included, so it reads higher.
     per_m = row.get("usd_per_m_output_tokens")
-    return (f"{row['gpus']} × {gpu_name(row['gpu'])} ({shape}), {sched}{quant}: carries "
+    return (f"{_gpu_counts(row)} ({shape}), {sched}{quant}: carries "
             f"{_num(row['carried_rps'])} req/s{lat}{check}, ${row['usd_per_hour']:,.2f}/h"
             + (f", ${per_m:,.2f}/M output tokens at steady state" if per_m is not None else ""))
+
+
+def _mixed(row: dict) -> bool:
+    return any(p.get("gpu") for p in (row.get("pools") or {}).values())
+
+
+def _gpu_counts(row: dict) -> str:
+    """'8 × H100 SXM5 80GB', or '4 × H100 SXM5 80GB + 4 × A100 80GB' for a unit whose pools
+    run different GPUs."""
+    pools = row.get("pools") or {}
+    counts: dict[str, int] = {}
+    for pool in pools.values():
+        gpu = pool.get("gpu") or row["gpu"]
+        counts[gpu] = counts.get(gpu, 0) + pool["tp"] * pool["pp"] * pool.get("dp", 1) * pool["replicas"]
+    if len(counts) < 2:
+        return f"{row['gpus']} × {gpu_name(row['gpu'])}"
+    return " + ".join(f"{n * row['replicas']} × {gpu_name(g)}" for g, n in counts.items())
 
 
 def why_it_fits(row: dict) -> str:

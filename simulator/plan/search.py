@@ -33,7 +33,6 @@ import numpy as np
 
 from simulator.config import load_scenario
 from simulator.errors import ServesimError
-from simulator.hardware import get_gpu
 from simulator.plan.config import PlanSLO, SearchSettings, gpus_per_replica
 from simulator.plan.slo import EarlyStop, LiveMonitor, evaluate
 from simulator.simulation import Simulation
@@ -86,16 +85,18 @@ def _search(task: dict) -> dict:
         return {"status": "infeasible", "reason": exc.render(), "message": exc.message.splitlines()[0],
                 "fix": exc.fix}
     sc = loaded.scenario
-    gpu = get_gpu(sc.hardware.gpu)
-    price = sc.hardware.cost_per_gpu_hour if sc.hardware.cost_per_gpu_hour is not None else gpu.cost_per_gpu_hour
+    main = sim.pools["serve" if "serve" in sim.pools else "decode"]
+    gpu = main.gpu
+    gpr = gpus_per_replica(task["params"])
     mem = sim.memory
     info = {
-        "gpus_per_replica": gpus_per_replica(task["params"]),
-        "usd_per_gpu_hour": price,
+        "gpus_per_replica": gpr,
+        # Pools on different GPUs: the unit's $/h spread over its GPUs, so GPUs x this is its cost.
+        "usd_per_gpu_hour": sum(p.gpus * p.price for p in sim.pools.values()) / gpr,
         "max_num_batched_tokens": sim.token_budget,
         "max_num_seqs": sim.max_num_seqs,
         # One replica's (or decode instance's) cache: every attention-DP rank holds its own.
-        "kv_capacity_tokens": mem.capacity_tokens * sim.pools["serve" if "serve" in sim.pools else "decode"].dp,
+        "kv_capacity_tokens": mem.capacity_tokens * main.dp,
         "memory_gib": {"gpu": mem.gpu_memory_gib, "weights": mem.weights_gib,
                        "activations": mem.activation_gib, "runtime": mem.runtime_gib, "kv_cache": mem.kv_gib},
         # Roofline floor of one decode step: every GPU reads from HBM the weights one token

@@ -140,7 +140,7 @@ def _config_line(summary: Mapping) -> str:
         ("Scheduler", get(cfg, "scheduler")),
     ]
     if dis:
-        pools = " + ".join(f"{role} {get(dis, role, 'replicas')}× {pool_layout(get(dis, role) or {})}"
+        pools = " + ".join(f"{role} {get(dis, role, 'replicas')}× {pool_layout(get(dis, role) or {}, get(cfg, 'gpu'))}"
                            for role in ("prefill", "decode"))
         items.append(("Disaggregated", pools))
     parts = [f"{_esc(k)} <b>{_esc(fmt_text(v))}</b>" for k, v in items]
@@ -305,7 +305,7 @@ def _pool_table(dis: Mapping) -> str:
         (
             role,
             fmt_num(get(dis, role, "replicas")),
-            pool_layout(get(dis, role) or {}),
+            pool_layout(get(dis, role) or {}),  # with its GPU
             fmt_num(get(dis, role, "gpus")),
             # summaries from before pools took DP give the instance's capacity as this field
             fmt_num(get(dis, role, "kv_capacity_tokens_per_instance") or get(dis, role, "kv_capacity_tokens"),
