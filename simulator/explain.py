@@ -130,6 +130,7 @@ def explain(loaded: LoadedScenario, *, batch: int = 32, context: int | None = No
         layout = ", ".join(
             f"{role} TP{pool.tp} PP{pool.pp}" + (f" EP{plan.sharded.ep}" if plan.sharded.ep > 1 else "")
             + (f" DP{pool.dp} (one rank, its peers idle)" if pool.dp > 1 else "")
+            + (f" on {plan.gpu.name}" if prefill_pool.gpu.name != decode_pool.gpu.name else "")
             for role, pool, plan in (("prefill", d.prefill, prefill_pool), ("decode", d.decode, decode_pool)))
     notes = _sustained_notes(prefill_pool.cost) + _sustained_notes(decode_pool.cost)
     server = describe_api_server(sc.cost_model)
