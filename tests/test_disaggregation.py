@@ -303,15 +303,22 @@ def check_disaggregated(d: dict, sim, res) -> None:
         assert (np.diff(start) >= 0).all() and (start[1:] >= end[:-1] - 1e-9).all()
 
 
-@PROPERTY_SETTINGS
-@given(disagg_scenarios())
-def test_invariants_and_fast_forward_exactness(d):
+def check_fast_forwarded_and_stepped(d: dict):
+    """The invariants of the fast-forwarded run, which stepping every iteration reproduces;
+    returns the fast-forwarded (sim, result)."""
     with time_limit(30.0):
         sim, res = simulate(d, fast_forward=True)
     check_disaggregated(d, sim, res)
     with time_limit(30.0):
         _, stepped = simulate(d, fast_forward=False)
     check_fast_forward_equivalent(d, res, stepped)
+    return sim, res
+
+
+@PROPERTY_SETTINGS
+@given(disagg_scenarios())
+def test_invariants_and_fast_forward_exactness(d):
+    check_fast_forwarded_and_stepped(d)
 
 
 @st.composite
@@ -335,17 +342,12 @@ def wide_ep_scenarios(draw) -> dict:
 @PROPERTY_SETTINGS
 @given(wide_ep_scenarios())
 def test_pools_with_attention_dp_and_expert_parallelism_keep_the_invariants(d):
-    with time_limit(30.0):
-        sim, res = simulate(d, fast_forward=True)
-    check_disaggregated(d, sim, res)
+    sim, res = check_fast_forwarded_and_stepped(d)
     pools = res.summary["disaggregation"]
     for role in ("prefill", "decode"):
         pool = d["disaggregation"][role]
         assert pools[role]["dp"] == pool["dp"] and pools[role]["gpus"] == pool["dp"] * pool["replicas"]
         assert len(engines_of(sim, role)) == pool["dp"] * pool["replicas"]
-    with time_limit(30.0):
-        _, stepped = simulate(d, fast_forward=False)
-    check_fast_forward_equivalent(d, res, stepped)
 
 
 def engines_of(sim, role: str) -> list:
