@@ -125,8 +125,10 @@ def check_parallelism(model: ModelSpec, gpu: GPUSpec, scenario: Scenario, *,
     for field in ("activation_dtype", "expert_activation_dtype"):
         act = getattr(scenario.model, field)
         if act in ("fp8", "int8", "fp4") and act not in gpu.peak_tflops:
-            raise ConfigError(f"{gpu.name} has no {act} tensor cores", where=f"model.{field}",
-                              fix=f"use {field}: bf16 (weight-only quantisation) or a GPU that supports it")
+            pool = "" if where == "parallelism" else f" ({where}'s GPU)"
+            raise ConfigError(f"{gpu.name}{pool} has no {act} tensor cores", where=f"model.{field}",
+                              fix=f"use {field}: bf16 (weight-only quantisation) or a GPU that supports it"
+                                  + (f" ({where}.gpu)" if pool else ""))
 
 
 def _check_triton_rows(sharded: ShardedModel, timer, gpu: GPUSpec) -> None:
@@ -239,11 +241,10 @@ class Simulation:
         if backend is None:
             raise ConfigError(f"unknown cost back end {sc.cost_model.backend!r}", where="cost_model.backend",
                               fix=f"use one of: {', '.join(COST_BACKENDS)}")
-        timers: dict[str, object] = {}  # by GPU: hardware.profile times hardware.gpu's kernels only
-        for gpu in gpus.values():
+        timers: dict[str, object] = {}  # one per GPU type
+        for role, gpu in gpus.items():
             if gpu.name not in timers:
-                timers[gpu.name] = backend(gpu, sc.cost_model,
-                                           sc.hardware.profile if gpu.name == self.gpu.name else None)
+                timers[gpu.name] = self._timer(backend, gpu, role)
         self.pools: dict[str, InstancePlan] = {}
         for role, layout in layouts.items():
             gpu = gpus[role]
@@ -267,10 +268,12 @@ class Simulation:
                 f"{role} pool on {plan.gpu.name}: "
                 f"{kernel_times_source(timers[plan.gpu.name], compute_dtypes(plan.sharded))}"
                 for role, plan in self.pools.items())
-        estimated = roofline_estimated(timer, [p.cost for p in self.pools.values()])
+        # Each pool's ops as its own GPU's timer sees them.
+        by_timer = [(timers[g], [p.cost for p in self.pools.values() if p.gpu.name == g]) for g in timers]
+        estimated = list(dict.fromkeys(f for t, costs in by_timer for f in roofline_estimated(t, costs)))
         if estimated:
             self.kernel_times += f"; roofline estimates for {', '.join(estimated)} (no table times them)"
-        missing = missing_tables(timer, [p.cost for p in self.pools.values()])
+        missing = list(dict.fromkeys(f for t, costs in by_timer for f in missing_tables(t, costs)))
         if missing:
             self.kernel_times += f"; not in the profile: {', '.join(missing)}"
         if any(p.cost.older_decode_kernel for p in self.pools.values()):
@@ -293,6 +296,20 @@ class Simulation:
                               where="memory.block_size",
                               fix=f"set memory.block_size: {self.SPARSE_BLOCK_SIZE}, or leave it out")
         return self.SPARSE_BLOCK_SIZE
+
+    def _timer(self, backend, gpu: GPUSpec, role: str):
+        """The kernel timer of one GPU type. `hardware.profile` times `hardware.gpu`'s
+        kernels; a pool on another GPU reads that GPU's shipped tables (`auto`)."""
+        sc = self.scenario
+        if gpu.name == self.gpu.name:
+            return backend(gpu, sc.cost_model, sc.hardware.profile)
+        try:
+            return backend(gpu, sc.cost_model, "auto")
+        except ServesimError as exc:
+            raise ConfigError(f"no kernel tables ship for {gpu.name}, the {role} pool's GPU ({exc.message})",
+                              where=f"disaggregation.{role}.gpu",
+                              fix="use cost_model.backend: auto (the roofline where no tables ship), or a GPU "
+                                  "with shipped tables (`simulate list gpus`)") from None
 
     def _pool_gpu(self, layout, role: str) -> GPUSpec:
         """A disaggregated pool's own GPU (`gpu`), else the scenario's, with its link overrides."""
@@ -334,7 +351,8 @@ class Simulation:
                 raise
             pool = f"disaggregation.{role}"
             raise DoesNotFitError(exc.message, where=f"{pool}: {exc.where}",
-                                  fix=(exc.fix or "").replace("parallelism.", f"{pool}.")) from None
+                                  fix=(exc.fix or "").replace("parallelism.", f"{pool}.")
+                                  .replace("hardware.gpu:", f"{pool}.gpu:")) from None
         sharded = ShardedModel.build(self.model, tp, pp, sc.model.weight_dtype,
                                      sc.model.activation_dtype, sc.model.kv_dtype,
                                      sc.hardware.gpus_per_node, sc.model.expert_weight_dtype, dp,
@@ -625,6 +643,7 @@ class Simulation:
             out[role] = {
                 "gpu": plan.gpu.name, "tp": plan.tp, "pp": plan.pp, "dp": plan.dp, "ep": plan.sharded.ep,
                 "replicas": plan.replicas, "gpus": plan.gpus, "usd_per_hour": plan.gpus * plan.price,
+                "max_num_batched_tokens": plan.token_budget, "max_num_seqs": plan.max_num_seqs,
                 "kv_capacity_tokens": plan.memory.capacity_tokens,  # per attention-DP rank
                 "kv_capacity_tokens_per_instance": plan.memory.capacity_tokens * plan.dp,
                 "kv_blocks_per_replica": plan.memory.num_blocks,

@@ -616,3 +616,16 @@ def test_distserve_engine_preset_reproduces_distserves_own_profile():
 
     assert mean_abs_err("distserve") < 0.07
     assert mean_abs_err("vllm-0.2") > 0.3
+
+
+def test_the_tables_of_each_pools_gpu_time_it_under_the_calibrated_back_end():
+    d = disagg(scenario("vllm-v1", num_requests=20, max_model_len=4096))
+    d["disaggregation"]["decode"]["gpu"] = "a100"
+    d["cost_model"] = {"backend": "calibrated"}
+    d["hardware"]["profile"] = "auto"
+    sim, res = simulate(d)
+    check_disaggregated(d, sim, res)
+    sources = res.summary["config"]["kernel_times"]
+    assert "prefill pool on h100-sxm" in sources and "decode pool on a100-80gb-sxm" in sources
+    assert (sim.pools["prefill"].cost.timer.profile.metadata.gpu, sim.pools["decode"].cost.timer.profile.metadata.gpu) \
+        == ("h100-sxm", "a100-80gb-sxm")

@@ -180,3 +180,19 @@ def test_pools_on_different_gpus_are_priced_per_pool_and_named_once():
     h100 = get_gpu("h100-sxm").cost_per_gpu_hour
     assert rec["status"] == "ok" and rec["gpus_per_replica"] == 2
     assert rec["usd_per_gpu_hour"] * 2 == pytest.approx(h100 + 1.5)  # GPUs x the blend = the unit's $/h
+
+
+def test_a_mixed_unit_keeps_the_bases_price_and_quantises_only_where_every_pool_can():
+    data = tiny_plan(tp=None, colocated=False, weight_dtype=["fp8"], disaggregation=disaggregated(
+        {"tp": [1], "gpu": ["h100-sxm"]}, {"tp": [1], "gpu": ["a100"]}))
+    data["base"]["hardware"] = {"gpu": "h100-sxm", "cost_per_gpu_hour": 2.0}
+    (point,) = load_plan(data=data).points
+    pools = point.scenario["disaggregation"]
+    assert pools["prefill"]["cost_per_gpu_hour"] == 2.0  # the base's rate for the base's GPU
+    # A100 has no FP8 tensor cores: the unit runs FP8 weights weight-only, as vLLM would there
+    assert point.params["activation_dtype"] == "bf16"
+    sim_loaded = load_scenario(data=point.scenario)
+    from simulator.simulation import Simulation
+
+    sim = Simulation(sim_loaded)
+    assert [p.price for p in sim.pools.values()] == [2.0, sim.pools["decode"].gpu.cost_per_gpu_hour]

@@ -454,10 +454,12 @@ def _check_gpu(name: str, where: str) -> str:
 
 
 # -- the space -------------------------------------------------------------------------------
-def _activation(space: SearchSpace, weight: str, gpu: str, base_act: str) -> list[str]:
+def _activation(space: SearchSpace, weight: str, gpus: list[str], base_act: str) -> list[str]:
+    """`auto`: W8A8 where every GPU the point runs on has 8-bit tensor cores for the weight
+    dtype (what vLLM runs), else weight-only."""
     if space.activation_dtype != "auto":
         return list(space.activation_dtype)
-    if weight in ("fp8", "int8") and weight in get_gpu(gpu).peak_tflops:
+    if weight in ("fp8", "int8") and all(weight in get_gpu(g).peak_tflops for g in gpus):
         return [weight]
     return [base_act]
 
@@ -522,7 +524,10 @@ def expand(loaded: LoadedPlan, source: str = "<plan>") -> list[ConfigPoint]:
                 del p["gpu"]  # the run's own GPU: one point, however it is named
             elif "gpu" in p and p["gpu"] in prices:
                 p["cost_per_gpu_hour"] = prices[p["gpu"]]
-        for act in _activation(space, w, gpu, base.model.activation_dtype):
+            elif p.get("gpu") == base_gpu and base.hardware.cost_per_gpu_hour is not None:
+                p["cost_per_gpu_hour"] = base.hardware.cost_per_gpu_hour  # the base's price for its GPU
+        run_on = [gpu, *(p["gpu"] for p in (pools or {}).values() if "gpu" in p)]
+        for act in _activation(space, w, run_on, base.model.activation_dtype):
             d = json.loads(json.dumps(loaded.base_data))
             d.pop("output", None)
             d["name"] = loaded.name
