@@ -180,6 +180,8 @@ def test_pools_on_different_gpus_are_priced_per_pool_and_named_once():
     h100 = get_gpu("h100-sxm").cost_per_gpu_hour
     assert rec["status"] == "ok" and rec["gpus_per_replica"] == 2
     assert rec["usd_per_gpu_hour"] * 2 == pytest.approx(h100 + 1.5)  # GPUs x the blend = the unit's $/h
+    # vLLM's defaults are each GPU's: the headline names both budgets
+    assert (rec["prefill_max_num_batched_tokens"], rec["max_num_batched_tokens"]) == (8192, 2048)
 
 
 def test_a_mixed_unit_keeps_the_bases_price_and_quantises_only_where_every_pool_can():

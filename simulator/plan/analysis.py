@@ -79,6 +79,7 @@ def derive(loaded: LoadedPlan, records: dict[str, dict]) -> list[dict]:
             continue
         row.update(status=rec["status"], reason=rec.get("reason"), sims=rec.get("sims"), wall_s=rec.get("wall_s"),
                    max_num_batched_tokens=rec.get("max_num_batched_tokens"), max_num_seqs=rec.get("max_num_seqs"),
+                   _prefill_budget=rec.get("prefill_max_num_batched_tokens"),
                    kv_capacity_tokens=rec.get("kv_capacity_tokens"), usd_per_gpu_hour=rec.get("usd_per_gpu_hour"),
                    mean_output_tokens=rec.get("mean_output_tokens"), decode_floor_ms=rec.get("decode_floor_ms"),
                    weights_gib_per_gpu=(rec.get("memory_gib") or {}).get("weights"),

@@ -42,7 +42,9 @@ def headline(row: dict, loaded: LoadedPlan) -> str:
              else f"{layout_label(row)} × {row['replicas']} replica{plural}")
     sched = f"{row['policy']}"
     if row.get("max_num_batched_tokens") and row["policy"] in ("vllm-v1", "vllm-v0", "continuous"):
-        sched += f" budget {row['max_num_batched_tokens']}"
+        prefill = row.get("_prefill_budget")  # pools on different GPUs may take different defaults
+        sched += (f" budget {prefill} prefill / {row['max_num_batched_tokens']} decode"
+                  if prefill and prefill != row["max_num_batched_tokens"] else f" budget {row['max_num_batched_tokens']}")
     quant = "" if row["weight_dtype"] == "bf16" and row["kv_dtype"] == "bf16" else \
         f", {row['weight_dtype']} weights, {row['kv_dtype']} KV"
     ttft = row.get("verified_ttft_p99_ms") or row.get("ttft_p99_ms")

@@ -93,7 +93,8 @@ def _search(task: dict) -> dict:
         "gpus_per_replica": gpr,
         # Pools on different GPUs: the unit's $/h spread over its GPUs, so GPUs x this is its cost.
         "usd_per_gpu_hour": sum(p.gpus * p.price for p in sim.pools.values()) / gpr,
-        "max_num_batched_tokens": sim.token_budget,
+        "max_num_batched_tokens": sim.token_budget,  # the decode pool's, when disaggregated
+        "prefill_max_num_batched_tokens": sim.pools["prefill"].token_budget if "prefill" in sim.pools else None,
         "max_num_seqs": sim.max_num_seqs,
         # One replica's (or decode instance's) cache: every attention-DP rank holds its own.
         "kv_capacity_tokens": mem.capacity_tokens * main.dp,
