@@ -18,6 +18,7 @@ from rich.text import Text
 
 from calibration.cli import calibrate_app
 from simulator.errors import ServesimError
+from simulator.layout_text import pool_layout
 from simulator.plan.cli import plan_cmd
 from simulator.terminal import make_console, widen_piped_help
 
@@ -105,8 +106,6 @@ def print_summary(summary: dict, out_dir: Path | None) -> None:
     thr = summary["throughput"]
     dis = summary.get("disaggregation")
     if dis:  # the report's notation: replicas × TP·PP(·DP·EP) per pool
-        from simulator.layout_text import pool_layout
-
         layout = " + ".join(f"{role} {dis[role]['replicas']}× {pool_layout(dis[role], cfg.get('gpu'))}"
                             for role in ("prefill", "decode"))
         title = f"{summary['scenario']}: {cfg.get('model')} on {cfg.get('gpu')}, {layout}, {cfg.get('scheduler')}"

@@ -70,11 +70,10 @@ def _link(cfg: DisaggregationConfig, gpu: GPUSpec, same_node: bool, other: GPUSp
 
 
 def build_kv_transfer(cfg: DisaggregationConfig, model: ModelSpec, gpu: GPUSpec, kv_dtype: str,
-                      gpus_per_node: int, decode_gpu: GPUSpec | None = None) -> KVTransfer:
+                      gpus_per_node: int, decode_gpu: GPUSpec) -> KVTransfer:
     """The transfer model of a disaggregated layout; `gpu` (the prefill pool's) and
-    `decode_gpu` (default the same) carry the scenario's link overrides. Pools on
-    different GPU types share no node."""
-    decode_gpu = decode_gpu or gpu
+    `decode_gpu` carry the scenario's link overrides. Pools on different GPU types share
+    no node."""
     mixed = decode_gpu.name != gpu.name
     per_token = max(kv_bytes_per_token_per_gpu(model, kv_dtype, cfg.prefill.tp, cfg.prefill.pp),
                     kv_bytes_per_token_per_gpu(model, kv_dtype, cfg.decode.tp, cfg.decode.pp))

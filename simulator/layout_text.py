@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 
-def pool_layout(pool: Mapping, gpu: object = None) -> str:
+def pool_layout(pool: Mapping, gpu: str | None = None) -> str:
     """'TP4·PP1', 'TP1·PP1·DP8·EP8', 'TP4·PP1 on a100-80gb-sxm': the layout of one instance
     of a pool (its `dp` and `ep` shown when above 1; summaries written before pools had
     them show TP·PP only), and its GPU where it is not `gpu`, the run's."""

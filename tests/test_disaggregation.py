@@ -160,7 +160,8 @@ def transfer_model(prefill=(1, 1, 1), decode=(1, 1, 1), gpus_per_node: int = 8, 
     pool = lambda t: dict(zip(("tp", "pp", "replicas"), t, strict=True))  # noqa: E731
     cfg = DisaggregationConfig.model_validate(
         {"prefill": pool(prefill), "decode": pool(decode), "kv_transfer": kt})
-    return build_kv_transfer(cfg, get_model("llama-3.1-70b"), get_gpu("h100-sxm"), "bf16", gpus_per_node)
+    h100 = get_gpu("h100-sxm")
+    return build_kv_transfer(cfg, get_model("llama-3.1-70b"), h100, "bf16", gpus_per_node, decode_gpu=h100)
 
 
 @pytest.mark.parametrize("tokens", [1, 100, 4096])

@@ -90,9 +90,24 @@ def test_n_units_run_n_times_each_pool():
 
 
 def test_a_pool_fix_reads_in_plan_terms():
-    fix = "set one of: disaggregation.prefill.tp: 4; parallelism.tp: 2; memory.gpu_memory_utilization: 0.92"
+    fix = ("set one of: disaggregation.prefill.tp: 4; parallelism.tp: 2; disaggregation.decode.gpu: b200; "
+           "memory.gpu_memory_utilization: 0.92")
     assert plan_fix(fix) == ("set one of: space.disaggregation.prefill.tp: [4]; space.tp: [2]; "
-                             "memory.gpu_memory_utilization: 0.92")
+                             "space.disaggregation.decode.gpu: [b200]; memory.gpu_memory_utilization: 0.92")
+
+
+def test_a_disaggregated_bases_pool_prices_and_placeholder_layout():
+    """The base's pools keep their own price in the plan; its `parallelism` (a placeholder
+    beside pools) is not a colocated layout to search unless the space names one."""
+    data = tiny_plan()
+    del data["space"]["tp"]
+    data["base"]["disaggregation"] = {"prefill": {"tp": 1}, "decode": {"tp": 1, "gpu": "a100",
+                                                                       "cost_per_gpu_hour": 1.0}}
+    (point,) = load_plan(data=data).points
+    assert point.scenario["disaggregation"]["decode"]["cost_per_gpu_hour"] == 1.0
+    data["space"]["colocated"] = True
+    with pytest.raises(ServesimError, match="names no colocated tp"):
+        load_plan(data=data)
 
 
 def test_a_non_paged_policy_is_an_infeasible_disaggregated_point(tmp_path):

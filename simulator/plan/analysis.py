@@ -17,7 +17,7 @@ COLUMNS = (
     "rank", "label", "status", "meets_target", "gpu", "tp", "pp", "dp", "expert_parallel", "prefill", "decode",
     "policy",
     "max_num_batched_tokens",
-    "max_num_seqs", "weight_dtype", "activation_dtype", "kv_dtype", "max_rate_per_replica", "replicas",
+    "max_num_seqs", "prefill_max_num_batched_tokens", "weight_dtype", "activation_dtype", "kv_dtype", "max_rate_per_replica", "replicas",
     "gpus", "usd_per_hour", "carried_rps", "capacity_rps", "utilization", "usd_per_m_output_tokens",
     "output_tok_s_per_gpu", "tok_s_per_user", "ttft_p99_ms", "tpot_p99_ms", "ttft_p99_at_max_ms",
     "tpot_mean_at_max_ms", "pareto_cost_latency", "pareto_throughput", "limited_by", "reason",
@@ -79,7 +79,7 @@ def derive(loaded: LoadedPlan, records: dict[str, dict]) -> list[dict]:
             continue
         row.update(status=rec["status"], reason=rec.get("reason"), sims=rec.get("sims"), wall_s=rec.get("wall_s"),
                    max_num_batched_tokens=rec.get("max_num_batched_tokens"), max_num_seqs=rec.get("max_num_seqs"),
-                   _prefill_budget=rec.get("prefill_max_num_batched_tokens"),
+                   prefill_max_num_batched_tokens=rec.get("prefill_max_num_batched_tokens"),
                    kv_capacity_tokens=rec.get("kv_capacity_tokens"), usd_per_gpu_hour=rec.get("usd_per_gpu_hour"),
                    mean_output_tokens=rec.get("mean_output_tokens"), decode_floor_ms=rec.get("decode_floor_ms"),
                    weights_gib_per_gpu=(rec.get("memory_gib") or {}).get("weights"),

@@ -24,6 +24,7 @@ from simulator.config import (
     KVTransferConfig,
     LoadedScenario,
     OverrideOrigin,
+    PoolConfig,
     Scenario,
     format_validation_error,
     load_scenario,
@@ -151,6 +152,8 @@ class PoolSpace(StrictModel):
     expert_parallel: list[bool] = Field([False], min_length=1, description="expert parallelism off/on (MoE models)")
     gpu: list[str] | None = Field(None, min_length=1, description="this pool's GPUs to try (prefill on one type, "
                                   "decode on another); default the space's `gpu`")
+    cost_per_gpu_hour: float | None = Field(None, ge=0, description="this pool's $ per GPU-hour; default `prices`, "
+                                            "else the catalog's")
 
 
 class DisaggregationSpace(StrictModel):
@@ -502,7 +505,10 @@ def expand(loaded: LoadedPlan, source: str = "<plan>") -> list[ConfigPoint]:
     plan, base = loaded.plan, loaded.base.scenario
     space, s = plan.space, plan.search
     gpus = [_check_gpu(g, f"{source}: space.gpu") for g in (space.gpu or [base.hardware.gpu])]
-    layouts = _colocated_layouts(loaded, source) + _disaggregated_layouts(loaded, source)
+    from simulator.simulation import resolve_model
+
+    moe = resolve_model(base, loaded.base.base_dir).is_moe  # expert parallelism means nothing otherwise
+    layouts = _colocated_layouts(loaded, source, moe) + _disaggregated_layouts(loaded, source, moe)
     weights = space.weight_dtype or [base.model.weight_dtype]
     kvs = space.kv_dtype or [base.model.kv_dtype]
     scheds = _schedulers(space.scheduler, loaded.base_data.get("scheduler") or base.scheduler.model_dump(), source)
@@ -522,9 +528,11 @@ def expand(loaded: LoadedPlan, source: str = "<plan>") -> list[ConfigPoint]:
         for p in (pools or {}).values():
             if p.get("gpu") == gpu:
                 del p["gpu"]  # the run's own GPU: one point, however it is named
-            elif "gpu" in p and p["gpu"] in prices:
+            elif "gpu" not in p or "cost_per_gpu_hour" in p:
+                continue  # priced as the run's GPU, or by the pool itself
+            elif p["gpu"] in prices:
                 p["cost_per_gpu_hour"] = prices[p["gpu"]]
-            elif p.get("gpu") == base_gpu and base.hardware.cost_per_gpu_hour is not None:
+            elif p["gpu"] == base_gpu and base.hardware.cost_per_gpu_hour is not None:
                 p["cost_per_gpu_hour"] = base.hardware.cost_per_gpu_hour  # the base's price for its GPU
         run_on = [gpu, *(p["gpu"] for p in (pools or {}).values() if "gpu" in p)]
         for act in _activation(space, w, run_on, base.model.activation_dtype):
@@ -540,7 +548,9 @@ def expand(loaded: LoadedPlan, source: str = "<plan>") -> list[ConfigPoint]:
                 hw["cost_per_gpu_hour"] = prices[gpu]
             if pools is not None:
                 d.pop("parallelism", None)
-                d["disaggregation"] = {**json.loads(json.dumps(pools)), "kv_transfer": dict(layout["kv_transfer"])}
+                d["disaggregation"] = {**json.loads(json.dumps(pools)),
+                                       **({"kv_transfer": dict(layout["kv_transfer"])} if "kv_transfer" in layout
+                                          else {})}
             else:
                 d.pop("disaggregation", None)
                 d["parallelism"] = {**layout, "replicas": 1}
@@ -567,10 +577,8 @@ def expand(loaded: LoadedPlan, source: str = "<plan>") -> list[ConfigPoint]:
     return list(points.values())
 
 
-def _colocated_layouts(loaded: LoadedPlan, source: str) -> list[dict]:
+def _colocated_layouts(loaded: LoadedPlan, source: str, moe: bool) -> list[dict]:
     """One replica's `parallelism` for each colocated point of the space."""
-    from simulator.simulation import resolve_model
-
     space, base = loaded.plan.space, loaded.base.scenario
     named = any(v is not None for v in (space.tp, space.pp, space.dp, space.expert_parallel))
     colocated = space.colocated if space.colocated is not None else (base.disaggregation is None or named)
@@ -586,18 +594,29 @@ def _colocated_layouts(loaded: LoadedPlan, source: str) -> list[dict]:
                               fix="add space.disaggregation: {prefill: {tp: [...]}, decode: {tp: [...]}}, "
                                   "or drop `colocated: false`")
         return []
+    if base.disaggregation is not None and space.tp is None:
+        # the base's `parallelism` is a placeholder beside its pools, not a layout to try
+        raise ConfigError("space.colocated is true, but the base is disaggregated and the space names no "
+                          "colocated tp", where=f"{source}: space.colocated",
+                          fix="list the colocated layouts to compare, e.g. space.tp: [4, 8]")
     tps = space.tp or [base.parallelism.tp]
     pps = space.pp or [base.parallelism.pp]
     dps = space.dp or [base.parallelism.dp]
-    eps = space.expert_parallel or [base.parallelism.expert_parallel]
-    if not resolve_model(base, loaded.base.base_dir).is_moe:  # the flag changes nothing for a dense model
-        eps = [False]
+    eps = _expert_flags(space.expert_parallel or [base.parallelism.expert_parallel], moe)
     return [{"tp": tp, "pp": pp, "dp": dp, "expert_parallel": ep}
-            for tp, pp, dp, ep in itertools.product(tps, pps, dps, eps)
-            if not (ep and tp * dp == 1 and False in eps)]  # experts over one GPU: the point without the flag
+            for tp, pp, dp, ep in itertools.product(tps, pps, dps, eps) if not _redundant_ep(ep, tp, dp, eps)]
 
 
-def _disaggregated_layouts(loaded: LoadedPlan, source: str) -> list[dict]:
+def _expert_flags(flags: list[bool], moe: bool) -> list[bool]:
+    return flags if moe else [False]  # the flag changes nothing for a dense model
+
+
+def _redundant_ep(ep: bool, tp: int, dp: int, flags: list[bool]) -> bool:
+    """Experts over one GPU: the same point as without the flag, when that is searched too."""
+    return ep and tp * dp == 1 and False in flags
+
+
+def _disaggregated_layouts(loaded: LoadedPlan, source: str, moe: bool) -> list[dict]:
     """Each disaggregated point's pools (one unit) and KV transfer: the space's product,
     else the base's own layout."""
     space, base = loaded.plan.space, loaded.base.scenario
@@ -610,34 +629,34 @@ def _disaggregated_layouts(loaded: LoadedPlan, source: str) -> list[dict]:
         kv = dis.kv_transfer.model_dump(exclude_unset=True)
     else:  # the base's as written (the scenario's defaults where it has none)
         kv = (loaded.base_data.get("disaggregation") or {}).get("kv_transfer") or {}
-    from simulator.simulation import resolve_model
-
-    moe = resolve_model(base, loaded.base.base_dir).is_moe
-    out = []
     where = f"{source}: space.disaggregation"
-    for pre, dec in itertools.product(_pool_layouts(dis.prefill, moe, f"{where}.prefill"),
-                                      _pool_layouts(dis.decode, moe, f"{where}.decode")):
-        out.append({"pools": {"prefill": pre, "decode": dec}, "kv_transfer": dict(kv)})
-    return out
+    return [{"pools": {"prefill": pre, "decode": dec}, **({"kv_transfer": dict(kv)} if kv else {})}
+            for pre, dec in itertools.product(_pool_layouts(dis.prefill, moe, f"{where}.prefill"),
+                                              _pool_layouts(dis.decode, moe, f"{where}.decode"))]
 
 
-def _pool_space(pool) -> PoolSpace:
+def _pool_space(pool: PoolConfig) -> PoolSpace:
+    """A scenario's pool as the one-point space a plan over that base searches."""
     return PoolSpace(tp=[pool.tp], pp=[pool.pp], replicas=[pool.replicas], dp=[pool.dp],
-                     expert_parallel=[pool.expert_parallel], gpu=None if pool.gpu is None else [pool.gpu])
+                     expert_parallel=[pool.expert_parallel], gpu=None if pool.gpu is None else [pool.gpu],
+                     cost_per_gpu_hour=pool.cost_per_gpu_hour)
 
 
 def _pool_layouts(pool: PoolSpace, moe: bool, where: str) -> list[dict]:
-    """Each layout of one pool; the expert-parallel flag only for MoE models, and only
-    where the experts span more than one GPU (else it is the point without it)."""
-    eps = pool.expert_parallel if moe else [False]
+    """Each layout of one pool, as its scenario section (defaults left out); the
+    expert-parallel flag only for MoE models, and only where the experts span more than
+    one GPU (else it is the point without it)."""
+    eps = _expert_flags(pool.expert_parallel, moe)
     gpus = [None] if pool.gpu is None else list(dict.fromkeys(_check_gpu(g, f"{where}.gpu") for g in pool.gpu))
     out = []
     for tp, pp, n, dp, ep, gpu in itertools.product(pool.tp, pool.pp, pool.replicas, pool.dp, eps, gpus):
-        if ep and tp * dp == 1 and False in eps:
+        if _redundant_ep(ep, tp, dp, eps):
             continue
         layout = {"tp": tp, "pp": pp, "replicas": n}
         if gpu is not None:
             layout["gpu"] = gpu
+        if pool.cost_per_gpu_hour is not None:
+            layout["cost_per_gpu_hour"] = pool.cost_per_gpu_hour
         if dp > 1:
             layout["dp"] = dp
         if ep:
@@ -673,18 +692,21 @@ def gpu_and_layout(params: dict) -> str:
 
 
 def pool_label(pool: dict) -> str:
-    """'2×TP2', 'TP4 PP2', 'TP1 DP8 EP': the instances of one disaggregated pool."""
-    one = f"TP{pool['tp']}" + (f" PP{pool['pp']}" if pool["pp"] > 1 else "")
-    one += (f" DP{pool['dp']}" if pool.get("dp", 1) > 1 else "") + (" EP" if pool.get("expert_parallel") else "")
-    one += f" {pool['gpu']}" if pool.get("gpu") else ""
+    """'2×TP2', 'TP4 PP2', 'TP1 DP8 EP a100-80gb-sxm': the instances of one disaggregated pool."""
+    one = layout_label(pool) + (f" {pool['gpu']}" if pool.get("gpu") else "")
     return f"{pool['replicas']}×{one}" if pool["replicas"] > 1 else one
+
+
+def pool_gpus(pool: dict) -> int:
+    """GPUs of all the instances of one pool of a unit."""
+    return pool["tp"] * pool["pp"] * pool.get("dp", 1) * pool["replicas"]
 
 
 def gpus_per_replica(params: dict) -> int:
     """GPUs of one replica, or of one disaggregated unit (both pools' instances)."""
     pools = params.get("pools")
     if pools:
-        return sum(p["tp"] * p["pp"] * p.get("dp", 1) * p["replicas"] for p in pools.values())
+        return sum(pool_gpus(p) for p in pools.values())
     return params["tp"] * params["pp"] * params.get("dp", 1)
 
 

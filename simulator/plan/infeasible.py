@@ -16,7 +16,7 @@ MAX_LABELS = 3
 #: Scenario fields a plan varies under `space` (the rest live in its base scenario).
 _SPACE_FIELD = re.compile(r"\b(?:parallelism|hardware|model)\.(tp|pp|dp|expert_parallel|gpu|weight_dtype|kv_dtype): "
                           r"([\w.-]+)")
-_POOL_FIELD = re.compile(r"\bdisaggregation\.(prefill|decode)\.(tp|pp|dp|replicas|expert_parallel): (\w+)")
+_POOL_FIELD = re.compile(r"\bdisaggregation\.(prefill|decode)\.(tp|pp|dp|replicas|expert_parallel|gpu): ([\w.-]+)")
 
 
 @dataclass

@@ -21,7 +21,13 @@ import matplotlib.pyplot as plt
 
 from simulator import __version__
 from simulator.plan.analysis import COLUMNS
-from simulator.plan.config import LoadedPlan, gpu_and_layout, gpus_per_replica, layout_label
+from simulator.plan.config import (
+    LoadedPlan,
+    gpu_and_layout,
+    gpus_per_replica,
+    layout_label,
+    pool_gpus,
+)
 from simulator.plan.runner import RECOMMENDED, PlanOutcome, clean, write_atomic
 from simulator.report.html import CSS
 
@@ -42,7 +48,7 @@ def headline(row: dict, loaded: LoadedPlan) -> str:
              else f"{layout_label(row)} × {row['replicas']} replica{plural}")
     sched = f"{row['policy']}"
     if row.get("max_num_batched_tokens") and row["policy"] in ("vllm-v1", "vllm-v0", "continuous"):
-        prefill = row.get("_prefill_budget")  # pools on different GPUs may take different defaults
+        prefill = row.get("prefill_max_num_batched_tokens")  # pools on different GPUs: different defaults
         sched += (f" budget {prefill} prefill / {row['max_num_batched_tokens']} decode"
                   if prefill and prefill != row["max_num_batched_tokens"] else f" budget {row['max_num_batched_tokens']}")
     quant = "" if row["weight_dtype"] == "bf16" and row["kv_dtype"] == "bf16" else \
@@ -69,7 +75,7 @@ def _gpu_counts(row: dict) -> str:
     counts: dict[str, int] = {}
     for pool in pools.values():
         gpu = pool.get("gpu") or row["gpu"]
-        counts[gpu] = counts.get(gpu, 0) + pool["tp"] * pool["pp"] * pool.get("dp", 1) * pool["replicas"]
+        counts[gpu] = counts.get(gpu, 0) + pool_gpus(pool)
     if len(counts) < 2:
         return f"{row['gpus']} × {gpu_name(row['gpu'])}"
     return " + ".join(f"{n * row['replicas']} × {gpu_name(g)}" for g, n in counts.items())
