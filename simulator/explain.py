@@ -98,7 +98,7 @@ def explain(loaded: LoadedScenario, *, batch: int = 32, context: int | None = No
         if value > limit:  # the server would refuse such a request
             raise ConfigError(f"{name} {value} is longer than max_model_len={sim.max_model_len} allows",
                               where=name, fix=f"pass at most {limit}, or raise model.max_model_len with --set")
-    decode_pool = sim.pools.get("serve") or sim.pools["decode"]
+    decode_pool = sim.batch_pool
     prefill_pool = sim.pools.get("serve") or sim.pools["prefill"]
     fits = decode_pool.memory.sequences_at(context + 1)  # each holds its context and the token it makes
     if batch > fits:  # a step the engine could never run: its KV cache cannot hold the batch

@@ -255,8 +255,8 @@ class Simulation:
         if dis is not None:
             self.kv_transfer = build_kv_transfer(dis, self.model, gpus["prefill"], sc.model.kv_dtype,
                                                  sc.hardware.gpus_per_node, decode_gpu=gpus["decode"])
-        # The pool whose KV capacity bounds the batch: the only one, or the decode pool.
-        main = self.pools["serve" if dis is None else "decode"]
+        #: The pool whose KV capacity bounds the batch: the only one, or the decode pool.
+        self.batch_pool = main = self.pools["serve" if dis is None else "decode"]
         self.memory, self.sharded, self.cost = main.memory, main.sharded, main.cost
         self.token_budget, self.max_num_seqs = main.token_budget, main.max_num_seqs
         timer = timers[main.gpu.name]
@@ -575,7 +575,7 @@ class Simulation:
         summary: dict = {"scenario": self.loaded.name}
         summary.update(summarize(req_df, itl, slo))
         # KV figures describe the pool that holds requests while they decode.
-        main = self.pools["decode" if dis else "serve"]
+        main = self.batch_pool
         instances = self.cluster.decode if dis else self.replicas
         if dis:
             n_prefill = len(self.cluster.prefill)

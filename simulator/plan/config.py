@@ -681,14 +681,25 @@ def layout_label(params: dict) -> str:
     return out + (" EP" if params.get("expert_parallel") else "")
 
 
+def _named_pools(params: dict) -> dict | None:
+    """A unit's pools each with its GPU named, where one runs a GPU of its own; else None."""
+    pools = params.get("pools") or {}
+    if not any(p.get("gpu") for p in pools.values()):
+        return None
+    return {role: {**p, "gpu": p.get("gpu") or params["gpu"]} for role, p in pools.items()}
+
+
+def unit_layout(params: dict) -> str:
+    """layout_label, with each pool's GPU named where the pools run different GPUs."""
+    named = _named_pools(params)
+    return layout_label(params if named is None else {**params, "pools": named})
+
+
 def gpu_and_layout(params: dict) -> str:
     """'h100-sxm TP4', or 'prefill TP4 h100-sxm + decode TP4 a100-80gb-sxm' for a unit whose
     pools run different GPUs (each pool then named with its own)."""
-    pools = params.get("pools") or {}
-    if not any(p.get("gpu") for p in pools.values()):
-        return f"{params['gpu']} {layout_label(params)}"
-    named = {role: {**p, "gpu": p.get("gpu") or params["gpu"]} for role, p in pools.items()}
-    return layout_label({**params, "pools": named})
+    text = unit_layout(params)
+    return text if _named_pools(params) else f"{params['gpu']} {text}"
 
 
 def pool_label(pool: dict) -> str:

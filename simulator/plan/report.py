@@ -23,10 +23,10 @@ from simulator import __version__
 from simulator.plan.analysis import COLUMNS
 from simulator.plan.config import (
     LoadedPlan,
-    gpu_and_layout,
     gpus_per_replica,
     layout_label,
     pool_gpus,
+    unit_layout,
 )
 from simulator.plan.runner import RECOMMENDED, PlanOutcome, clean, write_atomic
 from simulator.report.html import CSS
@@ -43,8 +43,7 @@ def gpu_name(gpu: str) -> str:
 def headline(row: dict, loaded: LoadedPlan) -> str:
     """One line: '4 × H100 SXM5 80GB (TP2 × 2 replicas), vllm-v1 budget 8192: carries ...'."""
     plural = "s" if row["replicas"] > 1 else ""
-    shape = (f"{gpu_and_layout(row) if _mixed(row) else layout_label(row)}, {row['replicas']} unit{plural}"
-             if row.get("pools")
+    shape = (f"{unit_layout(row)}, {row['replicas']} unit{plural}" if row.get("pools")
              else f"{layout_label(row)} × {row['replicas']} replica{plural}")
     sched = f"{row['policy']}"
     if row.get("max_num_batched_tokens") and row["policy"] in ("vllm-v1", "vllm-v0", "continuous"):
@@ -62,10 +61,6 @@ def headline(row: dict, loaded: LoadedPlan) -> str:
     return (f"{_gpu_counts(row)} ({shape}), {sched}{quant}: carries "
             f"{_num(row['carried_rps'])} req/s{lat}{check}, ${row['usd_per_hour']:,.2f}/h"
             + (f", ${per_m:,.2f}/M output tokens at steady state" if per_m is not None else ""))
-
-
-def _mixed(row: dict) -> bool:
-    return any(p.get("gpu") for p in (row.get("pools") or {}).values())
 
 
 def _gpu_counts(row: dict) -> str:

@@ -33,7 +33,7 @@ import numpy as np
 
 from simulator.config import load_scenario
 from simulator.errors import ServesimError
-from simulator.plan.config import PlanSLO, SearchSettings, gpus_per_replica
+from simulator.plan.config import PlanSLO, SearchSettings
 from simulator.plan.slo import EarlyStop, LiveMonitor, evaluate
 from simulator.simulation import Simulation
 from simulator.workload import ConstantArrival, build_workload
@@ -84,10 +84,9 @@ def _search(task: dict) -> dict:
     except ServesimError as exc:  # the message and fix apart, so the terminal can group them
         return {"status": "infeasible", "reason": exc.render(), "message": exc.message.splitlines()[0],
                 "fix": exc.fix}
-    sc = loaded.scenario
-    main = sim.pools["serve" if "serve" in sim.pools else "decode"]
+    main = sim.batch_pool
     gpu = main.gpu
-    gpr = gpus_per_replica(task["params"])
+    gpr = sum(p.gpus for p in sim.pools.values())  # one replica, or both pools of one unit
     mem = sim.memory
     info = {
         "gpus_per_replica": gpr,
@@ -106,7 +105,7 @@ def _search(task: dict) -> dict:
         "mean_prompt_tokens": float(np.mean(sim.workload.prompt_tokens)),
         "mean_output_tokens": float(np.mean(sim.workload.output_tokens)),
     }
-    wcfg = sc.workload
+    wcfg = loaded.scenario.workload
     probes: list[dict] = []
     sims = [0]
 
