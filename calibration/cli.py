@@ -117,18 +117,21 @@ def calibrate(
                                "(or a subcommand: show, compare, import-aiconfigurator)")
     from calibration.bench import pick_device, require_torch
 
+    # Every input is checked before the (long) measurement, the output path included, and
+    # those that need no torch before torch is looked for.
+    models, scenario_tps = _models(model, scenario)
+    tps = _parse_tp(tp) if tp is not None else (scenario_tps or [1])
+    out = check_writable(out, option="--out")
+    if device not in ("auto", "cuda", "cpu"):
+        raise CalibrationError(f"unknown device {device!r}", where="--device", fix="use auto, cuda or cpu")
     torch = require_torch()
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from calibration.bench import run_benchmarks
     from calibration.grid import build_plan
 
-    # Every input is checked before the (long) measurement, the output path included.
-    models, scenario_tps = _models(model, scenario)
-    tps = _parse_tp(tp) if tp is not None else (scenario_tps or [1])
     kind = pick_device(torch, device).type
     plan = build_plan(models, tps, quick=quick, device=kind, token_budget=token_budget)
-    out = check_writable(out, option="--out")
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err_console, transient=True) as bar:
         task = bar.add_task("measuring", total=plan.size())

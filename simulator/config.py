@@ -32,7 +32,7 @@ from simulator.yaml_input import load_yaml, read_yaml_text, yaml_error
 
 class ModelConfig(StrictModel):
     name: str | None = Field(None, description="catalog name, e.g. `llama-3.1-8b` (see `simulate list models`)")
-    config_json: str | None = Field(None, description="path to a Hugging Face config.json, instead of `name`")
+    config_json: str | None = Field(None, description="path to a Hugging Face config.json, instead of `name` (a `--set` of either replaces the other)")
     weight_dtype: Dtype = Field("bf16", description="weight format: bf16, fp16, fp8, int8, int4, fp4")
     activation_dtype: Dtype = Field("bf16", description="GEMM input format; fp8 with fp8 weights = W8A8 on FP8 tensor cores")
     kv_dtype: Dtype = Field("bf16", description="KV-cache element format")
@@ -538,6 +538,7 @@ def load_scenario(path: str | Path | None = None, overrides: list[str] | None = 
     as_written = _deepcopy(data) if overrides else data  # the file's own arrival, for the warnings
     for assignment in overrides or []:
         apply_override(data, assignment)
+        _one_model_source(data, assignment)
     ours = OverrideOrigin(overrides or [], as_written, label=overrides_label)
 
     def origin(field: str) -> tuple[str, bool] | None:
@@ -554,6 +555,24 @@ def load_scenario(path: str | Path | None = None, overrides: list[str] | None = 
     return LoadedScenario(scenario, Path(path) if path is not None else None, base, text,
                           switched_arrival_leftovers(as_written, overrides or []),
                           tuple(overrides or ()) if overrides_label == "--set" else ())
+
+
+# A model is named from the catalog or described by a config.json, never both.
+_MODEL_SOURCES = ("name", "config_json")
+
+
+def _one_model_source(data: dict, assignment: str) -> None:
+    """`--set model.config_json=PATH` on a scenario that names a catalog model (or
+    `model.name` on one that points to a config.json) replaces the other, as the user meant,
+    rather than failing as two model sources."""
+    key = assignment.partition("=")[0].strip()
+    model = data.get("model")
+    if assignment.startswith("~") or not isinstance(model, dict) or key not in {f"model.{f}" for f in _MODEL_SOURCES}:
+        return
+    field = key.split(".", 1)[1]
+    if model.get(field) is not None:
+        other = _MODEL_SOURCES[1 - _MODEL_SOURCES.index(field)]
+        model.pop(other, None)
 
 
 def switched_arrival_leftovers(as_written: dict, overrides: list[str]) -> tuple[str, ...]:

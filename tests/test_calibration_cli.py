@@ -86,6 +86,19 @@ def measure(out, *extra: str, model: str = "llama-3.1-8b", device: str = "cpu") 
     return ["calibrate", "--model", model, "--quick", "--device", device, "--out", str(out), *extra]
 
 
+def test_inputs_are_checked_before_torch_is_looked_for(tmp_path, monkeypatch, capsys):
+    """Without torch a wrong --model, --device or --out still names itself: the user fixes
+    everything in one pass instead of installing torch first to learn of a typo."""
+    def no_torch():
+        raise cal_cli.CalibrationError("calibration needs torch, which is not installed")
+
+    monkeypatch.setattr(bench, "require_torch", no_torch)
+    assert "--model: unknown model 'nosuch'" in user_error(measure(tmp_path / "p.json", model="nosuch"), capsys)
+    assert "--device: unknown device 'tpu'" in user_error(measure(tmp_path / "p.json", device="tpu"), capsys)
+    assert "is a directory" in user_error(measure(tmp_path), capsys)
+    assert "needs torch" in user_error(measure(tmp_path / "p.json"), capsys)
+
+
 # -- the output path ---------------------------------------------------------------------------
 def test_an_out_path_that_cannot_be_written_is_refused_before_measuring(tmp_path, no_measuring, monkeypatch,
                                                                         capsys):

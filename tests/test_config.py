@@ -172,6 +172,19 @@ def test_model_needs_exactly_one_source():
     assert "config_json" in error_of(exc)
 
 
+def test_a_set_model_source_replaces_the_files_other_one():
+    """`--set model.config_json=PATH` on a catalog-named scenario describes the model by that
+    file (and `model.name` on a config.json scenario names it from the catalog), instead of
+    failing as two sources; a null does not count, and the file's own two still fail."""
+    from simulator.config import load_scenario
+    d = scenario()
+    loaded = load_scenario(data=d, overrides=["model.config_json=config.json"])
+    assert loaded.scenario.model.name is None and loaded.scenario.model.config_json == "config.json"
+    named = load_scenario(data=d, overrides=["model.config_json=config.json", "model.name=llama-3.1-70b"])
+    assert named.scenario.model.name == "llama-3.1-70b" and named.scenario.model.config_json is None
+    assert load_scenario(data=d, overrides=["model.config_json=null"]).scenario.model.name == d["model"]["name"]
+
+
 def test_missing_lengths_for_synthetic_arrivals():
     d = scenario()
     del d["workload"]["output_tokens"]

@@ -36,15 +36,20 @@ def test_only_v1_releases_before_0_14_lose_async_scheduling():
     assert version_overrides("0.14.0", "vllm-v1") == (["cost_model.engine_version='0.14.0'", chunk], None)
     for recent in ("0.19.0", "v0.19.0-cu130"):
         assert version_overrides(recent, "vllm-v1") == ([f"cost_model.engine_version='{recent}'"], None)
-    for unknown in ("nightly-5b8c30d6", None):  # taken as the tables' own release
-        assert version_overrides(unknown, "vllm-v1") == ([], None)
+    assert version_overrides(None, "vllm-v1") == ([], None)
+    extra, note = version_overrides("nightly-5b8c30d6", "vllm-v1")  # taken as recent, and said
+    assert extra == [] and "'nightly-5b8c30d6' is not a release number" in note
     # The user's own settings win; other policies have no such default to change.
     assert version_overrides("0.12.0", "vllm-v1", user_set_async=True) == ([release, chunk], None)
     assert version_overrides("0.12.0", "vllm-v1", user_set_async=True, user_set_release=True) == ([chunk], None)
     assert version_overrides("0.2.3", "vllm-v0") == (["cost_model.engine_version='0.2.3'"], None)
-    # A V0-engine release under the V1 policy is said, not silently simulated otherwise.
+    # A V0-engine release under the V1 policy is said, and runs without the V1 defaults that
+    # came later (async scheduling, whole-prompt admission): it must not read faster than 0.13.
     extra, note = version_overrides("0.6.3", "vllm-v1")
-    assert extra == ["cost_model.engine_version='0.6.3'"] and "vllm-v0" in note
+    assert extra == ["cost_model.engine_version='0.6.3'", chunk, "scheduler.async_scheduling=false"]
+    assert "vllm-v0" in note and "without async scheduling" in note
+    assert version_overrides("0.6.3", "vllm-v1", user_set_async=True)[0] == ["cost_model.engine_version='0.6.3'",
+                                                                              chunk]
     with pytest.raises(ConfigError, match="not a vLLM release"):
         check_version("latest", "--engine-version")
 

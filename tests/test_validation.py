@@ -243,7 +243,7 @@ def test_vllm_bench_json_replays_start_times_and_latencies(tmp_path):
     src = _write(tmp_path / "bench.json", json.dumps(data))
     run = read_measured([src]).runs[0]
     assert run.kind == "trace"
-    assert len(run.requests) == n - 1
+    assert len(run.requests) == n - 1 and run.note.startswith("1 failed request(s)")
     assert run.requests["arrival_s"].min() == 0.0
     assert sorted(run.requests["arrival_s"].round(6)) == [round(0.25 * k, 6) for k in range(n - 1)]
     assert np.allclose(run.requests["e2e_ms"] - run.requests["ttft_ms"], 500.0)
@@ -472,6 +472,25 @@ def test_sweep_row_without_a_precision_takes_the_checkpoints(tmp_path):
     weights = [next(o for o in r.overrides if o.startswith("model.weight_dtype=")) for r in runs]
     assert weights == ["model.weight_dtype=bf16", "model.weight_dtype=fp8", "model.weight_dtype=bf16"]
     assert [r.group.split()[2] for r in runs] == ["bf16", "fp8", "bf16"]
+
+
+def test_a_stated_precision_meets_the_checkpoints_name(tmp_path):
+    """A cell of fp8 beside a checkpoint without KV scales keeps that checkpoint's 16-bit
+    cache, as its blank cell (and the same name in a vLLM JSON) does; a cell naming other
+    weights than the name runs as the row says, with a note."""
+    src = _write(tmp_path / "m.csv", "system,model,precision,tp_size,isl,osl,concurrency,ttft_ms,tpot_ms\n"
+                 "h100_sxm,RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8,fp8,1,128,16,2,30,8\n"
+                 "h100_sxm,RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8,,1,128,16,2,30,8\n"
+                 "h100_sxm,neuralmagic/Meta-Llama-3.1-8B-Instruct-FP8-dynamic,fp8,1,128,16,2,30,8\n"
+                 "h100_sxm,nvidia/Llama-3.1-8B-Instruct-FP8,fp8,1,128,16,2,30,8\n"
+                 "h100_sxm,Qwen/Qwen3-32B-FP8,bf16,1,128,16,2,30,8\n")
+    runs = read_measured([src]).runs
+    kv = [next(o for o in r.overrides if o.startswith("model.kv_dtype=")).split("=")[1] for r in runs]
+    weights = [next(o for o in r.overrides if o.startswith("model.weight_dtype=")).split("=")[1] for r in runs]
+    assert kv == ["bf16", "bf16", "bf16", "fp8", "bf16"]
+    assert weights == ["fp8", "fp8", "fp8", "fp8", "bf16"]
+    assert [r.note for r in runs[:4]] == [None] * 4
+    assert "fp8 weights the checkpoint's name 'Qwen/Qwen3-32B-FP8' states" in runs[4].note
 
 
 def test_sweep_rows_size_the_server_to_their_clients(tmp_path):
@@ -824,3 +843,15 @@ def test_a_summary_keeps_its_latencies_and_names_its_release(tmp_path):
     data["latencies"] = [0.4, 0.5] * 20
     run = read_measured([_write(tmp_path / "new.json", json.dumps(data))]).runs[0]
     assert run.measured["e2e_ms"] == pytest.approx(450.0) and run.engine_version == "0.12.0"
+
+
+def test_a_summary_leaves_out_the_zero_latencies_of_failed_requests(tmp_path):
+    """vLLM keeps a failed request's latency at its default 0 in `latencies`: averaging it in
+    would read the run's E2E low by the failed share."""
+    data = {k: v for k, v in _summary_json().items() if k != "mean_e2el_ms"}
+    data["latencies"] = [0.4, 0.5] * 18 + [0.0] * 4
+    run = read_measured([_write(tmp_path / "failed.json", json.dumps(data))]).runs[0]
+    assert run.measured["e2e_ms"] == pytest.approx(450.0)
+    data["latencies"] = [0.0] * 40  # nothing measured: E2E is not scored rather than read as 0
+    run = read_measured([_write(tmp_path / "none.json", json.dumps(data))]).runs[0]
+    assert "e2e_ms" not in run.measured

@@ -113,7 +113,7 @@ class CostModelConfig(StrictModel):
         "attention at the "
         "rate the GPU sustains under its power limit: measured back to back where the GPU catalog has it "
         "(H100/H200: BF16 and FP8, and prefill attention inside a prefill layer), else the rate the profile's own long (>= 10 ms) GEMM rows of that dtype "
-        "reach, where it is measurably below that of its short rows (FP8/FP4 on B200/B300/GB300); false: every "
+        "reach, where it is measurably below that of its short rows (FP8/FP4 on B200/B300/GB300, and BF16 on GB300); false: every "
         "row's short-burst rate, as measured")
     efficiency: RooflineEfficiency = Field(default_factory=RooflineEfficiency)
 

@@ -33,7 +33,7 @@ def run_validation(paths: list[Path], scenario: Path, overrides: list[str], out_
     measured, followed = prepare_measured(paths, base, overrides, rounds=rounds, length_ratio=length_ratio,
                                           recipes=recipes, engine_version=engine_version)
     preds = validate(measured, scenario, overrides, progress=progress, workers=workers)
-    _require_one_simulated(preds, overrides)
+    _require_one_simulated(preds, overrides, followed)
     result = score(measured, preds, base.scenario.slo.model_dump())
     result["scenario"] = str(scenario)
     result["overrides"] = list(overrides)
@@ -76,7 +76,7 @@ def _check_inputs_outside(paths: list[Path], out_dir: Path) -> None:
                                 where=str(path), fix="pass another --output-dir, or move the input out first")
 
 
-def _require_one_simulated(preds: list[RunPrediction], overrides: list[str] = ()) -> None:
+def _require_one_simulated(preds: list[RunPrediction], overrides: list[str] = (), followed: dict | None = None) -> None:
     """With no run simulated there is nothing to score: say why instead of writing an
     empty report. The first reason stands for all when they are the same, and names the
     `--set` that wrote its field (`model.name: unknown model ...`)."""
@@ -93,6 +93,9 @@ def _require_one_simulated(preds: list[RunPrediction], overrides: list[str] = ()
     run = preds[0].run
     if not first.startswith(run.label):  # say which run, and of which file
         first = f"{run.label} ({run.source}): {first}"
+    if run.label in (followed or {}):  # not the scenario's model: say where this one came from
+        first += (f"\n  (the run simulates {followed[run.label]}, the model its file's model_id names; "
+                  "--set model.name=... chooses another)")
     more = "" if len(reasons) == 1 else f" (and {len(reasons) - 1} other reason(s); see each run with fewer inputs)"
     raise ServesimError(f"no run could be simulated ({len(preds)} of {len(preds)} failed){more}; the first:\n{first}")
 

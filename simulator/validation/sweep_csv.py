@@ -28,10 +28,12 @@ from simulator.validation.measurement import (
     shown_cell,
 )
 from simulator.validation.precision import (
+    PRECISIONS,
     UNSTATED_PRECISIONS,
     accepted_precisions,
     canonical_precision,
     checkpoint_precision,
+    checkpoint_token_precision,
     precision_overrides,
 )
 from simulator.validation.recipes import launch_recipe
@@ -118,7 +120,7 @@ def sweep_set(df: pd.DataFrame, source: str, wheres: list[str], rounds: int, len
             unreadable.append(exc)
             runs.append(_unread_row(f"row {row_numbers[i]}", source, exc))
             continue
-        prec = _row_precision(text.precision, model)
+        prec, precision_note = _row_precision(text.precision, model)
         other_engine = _other_engine(text, df.columns)
         shown_system, shown_model = spellings.setdefault(_catalog_key(system, model), (system, model))
         family = (f"{shown_system} {shown_model} {prec or str(text.precision).strip()}"
@@ -127,7 +129,7 @@ def sweep_set(df: pd.DataFrame, source: str, wheres: list[str], rounds: int, len
         release = _row_version(text, df.columns)
         group = (f"{family} tp{tp}{''.join(f' {label}' for label in layout.labels)} isl{isl} osl{osl}"
                  f"{_release_label(release)}")
-        note = _expert_parallel_note(layout, tp, model)
+        note = "; ".join(filter(None, [_expert_parallel_note(layout, tp, model), precision_note])) or None
         if other_engine:  # its version is not a vLLM release, and vLLM's recipes are not its flags
             note = "; ".join(filter(None, [note, f"measured on {other_engine}, simulated with the base "
                                                  "scenario's scheduler, without vLLM's release rules or recipes"]))
@@ -171,15 +173,29 @@ def _unread_row(label: str, source: str, error: MeasurementError) -> MeasuredRun
                        error=error.render())
 
 
-def _row_precision(cell: object, model: str) -> str | None:
-    """A sweep row's precision, read from the checkpoint when the row leaves it unstated."""
+def _row_precision(cell: object, model: str) -> tuple[str | None, str | None]:
+    """A sweep row's precision, read from the checkpoint when the row leaves it unstated, and
+    a note where the cell and the checkpoint's name disagree.
+
+    A cell of `fp8` beside a checkpoint whose name says it has no KV-cache scales
+    (`-FP8-dynamic`, Red Hat's `-FP8`) is that checkpoint's FP8, with its 16-bit cache, as
+    the same name in a vLLM JSON reads; a cell naming another weight format than the name
+    is taken as the row states it, and said."""
     text = "" if missing_cell(cell) else str(cell)
-    if text.strip().lower() not in UNSTATED_PRECISIONS:
-        return canonical_precision(text)
-    try:
-        return checkpoint_precision(model)
-    except CatalogError:  # an unknown model is reported later, with the catalog's reason
-        return "bf16"
+    if text.strip().lower() in UNSTATED_PRECISIONS:
+        try:
+            return checkpoint_precision(model), None
+        except CatalogError:  # an unknown model is reported later, with the catalog's reason
+            return "bf16", None
+    prec, named = canonical_precision(text), checkpoint_token_precision(model)
+    if prec is None or named is None or named == prec:
+        return prec, None
+    if prec == "fp8" and named == "fp8_kv16":
+        return named, None
+    if PRECISIONS[named][0] != PRECISIONS[prec][0]:
+        return prec, (f"precision {text.strip()!r} is not the {PRECISIONS[named][0]} weights the checkpoint's "
+                      f"name {model!r} states: simulated as the row's precision says")
+    return prec, None
 
 
 def _name_cell(cell: object, column: str, where: str) -> str:

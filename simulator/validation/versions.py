@@ -49,8 +49,9 @@ def version_overrides(version: str | None, policy: str, user_set_async: bool = F
     scheduler is `policy`, and a note that says so; none where the user set the field.
     Every parsed release is passed to the cost model, for the kernels it ran (cost/releases.py)."""
     parsed = parse_version(version)
-    if parsed is None:
-        return [], None
+    if parsed is None:  # a nightly build's hash: no release to take defaults from
+        return [], (f"vLLM version {version!r} is not a release number: simulated with the newest "
+                    "release's defaults" if version and str(version).strip() else None)
     out = [] if user_set_release else [f"cost_model.engine_version='{version}'"]
     if policy == "vllm-v0" and engine == "vllm-0.2" and parsed[:2] >= LATER_V0_SINCE:
         return out, (f"the base's engine preset vllm-0.2 carries vLLM 0.2.x's overheads (eager kernels, a "
@@ -59,12 +60,14 @@ def version_overrides(version: str | None, policy: str, user_set_async: bool = F
                      "overstate it")
     if policy != "vllm-v1":
         return out, None
-    if parsed[:2] < V1_ENGINE_SINCE:
-        return out, (f"vLLM {version} ran the V0 engine, which the base scenario's vllm-v1 policy does not "
-                     "model: use a scenario with scheduler.policy vllm-v0")
+    note = None
     if parsed[:2] < FULL_PROMPT_RESERVED_SINCE and not user_set_reserve:
         out.append("scheduler.reserve_full_prompt=false")
     if parsed[:2] < ASYNC_DEFAULT_SINCE and not user_set_async:
-        return ([*out, "scheduler.async_scheduling=false"],
-                f"vLLM {version} predates async scheduling by default (0.14): simulated without it")
-    return out, None
+        out.append("scheduler.async_scheduling=false")
+        note = f"vLLM {version} predates async scheduling by default (0.14): simulated without it"
+    if parsed[:2] < V1_ENGINE_SINCE:  # neither rule existed in the V0 engine either
+        note = (f"vLLM {version} ran the V0 engine, which the base scenario's vllm-v1 policy does not "
+                "model (simulated with V1's scheduler, without async scheduling): use a scenario with "
+                "scheduler.policy vllm-v0")
+    return out, note

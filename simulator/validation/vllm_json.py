@@ -179,9 +179,12 @@ def _vllm_run(data: object, path: Path, label: str, source: str) -> MeasuredSet:
     if kind == "trace" and len(req):
         req["arrival_s"] -= req["arrival_s"].min()
     model_id = data.get("model_id")
+    failed = int((~ok).sum())
+    note = (f"{failed} failed request(s) (an entry in `errors`, or no first token) left out: neither "
+            "replayed nor scored") if failed else None
     run = MeasuredRun(label=label, source=source, kind=kind, measured=mean_latencies(req), requests=req,
                       concurrency=conc, rate=rate, burstiness=burst, ramp=ramp,
-                      model_id=str(model_id) if model_id else None, engine_version=_release(data))
+                      model_id=str(model_id) if model_id else None, engine_version=_release(data), note=note)
     return MeasuredSet("vllm_json", [run], req, np.zeros(len(req), dtype=int))
 
 
@@ -318,8 +321,11 @@ def _vllm_summary_run(data: dict, where: str, label: str, source: str) -> Measur
             measured[metric] = value
     latencies = data.get("latencies")
     if "e2e_ms" not in measured and isinstance(latencies, list) and latencies:
-        # Newer vLLM keeps the per-request latencies even without --save-detailed.
-        measured["e2e_ms"] = float(_json_numbers(latencies, "latencies", where).mean()) * 1e3
+        # Newer vLLM keeps the per-request latencies even without --save-detailed; a failed
+        # request's is 0 (its output's default), which is not a latency.
+        done = _json_numbers(latencies, "latencies", where)
+        if (done := done[done > 0]).size:
+            measured["e2e_ms"] = float(done.mean()) * 1e3
     note = None
     if "request_inthroughput" in data:
         # vLLM 0.3.3-0.4.x's benchmark_serving.py (the key's typo dates it) averaged
