@@ -308,7 +308,8 @@ def validate_cmd(
                                      workers=workers or default_workers())
     finally:
         progress.close()
-    if quiet:
+    if quiet:  # the tables go, but a run that was not simulated is still said (stderr)
+        _print_skipped(result)
         return
     skipped = len(result.get("skipped", []))
     counted = f"{result['runs'] - skipped} run(s)" + (f", {skipped} skipped," if skipped else "")
@@ -335,8 +336,7 @@ def validate_cmd(
         console.print(f"launch flags for {used['runs']} run(s): {used['flags']}", highlight=False)
     for line in _grouped_notes(result.get("notes", [])):
         console.print(line, highlight=False)
-    for skipped in result.get("skipped", []):
-        err_console.print(f"skipped {skipped['run']}: {skipped['error'].splitlines()[0]}", highlight=False)
+    _print_skipped(result)
     for m, d in result.get("per_request", {}).items():
         console.print(f"per request {m}: median |err| {d['median_abs_pct']:.1f}%, p90 {d['p90_abs_pct']:.1f}%")
     if result.get("kernel_times"):
@@ -352,6 +352,11 @@ def validate_cmd(
         if hint:
             console.print(hint, highlight=False)
     console.print(f"output     {out}/  (validation.html, validation.json, validation.csv)")
+
+
+def _print_skipped(result: dict) -> None:
+    for skipped in result.get("skipped", []):
+        err_console.print(f"skipped {skipped['run']}: {skipped['error'].splitlines()[0]}", highlight=False)
 
 
 def _grouped_notes(notes: list[dict]) -> list[str]:

@@ -551,7 +551,7 @@ def load_scenario(path: str | Path | None = None, overrides: list[str] | None = 
         found = origin(str(exc.where)) if exc.where else None
         raise blamed(exc, source, found[0] if found else None) from None
     base = Path(path).resolve().parent if path is not None else Path.cwd()
-    text = yaml.safe_dump(data, sort_keys=False)
+    text = yaml.safe_dump(_with_absolute_paths(data, base), sort_keys=False)
     return LoadedScenario(scenario, Path(path) if path is not None else None, base, text,
                           switched_arrival_leftovers(as_written, overrides or []),
                           tuple(overrides or ()) if overrides_label == "--set" else ())
@@ -573,6 +573,30 @@ def _one_model_source(data: dict, assignment: str) -> None:
     if model.get(field) is not None:
         other = _MODEL_SOURCES[1 - _MODEL_SOURCES.index(field)]
         model.pop(other, None)
+
+
+# The scenario's file fields: (section path, key, whether it is read from the scenario's
+# folder; hardware.profile is read from the working directory, as calibration does).
+_FILE_FIELDS = ((("workload", "arrival"), "path", True), (("workload", "prompt_tokens"), "path", True),
+                (("workload", "output_tokens"), "path", True), (("model",), "config_json", True),
+                (("hardware",), "profile", False))
+
+
+def _with_absolute_paths(data: dict, base: Path) -> dict:
+    """The scenario as saved beside a run's outputs (scenario.yaml): relative file paths that
+    name an existing file made absolute, so the saved copy re-runs from its own folder."""
+    out = _deepcopy(data)
+    for section, key, from_base in _FILE_FIELDS:
+        node = out
+        for part in section:
+            node = node.get(part) if isinstance(node, dict) else None
+        value = node.get(key) if isinstance(node, dict) else None
+        if not isinstance(value, str) or not value or Path(value).expanduser().is_absolute():
+            continue
+        found = (base if from_base else Path.cwd()) / Path(value).expanduser()
+        if found.is_file():
+            node[key] = str(found.resolve())
+    return out
 
 
 def switched_arrival_leftovers(as_written: dict, overrides: list[str]) -> tuple[str, ...]:

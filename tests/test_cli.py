@@ -379,3 +379,23 @@ def test_the_command_line_loads_without_pandas_or_matplotlib():
     code = "import sys, simulator.cli; print(sorted(m for m in ('pandas', 'matplotlib') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_saved_scenario_reruns_from_its_output_folder(tmp_path, monkeypatch):
+    """scenario.yaml beside the outputs names its trace by absolute path: a relative one
+    would be read from the output folder, where the trace is not."""
+    import yaml
+
+    (tmp_path / "traces").mkdir()
+    (tmp_path / "traces" / "t.csv").write_text("arrival_s,prompt_tokens,output_tokens\n"
+                                               + "".join(f"{0.1 * i},{100 + i},{20}\n" for i in range(30)))
+    d = yaml.safe_load(CHATBOT.read_text())
+    d["workload"] = {"arrival": {"type": "trace", "path": "traces/t.csv"}}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(d))
+    monkeypatch.chdir(ROOT)  # not the scenario's folder
+    assert cli("run", tmp_path / "s.yaml", "-o", tmp_path / "a", "--no-report", "-q") == 0
+    saved = yaml.safe_load((tmp_path / "a" / "scenario.yaml").read_text())
+    assert saved["workload"]["arrival"]["path"] == str((tmp_path / "traces" / "t.csv").resolve())
+    assert cli("run", tmp_path / "a" / "scenario.yaml", "-o", tmp_path / "b", "--no-report", "-q") == 0
+    assert (pd.read_csv(tmp_path / "a" / "requests.csv")["ttft_ms"]
+            .equals(pd.read_csv(tmp_path / "b" / "requests.csv")["ttft_ms"]))

@@ -332,3 +332,25 @@ def test_missing_ray_says_how_to_install(tmp_path, monkeypatch, capsys):
     assert cli("plan", TINY, "-o", tmp_path / "out", "--executor", "ray") == 2
     err = capsys.readouterr().err
     assert "pip install -e '.[ray]'" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("target, needles", [
+    # A rate no simulable fleet carries: refused per configuration, not simulated until memory runs out.
+    ({"rate": 1e9}, ["target missed:", "more than the planner simulates (1,024)", "outside the target's rate"]),
+    # A budget below one replica: the budget is blamed, with the smallest budget that buys one.
+    ({"max_usd_per_hour": 0.5}, ["target missed:", "one replica is over the budget",
+                                  "raise target.max_usd_per_hour to at least", "outside the target's budget"]),
+])
+def test_a_target_no_deployment_reaches_is_blamed_on_the_target(tmp_path, capsys, target, needles):
+    import yaml
+
+    d = tiny_plan(tmp_path, **QUICK)
+    d["target"] = target
+    d["space"]["gpu"] = ["h100-sxm"]
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(d))
+    assert cli("plan", path, "-o", tmp_path / "out", "--workers", 1) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert all(n in out for n in needles), out
+    assert "SLO missed" not in out and "recommended: none" in out
+    assert json.loads((tmp_path / "out" / "plan.json").read_text())["recommendation"] is None

@@ -855,3 +855,13 @@ def test_a_summary_leaves_out_the_zero_latencies_of_failed_requests(tmp_path):
     data["latencies"] = [0.0] * 40  # nothing measured: E2E is not scored rather than read as 0
     run = read_measured([_write(tmp_path / "none.json", json.dumps(data))]).runs[0]
     assert "e2e_ms" not in run.measured
+
+
+def test_a_quiet_validation_still_says_which_runs_it_skipped(tmp_path, capsys):
+    """-q drops the tables, not the news that a row was not simulated (stderr)."""
+    src = _write(tmp_path / "m.csv", "system,model,precision,tp_size,isl,osl,concurrency,ttft_ms,tpot_ms\n"
+                 "h200_sxm,meta-llama/Llama-3.1-8B,bf16,1,128,16,2,30,8\n"
+                 "h900,meta-llama/Llama-3.1-8B,bf16,1,128,16,2,30,8\n")
+    assert main(["validate", str(src), "--scenario", str(BENCH_SCENARIO), "-q", "-o", str(tmp_path / "o")]) in (0, None)
+    captured = capsys.readouterr()
+    assert captured.out == "" and "skipped h900" in captured.err and "unknown GPU 'h900'" in captured.err

@@ -12,6 +12,11 @@ import math
 
 from simulator.plan.config import LoadedPlan, pool_label
 
+#: The most replicas (or units) a deployment may have: the recommendation is re-simulated
+#: with every one of them, whose memory and time grow with the count (8,000 replicas ran
+#: out of 24 GB). A larger fleet is planned as a share of its traffic, deployed k times.
+MAX_REPLICAS = 1024
+
 #: Columns of plan.csv, in order.
 COLUMNS = (
     "rank", "label", "status", "meets_target", "gpu", "tp", "pp", "dp", "expert_parallel", "prefill", "decode",
@@ -101,14 +106,22 @@ def derive(loaded: LoadedPlan, records: dict[str, dict]) -> list[dict]:
         row["ttft_p99_at_max_ms"] = at_max.get("ttft_p99_ms")
         row["tpot_mean_at_max_ms"] = tpot
         row["_e2e_mean_ms"] = at_max.get("e2e_mean_ms")  # sizes the verification run
+        unit = "unit" if p.get("pools") else "replica"
         if plan.target.mode == "rate":
             n = _replicas_for_rate(plan.target.rate * (1 + plan.target.headroom), rate1, allowed)
             carried = plan.target.rate
         else:
             n = _replicas_for_budget(plan, gpr, price, allowed)
             carried = n * rate1 / (1 + plan.target.headroom)
+        if n and n > MAX_REPLICAS:
+            row["reason"] = (f"needs {n:,} {unit}s ({rate1:.3g} req/s each), more than the planner simulates "
+                             f"({MAX_REPLICAS:,}): plan a share of the traffic (target.rate / k) and deploy it k times"
+                             if plan.target.mode == "rate" else
+                             f"the budget buys {n:,} {unit}s, more than the planner simulates ({MAX_REPLICAS:,}): "
+                             "plan with a share of the budget and deploy it k times")
+            rows.append(row)
+            continue
         if not n:
-            unit = "unit" if p.get("pools") else "replica"
             row["reason"] = (f"the allowed {unit} counts cannot carry the target" if plan.target.mode == "rate"
                              else f"one {unit} is over the budget")
             rows.append(row)

@@ -123,7 +123,7 @@ def plan_cmd(
     best, second = outcome.recommendation, outcome.runner_up
     if best is None:
         _print_slo_misses(rows, outcome.records, loaded)
-        console.print(f"recommended: none — {_why_none(groups, n_ok, n_err, loaded)}", soft_wrap=True,
+        console.print(f"recommended: none — {_why_none(groups, n_ok, n_err, loaded, rows)}", soft_wrap=True,
                       markup=False, highlight=False)
     else:
         console.print(f"recommended: {headline(best, loaded)}", soft_wrap=True)
@@ -150,12 +150,13 @@ def _print_slo_misses(rows: list[dict], records: dict[str, dict], loaded, shown:
     """Why the searched configurations missed the SLO (the lowest rate tried and the limit
     it broke); without them the terminal says only that none qualified. Then the fix: the
     latencies the best configuration reached there, which an SLO could ask for."""
-    missed = [r for r in rows if r["status"] == "ok" and r.get("reason")]
+    missed = [r for r in rows if r["status"] == "ok" and r.get("reason") and not r.get("max_rate_per_replica")]
     for i, r in enumerate(missed[:shown]):
         console.print(f"{'SLO missed:' if i == 0 else '':<13}{r['label']}: {r['reason']}",
                       soft_wrap=True, markup=False, highlight=False)
     if len(missed) > shown:
         console.print(f"{'':<13}… {len(missed) - shown} more (plan.csv, column reason)", highlight=False)
+    _print_target_misses(rows, loaded, shown)
     reached = _best_reached(missed, records, loaded.plan.slo)
     if reached:
         limits, label = reached
@@ -165,6 +166,34 @@ def _print_slo_misses(rows: list[dict], records: dict[str, dict], loaded, shown:
                          if loaded.plan.space.disaggregation is not None or loaded.base.scenario.disaggregation
                          is not None else ""),
                       soft_wrap=True, markup=False, highlight=False)
+
+
+def _print_target_misses(rows: list[dict], loaded, shown: int) -> None:
+    """Configurations that meet the SLO at some rate but whose replica counts cannot carry the
+    target (or fit the budget): the target, not the SLO, stopped them; the fix says by how much."""
+    short = [r for r in rows if r["status"] == "ok" and r.get("reason") and r.get("max_rate_per_replica")]
+    for i, r in enumerate(short[:shown]):
+        console.print(f"{'target missed:' if i == 0 else '':<15}{r['label']}: {r['reason']}",
+                      soft_wrap=True, markup=False, highlight=False)
+    if len(short) > shown:
+        console.print(f"{'':<15}… {len(short) - shown} more (plan.csv, column reason)", highlight=False)
+    target = loaded.plan.target
+    priced = [r for r in short if r.get("usd_per_gpu_hour") is not None]
+    if target.mode != "budget" or not priced:
+        return
+    from simulator.plan.config import gpus_per_replica
+
+    cheapest = min(priced, key=lambda r: gpus_per_replica(r) * r["usd_per_gpu_hour"])
+    gpus = gpus_per_replica(cheapest)
+    usd = gpus * cheapest["usd_per_gpu_hour"]
+    asks = []
+    if target.max_usd_per_hour is not None and usd > target.max_usd_per_hour:
+        asks.append(f"target.max_usd_per_hour to at least {usd:,.2f}")
+    if target.max_gpus is not None and gpus > target.max_gpus:
+        asks.append(f"target.max_gpus to at least {gpus}")
+    if asks:
+        console.print(f"{'fix:':<15}raise {' and '.join(asks)} (one {cheapest['label']}), or add cheaper GPUs to "
+                      "the space", soft_wrap=True, markup=False, highlight=False)
 
 
 def _best_reached(missed: list[dict], records: dict[str, dict], slo) -> tuple[list[str], str] | None:
@@ -192,11 +221,15 @@ def _best_reached(missed: list[dict], records: dict[str, dict], slo) -> tuple[li
     return [f"p99 {name} {math.ceil(v * 10) / 10:,.1f} ms" for name, (v, _limit) in broken.items()], label
 
 
-def _why_none(groups, n_ok: int, n_err: int, loaded) -> str:
+def _why_none(groups, n_ok: int, n_err: int, loaded, rows: list[dict]) -> str:
     """Blame what stopped every configuration: infeasibility, failures, or the SLO."""
     from simulator.plan.infeasible import none_feasible
 
     if n_ok:
+        if all(r.get("max_rate_per_replica") for r in rows if r["status"] == "ok"):
+            what = "rate" if loaded.plan.target.mode == "rate" else "budget"
+            return (f"the configurations that meet the SLO all fall outside the target's {what} (target "
+                    "missed, above)")
         return f"no configuration meets the target under the SLO ({loaded.plan.slo.describe()})"
     if groups:
         return none_feasible(groups)
