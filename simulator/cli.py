@@ -240,6 +240,8 @@ def compare_cmd(
     console.print(_comparison_table(comparison))
     for v in variants[1:]:
         console.print(f"{v.name}: {v.changes(variants[0])}", highlight=False)
+        if (unlike := v.unlike(variants[0])) is not None:
+            console.print(f"[yellow]warning[/yellow] {unlike}", highlight=False)
     console.print(f"output     {out}/  (compare.html, compare.json, compare.csv, compare.png)")
 
 
@@ -496,8 +498,22 @@ def _argv_with_default_command(argv: list[str]) -> list[str]:
         | {g.name for g in app.registered_groups if g.name}
     # Any other leading option is run's (`simulate -q X.yaml`): the top level has no others.
     if argv and argv[0] not in commands:
+        _refuse_mistyped_command(argv[0], commands)
         return ["run", *argv]
     return argv
+
+
+def _refuse_mistyped_command(word: str, commands: set[str]) -> None:
+    """`simulate rnu x.yaml` is a mistyped command, not a scenario named `rnu`: said as such
+    rather than as run's usage error about an extra argument."""
+    import difflib
+
+    if word.startswith("-") or Path(word).suffix or "/" in word or Path(word).exists():
+        return
+    close = difflib.get_close_matches(word, sorted(c for c in commands if not c.startswith("-")), n=1, cutoff=0.6)
+    if close:
+        raise ServesimError(f"unknown command {word!r}; did you mean {close[0]!r}?",
+                            fix=f"simulate {close[0]} ...; `simulate --help` lists the commands")
 
 
 # The shell's status for a run stopped by SIGINT.
@@ -505,8 +521,8 @@ INTERRUPTED = 130
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = _argv_with_default_command(list(sys.argv[1:] if argv is None else argv))
     try:
+        args = _argv_with_default_command(list(sys.argv[1:] if argv is None else argv))
         # Out of standalone mode, typer returns an Exit's code instead of exiting: a Ctrl-C
         # comes back as 130, which must not end the process with status 0.
         code = app(args=args, prog_name="simulate", standalone_mode=False)

@@ -92,6 +92,21 @@ class Variant:
         """What this variant changes from `base`: its edits, or its own scenario file."""
         return "; ".join(self.sets) if self.loaded.path == base.loaded.path else str(self.loaded.path)
 
+    def unlike(self, base: Variant) -> str | None:
+        """What makes this column no like-for-like comparison with `base`: another workload
+        (other requests) or another SLO (other verdicts), which a scenario-file variant may
+        carry; None where both match. Edits that change them are the user's own choice."""
+        if self.loaded.path == base.loaded.path:
+            return None
+        ours, theirs = self.loaded.scenario, base.loaded.scenario
+        differ = [name for name in ("workload", "slo")
+                  if getattr(ours, name).model_dump() != getattr(theirs, name).model_dump()]
+        if not differ:
+            return None
+        what = {"workload": "its own workload (other requests)", "slo": "its own SLO (other goodput verdicts)"}
+        return (f"{self.name} runs {' and '.join(what[d] for d in differ)}: its column is not the base's "
+                f"conditions; --variant '{self.name}: ...' edits of the base keep them")
+
 
 @dataclass
 class Comparison:
@@ -212,7 +227,8 @@ def write_comparison(comparison: Comparison, final: Path, unique: bool = False) 
             "variants": [{"name": v.name, "scenario": str(v.loaded.path) if v.loaded.path else None,
                           "sets": list(v.sets), "summary": s}
                          for v, s in zip(comparison.variants, comparison.summaries, strict=True)],
-            "table": table})
+            "table": table,
+            "warnings": [w for v in comparison.variants[1:] if (w := v.unlike(base))]})
         with open(tmp / "compare.csv", "w", newline="") as f:
             out = csv.writer(f, lineterminator="\n")
             out.writerow(["metric", "unit", *names, *(f"{n} change %" for n in names[1:])])

@@ -315,7 +315,7 @@ def _fix_for(err: dict) -> str:
         owner = _model_at(loc)
         allowed = sorted(owner.model_fields) if owner else []
         close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
-        hint = f"did you mean `{close[0]}`? " if close else ""
+        hint = f"did you mean `{close[0]}`? " if close else _other_variants_field(loc)
         remove = _removal(loc)
         return f"{hint}{remove}; allowed here: {', '.join(allowed)}" if allowed else remove
     if kind == "union_tag_invalid":
@@ -330,7 +330,26 @@ def _fix_for(err: dict) -> str:
         return f"use one of: {err.get('ctx', {}).get('expected', '')}"
     if kind == "value_error":  # our own validators' messages already say what to do
         return ""
+    if kind == "string_type":  # YAML read the value as a number, a boolean, a list or a mapping
+        field = _plain(loc)
+        return ("quote the value to keep it text (unquoted, YAML reads 123, true and `a: b` as a number, a "
+                f"boolean and a mapping): '...' in the file, or --set \"{field}='...'\"")
     return "see the scenario reference in README for this field's type"
+
+
+def _other_variants_field(loc: tuple) -> str:
+    """Where a field this variant lacks belongs to another variant of the same section
+    (`burstiness` on a poisson arrival is a gamma arrival's): that variant, as a hint."""
+    if len(loc) < 3 or _tagged(loc[-2]) is None:
+        return ""
+    parent = _model_at(loc[:-2])
+    field = getattr(parent, "model_fields", {}).get(loc[-3]) if parent else None
+    found = variants(field) if field is not None else None
+    if found is None:
+        return ""
+    tag, by_tag = found
+    others = [t for t, m in by_tag.items() if t != loc[-2] and loc[-1] in m.model_fields]
+    return f"`{loc[-1]}` belongs to {tag}: {' or '.join(map(str, others))}; " if others else ""
 
 
 def _tag_name(err: dict) -> str:

@@ -399,3 +399,17 @@ def test_the_saved_scenario_reruns_from_its_output_folder(tmp_path, monkeypatch)
     assert cli("run", tmp_path / "a" / "scenario.yaml", "-o", tmp_path / "b", "--no-report", "-q") == 0
     assert (pd.read_csv(tmp_path / "a" / "requests.csv")["ttft_ms"]
             .equals(pd.read_csv(tmp_path / "b" / "requests.csv")["ttft_ms"]))
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["rnu", str(CHATBOT)], "unknown command 'rnu'; did you mean 'run'?"),
+    (["valdate", "m.csv"], "did you mean 'validate'?"),
+    (["nosuchfile"], "nosuchfile: scenario file not found"),  # no command is close: a scenario's path
+])
+def test_a_mistyped_command_is_named_as_one(argv, says, capsys):
+    from simulator.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = " ".join(capsys.readouterr().err.split())
+    assert exc.value.code == 2 and says in err and "Traceback" not in err

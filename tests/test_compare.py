@@ -45,6 +45,11 @@ def test_a_scenario_file_is_a_variant_too(tmp_path):
     comparison = run_comparison(variants)
     assert len(comparison.summaries) == 2
     assert comparison.summaries[1]["scenario"] == "summarization"
+    # Its own workload and SLO are not the base's conditions: said, as an edit's are not.
+    unlike = variants[1].unlike(variants[0])
+    assert "its own workload (other requests)" in unlike and "its own SLO" in unlike
+    same = build_variants(CHATBOT, [FEW], [str(CHATBOT), "tp2: parallelism.tp=2"])
+    assert [v.unlike(same[0]) for v in same[1:]] == [None, None]
 
 
 @pytest.mark.parametrize("variants, match", [

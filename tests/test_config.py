@@ -147,6 +147,11 @@ def test_knob_of_another_policy_is_rejected():
     ("workload.prompt_tokens.type=zipf", ["prompt_tokens", "zipf", "lognormal"]),
     ("workload.output_tokens.min=0", ["output_tokens", "min"]),
     ("slo.ttft_ms=-5", ["slo.ttft_ms"]),
+    # YAML reads these as a number and a mapping: the fix says to quote them.
+    ("name=123", ["name", "valid string", "quote the value", "--set \"name='...'\""]),
+    ("description=a: b", ["description", "quote the value"]),
+    # A field of another variant of the section: that variant is named.
+    ("workload.arrival.burstiness=0.5", ["burstiness", "belongs to type: gamma"]),
 ])
 def test_bad_values_name_field_and_value(override, words):
     with pytest.raises(ConfigError) as exc:

@@ -334,6 +334,20 @@ def test_missing_ray_says_how_to_install(tmp_path, monkeypatch, capsys):
     assert "pip install -e '.[ray]'" in err and "Traceback" not in err
 
 
+def test_an_unreachable_ray_address_is_refused_before_anything_is_written(tmp_path, capsys):
+    """Ray retries an address nothing answers at for minutes; the plan refuses it at once."""
+    pytest.importorskip("ray")
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on: bound, never listening
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        assert cli("plan", TINY, "-o", tmp_path / "out", "--executor", "ray", "--address", f"127.0.0.1:{port}") == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"cannot reach Ray at 127.0.0.1:{port}" in err and "fix:" in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("target, needles", [
     # A rate no simulable fleet carries: refused per configuration, not simulated until memory runs out.
     ({"rate": 1e9}, ["target missed:", "more than the planner simulates (1,024)", "outside the target's rate"]),

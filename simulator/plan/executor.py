@@ -112,6 +112,29 @@ def check_executor(executor: str, address: str | None) -> None:
                             fix="add --executor ray, or drop --address")
     if executor == "ray":
         import_ray()
+        if address:
+            check_reachable(address)
+
+
+def check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Refuse a Ray address nothing answers at, before the plan writes its folder: Ray
+    itself retries such an address for minutes, logging from its C++ client."""
+    import socket
+
+    hostport = address.removeprefix("ray://")
+    if address == "auto" or ":" not in hostport:
+        return  # `auto` (a local cluster) and bare hosts are Ray's to resolve
+    host, _, port = hostport.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            return
+    except ValueError:
+        reason = f"port {port!r} is not a number"
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+    raise ServesimError(f"cannot reach Ray at {address}: {reason}", where="--address",
+                        fix="give the head node's address (ray://HOST:10001 for a Ray client, HOST:6379 for "
+                            "the GCS), or start the cluster with `ray start --head`")
 
 
 def run_tasks(tasks: list[dict], *, executor: str = "local", workers: int | None = None,
