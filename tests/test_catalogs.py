@@ -395,3 +395,19 @@ def test_moe_spec_needs_consistent_expert_fields():
         MODEL_CATALOG["qwen3-30b-a3b"].model_validate(
             {**MODEL_CATALOG["qwen3-30b-a3b"].model_dump(), "experts_per_token": 0})
 
+
+
+@pytest.mark.parametrize("name, entry", [
+    # aiconfigurator's model table leaves out what tells these entries apart.
+    ("QWEN3_235B", "qwen3-235b-a22b"), ("QWEN3_480B", "qwen3-coder-480b-a35b"),
+    ("MOE_Mixtral8x7B", "mixtral-8x7b"), ("MOE_Mixtral8x22B", "mixtral-8x22b"),
+    # Mistral 7B's releases differ in vocabulary: v0.1/v0.2 32,000, v0.3 32,768.
+    ("mistralai/Mistral-7B-v0.1", "mistral-7b-v0.1"), ("mistralai/Mistral-7B-Instruct-v0.1", "mistral-7b-v0.1"),
+    ("mistralai/Mistral-7B-Instruct-v0.2", "mistral-7b-v0.2"), ("mistralai/Mistral-7B-Instruct-v0.3", "mistral-7b"),
+])
+def test_names_benchmark_files_use_resolve(name, entry):
+    model = get_model(name)
+    assert model.name == entry
+    if entry.startswith("mistral-7b"):
+        assert model.vocab_size == (32768 if entry == "mistral-7b" else 32000)
+        assert abs(model.param_count / 1e9 - model.published_params_b) / model.published_params_b < 0.01

@@ -184,6 +184,28 @@ _GPUS: list[GPUSpec] = [
         sustained_attention_fraction=0.71,
     ),
     GPUSpec(
+        name="h200-nvl",
+        display_name="NVIDIA H200 NVL 141GB",
+        vendor="nvidia",
+        architecture="hopper",
+        memory_gb=141.0,  # NVIDIA H200 datasheet (H200 NVL): 141 GB HBM3e
+        usable_memory_gib=143771 / 1024,  # estimate: H200 SXM's 143771 MiB (the same HBM3e stacks)
+        hbm_tbps=4.8,  # NVIDIA H200 datasheet (H200 NVL): 4.8 TB/s
+        # NVIDIA H200 datasheet (H200 NVL, up to 600 W), sparse figures halved: the H100 NVL's
+        # peaks (BF16/FP16 1,671* -> 835.5, FP8/INT8 3,341* -> 1,670.5).
+        peak_tflops={"fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5, "fp8": 1670.5, "int8": 1670.5},
+        num_sms=132,  # the GH100 configuration of H200 SXM
+        l2_cache_mb=50.0,  # NVIDIA Hopper whitepaper: 50 MB L2
+        # NVIDIA H200 datasheet (NVL): a 2- or 4-way NVLink bridge (900 GB/s) joins at most four
+        # cards; as for h100-nvl, the TP link is taken as PCIe Gen5 (slow for a bridged TP2-4).
+        intra_node_link=PCIE5,
+        inter_node_link=ETH_200G,
+        pcie=PCIE5,  # NVIDIA H200 datasheet (NVL): PCIe Gen5 128 GB/s
+        cost_per_gpu_hour=3.20,  # estimate: no on-demand list checked; a little under H200 SXM's
+        aliases=("h200-nvl-141gb", "nvidia-h200-nvl"),
+        # No kernel tables borrowed: H200 SXM's run at 700 W, this card at up to 600 W.
+    ),
+    GPUSpec(
         name="h800",
         display_name="NVIDIA H800 SXM5 80GB",
         vendor="nvidia",

@@ -143,7 +143,7 @@ _MODELS: list[ModelSpec] = [
         published_params_b=32.8,  # model card: 32.8B
     ),
     # https://huggingface.co/mistralai/Mistral-7B-v0.3/blob/main/config.json
-    # v0.3 shapes (vocab 32768); v0.1/v0.2 differ only in vocab (32000) and are not aliased.
+    # v0.3 shapes (vocab 32768); v0.1/v0.2 are their own entries below (vocab 32000).
     ModelSpec(
         name="mistral-7b",
         hf_id="mistralai/Mistral-7B-v0.3",
@@ -1221,6 +1221,25 @@ _SAME_SHAPE_RELEASES: dict[str, tuple[str, ...]] = {
     "deepseek-v3": ("deepseek-ai/DeepSeek-V3.1-Terminus",),
     "deepseek-v2-lite": ("deepseek-ai/DeepSeek-Coder-V2-Lite-Instruct", "deepseek-ai/DeepSeek-Coder-V2-Lite-Base"),
 }
+# Mistral 7B before v0.3 (config.json of mistralai/Mistral-7B-v0.1 and -Instruct-v0.2): the
+# v0.3 shapes with a 32,000-token vocabulary. v0.1's config also names a 4,096-token window
+# on every layer, which v0.2 dropped; it is not entered (the memory plan needs a layer that
+# keeps the whole context, and vLLM's treatment of an all-window model changed between
+# releases), so v0.1 prompts past 4,096 tokens are costed as full attention.
+MODEL_CATALOG["mistral-7b-v0.1"] = MODEL_CATALOG["mistral-7b"].model_copy(update={
+    "name": "mistral-7b-v0.1", "hf_id": "mistralai/Mistral-7B-v0.1", "vocab_size": 32000,
+    "published_params_b": 7.24, "aliases": ()})
+MODEL_CATALOG["mistral-7b-v0.2"] = MODEL_CATALOG["mistral-7b"].model_copy(update={
+    "name": "mistral-7b-v0.2", "hf_id": "mistralai/Mistral-7B-Instruct-v0.2", "vocab_size": 32000,
+    "published_params_b": 7.24, "aliases": ("mistralai/Mistral-7B-v0.2",)})
+
+# aiconfigurator's model names where they leave out what tells a catalog entry apart
+# (its sdk model table and sweep CSVs: QWEN3_235B is Qwen3-235B-A22B, QWEN3_480B the Coder).
+_AICONFIGURATOR_NAMES = {"qwen3-235b-a22b": ("QWEN3_235B",), "qwen3-coder-480b-a35b": ("QWEN3_480B",),
+                         "mixtral-8x7b": ("MOE_Mixtral8x7B",), "mixtral-8x22b": ("MOE_Mixtral8x22B",)}
+for _name, _names in _AICONFIGURATOR_NAMES.items():
+    MODEL_CATALOG[_name] = MODEL_CATALOG[_name].model_copy(update={"aliases": MODEL_CATALOG[_name].aliases + _names})
+
 for _name, _releases in _SAME_SHAPE_RELEASES.items():
     MODEL_CATALOG[_name] = MODEL_CATALOG[_name].model_copy(
         update={"aliases": MODEL_CATALOG[_name].aliases + _releases})
