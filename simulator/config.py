@@ -44,7 +44,8 @@ class ModelConfig(StrictModel):
     @model_validator(mode="after")
     def _one_source(self) -> ModelConfig:
         if (self.name is None) == (self.config_json is None):
-            raise ValueError("give exactly one of `name` (catalog) or `config_json` (a Hugging Face config.json path)")
+            raise ValueError("give exactly one of `name` (a catalog model: `simulate list models`) or `config_json` "
+                             "(a Hugging Face config.json path), e.g. --set model.name=llama-3.1-8b")
         return self
 
 

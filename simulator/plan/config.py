@@ -200,11 +200,11 @@ class SearchSpace(StrictModel):
         for name in ("tp", "pp", "dp"):
             for v in getattr(self, name) or []:
                 if v < 1:
-                    raise ValueError(f"{name} values must be >= 1 (got {v})")
+                    raise ValueError(f"{name} values must be >= 1 (got {v}): list whole numbers such as [1, 2, 4]")
         if isinstance(self.replicas, list) and not self.replicas:
             raise ValueError("replicas is an empty list: give the counts to try, e.g. [1, 2, 4], or minimise")
         if isinstance(self.replicas, list) and any(r < 1 for r in self.replicas):
-            raise ValueError("replicas values must be >= 1")
+            raise ValueError("replicas values must be >= 1: list whole numbers such as [1, 2, 4], or write minimise")
         return self
 
 
