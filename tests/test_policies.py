@@ -199,6 +199,25 @@ def test_batch_policies_reject_requests_they_can_never_reserve(policy):
     assert not req["reject_reason"].str.contains("deadlock").any()
 
 
+def test_a_static_batch_reserves_its_padded_cache():
+    """A padded batch's cache is rows × (longest prompt + longest output): the batch stops
+    taking requests where that padded cache no longer fits, and never exceeds it."""
+    d = scenario("static", arrival=poisson(50.0), prompt=uniform(64, 1024), output=uniform(8, 128),
+                 num_requests=80, kv_tokens=8192, sched={"max_batch_size": 16})
+    _, res = simulate(d)
+    it, req = res.iterations, res.requests
+    assert (req["status"] == "completed").all()
+    total = int(it["kv_blocks_total"].iloc[0])
+    # A batch's requests share their first token's time; its prefill holds the padded cache.
+    first = (req["arrival_s"] + req["ttft_ms"] / 1e3).round(9)
+    prefills = it[it["prefill_tokens"] > 0].reset_index(drop=True)
+    batches = [g for _, g in req.groupby(first, sort=True)]
+    assert len(batches) == len(prefills) > 1
+    for batch, (_, step) in zip(batches, prefills.iterrows(), strict=True):
+        padded = len(batch) * -(-(batch["prompt_tokens"].max() + batch["output_tokens"].max()) // 16)
+        assert step["kv_blocks_used"] == padded <= total
+
+
 # -- routers -------------------------------------------------------------------------------
 def test_round_robin_assigns_request_i_to_replica_i_mod_n():
     d = scenario("vllm-v1", arrival=poisson(30.0), num_requests=90, replicas=3)

@@ -114,6 +114,31 @@ class StaticScheduler(_BatchRunner):
     name = "static"
     padded = True
 
+    def _form_batch(self) -> None:
+        """Every row of a padded batch holds KV for the longest prompt plus the longest
+        output (a `generate()` call's cache is batch × padded length), so the batch takes
+        requests in order while that whole padded cache fits."""
+        chosen: list[Request] = []
+        pad_prompt = pad_output = 0
+        for req in list(self.waiting)[:self.batch_size]:
+            prompt, output = max(pad_prompt, req.prompt_tokens), max(pad_output, req.output_tokens)
+            rows = [*chosen, req]
+            need = len(rows) * self.kv.blocks_for(prompt + output) + sum(self.kv.beside(r) for r in rows)
+            if not self.kv.can_allocate(need):
+                break
+            chosen.append(req)
+            pad_prompt, pad_output = prompt, output
+        row = self.kv.blocks_for(pad_prompt + pad_output)
+        for req in chosen:
+            self.waiting.popleft()
+            self.kv.admit(row, req)
+            req.block_count = row
+            req.status = "running"
+        self.batch = chosen
+        self.running = list(chosen)
+        self.pad_prompt = pad_prompt
+        self.pad_total = pad_prompt + pad_output
+
     def ready(self, now: float) -> bool:
         return len(self.waiting) >= self.batch_size or not self.expect_arrivals()
 
