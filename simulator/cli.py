@@ -18,6 +18,7 @@ from rich.text import Text
 
 from calibration.cli import calibrate_app
 from simulator.errors import ServesimError
+from simulator.formatting import percent, significant
 from simulator.layout_text import pool_layout
 from simulator.plan.cli import plan_cmd
 from simulator.terminal import make_console, widen_piped_help
@@ -84,8 +85,25 @@ def _fmt(v, unit: str = "") -> str:
     if v is None:
         return "—"
     if isinstance(v, float):
-        return f"{v:,.1f}{unit}" if abs(v) >= 10 else f"{v:,.3g}{unit}"
+        return f"{significant(v)}{unit}"
     return f"{v}{unit}"
+
+
+def trace_notes(trace: dict | None) -> tuple[str, ...]:
+    """What of a replayed trace the run left out: its rows past a limit, and its failed rows
+    (summary.json's `trace` keeps the counts)."""
+    if not trace:
+        return ()
+    notes = []
+    if trace["replayed"] < trace["rows"]:
+        cut = "; ".join(trace["cut_by"]) or "the scenario's limits"
+        hint = (" (drop it with --set '~workload.num_requests' to replay the whole file)"
+                if any(c.startswith("workload.num_requests") for c in trace["cut_by"]) else "")
+        notes.append(f"replayed {trace['replayed']:,} of the trace's {trace['rows']:,} requests, cut by {cut}{hint}")
+    if trace["skipped_failed_rows"]:
+        notes.append(f"left out {trace['skipped_failed_rows']:,} failed request(s) of the trace (0 prompt or "
+                     "output tokens)")
+    return tuple(notes)
 
 
 def rejection_lines(req: dict, shown: int = 3) -> list[str]:
@@ -132,8 +150,8 @@ def print_summary(summary: dict, out_dir: Path | None) -> None:
         f"KV cache   {kv['capacity_tokens']:,} tokens per "
         f"{'decode ' if dis else ''}"
         f"{'DP rank' if summary['config'].get('dp', 1) > 1 else 'instance' if dis else 'replica'}, "
-        f"peak {kv['peak_utilization']:.0%} used"
-        + (f", {kv['prefix_cache_hit_rate']:.0%} of prompt tokens from the prefix cache"
+        f"peak {percent(kv['peak_utilization'], 0)} used"
+        + (f", {percent(kv['prefix_cache_hit_rate'], 0)} of prompt tokens from the prefix cache"
            if kv.get("prefix_cache_hit_rate") else "")
         + (f", each running sequence also holding {kv['state_blocks_per_sequence']} blocks of recurrent state"
            if kv.get("state_blocks_per_sequence") else "")
@@ -157,7 +175,7 @@ def print_summary(summary: dict, out_dir: Path | None) -> None:
     from simulator.metrics import slo_set  # here, not at the top: pandas would slow `--help` 2x
 
     if slo_set(summary):
-        lines.append(f"SLO        {good['slo_attainment']:.1%} attainment, goodput {_fmt(good['requests_per_s'])} req/s")
+        lines.append(f"SLO        {percent(good['slo_attainment'])} attainment, goodput {_fmt(good['requests_per_s'])} req/s")
     cost = summary.get("cost", {})
     if cost.get("usd_per_million_output_tokens") is not None:
         gpus = cost["gpus"]
@@ -202,6 +220,7 @@ def run_cmd(
     finally:
         progress.close()
     out = api.write_outputs(result, output_dir, report=False if no_report else None)
+    print_warnings(trace_notes(result.summary.get("trace")))
     if not quiet:
         try:
             print_summary(result.summary, out)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from simulator.config import LoadedScenario, load_scenario
 from simulator.errors import ConfigError, ServesimError
+from simulator.formatting import percent, significant
 from simulator.metrics import slo_set
 from simulator.output import staged, write_json
 
@@ -49,10 +50,10 @@ def shown(value: float | None, unit: str) -> str:
     if value is None:
         return "—"
     if unit == "fraction":
-        return f"{100 * value:.1f}%"
+        return percent(value)
     if not unit and float(value).is_integer():
         return f"{int(value):,}"
-    return f"{value:,.1f}" if abs(value) >= 10 else f"{value:,.3g}"
+    return significant(value)
 
 
 def unit_label(unit: str) -> str:

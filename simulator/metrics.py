@@ -247,9 +247,11 @@ def summarize(req: pd.DataFrame, itl: ItlSink, slo: dict[str, float | None]) -> 
         "tpot_ms": describe(done["tpot_ms"].to_numpy()),
         "itl_ms": itl_stats(itl),
         "e2e_ms": describe(done["e2e_ms"].to_numpy()),
+        # Without an SLO every request "meets" it: goodput and attainment say nothing, so they
+        # are null, as `vllm bench serve` leaves goodput out without --goodput.
         "goodput": {
-            "requests_per_s": rate(good),
-            "slo_attainment": good / total if total else 0.0,
+            "requests_per_s": rate(good) if any(v is not None for v in slo.values()) else None,
+            "slo_attainment": (good / total if total else 0.0) if any(v is not None for v in slo.values()) else None,
             "slo": dict(slo),
         },
         "preemptions": int(req["preemptions"].sum()),

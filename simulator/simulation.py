@@ -597,6 +597,11 @@ class Simulation:
             summary["kv_cache"]["state_blocks_per_sequence"] = self.memory.state_blocks
         if self.memory.window[0]:  # sliding-window layers: the most one sequence's windows take
             summary["kv_cache"]["window_blocks_per_sequence"] = self.memory.window[0] * self.memory.window[1]
+        if getattr(self.workload, "trace_rows", None) is not None:  # what of the trace was replayed
+            summary["trace"] = {"rows": int(self.workload.trace_rows),
+                                "replayed": int(self.workload.arrival_s.size),
+                                "skipped_failed_rows": int(self.workload.skipped_rows),
+                                "cut_by": list(self.workload.trace_cut_by)}
         summary["memory_gib"] = {
             "gpu": self.memory.gpu_memory_gib,
             "weights": self.memory.weights_gib,

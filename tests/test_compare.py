@@ -107,6 +107,6 @@ def test_a_comparison_without_an_slo_has_no_attainment_rows_and_counts_read_whol
     assert not {"goodput", "SLO attainment"} & {r["metric"] for r in table}
     units = {r["metric"]: r["unit"] for r in table}
     assert units["KV peak"] == "fraction" and shown(0.173, "fraction") == "17.3%"
-    assert shown(16.0, "") == "16" and shown(2.5, "") == "2.5"
+    assert shown(16.0, "") == "16" and shown(2.5, "") == "2.50"  # three figures, as every table shows them
     assert marked_change(None, 0.0, 124.0, True) == ("worse", "from 0")  # preemptions appearing
     assert marked_change(None, 0.0, 0.0, True) == (None, "")

@@ -269,6 +269,16 @@ def test_data_parallel_requests_are_tabled_per_rank() -> None:
     assert table.loc[1, "ttft_mean"] == 30.0 and table.loc[1, "preemptions"] == 1
 
 
+def test_an_idle_replica_keeps_its_row() -> None:
+    """Two requests on three replicas: the third's empty row is the imbalance to see."""
+    requests = pd.DataFrame({"replica": [0, 1], "ttft_ms": [10.0, 20.0], "tpot_ms": [1.0, 2.0],
+                             "preemptions": [0, 0], "status": ["completed"] * 2})
+    table = per_instance(requests, replicas=3)
+    assert list(table["replica"]) == [0, 1, 2] and list(table["requests"]) == [1, 1, 0]
+    assert table.loc[2, "rejected"] == 0 and pd.isna(table.loc[2, "ttft_mean"])
+    assert list(per_instance(requests)["replica"]) == [0, 1]  # without the count: those seen
+
+
 # -- what the figures say when the data is lopsided (session 39) --------------------------
 def _kept(monkeypatch, draw):
     kept: list = []

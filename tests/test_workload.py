@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import CHATBOT, cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
@@ -310,14 +311,41 @@ def test_azure_timestamp_variants(tmp_path, rows, expected):
     np.testing.assert_allclose(t.arrival_s, expected, atol=1e-9)
 
 
-def test_burstgpt_skips_failed_requests(tmp_path, caplog):
-    with caplog.at_level("WARNING"):
-        w = open_loop(trace_cfg(write(tmp_path, "burst.csv", BURSTGPT_TRACE)))
+def test_burstgpt_skips_failed_requests(tmp_path):
+    w = open_loop(trace_cfg(write(tmp_path, "burst.csv", BURSTGPT_TRACE + "130,ChatGPT,0,12,12,API log\n")))
     np.testing.assert_array_equal(w.arrival_s, [0.0, 113.0])
     np.testing.assert_array_equal(w.prompt_tokens, [472, 417])
     np.testing.assert_array_equal(w.output_tokens, [18, 276])
-    assert w.skipped_rows == 1
-    assert "skipped 1" in caplog.text
+    assert w.skipped_rows == 2 and w.trace_rows == 2  # no response, or no request
+
+
+@pytest.mark.parametrize("name, text", [
+    ("azure.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2024-05-10 00:00:00.5+00:00,500,20\n"
+                  "2024-05-10 00:00:01.2+00:00,500,0\n2024-05-10 00:00:02+00:00,300,10\n"),
+    ("mc.jsonl", MOONCAKE_TRACE.replace('"output_length": 8', '"output_length": 0')),
+])
+def test_a_failed_request_in_a_public_trace_is_left_out_and_counted(tmp_path, name, text):
+    """Azure and Mooncake log failed requests with 0 generated tokens, as BurstGPT does:
+    one such row among millions is left out and counted, not a stop for the whole file."""
+    w = open_loop(trace_cfg(write(tmp_path, name, text)))
+    assert w.skipped_rows == 1 and w.trace_rows == w.arrival_s.size == 2
+    assert (w.output_tokens > 0).all()
+
+
+def test_a_trace_cut_by_the_scenarios_request_count_says_so(tmp_path, capsys):
+    """A scenario's num_requests, kept when its arrival is switched to a trace, replays only
+    the trace's first rows: summary.json counts them and the terminal says what cut it."""
+    rows = "".join(f"{0.01 * i},{100 + i},5\n" for i in range(40))
+    path = write(tmp_path, "t.csv", "arrival_s,prompt_tokens,output_tokens\n" + rows)
+    assert cli("run", CHATBOT, "--set", f"workload.arrival={{type: trace, path: {path}}}",
+               "--set", "~workload.prompt_tokens", "--set", "~workload.output_tokens",
+               "--set", "workload.num_requests=30", "-q", "--no-report", "-o", tmp_path / "out") == 0
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["trace"] == {"rows": 40, "replayed": 30, "skipped_failed_rows": 0,
+                                "cut_by": ["workload.num_requests: 30"]}
+    err = " ".join(capsys.readouterr().err.split())
+    assert "replayed 30 of the trace's 40 requests, cut by workload.num_requests: 30" in err
+    assert "--set '~workload.num_requests'" in err
 
 
 def test_mooncake_trace(tmp_path):
@@ -567,3 +595,21 @@ def test_clients_beyond_the_request_count_change_nothing():
     few = api.run(bench, ["workload.num_requests=6", "workload.arrival.concurrency=6"]).summary
     for key in ("ttft_ms", "tpot_ms", "e2e_ms", "requests", "iterations"):
         assert many[key] == few[key]
+
+
+def test_trace_ids_may_be_any_label(tmp_path):
+    """A conversation id is often text (BurstGPT's, a UUID): labels are numbered in order of
+    appearance; whole-number ids keep their values."""
+    text = ("arrival_s,prompt_tokens,output_tokens,session_id,prefix_id\n0,10,5,conv-a,sys\n1,30,5,conv-b,\n"
+            "2,60,5,conv-a,sys\n")
+    t = read_trace(write(tmp_path, "s.csv", text), "csv")
+    assert t.session_id.tolist() == [0, 1, 0] and t.prefix_id.tolist() == [0, -1, 0]
+    numbers = text.replace("conv-a", "7").replace("conv-b", "9").replace("sys", "3")
+    t = read_trace(write(tmp_path, "n.csv", numbers), "csv")
+    assert t.session_id.tolist() == [7, 9, 7] and t.prefix_id.tolist() == [3, -1, 3]
+
+
+def test_a_json_array_trace_says_json_lines(tmp_path):
+    path = write(tmp_path, "t.json", json.dumps([{"timestamp": 0, "input_length": 5, "output_length": 5}]))
+    with pytest.raises(TraceError, match="a JSON array: a JSON trace is one object per line"):
+        read_trace(path)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from simulator.formatting import percent
 from simulator.plan.config import PlanSLO, SearchSettings
 
 #: Stand-in for "never" (rejected) latencies, so numpy's linear percentile stays finite.
@@ -89,7 +90,7 @@ def evaluate(requests: pd.DataFrame, slo: PlanSLO, warmup_n: int, s: SearchSetti
         frac = float(meets.mean())
         metrics["attainment"] = frac
         if frac < a.min_fraction:
-            failures.append(f"attainment {frac:.1%} < {a.min_fraction:.1%}")
+            failures.append(f"attainment {percent(frac, apart_from=a.min_fraction)} < {percent(a.min_fraction)}")
     done = m[m["status"] == "completed"]
     metrics["e2e_completed_mean_ms"] = float(done["e2e_ms"].mean()) if len(done) else None
     stable, why = stability(m, s)

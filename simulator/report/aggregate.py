@@ -230,10 +230,12 @@ def _stage_instances(requests: pd.DataFrame, pools: Mapping[int, str]) -> tuple[
     return prefill, decode
 
 
-def per_instance(requests: pd.DataFrame, pools: Mapping[int, str] | None = None) -> pd.DataFrame:
+def per_instance(requests: pd.DataFrame, pools: Mapping[int, str] | None = None,
+                 replicas: int | None = None) -> pd.DataFrame:
     """Per-instance request counts, mean TTFT/TPOT and preemptions, to spot load imbalance.
 
-    Colocated runs get one row per replica seen. Disaggregated runs (`pools`) get a row
+    Colocated runs get one row per replica (`replicas` of them, idle ones at zero: an idle
+    replica is the imbalance to spot; else those seen). Disaggregated runs (`pools`) get a row
     for every instance of both pools: a prefill row covers the requests it prefilled and
     their TTFT, a decode row those it decoded and their TPOT; preemptions count where
     the request ended, since requests.csv does not say where each one happened.
@@ -247,7 +249,8 @@ def per_instance(requests: pd.DataFrame, pools: Mapping[int, str] | None = None)
         frame = pd.DataFrame({"replica": _replicas(requests).to_numpy(), "completed": done,
                               "ttft": ttft, "tpot": tpot, "preemptions": preempt})
         if "dp_rank" not in requests.columns:
-            return _instance_stats(frame).assign(pool="")[PER_INSTANCE_COLUMNS]
+            ids = list(range(replicas)) if replicas else None
+            return _instance_stats(frame, ids).assign(pool="")[PER_INSTANCE_COLUMNS]
         # Attention DP: each rank of a replica schedules and caches on its own.
         ranks = column(requests, "dp_rank")
         parts = [_instance_stats(frame[ranks == k]).assign(pool=f"DP rank {int(k)}") for k in np.unique(ranks)]

@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from simulator.formatting import percent, significant
 from simulator.layout_text import pool_layout
 from simulator.metrics import slo_set
 
@@ -81,7 +82,7 @@ def fmt_num(value: Any, unit: str = "") -> str:
     elif abs(x) >= 1:
         text = f"{x:.2f}"
     else:
-        text = f"{x:.3g}"
+        text = significant(x)
     return f"{text} {unit}".rstrip()
 
 
@@ -93,7 +94,7 @@ def _usd(value: Any, per: str = "") -> str:
 def fmt_pct(value: Any) -> str:
     """Format a 0..1 fraction as a percentage (utilization and attainment are fractions)."""
     x = _number(value)
-    return MISSING if x is None else f"{x * 100:.1f}%"
+    return MISSING if x is None else percent(x)
 
 
 def fmt_text(value: Any) -> str:

@@ -72,7 +72,9 @@ def write_report(
         ),
     ]
 
-    page = render_page(title, summary, plotted, per_instance(requests, pools), scenario_yaml)
+    replicas = get(summary, "config", "replicas")
+    page = render_page(title, summary, plotted,
+                       per_instance(requests, pools, replicas if isinstance(replicas, int) else None), scenario_yaml)
     html_path = out_dir / HTML_NAME
     html_path.write_text(page, encoding="utf-8")
     return html_path

@@ -258,7 +258,9 @@ class TraceArrival(StrictModel):
             "azure: TIMESTAMP,ContextTokens,GeneratedTokens; burstgpt: Timestamp,Model,"
             "Request tokens,Response tokens,...; mooncake: JSON lines with timestamp (ms), "
             "input_length, output_length[, hash_ids]. auto: .jsonl means mooncake, else "
-            "decided by the header."
+            "decided by the header. A row of the public traces (azure, burstgpt, mooncake) with 0 "
+            "prompt or output tokens is a failed request: left out, and counted in summary.json's "
+            "`trace` (rows, replayed, skipped_failed_rows, cut_by)."
         ),
     )
     rate_scale: float = Field(

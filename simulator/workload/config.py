@@ -112,18 +112,20 @@ class WorkloadConfig(StrictModel):
                         "Mooncake trace hash_ids"
                     ),
                 )
-            for name in ("prompt_tokens", "output_tokens"):
-                if getattr(self, name) is not None:
-                    raise ConfigError(
-                        f"`{name}` cannot be set with a trace arrival: lengths come from the "
-                        "trace file",
-                        where=f"workload.{name}",
-                        fix=(
-                            f"remove `{name}` (from the file, or with --set '~workload.{name}'); to lengthen "
-                            "or shorten requests use "
-                            "`arrival.length_scale` (e.g. 2.0 doubles every length)"
-                        ),
-                    )
+            # Both at once: a scenario switched to a trace usually sets both.
+            names = [n for n in ("prompt_tokens", "output_tokens") if getattr(self, n) is not None]
+            if names:
+                shown = " and ".join(f"`{n}`" for n in names)
+                removals = " ".join(f"--set '~workload.{n}'" for n in names)
+                raise ConfigError(
+                    f"{shown} cannot be set with a trace arrival: lengths come from the trace file",
+                    where=f"workload.{names[0]}",
+                    fix=(
+                        f"remove {shown} (from the file, or with {removals}); to lengthen "
+                        "or shorten requests use "
+                        "`arrival.length_scale` (e.g. 2.0 doubles every length)"
+                    ),
+                )
         else:
             for name in ("prompt_tokens", "output_tokens"):
                 if getattr(self, name) is None:

@@ -147,7 +147,8 @@ class OpenLoopWorkload:
     ``session_id``/``prefix_id`` use -1 for "none" and are None when the source has no
     such column. ``hash_ids`` (Mooncake traces only) are the per-request KV block hashes
     (512-token blocks in the published traces); ``prefix_id`` is then the first hash.
-    ``skipped_rows`` counts trace rows dropped as failed requests (BurstGPT).
+    ``skipped_rows`` counts trace rows dropped as failed requests (0 prompt or output
+    tokens); ``trace_rows`` the trace's other rows, of which these requests are a window.
     """
 
     arrival_s: np.ndarray
@@ -158,6 +159,8 @@ class OpenLoopWorkload:
     hash_ids: tuple[tuple[int, ...], ...] | None = None
     skipped_rows: int = 0
     prefixes: PromptPrefixes | None = None  # shared prompt content, for prefix caching
+    trace_rows: int | None = None
+    trace_cut_by: tuple[str, ...] = ()  # the fields that left trace rows out, as `field: value`
 
     def __post_init__(self) -> None:
         for name, dtype in (
@@ -322,8 +325,15 @@ def _build_trace_workload(
             where="workload.arrival.start_s",
             fix=f"use a start_s below {t[-1]:.3f}",
         )
+    cut_by = [f"workload.arrival.start_s: {arrival.start_s}"] if lo else []
+    cut_by += [f"{name}: {limit}" for name, limit in (("workload.arrival.max_requests", arrival.max_requests),
+                                                       ("workload.num_requests", cfg.num_requests))
+               if limit is not None and lo + limit < t.size and hi == lo + limit]
     t = (t[lo:hi] - t[lo]) / arrival.rate_scale
-    hi = lo + times_before(t, cfg.duration_s).size
+    kept = times_before(t, cfg.duration_s).size
+    if kept < t.size:
+        cut_by.append(f"workload.duration_s: {cfg.duration_s}")
+    hi = lo + kept
     t = t[: hi - lo]
 
     def window(a: np.ndarray | None) -> np.ndarray | None:
@@ -347,6 +357,8 @@ def _build_trace_workload(
         hash_ids=trace.hash_ids[lo:hi] if trace.hash_ids is not None else None,
         skipped_rows=trace.skipped_rows,
         prefixes=prefixes,
+        trace_rows=trace.arrival_s.size,
+        trace_cut_by=tuple(cut_by),
     )
 
 

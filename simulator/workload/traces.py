@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import json
-import logging
 import math
 import re
 from collections.abc import Callable, Iterator
@@ -17,8 +16,6 @@ from typing import IO, Any
 import numpy as np
 
 from simulator.errors import TraceError
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, eq=False)
@@ -140,19 +137,16 @@ def _tokens(text: str | float, column: str, loc: Loc, minimum: int = 1) -> int:
     return value
 
 
-def _optional_id(text: str, column: str, loc: Loc) -> int:
-    """An optional integer id; blank means "none" (-1)."""
-    text = text.strip()
-    if not text:
-        return -1
+def _ids(cells: list[str]) -> list[int]:
+    """An optional id column as integers, blank meaning "none" (-1). Ids are labels, compared
+    for equality only: whole numbers keep their values; a column with any other label (a
+    conversation's UUID, `conv-a1b2`) numbers its distinct labels in order of appearance."""
+    texts = [c.strip() for c in cells]
     try:
-        return int(text)
+        return [int(t) if t else -1 for t in texts]
     except ValueError:
-        raise TraceError(
-            f"column {column!r} has {text!r}, expected an integer id or blank",
-            where=_where(loc),
-            fix=_FIX_ROW,
-        ) from None
+        numbered: dict[str, int] = {}
+        return [numbered.setdefault(t, len(numbered)) if t else -1 for t in texts]
 
 
 def _csv_header(reader: Any, label: str, fmt: str, required: tuple[str, ...],
@@ -231,9 +225,9 @@ def _parse_plain_csv(path: Path, label: str) -> _Rows:
             out.prompt.append(_tokens(row[ip], "prompt_tokens", loc))
             out.output.append(_tokens(row[io], "output_tokens", loc))
             if out.session is not None:
-                out.session.append(_optional_id(row[isess], "session_id", loc))
+                out.session.append(row[isess])
             if out.prefix is not None:
-                out.prefix.append(_optional_id(row[ipre], "prefix_id", loc))
+                out.prefix.append(row[ipre])
             if out.prefix_tokens is not None:
                 text = row[iptok].strip()
                 shared = _tokens(text, "prefix_tokens", loc) if text else 0
@@ -242,6 +236,10 @@ def _parse_plain_csv(path: Path, label: str) -> _Rows:
                                      "tokens)", where=_where(loc),
                                      fix="give prefix_tokens as the shared start of the prompt, at most prompt_tokens")
                 out.prefix_tokens.append(shared)
+    if out.session is not None:
+        out.session = _ids(out.session)
+    if out.prefix is not None:
+        out.prefix = _ids(out.prefix)
     return out
 
 
@@ -292,10 +290,15 @@ def _parse_azure(path: Path, label: str) -> _Rows:
         it, ip, io = (cols[c] for c in required)
         for loc, row in _csv_rows(reader, label, max(it, ip, io) + 1):
             sec, frac = _azure_seconds(row[it], days, loc)
+            prompt = _tokens(row[ip], "ContextTokens", loc, minimum=0)
+            output = _tokens(row[io], "GeneratedTokens", loc, minimum=0)
+            if not prompt or not output:  # a failed request: nothing was generated (or sent)
+                out.skipped += 1
+                continue
             whole.append(sec)
             out.arrival.append(frac)
-            out.prompt.append(_tokens(row[ip], "ContextTokens", loc))
-            out.output.append(_tokens(row[io], "GeneratedTokens", loc))
+            out.prompt.append(prompt)
+            out.output.append(output)
     if whole:
         # Subtract whole seconds as integers first: absolute epoch floats would lose the
         # sub-microsecond digits.
@@ -313,12 +316,13 @@ def _parse_burstgpt(path: Path, label: str) -> _Rows:
         it, ip, io = (cols[c] for c in required)
         for loc, row in _csv_rows(reader, label, max(it, ip, io) + 1):
             ts = _number(row[it], "Timestamp", loc)
+            request = _tokens(row[ip], "Request tokens", loc, minimum=0)
             response = _tokens(row[io], "Response tokens", loc, minimum=0)
-            if response == 0:  # BurstGPT logs failed requests with no response tokens
+            if not request or not response:  # BurstGPT logs failed requests with no response tokens
                 out.skipped += 1
                 continue
             out.arrival.append(ts)
-            out.prompt.append(_tokens(row[ip], "Request tokens", loc))
+            out.prompt.append(request)
             out.output.append(response)
     return out
 
@@ -360,8 +364,9 @@ def _parse_mooncake(path: Path, label: str) -> _Rows:
                     where=_where(loc),
                     fix="fix this line, or set workload.arrival.format to the file's format",
                 )
-            out.arrival.append(_json_number(obj, "timestamp", loc) / 1000.0)  # ms -> s
-            for key, dest in (("input_length", out.prompt), ("output_length", out.output)):
+            arrival = _json_number(obj, "timestamp", loc) / 1000.0  # ms -> s
+            lengths = []
+            for key in ("input_length", "output_length"):
                 value = _json_number(obj, key, loc)
                 if not value.is_integer():
                     raise TraceError(
@@ -369,7 +374,13 @@ def _parse_mooncake(path: Path, label: str) -> _Rows:
                         where=_where(loc),
                         fix="fix or remove this line",
                     )
-                dest.append(_tokens(value, key, loc))
+                lengths.append(_tokens(value, key, loc, minimum=0))
+            if not all(lengths):  # a failed request: nothing was generated (or sent)
+                out.skipped += 1
+                continue
+            out.arrival.append(arrival)
+            out.prompt.append(lengths[0])
+            out.output.append(lengths[1])
             hashes = obj.get("hash_ids", [])
             if not isinstance(hashes, list) or not all(
                 isinstance(h, int) and not isinstance(h, bool) and -(2**63) <= h < 2**63 for h in hashes
@@ -408,6 +419,11 @@ def sniff_trace_format(path: Path, label: str | None = None) -> str:
                 continue
             if line.lstrip().startswith("{"):
                 return "mooncake"
+            if line.lstrip().startswith("["):
+                raise TraceError("a JSON array: a JSON trace is one object per line (JSON Lines, as "
+                                 "Mooncake's traces are written)", where=_where((label, line_no)),
+                                 fix="write one {\"timestamp\": ..., \"input_length\": ..., \"output_length\": ...} "
+                                     "object per line (e.g. jq -c '.[]' FILE > FILE.jsonl)")
             header = {c.strip() for c in next(csv.reader([line]))}
             csv_formats = {n: p.columns for n, p in TRACE_PARSERS.items() if p.columns}
             for name, columns in csv_formats.items():
@@ -467,10 +483,6 @@ def read_trace(path: Path | str, fmt: str = "auto", *, label: str | None = None)
         extra = f" ({rows.skipped} failed requests skipped)" if rows.skipped else ""
         raise TraceError(
             f"the trace has no requests{extra}", where=label, fix="point to a non-empty trace"
-        )
-    if rows.skipped:
-        logger.warning(
-            "%s: skipped %d failed request(s) with 0 response tokens", label, rows.skipped
         )
 
     arrival = np.asarray(rows.arrival, dtype=np.float64)
