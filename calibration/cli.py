@@ -155,9 +155,37 @@ def calibrate(
                                where="simulate calibrate", fix="try --quick or a smaller --token-budget")
     profile = with_fit(profile)
     png = _write_outputs(profile, out)
-    show_profile(profile, str(out))
-    note = f", budget ran out: {m.skipped} points skipped" if m.truncated else ""
-    console.print(f"wrote {out} and {png} ({m.elapsed_s:.1f} s of measurement{note})")
+    try:
+        show_profile(profile, str(out))
+        note = f", budget ran out: {m.skipped} points skipped" if m.truncated else ""
+        console.print(f"wrote {out} and {png} ({m.elapsed_s:.1f} s of measurement{note})")
+        for warning in fit_warnings(profile, budget_s):
+            err_console.print(f"warning: {warning}", highlight=False)
+    except KeyboardInterrupt:  # the files are complete: say so, not "no output was written"
+        err_console.print(f"interrupted while printing; the profile is complete at {out}")
+        raise SystemExit(130) from None
+
+
+#: A held-out error above this (median, %) means the measurements, not the fit, are off.
+NOISY_FIT_PCT = 25.0
+
+
+def fit_warnings(profile: Profile, budget_s: float) -> list[str]:
+    """What makes a fresh profile untrustworthy: a budget that cut the grid (ops beyond the
+    measured shapes are extrapolated) and families whose held-out error says the timings
+    were noisy (a busy machine, a CPU sharing its cores)."""
+    m = profile.metadata.method
+    out = []
+    if m.truncated:
+        out.append(f"the {budget_s:g} s budget cut the grid ({m.skipped} points not measured): shapes beyond "
+                   "those measured are extrapolated; give it more time (--budget-s)")
+    for family, fit in (profile.metadata.fit or {}).items():
+        error = fit.cv_median_ape_pct
+        if error is not None and error > NOISY_FIT_PCT:
+            out.append(f"{family}: held-out error {error:.0f}% (median): the timings look noisy; measure on an "
+                       "idle machine" + (" (on a CPU, with --cpu-threads 1)" if profile.metadata.device_kind == "cpu"
+                                         else ""))
+    return out
 
 
 def _write_outputs(profile: Profile, out: Path) -> Path:
@@ -186,12 +214,29 @@ def _plot(profile: Profile, path: Path) -> Path:
 
 
 @calibrate_app.command("show")
-def show(profile: Annotated[str, typer.Argument(help="profile path or shipped name (e.g. h100_sxm-vllm)")]) -> None:
+def show(profile: Annotated[str | None, typer.Argument(help="profile path or shipped name (e.g. h100_sxm-vllm); "
+                                                          "none: list the shipped profiles")] = None) -> None:
     """Summarise a profile: achieved vs datasheet, fit errors per family, provenance."""
+    if profile is None:
+        _list_shipped()
+        return
     prof = load_profile(profile, where="simulate calibrate show")
     if not prof.metadata.fit:
         prof = with_fit(prof)
     show_profile(prof, profile)
+
+
+def _list_shipped() -> None:
+    """The shipped profiles, one line each: name, GPU, source and date."""
+    from calibration.profile import shipped_profiles
+
+    table = Table(title="shipped calibration profiles (simulate calibrate show NAME)", title_justify="left")
+    for col in ("name", "GPU", "source", "date"):
+        table.add_column(col)
+    for name in shipped_profiles():
+        meta = load_profile(name).metadata
+        table.add_row(name, meta.gpu_name or "—", meta.source or "—", (meta.date or "—")[:10])
+    console.print(table)
 
 
 def _achieved(profile: Profile, family: str) -> tuple[str, float | None, str]:
@@ -305,11 +350,18 @@ def _folds(fit: dict) -> str:
 @calibrate_app.command("compare")
 def compare_cmd(
     profile: Annotated[str, typer.Argument(help="profile to check: a path or shipped name")],
-    against: Annotated[str, typer.Option("--against", help="reference profile (path or shipped name), e.g. h200_sxm-vllm")],
+    reference: Annotated[str | None, typer.Argument(help="reference profile, as --against")] = None,
+    against: Annotated[str | None, typer.Option("--against", help="reference profile (path or shipped name), e.g. h200_sxm-vllm")] = None,
 ) -> None:
     """Ratio of each family's kernel times to a reference profile's, regime by regime."""
-    from calibration.compare import compare, unmatched
+    from calibration.compare import FAMILIES, compare, unmatched
 
+    if (reference is None) == (against is None):
+        raise CalibrationError("give one reference profile" + (", not two" if reference else ""),
+                               where="simulate calibrate compare",
+                               fix=f"simulate calibrate compare {profile} --against h100_sxm-vllm "
+                                   "(or as a second argument)")
+    against = against or reference
     mine, ref = load_profile(profile, where="simulate calibrate compare"), load_profile(against, where="--against")
     table = Table(title=f"{profile} / {against}: measured ÷ reference time", title_justify="left")
     for col in ("family", "regime", "rows", "median", "p10", "p90"):
@@ -321,6 +373,11 @@ def compare_cmd(
     if skipped:
         console.print("not compared (the reference has no rows of the dtype): "
                       + ", ".join(f"{fam} {dtype} ({n} rows)" for (fam, dtype), n in sorted(skipped.items())))
+    absent = [(fam, len(mine.table(fam).rows)) for fam in FAMILIES
+              if mine.table(fam) is not None and ref.table(fam) is None]
+    if absent:
+        console.print("not compared (the reference has no rows of the family): "
+                      + ", ".join(f"{fam} ({n} rows)" for fam, n in absent))
     console.print(f"{profile}: {mine.metadata.gpu_name}, {mine.metadata.source}, {mine.metadata.date}\n"
                   f"{against}: {ref.metadata.gpu_name}, {ref.metadata.source}, {ref.metadata.date}\n"
                   "each row of the first profile is predicted by the second as a simulation reads it "

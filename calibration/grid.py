@@ -104,12 +104,15 @@ def build_plan(models: list[ModelSpec], tps: list[int], *, quick: bool = False, 
     else:
         ms = [m for m in GEMM_M if m <= min(token_budget, caps["gemm_m"])]
         nks = gemm_nk
-    for m in _coarse_first(ms):
-        for n, k in nks:
-            if 2.0 * m * n * k > caps["gemm_flops"]:
-                continue
-            for dt in dtypes:
-                plan.gemm.append((m, n, k, dt))
+    # Both ends of M for every (N, K) first, then the M between them level by level: a budget
+    # cut still leaves every shape its memory-bound and its compute-bound end.
+    m_order = _coarse_first(ms)
+    ends = [(m, n, k) for n, k in nks for m in m_order[:2]]
+    for m, n, k in ends + [(m, n, k) for m in m_order[2:] for n, k in nks]:
+        if 2.0 * m * n * k > caps["gemm_flops"]:
+            continue
+        for dt in dtypes:
+            plan.gemm.append((m, n, k, dt))
 
     if quick:
         qs, ctxs, batches = [16, 64], [0, 64], [1, 2]

@@ -204,7 +204,8 @@ def shipped_profiles() -> list[str]:
 def resolve_profile(ref: str | os.PathLike, *, where: str = "hardware.profile") -> Path:
     """A profile path from `hardware.profile`: an existing file, else a shipped name.
 
-    Relative paths are relative to the working directory; a bare name such as
+    Relative paths are relative to the working directory (a scenario file's own relative
+    path is first looked for beside the file, simulator/config.py); a bare name such as
     ``h100_sxm-vllm`` means ``calibration/profiles/h100_sxm-vllm.json``. `where` names
     the field or argument the reference came from, for the error.
     """
@@ -221,7 +222,8 @@ def resolve_profile(ref: str | os.PathLike, *, where: str = "hardware.profile") 
         raise CalibrationError(f"calibration profile {name!r} is a folder, not a profile file", where=where,
                                fix="pass one profile JSON" + (f", e.g. {found}" if found else ""))
     raise CalibrationError(
-        f"calibration profile {name!r} not found (neither a file nor a shipped profile)",
+        f"calibration profile {name!r} not found (neither a file from the working directory {Path.cwd()}, "
+        "nor beside the scenario file, nor a shipped profile)",
         where=where,
         fix=f"give a profile path, or one of the shipped names: {', '.join(names) or '(none)'}; "
         "make one with `simulate calibrate --model NAME --out PATH`",

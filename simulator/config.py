@@ -57,7 +57,7 @@ class HardwareConfig(StrictModel):
     inter_node_link: Literal["ib-ndr", "ib-hdr", "eth-200g", "pcie5"] | None = Field(
         None, description="interconnect between nodes, per GPU (TP/PP beyond a node); default the GPU's own")
     cost_per_gpu_hour: float | None = Field(None, ge=0, description="$ per GPU-hour; default the catalog's price")
-    profile: str | None = Field(None, description="calibrated profile: a path, a shipped name (e.g. h100_sxm-vllm), or `auto` (the shipped profile of this GPU); for cost_model.backend: calibrated")
+    profile: str | None = Field(None, description="calibrated profile: a path (a relative one the file names is read from the scenario's folder when it is there, else from the working directory), a shipped name (e.g. h100_sxm-vllm), or `auto` (the shipped profile of this GPU); for cost_model.backend: calibrated or auto")
 
 
 class ParallelismConfig(StrictModel):
@@ -559,6 +559,8 @@ def load_scenario(path: str | Path | None = None, overrides: list[str] | None = 
     for assignment in overrides or []:
         apply_override(data, assignment)
         _one_model_source(data, assignment)
+    if path is not None:
+        _profile_beside_the_file(data, as_written, Path(path).resolve().parent)
     ours = OverrideOrigin(overrides or [], as_written, label=overrides_label)
 
     def origin(field: str) -> tuple[str, bool] | None:
@@ -573,7 +575,7 @@ def load_scenario(path: str | Path | None = None, overrides: list[str] | None = 
     base = Path(path).resolve().parent if path is not None else Path.cwd()
     text = yaml.safe_dump(_with_absolute_paths(data, base), sort_keys=False)
     return LoadedScenario(scenario, Path(path) if path is not None else None, base, text,
-                          switched_arrival_leftovers(as_written, overrides or []),
+                          switched_arrival_leftovers(as_written, overrides or []) + _unread_profile(scenario),
                           tuple(overrides or ()) if overrides_label == "--set" else ())
 
 
@@ -593,6 +595,30 @@ def _one_model_source(data: dict, assignment: str) -> None:
     if model.get(field) is not None:
         other = _MODEL_SOURCES[1 - _MODEL_SOURCES.index(field)]
         model.pop(other, None)
+
+
+def _unread_profile(scenario: Scenario) -> tuple[str, ...]:
+    """A profile the roofline back end does not read: valid, but most likely not meant."""
+    profile = scenario.hardware.profile
+    if scenario.cost_model.backend != "roofline" or profile in (None, "auto"):
+        return ()
+    return (f"hardware.profile {profile} is not read: cost_model.backend is roofline (set it to calibrated "
+            "to time kernels from the profile)",)
+
+
+def _profile_beside_the_file(data: dict, as_written: dict, folder: Path) -> None:
+    """A `hardware.profile` the file names by a relative path is read from the file's folder,
+    as its trace and config.json are, when it is there and not in the working directory (where
+    calibration looks, and where a `--set` path is meant)."""
+    hardware, written = data.get("hardware"), as_written.get("hardware")
+    if not isinstance(hardware, dict) or not isinstance(written, dict):
+        return
+    value = hardware.get("profile")
+    if not isinstance(value, str) or value != written.get("profile") or Path(value).expanduser().is_absolute():
+        return
+    beside = folder / value
+    if beside.is_file() and not Path(value).is_file():
+        hardware["profile"] = str(beside)
 
 
 # The scenario's file fields: (section path, key, whether it is read from the scenario's

@@ -865,3 +865,14 @@ def test_a_quiet_validation_still_says_which_runs_it_skipped(tmp_path, capsys):
     assert main(["validate", str(src), "--scenario", str(BENCH_SCENARIO), "-q", "-o", str(tmp_path / "o")]) in (0, None)
     captured = capsys.readouterr()
     assert captured.out == "" and "skipped h900" in captured.err and "unknown GPU 'h900'" in captured.err
+
+
+def test_arrivals_that_look_like_milliseconds_are_said(tmp_path):
+    """100 requests of ~0.4 s each spread over 3.5 hours: most likely ms read as s."""
+    rows = "".join(f"{i * 127.0},500,100,400,30\n" for i in range(100))
+    src = _write(tmp_path / "ms.csv", "arrival_s,prompt_tokens,output_tokens,ttft_ms,tpot_ms\n" + rows)
+    note = read_measured([src]).runs[0].note
+    assert "if the column is in milliseconds, divide it by 1,000" in note
+    seconds = "".join(f"{i * 0.127},500,100,400,30\n" for i in range(100))
+    src = _write(tmp_path / "s.csv", "arrival_s,prompt_tokens,output_tokens,ttft_ms,tpot_ms\n" + seconds)
+    assert read_measured([src]).runs[0].note is None

@@ -79,9 +79,31 @@ def read_per_request_csv(path: Path, cells: CsvCells | None = None) -> MeasuredS
     # vLLM leaves TPOT undefined for single-token outputs.
     req.loc[req["output_tokens"] <= 1, "tpot_ms"] = np.nan
     note = _failed_requests(req, path)  # before the means: a failed request's latencies are left out
+    note = "; ".join(filter(None, [note, _arrival_unit_note(req)])) or None
     run = MeasuredRun(label=path.stem, source=path.name, kind="trace", measured=mean_latencies(req),
                       requests=req, note=note)
     return MeasuredSet("per_request", [run], df, np.zeros(len(df), dtype=int))
+
+
+# Arrival gaps this many times the requests' own mean E2E (or TTFT), over at least an hour,
+# are more likely milliseconds read as seconds than a benchmark that idled between requests.
+_IDLE_GAP_FACTOR = 100
+_IDLE_SPAN_S = 3600.0
+
+
+def _arrival_unit_note(req: pd.DataFrame) -> str | None:
+    """A note when `arrival_s` looks like milliseconds: the replay would spread the requests
+    1,000 times apart and read an idle server."""
+    if len(req) < 10:
+        return None
+    span = float(req["arrival_s"].max() - req["arrival_s"].min())
+    latency = req["e2e_ms"] if "e2e_ms" in req.columns and req["e2e_ms"].notna().any() else req["ttft_ms"]
+    typical_s = float(np.nanmean(latency.to_numpy(dtype=float))) / 1e3
+    gap = span / (len(req) - 1)
+    if span < _IDLE_SPAN_S or not typical_s > 0 or gap < _IDLE_GAP_FACTOR * typical_s:
+        return None
+    return (f"arrival_s spans {span:,.0f} s for {len(req):,} requests, a mean gap of {gap:,.0f} s against "
+            f"{typical_s:,.2f} s of latency: if the column is in milliseconds, divide it by 1,000")
 
 
 def _failed_requests(req: pd.DataFrame, path: Path) -> str | None:

@@ -1,0 +1,61 @@
+"""How a user meets calibration: listing and comparing profiles, warnings on a fresh
+profile, a profile named beside its scenario, and a grid a short budget still spans."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+from conftest import CHATBOT, cli
+
+from calibration.cli import fit_warnings
+from calibration.grid import build_plan
+from calibration.profile import PROFILES_DIR, load_profile
+from simulator.config import load_scenario
+from simulator.models import get_model
+
+
+def test_show_without_a_name_lists_the_shipped_profiles(capsys):
+    assert cli("calibrate", "show") in (0, None)
+    out = capsys.readouterr().out
+    assert "h100_sxm-vllm" in out and "h200_sxm-measured" in out
+
+
+def test_compare_takes_the_reference_as_a_second_argument_and_names_absent_families(capsys):
+    assert cli("calibrate", "compare", "h100_sxm-measured", "h100_sxm-vllm") in (0, None)
+    out = " ".join(capsys.readouterr().out.split())
+    assert "not compared (the reference has no rows of the family): elementwise" in out
+
+
+def test_a_fresh_profile_with_noisy_or_cut_timings_is_flagged():
+    profile = load_profile("h100_sxm-vllm")
+    assert fit_warnings(profile, 600) == []
+    fit = dict(profile.metadata.fit)
+    fit["gemm"] = fit["gemm"].model_copy(update={"cv_median_ape_pct": 96.0})
+    method = profile.metadata.method.model_copy(update={"truncated": True, "skipped": 40})
+    noisy = profile.model_copy(update={"metadata": profile.metadata.model_copy(update={"fit": fit, "method": method})})
+    warnings = fit_warnings(noisy, 5)
+    assert any("budget cut the grid (40 points not measured)" in w for w in warnings)
+    assert any(w.startswith("gemm: held-out error 96%") for w in warnings)
+
+
+def test_a_profile_the_scenario_names_beside_itself_is_found(tmp_path, monkeypatch):
+    (tmp_path / "mine.json").write_text((PROFILES_DIR / "h100_sxm-vllm.json").read_text())
+    d = yaml.safe_load(CHATBOT.read_text())
+    d["hardware"]["profile"], d["cost_model"]["backend"] = "mine.json", "calibrated"
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(d))
+    monkeypatch.chdir(PROFILES_DIR)  # another folder: the file's relative path is read beside it
+    loaded = load_scenario(tmp_path / "s.yaml")
+    assert loaded.scenario.hardware.profile == str(tmp_path / "mine.json")
+    d["cost_model"]["backend"] = "roofline"  # a profile the roofline never reads is said
+    (tmp_path / "r.yaml").write_text(yaml.safe_dump(d))
+    assert any("is not read: cost_model.backend is roofline" in w for w in load_scenario(tmp_path / "r.yaml").warnings)
+
+
+def test_the_gemm_grid_measures_both_ends_of_m_for_every_shape_first():
+    plan = build_plan([get_model("llama-3.1-8b")], [1])
+    shapes = {(n, k) for _, n, k, _ in plan.gemm}
+    first = plan.gemm[:2 * len(shapes)]
+    assert {(n, k) for _, n, k, _ in first} == shapes
+    assert {m for m, *_ in first} == {min(m for m, *_ in plan.gemm), max(m for m, *_ in plan.gemm)}
+    assert json.dumps(plan.gemm)  # plain data, for the run's progress
