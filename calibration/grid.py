@@ -106,11 +106,10 @@ def build_plan(models: list[ModelSpec], tps: list[int], *, quick: bool = False, 
         nks = gemm_nk
     # Both ends of M for every (N, K) first, then the M between them level by level: a budget
     # cut still leaves every shape its memory-bound and its compute-bound end.
-    m_order = _coarse_first(ms)
-    ends = [(m, n, k) for n, k in nks for m in m_order[:2]]
-    for m, n, k in ends + [(m, n, k) for m in m_order[2:] for n, k in nks]:
-        if 2.0 * m * n * k > caps["gemm_flops"]:
-            continue
+    fits = {(n, k): _coarse_first([m for m in ms if 2.0 * m * n * k <= caps["gemm_flops"]]) for n, k in nks}
+    ends = [(m, n, k) for (n, k), order in fits.items() for m in order[:2]]
+    rest = [(m, n, k) for m in _coarse_first(ms) for (n, k), order in fits.items() if m in order[2:]]
+    for m, n, k in ends + rest:
         for dt in dtypes:
             plan.gemm.append((m, n, k, dt))
 
