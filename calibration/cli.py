@@ -134,7 +134,7 @@ def calibrate(
     plan = build_plan(models, tps, quick=quick, device=kind, token_budget=token_budget)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err_console, transient=True) as bar:
-        task = bar.add_task("measuring", total=plan.size())
+        task = bar.add_task("measuring", total=None)  # the run counts its points as it plans them
 
         def progress(done: int, total: int, label: str) -> None:
             bar.update(task, completed=done, total=total, description=f"measuring {label[:60]}")

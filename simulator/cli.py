@@ -279,9 +279,10 @@ def _comparison_table(comparison) -> Table:
         cells = []
         for v, change in zip(r["values"], r["change_pct"], strict=True):
             text = shown(v, r["unit"])
-            judged, said = marked_change(change, r["values"][0], v, r["lower_is_better"])
+            judged, said = marked_change(change, r["values"][0], v, r["lower_is_better"], r["unit"])
             if cells and judged:
-                text += f" [{'green' if judged == 'better' else 'red'}]({said})[/]"
+                colour = {"better": "green", "worse": "red"}.get(judged, "default")
+                text += f" [{colour}]({said})[/]"
             cells.append(text)
         table.add_row(r["metric"] + unit_label(r["unit"]), *cells)
     return table

@@ -22,7 +22,7 @@ from simulator.metrics import slo_set
 from simulator.output import staged, write_json
 
 #: (label, summary path, unit, lower is better) of each compared metric, in table order.
-METRICS: tuple[tuple[str, tuple[str, ...], str, bool], ...] = (
+METRICS: tuple[tuple[str, tuple[str, ...], str, bool | None], ...] = (
     ("TTFT p50", ("ttft_ms", "p50"), "ms", True),
     ("TTFT p99", ("ttft_ms", "p99"), "ms", True),
     ("TPOT p50", ("tpot_ms", "p50"), "ms", True),
@@ -32,7 +32,7 @@ METRICS: tuple[tuple[str, tuple[str, ...], str, bool], ...] = (
     ("output tokens", ("throughput", "output_tokens_per_s"), "tok/s", False),
     ("goodput", ("goodput", "requests_per_s"), "req/s", False),
     ("SLO attainment", ("goodput", "slo_attainment"), "fraction", False),
-    ("KV peak", ("kv_cache", "peak_utilization"), "fraction", True),
+    ("KV peak", ("kv_cache", "peak_utilization"), "fraction", None),  # neither better nor worse
     ("preemptions", ("preemptions",), "", True),
     ("GPUs", ("cost", "gpus"), "", True),
     ("cost", ("cost", "usd_per_hour"), "$/h", True),
@@ -53,6 +53,8 @@ def shown(value: float | None, unit: str) -> str:
         return percent(value)
     if not unit and float(value).is_integer():
         return f"{int(value):,}"
+    if unit in ("$/h", "$"):  # money to the cent
+        return f"{value:,.2f}"
     return significant(value)
 
 
@@ -61,23 +63,32 @@ def unit_label(unit: str) -> str:
     return f" ({unit})" if unit and unit != "fraction" else ""
 
 
-def verdict(change: float | None, lower_is_better: bool) -> str | None:
-    """Whether a change against the base is `better` or `worse`; None for no change worth
-    showing (under 0.05%)."""
+def verdict(change: float | None, lower_is_better: bool | None) -> str | None:
+    """Whether a change against the base is `better` or `worse` (`changed` for a metric that
+    is neither: a lower KV peak may be a slower server); None for no change worth showing
+    (under 0.05%)."""
     if change is None or abs(change) < 0.05:
         return None
+    if lower_is_better is None:
+        return "changed"
     return "better" if (change < 0) == lower_is_better else "worse"
 
 
 def marked_change(change: float | None, base: float | None, value: float | None,
-                  lower_is_better: bool) -> tuple[str | None, str]:
-    """(verdict, text) of a variant's value against the base's: the relative change, or
-    "from 0" where the base is zero and a relative change does not exist (0 -> 124
-    preemptions is worse, not unchanged)."""
+                  lower_is_better: bool | None, unit: str = "") -> tuple[str | None, str]:
+    """(verdict, text) of a variant's value against the base's: the relative change (for a
+    fraction, the difference in percentage points), or "from 0" where the base is zero and
+    a relative change does not exist (0 -> 124 preemptions is worse, not unchanged)."""
     if change is None and base == 0 and value:
+        if lower_is_better is None:
+            return "changed", "from 0"
         return ("worse" if (value > 0) == lower_is_better else "better"), "from 0"
     judged = verdict(change, lower_is_better)
-    return judged, (f"{change:+.1f}%" if judged else "")
+    if not judged:
+        return judged, ""
+    if unit == "fraction" and base is not None and value is not None:
+        return judged, f"{(value - base) * 100:+.1f} pts"
+    return judged, f"{change:+.1f}%"
 
 
 @dataclass(frozen=True)

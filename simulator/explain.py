@@ -9,6 +9,7 @@ scenario's model, GPU and layout with the same cost model a run uses.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from simulator.config import LoadedScenario
 from simulator.cost import prefill_attention_rate, sustained_rates_used
@@ -110,7 +111,8 @@ def explain(loaded: LoadedScenario, *, batch: int = 32, context: int | None = No
     prefill_shape = IterationShape(prefill, 1, 0, 0, ((prefill, 0),))
     decode = decode_pool.cost.breakdown(decode_shape)  # one step of many: follows another
     lone = prefill_pool.cost.breakdown(prefill_shape, from_idle=True)
-    overlap = " (async: overlapped)" if decode_pool.cost.overlap_cpu else ""
+    overlap = (" (async: overlapped with the GPU in decode steps; a lone prefill from idle pays it)"
+               if decode_pool.cost.overlap_cpu else "")
     prefill_sources = _sources(prefill_pool.cost, prefill_shape)
     sources = {**prefill_sources, **_sources(decode_pool.cost, decode_shape)}
     for name, where in prefill_sources.items():  # an op timed one way in decode, another in prefill
@@ -118,21 +120,27 @@ def explain(loaded: LoadedScenario, *, batch: int = 32, context: int | None = No
             sources[name] = f"{sources[name]} (prefill: {where})"
     sources["framework_overhead"] = "engine preset" + overlap
     sc = loaded.scenario
+    m = sc.model
+    model = f"{m.name or Path(m.config_json).stem} ({m.weight_dtype} weights, {m.kv_dtype} KV)"
     if sc.disaggregation is None:
         par = sc.parallelism
-        layout = f"TP{par.tp} PP{par.pp}"
+        layout = f"{model} on {decode_pool.gpu.name}, TP{par.tp} PP{par.pp}"
         if decode_pool.sharded.ep > 1:
             layout += f" EP{decode_pool.sharded.ep}"
         if par.dp > 1:
             layout += f" DP{par.dp} (one rank, its peers idle)"
     else:
         d = sc.disaggregation
-        layout = ", ".join(
+        layout = f"{model} on {decode_pool.gpu.name}: " + ", ".join(
             f"{role} TP{pool.tp} PP{pool.pp}" + (f" EP{plan.sharded.ep}" if plan.sharded.ep > 1 else "")
             + (f" DP{pool.dp} (one rank, its peers idle)" if pool.dp > 1 else "")
             + (f" on {plan.gpu.name}" if prefill_pool.gpu.name != decode_pool.gpu.name else "")
             for role, pool, plan in (("prefill", d.prefill, prefill_pool), ("decode", d.decode, decode_pool)))
-    notes = _sustained_notes(prefill_pool.cost) + _sustained_notes(decode_pool.cost)
+    mem = decode_pool.memory
+    notes = (f"memory per GPU{' (decode pool)' if sc.disaggregation is not None else ''}: weights "
+             f"{mem.weights_gib:.1f} GiB, KV cache {mem.kv_gib:.1f} GiB = {mem.capacity_tokens:,} tokens, "
+             f"{fits:,} sequences at this context",)
+    notes += _sustained_notes(prefill_pool.cost) + _sustained_notes(decode_pool.cost)
     server = describe_api_server(sc.cost_model)
     if server:
         before = lone_request_delay(sc.cost_model, prefill) * 1e3

@@ -252,15 +252,19 @@ def test_explain_adds_up_to_the_iteration_times_a_run_uses(capsys):
     text = capsys.readouterr().out
     assert "gate_up_proj" in text and "total" in text and "TP1 PP1" in text
     # FP8 GEMMs and a BF16 KV cache (the base scenario's): both dtypes' compute runs slower.
-    assert [n.split(":")[0] for n in e.notes] == ["bf16 kernels (GEMMs, experts)", "fp8 kernels (GEMMs, experts)",
-                                                 "prefill attention", "API server"]
-    assert "compute at 0.71" in e.notes[2]  # H200's attention measured inside a prefill layer
-    assert "measured on this GPU" in e.notes[1] and "compute at 0.88" in " ".join(text.split())
+    assert [n.split(":")[0] for n in e.notes] == ["memory per GPU", "bf16 kernels (GEMMs, experts)",
+                                                 "fp8 kernels (GEMMs, experts)", "prefill attention", "API server"]
+    assert "compute at 0.71" in e.notes[3]  # H200's attention measured inside a prefill layer
+    assert "measured on this GPU" in e.notes[2] and "compute at 0.88" in " ".join(text.split())
+    # What the step runs on, and the memory that bounds its batch (the run's own plan).
+    assert "llama-3.1-70b (fp8 weights, bf16 KV) on h200" in " ".join(text.split())
+    plan = Simulation(api.load(bench)).batch_pool.memory
+    assert f"KV cache {plan.kv_gib:.1f} GiB = {plan.capacity_tokens:,} tokens" in e.notes[0]
     # A disaggregated scenario: the decode column is the decode pool's, the prefill the prefill pool's.
     disagg = ROOT / "scenarios" / "validation" / "distserve-opt13b-a100-disagg.yaml"
     fp16 = explain(api.load(disagg), batch=8, context=500, prefill=500)
     assert "prefill TP2 PP1, decode TP1 PP1" in fp16.layout  # roofline: no sustained-rate notes
-    assert [n.split(":")[0] for n in fp16.notes] == ["API server"]
+    assert [n.split(":")[0] for n in fp16.notes] == ["memory per GPU (decode pool)", "API server"]
     assert cli("explain", bench, "--batch", 0) == 2
     assert "--batch: must be >= 1" in capsys.readouterr().err
 

@@ -110,3 +110,16 @@ def test_a_comparison_without_an_slo_has_no_attainment_rows_and_counts_read_whol
     assert shown(16.0, "") == "16" and shown(2.5, "") == "2.50"  # three figures, as every table shows them
     assert marked_change(None, 0.0, 124.0, True) == ("worse", "from 0")  # preemptions appearing
     assert marked_change(None, 0.0, 0.0, True) == (None, "")
+
+
+def test_a_kv_peak_is_neither_better_nor_worse_and_fractions_change_in_points():
+    """A lower KV peak may be a slower server: its change is shown uncoloured. Attainment
+    11.7% -> 100% is +88.3 points, not +757%. Money shows to the cent."""
+    from simulator.compare import marked_change, shown
+
+    kv = next(m for m in METRICS if m[0] == "KV peak")
+    assert kv[3] is None
+    assert marked_change(-25.7, 0.231, 0.171, None, "fraction") == ("changed", "-6.0 pts")
+    assert marked_change(757.1, 0.117, 1.0, False, "fraction") == ("better", "+88.3 pts")
+    assert marked_change(12.3, 10.0, 11.23, False, "req/s") == ("better", "+12.3%")
+    assert shown(23.92, "$/h") == "23.92"

@@ -18,11 +18,13 @@ FIGURE_METRICS = ("TTFT p99", "TPOT p99", "output tokens", "cost per M output to
 BETTER, WORSE = "#1a7f37", "#cf222e"
 
 
-def _change(change: float | None, base: float | None, value: float | None, lower_better: bool) -> str:
-    judged, said = marked_change(change, base, value, lower_better)
+def _change(change: float | None, base: float | None, value: float | None, lower_better: bool | None,
+            unit: str = "") -> str:
+    judged, said = marked_change(change, base, value, lower_better, unit)
     if judged is None:
         return ""
-    return f' <span style="color:{BETTER if judged == "better" else WORSE}">({_esc(said)})</span>'
+    colour = {"better": BETTER, "worse": WORSE}.get(judged, "inherit")
+    return f' <span style="color:{colour}">({_esc(said)})</span>'
 
 
 def comparison_table(names: list[str], rows: list[dict]) -> str:
@@ -32,7 +34,7 @@ def comparison_table(names: list[str], rows: list[dict]) -> str:
         cells = [f"<td>{_esc(r['metric'] + unit_label(r['unit']))}</td>"]
         for i, (v, c) in enumerate(zip(r["values"], r["change_pct"], strict=True)):
             cells.append(f'<td class="n">{_esc(shown(v, r["unit"]))}'
-                         f'{_change(c, r["values"][0], v, r["lower_is_better"]) if i else ""}</td>')
+                         f'{_change(c, r["values"][0], v, r["lower_is_better"], r["unit"]) if i else ""}</td>')
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
