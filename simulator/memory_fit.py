@@ -49,7 +49,7 @@ def _valid(setup: MemorySetup, tp: int, dp: int) -> bool:
     attention heads, and block-FP8 experts only along whole blocks (unless placed whole)."""
     model = setup.model
     expert_dtype = setup.expert_weight_dtype or setup.weight_dtype
-    blocked = model.num_experts and model.released_in_fp8 and expert_dtype == "fp8" and not setup.expert_parallel
+    blocked = model.has_block_fp8_experts(expert_dtype) and not setup.expert_parallel
     return model.splits_heads(tp) and (not blocked or model.splits_fp8_expert_blocks(tp * dp))
 
 

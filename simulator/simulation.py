@@ -180,7 +180,7 @@ def _check_block_fp8_expert_split(model: ModelSpec, scenario: Scenario, layout: 
                                   where: str) -> None:
     m = scenario.model
     expert_dtype = m.expert_weight_dtype or m.weight_dtype
-    if not (model.num_experts and model.released_in_fp8 and expert_dtype == "fp8"):
+    if not model.has_block_fp8_experts(expert_dtype):
         return
     if layout.expert_parallel:
         return

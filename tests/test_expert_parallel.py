@@ -143,6 +143,19 @@ def test_block_fp8_experts_that_a_width_split_would_cut_through_a_block_need_the
         _sim("parallelism.tp=4", "parallelism.dp=2")
 
 
+def test_qwen3s_own_block_fp8_release_is_held_to_its_blocks_too():
+    """Qwen3's base releases are bf16 and its FP8 a separate block-scaled `-FP8` release
+    (`native_fp8`): served FP8, it meets the same 128-wide blocks (vllm-project/vllm#17569:
+    Qwen3-235B-A22B-FP8 at TP8 is refused, 192 per GPU)."""
+    from simulator.errors import ExpertSplitError
+
+    qwen = ["model.name=qwen3-235b-a22b"]
+    with pytest.raises(ExpertSplitError, match="192 per GPU"):
+        _sim(*qwen, "parallelism.tp=8")
+    assert _sim(*qwen, "parallelism.tp=8", "parallelism.expert_parallel=true").sharded.ep == 8
+    assert _sim(*qwen, "parallelism.tp=4").sharded.moe_ffn == 384
+
+
 def test_a_measured_row_the_width_split_cannot_run_is_simulated_with_the_flag(tmp_path):
     """The server ran, so it ran the only split vLLM allows; the run says so. A user's own
     expert_parallel setting is kept, and then the row is skipped with the reason."""

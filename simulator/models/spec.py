@@ -171,6 +171,12 @@ class ModelSpec(StrictModel):
         heads divide evenly over it or are replicated whole."""
         return not (self.num_heads % tp or (self.num_kv_heads % tp and tp % self.num_kv_heads))
 
+    def has_block_fp8_experts(self, expert_dtype: str) -> bool:
+        """Whether FP8 experts of this model come in the publisher's block-scaled checkpoint
+        (`native_fp8`: Qwen3's `-FP8`, DeepSeek, Kimi, MiniMax, GLM), whose 128-wide blocks a
+        TP split must not cut (vllm-project/vllm#17569: Qwen3-235B-A22B-FP8 at TP8)."""
+        return bool(self.num_experts) and (self.native_fp8 or self.released_in_fp8) and expert_dtype == "fp8"
+
     def splits_fp8_expert_blocks(self, ways: int) -> bool:
         """Whether a block-FP8 checkpoint's experts split `ways` ways by width without
         cutting a quantisation block (see FP8_WEIGHT_BLOCK)."""
