@@ -472,14 +472,17 @@ def list_gpus() -> None:
     from simulator.cost.calibrated import NoShippedProfileError, shipped_profile_for
     from simulator.hardware import GPU_CATALOG
 
+    def peak(g, dtype: str) -> str:
+        return f"{g.peak_tflops[dtype]:.5g}" if g.peak_tflops.get(dtype) else "—"  # no such tensor cores
+
     rows = []
-    for g in GPU_CATALOG.values():
+    for g in sorted(GPU_CATALOG.values(), key=lambda g: _natural(g.name)):
         try:
             tables = shipped_profile_for(g)
         except NoShippedProfileError:
             tables = "— (roofline)"
-        rows.append((g.name, f"{g.memory_gb:g}", f"{g.hbm_tbps:g}", f"{g.peak_tflops.get('bf16', 0):.5g}",
-                     f"{g.peak_tflops.get('fp8', 0):.5g}", f"{g.cost_per_gpu_hour:.2f}", tables, g.display_name))
+        rows.append((g.name, f"{g.memory_gb:g}", f"{g.hbm_tbps:g}", peak(g, "bf16"), peak(g, "fp8"),
+                     f"{g.cost_per_gpu_hour:.2f}", tables, g.display_name))
     console.print(names_table(rows, "name", "GB", "TB/s", "bf16", "fp8", "$/h", "kernel tables", "GPU",
                               fold=("GPU",),
                               caption="GB: memory; TB/s: HBM bandwidth; bf16, fp8: dense TFLOP/s; "
@@ -492,12 +495,40 @@ def list_models() -> None:
     from simulator.models import MODEL_CATALOG
 
     rows = []
-    for m in MODEL_CATALOG.values():
+    for m in sorted(MODEL_CATALOG.values(), key=lambda m: _natural(m.name)):
         ffn = f"{m.num_experts}×{m.moe_ffn_size} top-{m.experts_per_token}" if m.is_moe else str(m.ffn_size)
+        if m.is_moe and m.num_shared_experts:
+            ffn += f" +{m.num_shared_experts} shared"
         rows.append((m.name, f"{m.param_count / 1e9:.1f}", str(m.num_layers), str(m.hidden_size),
-                     f"{m.num_heads}/{m.num_kv_heads}", str(m.vocab_size), str(m.max_position_embeddings), ffn))
-    console.print(names_table(rows, "name", "params B", "layers", "hidden", "heads", "vocab", "max len", "ffn",
-                              fold=("ffn",), caption="heads: query/KV heads; ffn: width, or experts × width"))
+                     f"{m.num_heads}/{m.num_kv_heads}", _attention_kind(m),
+                     str(m.max_position_embeddings), ffn))
+    console.print(names_table(rows, "name", "params B", "layers", "hidden", "heads", "attention", "max len",
+                              "ffn", fold=("attention", "ffn"),
+                              caption="heads: query/KV heads; attention: window N on k/L: k of the L layers "
+                                      "attend to the last N tokens; ffn: width, or experts × width"))
+
+
+def _natural(name: str) -> list:
+    """Sort key that reads numbers as numbers: llama-3-8b before llama-3.1-8b, qwen3-8b before qwen3-32b."""
+    import re
+
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", name) if part]
+
+
+def _attention_kind(m) -> str:
+    """What sizes a model's KV cache and attention: MLA's latent, a sliding window, linear
+    attention layers, sparse selection; else grouped-query (GQA) or multi-head (MHA)."""
+    if m.is_mla:
+        kind = f"MLA (latent {m.kv_lora_rank})"
+    else:
+        kind = "MHA" if m.num_kv_heads == m.num_heads else "GQA"
+    if m.is_sparse:
+        kind += ", sparse"
+    if m.sliding_layers:
+        kind += f", window {m.sliding_window} on {m.sliding_layers}/{m.num_layers}"
+    if m.linear_layers:
+        kind += f", linear on {m.linear_layers}/{m.num_layers}"
+    return kind
 
 
 @list_app.command("policies")

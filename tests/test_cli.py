@@ -417,3 +417,17 @@ def test_a_mistyped_command_is_named_as_one(argv, says, capsys):
         main(argv)
     err = " ".join(capsys.readouterr().err.split())
     assert exc.value.code == 2 and says in err and "Traceback" not in err
+
+
+def test_list_models_says_the_attention_kind_and_sorts_numbers_as_numbers(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "300")
+    assert cli("list", "models") == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
+    rows = {line.split()[0]: line for line in lines}
+    assert "MLA (latent 512)" in rows["deepseek-v3"] and "+1 shared" in rows["deepseek-v3"]
+    assert "window 128 on 18/36" in rows["gpt-oss-120b"] and " GQA" in rows["llama-3.1-8b"]
+    names = [line.split()[0] for line in lines[1:]]
+    assert names.index("llama-3-8b") < names.index("llama-3.1-8b") and names.index("qwen3-8b") < names.index("qwen3-32b")
+    assert cli("list", "gpus") == 0
+    a100 = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("a100-80gb-sxm "))
+    assert a100.split()[4] == "—"  # no FP8 tensor cores: not "0 TFLOP/s"
