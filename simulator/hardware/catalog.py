@@ -37,6 +37,10 @@ from simulator.hardware.spec import GPUSpec
 # FP8/INT8 3958* -> 1979, TF32 989* -> 494.5; FP32 non-tensor 67) and CDNA3 (MI300X, MI325X;
 # AMD datasheets: BF16/FP16 1307.4, FP8/INT8 2614.9, TF32 653.7, FP32 163.4 dense).
 _GH100_SXM_PEAKS = {"fp32": 67.0, "tf32": 494.5, "bf16": 989.0, "fp16": 989.0, "fp8": 1979.0, "int8": 1979.0}
+# The GH100 on a PCIe NVL board (H100 NVL, H200 NVL; NVIDIA H100 and H200 datasheets,
+# sparse figures halved: BF16/FP16 1,671* -> 835.5, FP8/INT8 3,341* -> 1,670.5, TF32 835*
+# -> 417.5; FP32 (non-tensor) 60).
+_GH100_NVL_PEAKS = {"fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5, "fp8": 1670.5, "int8": 1670.5}
 # GA100 (A100 40/80 GB, A800; NVIDIA A100 datasheet, dense: BF16/FP16 312, INT8 624,
 # TF32 156, FP32 19.5; no FP8).
 _GA100_PEAKS = {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0, "int8": 624.0}
@@ -133,16 +137,7 @@ _GPUS: list[GPUSpec] = [
         memory_gb=94.0,  # NVIDIA H100 datasheet (H100 NVL): 94 GB HBM3
         usable_memory_gib=95830 / 1024,  # nvidia-smi reports 95830 MiB on H100 NVL (public logs)
         hbm_tbps=3.9,  # NVIDIA H100 datasheet (H100 NVL): 3.9 TB/s
-        # NVIDIA H100 datasheet (H100 NVL), sparse figures halved: BF16/FP16 1671* -> 835.5,
-        # FP8/INT8 3341* -> 1670.5, TF32 835* -> 417.5; FP32 (non-tensor) 60.
-        peak_tflops={
-            "fp32": 60.0,
-            "tf32": 417.5,
-            "bf16": 835.5,
-            "fp16": 835.5,
-            "fp8": 1670.5,
-            "int8": 1670.5,
-        },
+        peak_tflops=_GH100_NVL_PEAKS,
         num_sms=132,  # CUDA device query on H100 NVL: 132 SMs (the SXM5 configuration)
         l2_cache_mb=50.0,  # NVIDIA Hopper whitepaper: 50 MB L2
         # NVIDIA H100 datasheet (NVL): NVLink bridge 600 GB/s bidirectional, but it joins only
@@ -191,9 +186,8 @@ _GPUS: list[GPUSpec] = [
         memory_gb=141.0,  # NVIDIA H200 datasheet (H200 NVL): 141 GB HBM3e
         usable_memory_gib=143771 / 1024,  # estimate: H200 SXM's 143771 MiB (the same HBM3e stacks)
         hbm_tbps=4.8,  # NVIDIA H200 datasheet (H200 NVL): 4.8 TB/s
-        # NVIDIA H200 datasheet (H200 NVL, up to 600 W), sparse figures halved: the H100 NVL's
-        # peaks (BF16/FP16 1,671* -> 835.5, FP8/INT8 3,341* -> 1,670.5).
-        peak_tflops={"fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5, "fp8": 1670.5, "int8": 1670.5},
+        # NVIDIA H200 datasheet (H200 NVL, up to 600 W): the H100 NVL's peaks.
+        peak_tflops=_GH100_NVL_PEAKS,
         num_sms=132,  # the GH100 configuration of H200 SXM
         l2_cache_mb=50.0,  # NVIDIA Hopper whitepaper: 50 MB L2
         # NVIDIA H200 datasheet (NVL): a 2- or 4-way NVLink bridge (900 GB/s) joins at most four
