@@ -27,7 +27,7 @@ from calibration.profile import (
     save_profile,
     staged_file,
 )
-from simulator.terminal import make_console
+from simulator.terminal import PlainProgress, make_console
 
 # The smallest prefill chunk measured (calibration.grid.PREFILL_Q[0]); a smaller --token-budget
 # would leave prefill attention without a single row. Not imported: grid pulls in the cost model.
@@ -136,8 +136,12 @@ def calibrate(
                   console=err_console, transient=True) as bar:
         task = bar.add_task("measuring", total=None)  # the run counts its points as it plans them
 
+        plain = PlainProgress(err_console, "measuring", "grid points")
+
         def progress(done: int, total: int, label: str) -> None:
             bar.update(task, completed=done, total=total, description=f"measuring {label[:60]}")
+            if not err_console.is_terminal:  # a log: no bar is drawn there
+                plain(done, total, label[:60])
 
         profile = run_benchmarks(plan, device=kind, budget_s=budget_s, quick=quick, repeats=repeats,
                                  lock_clock_mhz=lock_clocks, cpu_threads=cpu_threads,

@@ -21,7 +21,7 @@ from simulator.errors import ServesimError
 from simulator.formatting import percent, significant
 from simulator.layout_text import pool_layout
 from simulator.plan.cli import plan_cmd
-from simulator.terminal import make_console, widen_piped_help
+from simulator.terminal import PlainProgress, make_console, widen_piped_help
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="servesim: simulate LLM inference serving. `simulate SCENARIO.yaml` runs a scenario.")
@@ -62,9 +62,15 @@ class LazyProgress:
         self.start = time.perf_counter()
         self.bar: Progress | None = None
         self.task = None
+        self.plain: PlainProgress | None = None
 
     def __call__(self, done: int, total: int) -> None:
         if not self.enabled:
+            return
+        if not err_console.is_terminal:  # a log: a line now and then, not a bar nobody sees
+            if self.plain is None:
+                self.plain = PlainProgress(err_console, self.label, self.unit)
+            self.plain(done, total)
             return
         if self.bar is None:
             if time.perf_counter() - self.start < PROGRESS_AFTER_S:

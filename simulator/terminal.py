@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 from rich.console import Console, ConsoleDimensions
 
@@ -40,3 +41,25 @@ def widen_piped_help() -> None:
             and not sys.stdout.isatty()):
         help_layout.MAX_WIDTH = PIPED_WIDTH
 
+
+
+#: Seconds between two progress lines where stderr is no terminal (a log file, CI).
+PLAIN_PROGRESS_EVERY_S = 30.0
+
+
+class PlainProgress:
+    """Progress as a line every PLAIN_PROGRESS_EVERY_S seconds, for a stderr that is no
+    terminal: rich draws no bar there, and a ten-minute run would say nothing until its end."""
+
+    def __init__(self, console: Console, label: str, unit: str):
+        self.console, self.label, self.unit = console, label, unit
+        self.start = self.last = time.perf_counter()
+
+    def __call__(self, done: int, total: int | None, what: str = "") -> None:
+        now = time.perf_counter()
+        if now - self.last < PLAIN_PROGRESS_EVERY_S:
+            return
+        self.last = now
+        of = f"/{total:,}" if total else ""
+        self.console.print(f"{self.label}: {done:,}{of} {self.unit} after {now - self.start:.0f} s"
+                           + (f" ({what})" if what else ""), highlight=False, soft_wrap=True)

@@ -431,3 +431,21 @@ def test_list_models_says_the_attention_kind_and_sorts_numbers_as_numbers(capsys
     assert cli("list", "gpus") == 0
     a100 = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("a100-80gb-sxm "))
     assert a100.split()[4] == "—"  # no FP8 tensor cores: not "0 TFLOP/s"
+
+
+def test_a_log_gets_a_progress_line_now_and_then(monkeypatch):
+    """Where stderr is no terminal (a log, CI) rich draws no bar: a plain line every
+    PLAIN_PROGRESS_EVERY_S seconds says how far a long run is."""
+    import io
+
+    from rich.console import Console
+
+    from simulator import terminal
+
+    out = io.StringIO()
+    line = terminal.PlainProgress(Console(file=out, width=200), "measuring", "grid points")
+    line(3, 10, "gemm (1, 4096, 4096)")
+    assert out.getvalue() == ""  # not yet: the first line waits its interval
+    monkeypatch.setattr(terminal, "PLAIN_PROGRESS_EVERY_S", 0.0)
+    line(5, 10, "gemm (1, 4096, 4096)")
+    assert out.getvalue().startswith("measuring: 5/10 grid points after ") and "(gemm (1, 4096, 4096))" in out.getvalue()
