@@ -561,6 +561,7 @@ def load_scenario(path: str | Path | None = None, overrides: list[str] | None = 
         _one_model_source(data, assignment)
     if path is not None:
         _profile_beside_the_file(data, as_written, Path(path).resolve().parent)
+    _default_tags(data, as_written)
     ours = OverrideOrigin(overrides or [], as_written, label=overrides_label)
 
     def origin(field: str) -> tuple[str, bool] | None:
@@ -575,7 +576,8 @@ def load_scenario(path: str | Path | None = None, overrides: list[str] | None = 
     base = Path(path).resolve().parent if path is not None else Path.cwd()
     text = yaml.safe_dump(_with_absolute_paths(data, base), sort_keys=False)
     return LoadedScenario(scenario, Path(path) if path is not None else None, base, text,
-                          switched_arrival_leftovers(as_written, overrides or []) + _unread_profile(scenario),
+                          switched_arrival_leftovers(as_written, overrides or []) + _unread_profile(scenario)
+                          + _surprising_defaults(scenario, data),
                           tuple(overrides or ()) if overrides_label == "--set" else ())
 
 
@@ -595,6 +597,53 @@ def _one_model_source(data: dict, assignment: str) -> None:
     if model.get(field) is not None:
         other = _MODEL_SOURCES[1 - _MODEL_SOURCES.index(field)]
         model.pop(other, None)
+
+
+def _default_tags(data: dict, as_written: dict) -> None:
+    """A section the file leaves out runs as its default variant (scheduler: vllm-v1); a
+    `--set` that creates it with one field (`scheduler.enable_prefix_caching=false`) edits
+    that default rather than a section without a variant."""
+    for name, field in Scenario.model_fields.items():
+        section = data.get(name)
+        found = variants(field)
+        if name in as_written or not isinstance(section, dict) or found is None:
+            continue
+        tag = found[0]
+        default = default_variant(field, tag)
+        if tag not in section and default is not None:
+            section[tag] = default
+
+
+def _surprising_defaults(scenario: Scenario, data: dict) -> tuple[str, ...]:
+    """Defaults a hand-written scenario most likely did not mean: FP8 weights under 16-bit
+    activations on a GPU with FP8 tensor cores (weight-only FP8, where vLLM serves an FP8
+    checkpoint W8A8), and the datasheet roofline where measured kernel tables exist."""
+    from simulator.cost.calibrated import NoShippedProfileError, shipped_profile_for
+    from simulator.errors import CatalogError
+    from simulator.hardware import get_gpu
+
+    try:
+        gpu = get_gpu(scenario.hardware.gpu)
+    except CatalogError:
+        return ()
+    said = data.get("model") if isinstance(data.get("model"), dict) else {}
+    m = scenario.model
+    out = []
+    if (m.weight_dtype == "fp8" and m.activation_dtype in ("bf16", "fp16") and "activation_dtype" not in said
+            and "fp8" in gpu.peak_tflops):
+        out.append(f"model.weight_dtype fp8 with the default activation_dtype {m.activation_dtype} runs weight-only "
+                   "FP8 (W8A16); vLLM serves an FP8 checkpoint W8A8 on this GPU: add model.activation_dtype: fp8")
+    cost = data.get("cost_model") if isinstance(data.get("cost_model"), dict) else {}
+    if "backend" not in cost and scenario.cost_model.backend == "roofline" and scenario.disaggregation is None:
+        try:
+            tables = shipped_profile_for(gpu)
+        except NoShippedProfileError:
+            tables = None
+        if tables:
+            out.append(f"timed by the datasheet roofline (cost_model.backend's default), though {gpu.name} has "
+                       f"measured kernel tables ({tables}), which docs/fidelity.md finds closer to measurements: "
+                       "set cost_model.backend: auto to use them")
+    return tuple(out)
 
 
 def _unread_profile(scenario: Scenario) -> tuple[str, ...]:

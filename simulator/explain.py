@@ -121,7 +121,8 @@ def explain(loaded: LoadedScenario, *, batch: int = 32, context: int | None = No
     sources["framework_overhead"] = "engine preset" + overlap
     sc = loaded.scenario
     m = sc.model
-    model = f"{m.name or Path(m.config_json).stem} ({m.weight_dtype} weights, {m.kv_dtype} KV)"
+    experts = f", {m.expert_weight_dtype} experts" if m.expert_weight_dtype else ""
+    model = f"{m.name or Path(m.config_json).stem} ({m.weight_dtype} weights{experts}, {m.kv_dtype} KV)"
     if sc.disaggregation is None:
         par = sc.parallelism
         layout = f"{model} on {decode_pool.gpu.name}, TP{par.tp} PP{par.pp}"

@@ -30,6 +30,7 @@ def fit_fixes(setup: MemorySetup, gpus_per_node: int = 8) -> list[str]:
     """Single changes that make `setup` fit, the cheapest of each kind, each checked by
     re-planning (a fix the user cannot apply, or that would not help, is left out)."""
     found = [
+        _release_format_fix(setup),
         _parallel_fix(setup, gpus_per_node),
         _dp_fix(setup, gpus_per_node),
         _gpu_fix(setup),
@@ -37,7 +38,9 @@ def fit_fixes(setup: MemorySetup, gpus_per_node: int = 8) -> list[str]:
         _kv_dtype_fix(setup),
         _utilization_fix(setup),
     ]
-    return [f for f in found if f]
+    release = found[0]
+    # The release's own format says the same dtype as the weight fix: say it once.
+    return [f for f in found if f and not (f is not release and release and f.split(" (")[0] in release)]
 
 
 def one_of(fixes: list[str]) -> str:
@@ -92,6 +95,20 @@ def _gpu_fix(setup: MemorySetup) -> str | None:
     for g in bigger:
         if replace(setup, gpu=g).starts():
             return f"hardware.gpu: {g.name}"
+    return None
+
+
+def _release_format_fix(setup: MemorySetup) -> str | None:
+    """The format the model was published in, where the scenario asks for a wider one
+    (gpt-oss's MXFP4 experts, DeepSeek-V3's FP8): what its users serve, and first to try."""
+    model = setup.model
+    native = model.native_expert_dtype
+    if native and (setup.expert_weight_dtype or setup.weight_dtype) != native:
+        if replace(setup, expert_weight_dtype=native).starts():
+            return f"model.expert_weight_dtype: {native} (the format it was released in)"
+    elif (model.released_in_fp8 and setup.weight_dtype != "fp8" and "fp8" in setup.gpu.peak_tflops
+          and replace(setup, weight_dtype="fp8").starts()):
+        return "model.weight_dtype: fp8 with model.activation_dtype: fp8 (the format it was released in)"
     return None
 
 

@@ -622,6 +622,9 @@ class Simulation:
             "replicas": main.replicas,
             "dp": main.dp,
             "ep": main.sharded.ep,
+            # The formats simulated: a scenario's defaults (bf16) are not a checkpoint's own.
+            "dtypes": {"weights": sc.model.weight_dtype, "activations": sc.model.activation_dtype,
+                       "experts": sc.model.expert_weight_dtype, "kv": sc.model.kv_dtype},
             "scheduler": sc.scheduler.policy,
             "max_num_batched_tokens": self.token_budget,
             "max_num_seqs": self.max_num_seqs,
