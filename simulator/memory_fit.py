@@ -29,18 +29,18 @@ def fit_fix(setup: MemorySetup, gpus_per_node: int = 8) -> str:
 def fit_fixes(setup: MemorySetup, gpus_per_node: int = 8) -> list[str]:
     """Single changes that make `setup` fit, the cheapest of each kind, each checked by
     re-planning (a fix the user cannot apply, or that would not help, is left out)."""
+    release = _release_format_fix(setup)
     found = [
-        _release_format_fix(setup),
+        release,
         _parallel_fix(setup, gpus_per_node),
         _dp_fix(setup, gpus_per_node),
         _gpu_fix(setup),
-        _weight_dtype_fix(setup),
+        # A release format of FP8 weights is already the weight fix: said once.
+        None if release and release.startswith("model.weight_dtype") else _weight_dtype_fix(setup),
         _kv_dtype_fix(setup),
         _utilization_fix(setup),
     ]
-    release = found[0]
-    # The release's own format says the same dtype as the weight fix: say it once.
-    return [f for f in found if f and not (f is not release and release and f.split(" (")[0] in release)]
+    return [f for f in found if f]
 
 
 def one_of(fixes: list[str]) -> str:

@@ -233,6 +233,7 @@ def summarize(req: pd.DataFrame, itl: ItlSink, slo: dict[str, float | None]) -> 
             # A single-token request has no TPOT: vLLM counts it as meeting the TPOT SLO.
             meets &= np.where(np.isnan(vals), key == "tpot_ms", vals <= limit)
     good = int(meets.sum())
+    given = any(v is not None for v in slo.values())
     return {
         "requests": {"total": total, "completed": len(done), "rejected": total - len(done),
                      "rejected_reasons": rejection_reasons(req)},
@@ -250,8 +251,8 @@ def summarize(req: pd.DataFrame, itl: ItlSink, slo: dict[str, float | None]) -> 
         # Without an SLO every request "meets" it: goodput and attainment say nothing, so they
         # are null, as `vllm bench serve` leaves goodput out without --goodput.
         "goodput": {
-            "requests_per_s": rate(good) if any(v is not None for v in slo.values()) else None,
-            "slo_attainment": (good / total if total else 0.0) if any(v is not None for v in slo.values()) else None,
+            "requests_per_s": rate(good) if given else None,
+            "slo_attainment": (good / total if total else 0.0) if given else None,
             "slo": dict(slo),
         },
         "preemptions": int(req["preemptions"].sum()),

@@ -42,7 +42,6 @@ def widen_piped_help() -> None:
         help_layout.MAX_WIDTH = PIPED_WIDTH
 
 
-
 #: Seconds between two progress lines where stderr is no terminal (a log file, CI).
 PLAIN_PROGRESS_EVERY_S = 30.0
 

@@ -151,11 +151,7 @@ def _print_slo_misses(rows: list[dict], records: dict[str, dict], loaded, shown:
     it broke); without them the terminal says only that none qualified. Then the fix: the
     latencies the best configuration reached there, which an SLO could ask for."""
     missed = [r for r in rows if r["status"] == "ok" and r.get("reason") and not r.get("max_rate_per_replica")]
-    for i, r in enumerate(missed[:shown]):
-        console.print(f"{'SLO missed:' if i == 0 else '':<13}{r['label']}: {r['reason']}",
-                      soft_wrap=True, markup=False, highlight=False)
-    if len(missed) > shown:
-        console.print(f"{'':<13}… {len(missed) - shown} more (plan.csv, column reason)", highlight=False)
+    _print_reasons("SLO missed:", missed, shown)
     _print_target_misses(rows, loaded, shown)
     reached = _best_reached(missed, records, loaded.plan.slo)
     if reached:
@@ -168,15 +164,21 @@ def _print_slo_misses(rows: list[dict], records: dict[str, dict], loaded, shown:
                       soft_wrap=True, markup=False, highlight=False)
 
 
+def _print_reasons(heading: str, rows: list[dict], shown: int) -> None:
+    """The first `shown` rows' reasons under one heading, and how many more plan.csv holds."""
+    width = max(13, len(heading) + 1)
+    for i, r in enumerate(rows[:shown]):
+        console.print(f"{heading if i == 0 else '':<{width}}{r['label']}: {r['reason']}",
+                      soft_wrap=True, markup=False, highlight=False)
+    if len(rows) > shown:
+        console.print(f"{'':<{width}}… {len(rows) - shown} more (plan.csv, column reason)", highlight=False)
+
+
 def _print_target_misses(rows: list[dict], loaded, shown: int) -> None:
     """Configurations that meet the SLO at some rate but whose replica counts cannot carry the
     target (or fit the budget): the target, not the SLO, stopped them; the fix says by how much."""
     short = [r for r in rows if r["status"] == "ok" and r.get("reason") and r.get("max_rate_per_replica")]
-    for i, r in enumerate(short[:shown]):
-        console.print(f"{'target missed:' if i == 0 else '':<15}{r['label']}: {r['reason']}",
-                      soft_wrap=True, markup=False, highlight=False)
-    if len(short) > shown:
-        console.print(f"{'':<15}… {len(short) - shown} more (plan.csv, column reason)", highlight=False)
+    _print_reasons("target missed:", short, shown)
     target = loaded.plan.target
     priced = [r for r in short if r.get("usd_per_gpu_hour") is not None]
     if target.mode != "budget" or not priced:

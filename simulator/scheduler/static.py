@@ -9,6 +9,7 @@ without padding and finished sequences stop computing, but nobody joins mid-batc
 
 from __future__ import annotations
 
+from itertools import islice
 from typing import Literal
 
 from pydantic import Field
@@ -63,18 +64,26 @@ class _BatchRunner(Scheduler):
     def _reserve(self, req: Request) -> int:
         return self.kv.blocks_for(req.prompt_tokens + req.output_tokens)
 
-    def _form_batch(self) -> None:
-        batch: list[Request] = []
-        while self.waiting and len(batch) < self.batch_size:
-            req = self.waiting[0]
+    def _choose(self) -> tuple[list[Request], list[int]]:
+        """The waiting requests, in order, whose KV reservations fit together, and each one's
+        blocks (beside it, any state or window blocks too)."""
+        chosen, blocks, total = [], [], 0
+        for req in islice(self.waiting, self.batch_size):
             need = self._reserve(req)
-            if not self.kv.can_admit(need, req):
+            total += need + self.kv.beside(req)
+            if not self.kv.can_allocate(total):
                 break
+            chosen.append(req)
+            blocks.append(need)
+        return chosen, blocks
+
+    def _form_batch(self) -> None:
+        batch, blocks = self._choose()
+        for req, need in zip(batch, blocks, strict=True):
             self.waiting.popleft()
             self.kv.admit(need, req)
             req.block_count = need
             req.status = "running"
-            batch.append(req)
         self.batch = batch
         self.running = list(batch)
         self.pad_prompt = max((r.prompt_tokens for r in batch), default=0)
@@ -114,30 +123,21 @@ class StaticScheduler(_BatchRunner):
     name = "static"
     padded = True
 
-    def _form_batch(self) -> None:
+    def _choose(self) -> tuple[list[Request], list[int]]:
         """Every row of a padded batch holds KV for the longest prompt plus the longest
         output (a `generate()` call's cache is batch × padded length), so the batch takes
         requests in order while that whole padded cache fits."""
         chosen: list[Request] = []
-        pad_prompt = pad_output = 0
-        for req in list(self.waiting)[:self.batch_size]:
-            prompt, output = max(pad_prompt, req.prompt_tokens), max(pad_output, req.output_tokens)
-            rows = [*chosen, req]
-            need = len(rows) * self.kv.blocks_for(prompt + output) + sum(self.kv.beside(r) for r in rows)
-            if not self.kv.can_allocate(need):
+        row = beside = 0
+        longest_prompt = longest_output = 0
+        for req in islice(self.waiting, self.batch_size):
+            prompt, output = max(longest_prompt, req.prompt_tokens), max(longest_output, req.output_tokens)
+            padded, held = self.kv.blocks_for(prompt + output), beside + self.kv.beside(req)
+            if not self.kv.can_allocate((len(chosen) + 1) * padded + held):
                 break
             chosen.append(req)
-            pad_prompt, pad_output = prompt, output
-        row = self.kv.blocks_for(pad_prompt + pad_output)
-        for req in chosen:
-            self.waiting.popleft()
-            self.kv.admit(row, req)
-            req.block_count = row
-            req.status = "running"
-        self.batch = chosen
-        self.running = list(chosen)
-        self.pad_prompt = pad_prompt
-        self.pad_total = pad_prompt + pad_output
+            longest_prompt, longest_output, row, beside = prompt, output, padded, held
+        return chosen, [row] * len(chosen)
 
     def ready(self, now: float) -> bool:
         return len(self.waiting) >= self.batch_size or not self.expect_arrivals()

@@ -50,6 +50,14 @@ class _Rows:
     skipped: int = 0
     prefix_tokens: list[int] | None = None
 
+    def failed(self, prompt: int, output: int) -> bool:
+        """Whether a public trace's row is a failed request (0 prompt or output tokens, as
+        Azure, BurstGPT and Mooncake log one): counted and left out, not a stop for the file."""
+        if prompt and output:
+            return False
+        self.skipped += 1
+        return True
+
 
 TraceParse = Callable[[Path, str], _Rows]
 
@@ -292,8 +300,7 @@ def _parse_azure(path: Path, label: str) -> _Rows:
             sec, frac = _azure_seconds(row[it], days, loc)
             prompt = _tokens(row[ip], "ContextTokens", loc, minimum=0)
             output = _tokens(row[io], "GeneratedTokens", loc, minimum=0)
-            if not prompt or not output:  # a failed request: nothing was generated (or sent)
-                out.skipped += 1
+            if out.failed(prompt, output):
                 continue
             whole.append(sec)
             out.arrival.append(frac)
@@ -318,8 +325,7 @@ def _parse_burstgpt(path: Path, label: str) -> _Rows:
             ts = _number(row[it], "Timestamp", loc)
             request = _tokens(row[ip], "Request tokens", loc, minimum=0)
             response = _tokens(row[io], "Response tokens", loc, minimum=0)
-            if not request or not response:  # BurstGPT logs failed requests with no response tokens
-                out.skipped += 1
+            if out.failed(request, response):
                 continue
             out.arrival.append(ts)
             out.prompt.append(request)
@@ -375,8 +381,7 @@ def _parse_mooncake(path: Path, label: str) -> _Rows:
                         fix="fix or remove this line",
                     )
                 lengths.append(_tokens(value, key, loc, minimum=0))
-            if not all(lengths):  # a failed request: nothing was generated (or sent)
-                out.skipped += 1
+            if out.failed(*lengths):
                 continue
             out.arrival.append(arrival)
             out.prompt.append(lengths[0])
