@@ -17,6 +17,13 @@ PIPED_WIDTH = 120
 
 
 class _PipeWideConsole(Console):
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        # rich freezes COLUMNS into the width when a console is made; read it when printing,
+        # so a console made once per process follows a COLUMNS set later.
+        if kwargs.get("width") is None:
+            self._width = None
+
     def _size(self) -> ConsoleDimensions:
         size = Console.size.fget(self)
         if self._width is None and not self.is_terminal and "COLUMNS" not in os.environ:
