@@ -31,7 +31,7 @@ class Explanation:
     decode_label: str
     prefill_label: str
     layout: str
-    sources: dict[str, str]  # op -> profile / profile-standin / profile-nearest / roofline-fitted / roofline
+    sources: dict[str, str]  # op -> profile / profile-extrapolated / profile-standin / ... / roofline (timer.source_of)
     notes: tuple[str, ...] = ()
 
     def rows(self) -> list[tuple[str, float | None, float | None]]:

@@ -355,6 +355,13 @@ def test_sources_and_fallbacks(timer):
     no_coll = CalibratedTimer(synthetic_profile(gpu="l4", collectives=False), get_gpu("l4"))
     assert no_coll.source_of(ar) == "roofline-default"
     assert no_coll.op_time(ar) == no_coll.default.op_time(ar)
+    # Within the rows (between measured M, N and K) a GEMM reads "profile"; beyond them on
+    # any axis (M past the grid's 4,096, N past its 28,672: a cut grid, a vocabulary-wide
+    # lm_head) the edge row is held at the roofline's ratio, and the label says so.
+    assert timer.source_of(_gemm(300, 6000, 4096)) == "profile"
+    assert timer.source_of(_gemm(8192, 4096, 4096)) == "profile-extrapolated"
+    assert timer.source_of(_gemm(64, 128256, 4096)) == "profile-extrapolated"
+    assert timer.source_of(_gemm(64, 4096, 2048)) == "profile-extrapolated"
     # A dtype without rows (int8 GEMMs): the family's fitted roofline.
     assert timer.source_of(_gemm(64, 4096, 4096, "int8")) == "roofline-fitted"
     assert math.isfinite(timer.op_time(_gemm(64, 4096, 4096, "int8")))

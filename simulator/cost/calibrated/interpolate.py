@@ -125,6 +125,27 @@ class FamilyModel:
             best = min(best, t)
         return max(best, self._compute_floor(key, coords)) if self._floors else best
 
+    def outside_rows(self, op: Op) -> bool:
+        """Whether `op` lies beyond its own key's measured rows on some axis, where its time
+        is the edge row's held at the fitted roofline's ratio (a cut grid, or a shape wider
+        than any measured): off the simulation's path, for labelling."""
+        key, coords = self.adapter.locate(op)
+        if key not in self.trees:
+            return False
+        tree = self.trees[key]
+        return self._outside(tree, self.adapter.adapt(tree, key, coords), 0)
+
+    def _outside(self, node, q: tuple, d: int) -> bool:
+        if d == self._ndim:
+            return False
+        vals, x = node.vals, q[d]
+        if x < vals[0] or x > vals[-1]:
+            return True
+        i = bisect_left(vals, x)
+        if vals[i] == x:
+            return self._outside(node.kids[i], q, d + 1)
+        return self._outside(node.kids[i - 1], q, d + 1) or self._outside(node.kids[i], q, d + 1)
+
     def floor_binds(self, op: Op) -> bool:
         """Whether `op`'s time is its compute floor rather than its rows' (see predict; off
         the simulation's path, so the floor is simply read twice)."""

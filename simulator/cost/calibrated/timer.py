@@ -218,9 +218,10 @@ class CalibratedTimer:
 
     def source_of(self, op: Op) -> str:
         """Where `op`'s time comes from: profile, profile-standin (the same shape's rows of
-        the kernel that stands in for this one), profile-standin-rate (this kernel's own
-        compute rate, measured at another shape, bounds it: the stand-in's rows are
-        faster), profile-nearest, shipped:<name> (a shipped
+        the kernel that stands in for this one), profile-extrapolated (this kernel's rows,
+        but the op lies beyond them on some axis: the edge row held at the fitted roofline's
+        ratio), profile-standin-rate (this kernel's own compute rate, measured at another
+        shape, bounds it: the stand-in's rows are faster), profile-nearest, shipped:<name> (a shipped
         profile standing in for a family ours lacks), roofline-fitted or roofline-default."""
         model = self.models.get(op.family)
         if model is None:
@@ -232,7 +233,7 @@ class CalibratedTimer:
         if not cands:
             return "roofline-fitted"
         if model.adapter.distance(key, cands[0]) == 0:
-            return "profile"
+            return "profile-extrapolated" if model.outside_rows(op) else "profile"
         if cands[0] != model.adapter.same_shape_standin(key, model.architecture):
             return "profile-nearest"
         return "profile-standin-rate" if model.floor_binds(op) else "profile-standin"
