@@ -511,7 +511,8 @@ def list_models() -> None:
     console.print(names_table(rows, "name", "params B", "layers", "hidden", "heads", "attention", "max len",
                               "ffn", fold=("attention", "ffn"),
                               caption="heads: query/KV heads; attention: window N on k/L: k of the L layers "
-                                      "attend to the last N tokens; ffn: width, or experts × width"))
+                                      "attend to the last N tokens (linear, Mamba2 on k/L: k of them are those "
+                                      "mixers); ffn: width, or experts × width"))
 
 
 def _natural(name: str) -> list:
@@ -533,7 +534,8 @@ def _attention_kind(m) -> str:
     if m.sliding_layers:
         kind += f", window {m.sliding_window} on {m.sliding_layers}/{m.num_layers}"
     if m.linear_layers:
-        kind += f", linear on {m.linear_layers}/{m.num_layers}"
+        mixer = "Mamba2" if m.linear_kind == "mamba2" else "linear"
+        kind += f", {mixer} on {m.linear_layers}/{m.num_layers}"
     return kind
 
 

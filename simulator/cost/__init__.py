@@ -86,7 +86,8 @@ def kernel_times_source(timer: OpTimer, gemm_dtypes: Iterable[str] | None = None
 
 
 # Op families of newer attention designs that no shipped table times yet (docs/fidelity.md).
-ESTIMATED_FAMILIES = {"linear_attn": "Gated DeltaNet", "attn_sparse": "sparse MLA", "indexer": "DSA indexer"}
+ESTIMATED_FAMILIES = {"linear_attn": "Gated DeltaNet", "mamba2": "Mamba2 scan", "attn_sparse": "sparse MLA",
+                      "indexer": "DSA indexer"}
 # A long lone prefill (past DSA's top-k) and a decode step: every op family a model runs.
 _PROBE_SHAPES = (IterationShape(4096, 1, 0, 0, ((4096, 0),)), IterationShape(8, 8, 8, 8 * 4096, ()))
 

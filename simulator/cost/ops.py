@@ -41,11 +41,12 @@ class IterationShape:
 class Op:
     """One kernel family invocation, `count` times per iteration.
 
-    family: gemm | attn_prefill | attn_decode | attn_sparse | indexer | linear_attn |
+    family: gemm | attn_prefill | attn_decode | attn_sparse | indexer | linear_attn | mamba2 |
     elementwise | allreduce | allgather | p2p
     shape: (M, N, K) for gemm; (tokens, context_or_seqs, heads, kv_heads, head_dim) for
     attention; (tokens, sequences, key heads, value heads, key head dim, value head dim,
-    longest chunk) for linear attention; (bytes, ranks) for collectives.
+    longest chunk) for linear attention (Mamba2: B/C groups, heads, state size, head width
+    in those places); (bytes, ranks) for collectives.
     """
 
     name: str
@@ -108,6 +109,8 @@ class ShardedModel:
     lin_v_dim: int = 0
     lin_conv: int = 0  # causal conv taps
     lin_ssm_bytes: float = 2.0  # bytes per element of the delta-rule state (ModelSpec.linear_ssm_bytes)
+    lin_kind: str = "gated_deltanet"  # or "mamba2" (ModelSpec.linear_kind)
+    ffn_free_passes: int = 0  # layer passes with no MLP or MoE block (ModelSpec.ffn_free_layers)
     index_heads: int = 0  # DSA lightning indexer heads, replicated on every TP rank (0: dense attention)
     index_dim: int = 0
     index_topk: int = 0  # tokens each query's sparse MLA attends to
@@ -132,7 +135,9 @@ class ShardedModel:
 
     @property
     def dense_passes(self) -> int:
-        return self.total_layer_passes - self.moe_passes
+        """Layer passes with a dense MLP: every one with an MLP in a dense model; a MoE
+        model's dense-first layers."""
+        return self.total_layer_passes - self.moe_passes - self.ffn_free_passes
 
     @classmethod
     def build(cls, model, tp: int, pp: int, weight_dtype: str, activation_dtype: str,
@@ -192,6 +197,8 @@ class ShardedModel:
             lin_v_dim=model.linear_value_head_dim,
             lin_conv=model.linear_conv_kernel,
             lin_ssm_bytes=model.linear_ssm_bytes,
+            lin_kind=model.linear_kind,
+            ffn_free_passes=round(passes * model.ffn_free_layers / model.num_layers),
             index_heads=model.index_n_heads,
             index_dim=model.index_head_dim,
             index_topk=model.index_topk,
@@ -379,6 +386,13 @@ def linear_attention_token_ops(m: int, sm: ShardedModel) -> list[Op]:
     k = sm.lin_k_heads * sm.lin_k_dim
     v = sm.lin_v_heads * sm.lin_v_dim
     conv = sm.lin_conv_dim
+    if sm.lin_kind == "mamba2":  # one in_proj to z, x, B, C and dt; one step size per head
+        return [
+            gemm("mamba_in_proj", m, 2 * k + 2 * v + sm.lin_v_heads, h, sm, layers),
+            elementwise("mamba_conv", 2 * m * conv * a + conv * sm.lin_conv * a, layers),
+            elementwise("mamba_gate_norm", 2 * m * sm.lin_v_heads * 4.0 + 3 * m * v * a, layers, kernels=2),
+            gemm("mamba_out_proj", m, h, v, sm, layers),
+        ]
     return [
         gemm("gdn_in_proj_qkvz", m, 2 * k + 2 * v, h, sm, layers),
         gemm("gdn_in_proj_ba", m, 2 * sm.lin_v_heads, h, sm, layers),
@@ -426,6 +440,45 @@ def linear_prefill_op(chunks: tuple[tuple[int, int], ...], sm: ShardedModel) -> 
               (tokens, len(chunks), sm.lin_k_heads, hv, dk, dv, longest), "bf16", kernels=6)
 
 
+# Mamba2's chunked scan (mamba_ssm's mamba_chunk_scan_combined, which vLLM vendors) works on
+# chunks of this many tokens: Nemotron-H's config.json chunk_size.
+SSD_CHUNK = 128
+
+
+def mamba_prefill_op(chunks: tuple[tuple[int, int], ...], sm: ShardedModel) -> Op:
+    """Mamba2's state-space duality scan over prefill chunks (mamba_chunk_scan_combined).
+
+    Per chunk of C tokens each B/C group forms C·B^T (2·C·N per token) and each head applies
+    it, masked and decayed, to its x (2·C·P per token); the chunk's state contribution B^T·x
+    and the output from the carried state C·S are 2·N·P each per token and head (N the
+    state size, P the head width). Bytes: x, B, C, dt and y per token, the chunk boundary
+    states (fp32, written by one kernel and read by the next), and each sequence's state
+    read at its start and written at its end."""
+    heads, groups, n, p, c_len = sm.lin_v_heads, sm.lin_k_heads, sm.lin_k_dim, sm.lin_v_dim, SSD_CHUNK
+    tokens = n_chunks = longest = 0
+    for q, _ in chunks:
+        tokens += q
+        n_chunks += -(-q // c_len)
+        longest = max(longest, q)
+    padded = n_chunks * c_len
+    flops = 2.0 * c_len * padded * (groups * n + heads * p) + 4.0 * tokens * heads * n * p
+    per_token = (2 * groups * n + 2 * heads * p) * sm.act_bytes + heads * 4.0
+    nbytes = tokens * per_token + n_chunks * heads * n * p * 4.0 * 2 + linear_state_traffic(len(chunks), sm)
+    return Op("mamba_prefill", "mamba2", flops, nbytes, sm.linear_passes,
+              (tokens, len(chunks), groups, heads, n, p, longest), "bf16", kernels=5)
+
+
+def mamba_decode_op(num_seqs: int, sm: ShardedModel) -> Op:
+    """One selective-state update per decoding sequence (selective_state_update and the
+    conv's state update): each reads and writes back its whole state, which dominates;
+    ~6·N·P FLOPs per head (decay, B·x outer product, C·S)."""
+    heads, groups, n, p = sm.lin_v_heads, sm.lin_k_heads, sm.lin_k_dim, sm.lin_v_dim
+    flops = 6.0 * num_seqs * heads * n * p
+    nbytes = linear_state_traffic(num_seqs, sm) + num_seqs * (2 * groups * n + 2 * heads * p) * sm.act_bytes
+    return Op("mamba_decode", "mamba2", flops, nbytes, sm.linear_passes,
+              (num_seqs, num_seqs, groups, heads, n, p, 1), "bf16", kernels=2)
+
+
 def linear_decode_op(num_seqs: int, sm: ShardedModel) -> Op:
     """One recurrent step per decoding sequence (FLA's fused_recurrent_gated_delta_rule and
     the conv's state update): each reads and writes back its whole state, which dominates;
@@ -456,14 +509,15 @@ def token_ops(m: int, sm: ShardedModel, moe_m: int | None = None) -> list[Op]:
     """Ops whose cost depends only on the number of tokens in the iteration (and, under
     attention data parallelism, on the tokens all DP ranks bring to the MoE layers)."""
     h, a, layers = sm.hidden, sm.act_bytes, sm.total_layer_passes
+    mlp_layers = layers - sm.ffn_free_passes
     up_n = 2 * sm.ffn if sm.gated_mlp else sm.ffn
     if sm.num_experts:
         mlp = moe_ops(m, sm, moe_m)
     else:
         mlp = [
-            gemm("gate_up_proj", m, up_n, h, sm, layers),
-            elementwise("activation", m * (up_n + sm.ffn) * a, layers),
-            gemm("down_proj", m, h, sm.ffn, sm, layers),
+            gemm("gate_up_proj", m, up_n, h, sm, mlp_layers),
+            elementwise("activation", m * (up_n + sm.ffn) * a, mlp_layers),
+            gemm("down_proj", m, h, sm.ffn, sm, mlp_layers),
         ]
     before_attn, after_attn = attention_projection_ops(m, sm)
     ops = [
@@ -473,13 +527,13 @@ def token_ops(m: int, sm: ShardedModel, moe_m: int | None = None) -> list[Op]:
         *after_attn,
         *(linear_attention_token_ops(m, sm) if sm.linear_passes else ()),
         *(indexer_token_ops(m, sm) if sm.index_topk else ()),
-        elementwise("post_attn_norm", 3 * m * h * a, layers),
+        elementwise("post_attn_norm", 3 * m * h * a, mlp_layers),
         *mlp,
         elementwise("final_norm", 2 * m * h * a, 1),
     ]
     if sm.tp > 1:
         reduce_scattered = sm.moe_passes if sm.dp > 1 else 0  # moe_combine ends those MoE layers
-        ops.append(tp_allreduce("tp_allreduce", m * h * a, sm, 2 * layers - reduce_scattered))
+        ops.append(tp_allreduce("tp_allreduce", m * h * a, sm, layers + mlp_layers - reduce_scattered))
     if sm.pp > 1:
         nbytes = m * h * a
         ops.append(Op("pp_send", "p2p", 0.0, nbytes, sm.pp - 1, (nbytes, 2, sm.pp_link), "bf16"))
@@ -671,7 +725,7 @@ def prefill_attention_ops(chunks: tuple[tuple[int, int], ...], sm: ShardedModel)
     sparse MLA and indexer), and a hybrid model's chunked delta rule."""
     ops = sparse_prefill_ops(chunks, sm) if sm.index_topk else [attn_prefill_op(chunks, sm)]
     if sm.linear_passes:
-        ops.append(linear_prefill_op(chunks, sm))
+        ops.append(mamba_prefill_op(chunks, sm) if sm.lin_kind == "mamba2" else linear_prefill_op(chunks, sm))
     return ops
 
 
@@ -684,7 +738,7 @@ def decode_attention_ops(num_seqs: int, context_sum: int, sm: ShardedModel,
     if sm.index_topk:
         ops.append(indexer_decode_op(num_seqs, context_sum, sm))
     if sm.linear_passes:
-        ops.append(linear_decode_op(num_seqs, sm))
+        ops.append(mamba_decode_op(num_seqs, sm) if sm.lin_kind == "mamba2" else linear_decode_op(num_seqs, sm))
     return ops
 
 

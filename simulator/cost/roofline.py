@@ -111,9 +111,9 @@ class RooflineTimer:
         if f in ("allreduce", "allgather", "p2p"):
             nbytes, ranks, link = op.shape
             return self.collective_time(f, nbytes, ranks, link)
-        if f in ("attn_sparse", "indexer", "linear_attn"):
-            # DeepSeek-V3.2's FlashMLA sparse and DeepGEMM FP8 logits, and the Gated DeltaNet
-            # recurrence (FLA's Triton kernels): no table times them; attention's efficiencies.
+        if f in ("attn_sparse", "indexer", "linear_attn", "mamba2"):
+            # DeepSeek-V3.2's FlashMLA sparse and DeepGEMM FP8 logits, the Gated DeltaNet
+            # recurrence (FLA's Triton kernels) and Mamba2's scan: attention's efficiencies.
             peak = self.peak(op.dtype if op.dtype in self.gpu.peak_tflops else "bf16")
             compute = op.flops / (peak * self.eff.attention_compute)
             memory = op.bytes / (self.bw * self.eff.attention_memory)

@@ -1233,6 +1233,46 @@ MODEL_CATALOG["mistral-7b-v0.2"] = MODEL_CATALOG["mistral-7b"].model_copy(update
     "name": "mistral-7b-v0.2", "hf_id": "mistralai/Mistral-7B-Instruct-v0.2", "vocab_size": 32000,
     "published_params_b": 7.24, "aliases": ("mistralai/Mistral-7B-v0.2",)})
 
+# Nemotron-H hybrids (model_type nemotron_h): Mamba2 and GQA attention mixers and squared-ReLU
+# MLP or MoE blocks as separate layers (ModelSpec.linear_kind, ffn_free_layers). Shapes from the
+# published config.json files (as cached in aiconfigurator-core 0.12's model_configs/).
+def _nemotron_h(name: str, hf_id: str, *, blocks: tuple[int, int, int], hidden: int, heads: int, kv_heads: int,
+                mamba_heads: int, state: int, context: int, published_b: float, ffn: int = 0,
+                experts: tuple[int, int, int, int] | None = None, ssm_bytes: float = 2.0,
+                published_active_b: float | None = None, aliases: tuple[str, ...] = ()) -> ModelSpec:
+    """blocks: (Mamba2, attention, MLP-or-MoE layers); experts: (routed, top-k, width, shared
+    widths: the shared expert's width over the routed experts')."""
+    mamba, attention, ffn_blocks = blocks
+    moe = ({"num_experts": experts[0], "experts_per_token": experts[1], "moe_ffn_size": experts[2],
+            "num_shared_experts": experts[3]} if experts else {})
+    return ModelSpec(
+        name=name, hf_id=hf_id, aliases=aliases, num_layers=mamba + attention,
+        ffn_free_layers=mamba + attention - ffn_blocks, hidden_size=hidden, num_heads=heads, num_kv_heads=kv_heads,
+        head_dim=128, ffn_size=ffn or experts[2], gated_mlp=False, vocab_size=131072,
+        max_position_embeddings=context, linear_kind="mamba2", linear_layers=mamba, linear_num_key_heads=8,
+        linear_key_head_dim=state, linear_num_value_heads=mamba_heads, linear_value_head_dim=64,
+        linear_conv_kernel=4, linear_ssm_bytes=ssm_bytes, published_params_b=published_b,
+        published_active_params_b=published_active_b, **moe)
+
+
+_NEMOTRON_H_MODELS = [
+    # nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16: hybrid_override_pattern of 23 M, 6 *, 23 E;
+    # 128 experts x 1856 (top-6) and a 3712-wide shared expert; mamba_ssm_cache_dtype float32.
+    # Model card: 31.6B total, ~3.2B active (3.6B with the embeddings).
+    _nemotron_h("nemotron-3-nano-30b-a3b", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", blocks=(23, 6, 23),
+                hidden=2688, heads=32, kv_heads=2, mamba_heads=64, state=128, context=262144, published_b=31.6,
+                experts=(128, 6, 1856, 2), ssm_bytes=4.0, published_active_b=3.2,
+                # Nemotron 3.5 Lightning (an NVFP4 release) has these shapes at 1,048,576 positions:
+                # set model.max_model_len past 262,144 to serve more.
+                aliases=("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B", "nemotron-3-nano",
+                         "nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4")),
+    # nvidia/Nemotron-H-56B-Base-8K: 54 M, 10 *, 54 MLP layers of 32,768; state 256.
+    _nemotron_h("nemotron-h-56b", "nvidia/Nemotron-H-56B-Base-8K", blocks=(54, 10, 54), hidden=8192, heads=64,
+                kv_heads=8, mamba_heads=256, state=256, context=8192, published_b=56.0, ffn=32768,
+                aliases=("nvidia/Nemotron-H-56B-Instruct-8K",)),
+]
+MODEL_CATALOG.update({m.name: m for m in _NEMOTRON_H_MODELS})
+
 # aiconfigurator's model names where they leave out what tells a catalog entry apart
 # (its sdk model table and sweep CSVs: QWEN3_235B is Qwen3-235B-A22B, QWEN3_480B the Coder).
 _AICONFIGURATOR_NAMES = {"qwen3-235b-a22b": ("QWEN3_235B",), "qwen3-coder-480b-a35b": ("QWEN3_480B",),
@@ -1247,7 +1287,7 @@ for _name, _releases in _SAME_SHAPE_RELEASES.items():
 # Fine-tune suffixes that keep the base model's shapes ("Llama-2-7b-chat-hf").
 # Fine-tune and quantised-checkpoint suffixes: same shapes as the base model (the weight
 # format is the scenario's model.weight_dtype, not part of the name).
-_SAME_SHAPE_TOKENS = frozenset({"instruct", "chat", "hf", "base", "it", "fp8", "fp4", "nvfp4",
+_SAME_SHAPE_TOKENS = frozenset({"instruct", "chat", "hf", "base", "it", "fp8", "fp4", "nvfp4", "bf16",
                                 "int4", "int8", "awq", "gptq", "w8a8", "w4a16", "w8a16", "w4a8",
                                 "w4afp8", "dynamic", "kv", "thinking", "static", "pertensor", "mxfp4"})
 # Neural Magic's and Red Hat's quantised releases end in `-quantized.w8a16` (and w4a16, w8a8).

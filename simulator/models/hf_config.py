@@ -36,6 +36,10 @@ _TEXT_TOWERS = {"qwen3_vl_text": "qwen3", "qwen3_vl_moe_text": "qwen3_moe", "lla
 # Text-only Qwen3.5 checkpoints (Qwen3_5*ForCausalLM) carry the text tower's model_type at the top.
 _QWEN3_5_TEXT = {"qwen3_5_text": "qwen3_5", "qwen3_5_moe_text": "qwen3_5_moe"}
 _MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
+# Nemotron-H (Nemotron-H, Nemotron 3 Nano): Mamba2, attention, MLP and MoE blocks as separate layers
+_NEMOTRON_H = "nemotron_h"
+# Its layer letters (hybrid_override_pattern) and names (layers_block_type, newer configs).
+_NEMOTRON_BLOCKS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
 
 
 def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
@@ -43,7 +47,8 @@ def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
 
     Supports llama/mistral/qwen2/qwen3/phi3/granite/gemma 1-3-style dense models, OPT,
     Mixtral/Qwen3-MoE/gpt-oss/Llama-4 Scout and Maverick/GLM-4.5 mixture-of-experts models, the
-    Qwen3-Next and Qwen3.5/3.6 hybrid (Gated DeltaNet) dense and MoE models, DeepSeek-V2/V3/V3.2
+    Qwen3-Next and Qwen3.5/3.6 hybrid (Gated DeltaNet) dense and MoE models, the Nemotron-H and
+    Nemotron 3 Nano hybrid (Mamba2) dense and MoE models, DeepSeek-V2/V3/V3.2
     and Kimi-K2 (MLA) models, and the Qwen3-VL, Qwen3.5 and Gemma 3 text towers: the families whose
     config keys fully determine the shapes above.
     """
@@ -97,11 +102,11 @@ def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
         model_type = _TEXT_TOWERS[text["model_type"]]
     model_type = _QWEN3_5_TEXT.get(model_type, model_type)
     moe = [k for k in _MOE_KEYS if cfg.get(k)]
-    if moe and model_type not in _MOE_STYLE | _MLA_STYLE:
+    if moe and model_type not in _MOE_STYLE | _MLA_STYLE | {_NEMOTRON_H}:
         raise CatalogError(
             f"mixture-of-experts config ({moe[0]}={cfg[moe[0]]}, model_type {model_type!r}) is not supported",
             where=where,
-            fix=f"supported MoE families: {', '.join(sorted(_MOE_STYLE | _MLA_STYLE))}",
+            fix=f"supported MoE families: {', '.join(sorted(_MOE_STYLE | _MLA_STYLE | {_NEMOTRON_H}))}",
         )
     try:
         fields = _architecture_fields(cfg, where, model_type)
@@ -140,6 +145,8 @@ def _architecture_fields(cfg: dict[str, Any], where: str, model_type: str) -> di
     """ModelSpec fields of one supported architecture family."""
     if model_type == "opt":
         return _opt_fields(cfg, where)
+    if model_type == _NEMOTRON_H:
+        return _nemotron_h_fields(cfg, where)
     elif model_type in _LLAMA_STYLE or model_type in _MOE_STYLE:
         fields = _llama_fields(cfg, where, model_type)
         if model_type in _MOE_STYLE:
@@ -162,9 +169,90 @@ def _architecture_fields(cfg: dict[str, Any], where: str, model_type: str) -> di
         raise CatalogError(
             f"unsupported model_type {model_type!r}",
             where=where,
-            fix=f"supported: {', '.join(sorted(_LLAMA_STYLE | _MOE_STYLE | _MLA_STYLE | {'opt', *_QWEN3_5_TEXT}))}; "
+            fix=f"supported: {', '.join(sorted(_LLAMA_STYLE | _MOE_STYLE | _MLA_STYLE | {'opt', _NEMOTRON_H, *_QWEN3_5_TEXT}))}; "
             "for other architectures construct a ModelSpec directly",
         )
+    return fields
+
+
+def _nemotron_blocks(cfg: dict[str, Any], where: str) -> list[str]:
+    """Nemotron-H's layers in order, as block names: layers_block_type where the config lists
+    it, else hybrid_override_pattern's letters (M Mamba2, * attention, - MLP, E MoE)."""
+    blocks = cfg.get("layers_block_type")
+    if isinstance(blocks, list) and blocks:
+        unknown = sorted({b for b in blocks if b not in _NEMOTRON_BLOCKS.values()}, key=str)
+        if unknown:
+            raise CatalogError(f"layers_block_type {unknown} are not modelled (only mamba, attention, mlp, moe)",
+                               where=where, fix="use the layers_block_type of the model's published config.json")
+        return blocks
+    pattern = _require(cfg, "hybrid_override_pattern", where)
+    unknown = sorted({c for c in str(pattern) if c not in _NEMOTRON_BLOCKS})
+    if unknown:
+        raise CatalogError(f"hybrid_override_pattern letters {unknown} are not modelled (only M, *, -, E)",
+                           where=where, fix="use the hybrid_override_pattern of the model's published config.json")
+    return [_NEMOTRON_BLOCKS[c] for c in str(pattern)]
+
+
+def _nemotron_h_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
+    """Nemotron-H and Nemotron 3: Mamba2 and GQA attention mixers, each a layer of its own,
+    and squared-ReLU MLP (Nemotron-H) or MoE (Nemotron 3: routed experts plus a shared expert
+    of a whole number of expert widths) layers between them. The mixers are the spec's
+    layers; those not followed by an MLP are its ffn_free_layers. The MTP layer is not
+    counted (serving without speculative decoding never runs it)."""
+    if cfg.get("moe_latent_size"):
+        raise CatalogError(
+            f"latent MoE (moe_latent_size={cfg['moe_latent_size']}: experts computed in a narrower latent "
+            "space, Nemotron 3 Super and Ultra) is not modelled", where=where,
+            fix="use a Nemotron-H config without moe_latent_size (Nemotron-H, Nemotron 3 Nano)")
+    blocks = _nemotron_blocks(cfg, where)
+    mixers = blocks.count("mamba") + blocks.count("attention")
+    ffns = blocks.count("mlp") + blocks.count("moe")
+    if blocks.count("mlp") and blocks.count("moe"):
+        raise CatalogError("a Nemotron-H config with both MLP and MoE layers is not modelled", where=where,
+                           fix="use a config whose FFN layers are all MLP or all MoE")
+    if not blocks.count("attention") or not ffns or ffns > mixers:
+        raise CatalogError(
+            f"{blocks.count('attention')} attention and {ffns} MLP layers for {mixers} mixers are not modelled "
+            "(at least one of each, and no more MLPs than mixers)", where=where,
+            fix="use the layer pattern of the model's published config.json")
+    heads = _require(cfg, "num_attention_heads", where)
+    hidden = _require(cfg, "hidden_size", where)
+    head_dim = cfg.get("head_dim") or cfg.get("attention_head_dim") or (hidden // heads if heads else 0)
+    ssm = cfg.get("mamba_ssm_cache_dtype")
+    fields = {
+        "num_layers": mixers,
+        "ffn_free_layers": mixers - ffns,
+        "hidden_size": hidden,
+        "num_heads": heads,
+        "num_kv_heads": _optional(cfg, "num_key_value_heads", heads),
+        "head_dim": head_dim,
+        "ffn_size": _require(cfg, "intermediate_size", where),
+        "gated_mlp": False,  # relu2: up and down only
+        "vocab_size": _require(cfg, "vocab_size", where),
+        "tied_embeddings": _optional(cfg, "tie_word_embeddings", False),
+        "max_position_embeddings": _require(cfg, "max_position_embeddings", where),
+        "attention_bias": _optional(cfg, "attention_bias", False),
+        "mlp_bias": _optional(cfg, "mlp_bias", False),
+        "linear_kind": "mamba2",
+        "linear_layers": blocks.count("mamba"),
+        "linear_num_key_heads": _require(cfg, "n_groups", where),
+        "linear_key_head_dim": _require(cfg, "ssm_state_size", where),
+        "linear_num_value_heads": _require(cfg, "mamba_num_heads", where),
+        "linear_value_head_dim": _require(cfg, "mamba_head_dim", where),
+        "linear_conv_kernel": _optional(cfg, "conv_kernel", 4),
+        **_ssm_fields({"mamba_ssm_dtype": ssm} if ssm is not None else {}, where),
+    }
+    if blocks.count("moe"):
+        width = _require(cfg, "moe_intermediate_size", where)
+        shared = _optional(cfg, "moe_shared_expert_intermediate_size", 0)
+        if shared % width if isinstance(shared, int) and isinstance(width, int) and width else True:
+            raise CatalogError(
+                f"a shared expert of width {shared} (moe_shared_expert_intermediate_size), not a whole number of "
+                f"expert widths ({width}), is not modelled", where=where,
+                fix="use the model's published config.json")
+        fields.update(num_experts=_require(cfg, "n_routed_experts", where),
+                      experts_per_token=_require(cfg, "num_experts_per_tok", where),
+                      moe_ffn_size=width, num_shared_experts=shared // width)
     return fields
 
 

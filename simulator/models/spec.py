@@ -76,6 +76,12 @@ class ModelSpec(StrictModel):
     key_head_dim x value_head_dim matrix per value head. attn_output_gate: the full-attention
     layers' q projection also emits a sigmoid gate on the attention output (twice q's width).
     shared_expert_gate: a hidden x 1 sigmoid gate scales the shared experts' output.
+    linear_kind "mamba2" (Nemotron-H) makes those layers Mamba2 mixers instead, whose shapes
+    map one to one: n_groups B/C groups of ssm_state_size are the key heads and dim, the
+    mamba heads of mamba_head_dim the value heads and dim, the conv runs over x, B and C,
+    and each head keeps a head_dim x state_size state. Nemotron-H also stacks its mixers and
+    its MLPs as separate layers, with fewer MLPs than mixers: ffn_free_layers counts the
+    mixer layers (num_layers) that have no MLP after them.
 
     DeepSeek Sparse Attention (DeepSeek-V3.2) sets index_topk on an MLA model: each layer's
     lightning indexer (index_n_heads heads of index_head_dim, its query projected from the
@@ -156,6 +162,8 @@ class ModelSpec(StrictModel):
     # Qwen3_5ForConditionalGenerationConfig copies it into mamba_ssm_cache_dtype). The conv
     # state stays in the model dtype.
     linear_ssm_bytes: float = Field(2.0, gt=0)
+    linear_kind: Literal["gated_deltanet", "mamba2"] = "gated_deltanet"
+    ffn_free_layers: int = Field(0, ge=0)  # mixer layers with no MLP (or MoE) after them (Nemotron-H)
     attn_output_gate: bool = False  # q_proj also emits a per-head output gate (Qwen3-Next)
     shared_expert_gate: bool = False  # a hidden -> 1 sigmoid gate on the shared experts
     index_n_heads: int = Field(0, ge=0)  # DSA lightning indexer: scoring heads
@@ -206,7 +214,12 @@ class ModelSpec(StrictModel):
 
     @property
     def moe_layers(self) -> int:
-        return self.num_layers - self.first_dense_layers if self.is_moe else 0
+        return self.num_layers - self.first_dense_layers - self.ffn_free_layers if self.is_moe else 0
+
+    @property
+    def ffn_layers(self) -> int:
+        """Layers that end in an MLP or MoE block."""
+        return self.num_layers - self.ffn_free_layers
 
     @property
     def kv_layers(self) -> int:
@@ -260,8 +273,12 @@ class ModelSpec(StrictModel):
 
     @model_validator(mode="after")
     def _check_variants(self) -> ModelSpec:
-        if self.first_dense_layers >= self.num_layers or (self.first_dense_layers and not self.is_moe):
-            raise ValueError("first_dense_layers needs a MoE model and must leave at least one MoE layer")
+        if (self.first_dense_layers + self.ffn_free_layers >= self.num_layers
+                or (self.first_dense_layers and not self.is_moe)):
+            raise ValueError("first_dense_layers needs a MoE model, and with ffn_free_layers must leave at least "
+                             "one MoE (or MLP) layer")
+        if self.linear_kind == "mamba2" and not self.linear_layers:
+            raise ValueError("linear_kind mamba2 needs linear_layers > 0")
         if self.is_mla and not (self.qk_rope_head_dim > 0 and self.v_head_dim > 0):
             raise ValueError("an MLA model (kv_lora_rank > 0) needs qk_rope_head_dim and v_head_dim > 0")
         if (self.sliding_window > 0) != (self.sliding_layers > 0) or self.sliding_layers > self.num_layers:
@@ -313,11 +330,11 @@ class ModelSpec(StrictModel):
                 moe_mlp += self.num_experts  # router bias
             mlp_total = self.moe_layers * moe_mlp + self.first_dense_layers * dense_mlp
         else:
-            mlp_total = self.num_layers * dense_mlp
+            mlp_total = self.ffn_layers * dense_mlp
         if self.is_moe and self.shared_expert_gate:
             mlp_total += self.moe_layers * h
         body = (self.attention_layers * attn + self.linear_layers * self._linear_params
-                + self.num_layers * 2 * norm_params + mlp_total)
+                + (2 * self.num_layers - self.ffn_free_layers) * norm_params + mlp_total)
         embed = self.vocab_size * h
         lm_head = 0 if self.tied_embeddings else self.vocab_size * h
         positions = (
@@ -362,8 +379,12 @@ class ModelSpec(StrictModel):
         size), the depthwise conv (no bias), per-head A_log and dt_bias, the gated RMSNorm
         over a value head, and out_proj."""
         h, k, v, heads = self.hidden_size, self.linear_key_size, self.linear_value_size, self.linear_num_value_heads
-        in_proj = h * (2 * k + 2 * v + 2 * heads)
         conv = self.linear_conv_dim * self.linear_conv_kernel
+        if self.linear_kind == "mamba2":
+            # in_proj to z, x, B, C and one step size per head; the conv with its bias; A_log,
+            # D and dt_bias per head; the gated RMSNorm over all of x's width; out_proj.
+            return h * (2 * k + 2 * v + heads) + conv + self.linear_conv_dim + 3 * heads + v + v * h
+        in_proj = h * (2 * k + 2 * v + 2 * heads)
         return in_proj + conv + 2 * heads + self.linear_value_head_dim + v * h
 
     def _mlp_params(self, width: int) -> int:

@@ -57,7 +57,8 @@ class VllmV1Config(SchedulerConfigBase):
         "conversation's earlier turns) stay cached after their request and are reused, so only the rest "
         "is prefilled; a request preempted by recompute finds its own computed blocks again unless they "
         "were evicted. Default (unset): on, as in vLLM, except for hybrid linear-attention models "
-        "(Qwen3-Next, Qwen3.5, Qwen3.6), where vLLM leaves it off (vllm-project/vllm#23716) because their "
+        "(Qwen3-Next, Qwen3.5, Qwen3.6; the Mamba2 hybrids Nemotron 3 Nano and Nemotron-H), where vLLM leaves it "
+        "off (vllm-project/vllm#23716) because their "
         "recurrent state cannot resume from cached KV; true on such a model is refused")
 
     def for_model(self, model):

@@ -1,0 +1,139 @@
+"""Nemotron-H hybrids (Mamba2 mixers, separate MLP/MoE layers): shapes read from config.json,
+layer counts in the iteration's ops, the per-sequence state, and the scan's cost."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from simulator.api import load
+from simulator.cost.config import RooflineEfficiency
+from simulator.cost.ops import (
+    SSD_CHUNK,
+    IterationShape,
+    ShardedModel,
+    iteration_ops,
+    mamba_decode_op,
+    mamba_prefill_op,
+)
+from simulator.cost.roofline import RooflineTimer
+from simulator.errors import CatalogError
+from simulator.hardware import get_gpu
+from simulator.memory import linear_state_bytes_per_gpu
+from simulator.models import MODEL_CATALOG, get_model, load_hf_config
+from simulator.simulation import Simulation
+from tests.test_linear_attention import BENCH, run_hybrid_closed_loop
+
+# nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16's config.json (the shape keys).
+NANO_CONFIG = {
+    "_name_or_path": "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "architectures": ["NemotronHForCausalLM"],
+    "model_type": "nemotron_h", "chunk_size": 128, "conv_kernel": 4, "head_dim": 128, "hidden_size": 2688,
+    "hybrid_override_pattern": "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME",
+    "intermediate_size": 1856, "mamba_head_dim": 64, "mamba_num_heads": 64, "mamba_ssm_cache_dtype": "float32",
+    "max_position_embeddings": 262144, "mlp_hidden_act": "relu2", "moe_intermediate_size": 1856,
+    "moe_shared_expert_intermediate_size": 3712, "n_groups": 8, "n_routed_experts": 128, "n_shared_experts": 1,
+    "num_attention_heads": 32, "num_experts_per_tok": 6, "num_hidden_layers": 52, "num_key_value_heads": 2,
+    "ssm_state_size": 128, "tie_word_embeddings": False, "vocab_size": 131072,
+}
+NANO = MODEL_CATALOG["nemotron-3-nano-30b-a3b"]
+H56 = MODEL_CATALOG["nemotron-h-56b"]
+KEEP = {"name", "hf_id", "aliases", "published_params_b", "published_active_params_b", "native_fp8"}
+
+
+def _write(tmp_path, cfg: dict):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    return path
+
+
+def test_the_nano_has_its_published_size_and_reads_from_its_config(tmp_path):
+    # Model card: 31.6B in total, ~3.2B active (3.6B with the embeddings).
+    assert NANO.param_count / 1e9 == pytest.approx(31.6, rel=0.002)
+    assert NANO.active_param_count / 1e9 == pytest.approx(3.6, rel=0.01)
+    spec = load_hf_config(_write(tmp_path, NANO_CONFIG))
+    assert spec.model_dump(exclude=KEEP) == NANO.model_dump(exclude=KEEP)
+    # 52 layers: 23 Mamba2 and 6 attention mixers, 23 MoE blocks after 23 of them.
+    assert (spec.num_layers, spec.linear_layers, spec.attention_layers, spec.moe_layers) == (29, 23, 6, 23)
+    # The 3,712-wide shared expert is two expert widths; the SSM state is kept in fp32.
+    assert (spec.num_shared_experts, spec.linear_ssm_bytes, spec.gated_mlp) == (2, 4.0, False)
+    for name in ("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-FP8", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4"):
+        assert get_model(name).name == "nemotron-3-nano-30b-a3b"
+
+
+def test_layers_block_type_reads_as_the_pattern_does(tmp_path):
+    letters = {"M": "mamba", "*": "attention", "E": "moe", "-": "mlp"}
+    listed = {k: v for k, v in NANO_CONFIG.items() if k != "hybrid_override_pattern"}
+    listed["layers_block_type"] = [letters[c] for c in NANO_CONFIG["hybrid_override_pattern"]]
+    assert load_hf_config(_write(tmp_path, listed)).model_dump() == load_hf_config(
+        _write(tmp_path, NANO_CONFIG)).model_dump()
+
+
+@pytest.mark.parametrize(("update", "says"), [
+    ({"moe_latent_size": 1024}, "latent MoE"),
+    ({"hybrid_override_pattern": "M*E-"}, "both MLP and MoE"),
+    ({"hybrid_override_pattern": "MEMEQ*E"}, "letters ['Q']"),
+    ({"hybrid_override_pattern": "MEME"}, "0 attention"),
+    ({"moe_shared_expert_intermediate_size": 1000}, "whole number of expert widths"),
+])
+def test_configs_it_cannot_model_are_refused_with_the_reason(tmp_path, update, says):
+    with pytest.raises(CatalogError, match=r"config\.json") as err:
+        load_hf_config(_write(tmp_path, {**NANO_CONFIG, **update}))
+    assert says in str(err.value)
+
+
+def _count(ops, name: str) -> int:
+    return sum(op.count for op in ops if op.name == name)
+
+
+def test_each_block_runs_as_often_as_the_model_has_it():
+    sm = ShardedModel.build(NANO, 2, 1, "bf16", "bf16", "bf16", 8)
+    ops = iteration_ops(IterationShape(64, 8, 4, 4 * 500, ((60, 0),)), sm)
+    assert _count(ops, "fused_moe") == _count(ops, "post_attn_norm") == 23
+    assert _count(ops, "qkv_proj") == _count(ops, "attn_decode") == _count(ops, "attn_prefill") == 6
+    assert _count(ops, "mamba_in_proj") == _count(ops, "mamba_decode") == _count(ops, "mamba_prefill") == 23
+    assert _count(ops, "input_norm") == 29
+    assert _count(ops, "tp_allreduce") == 52  # one after every block, as vLLM's row-parallel layers end
+    assert not any(op.name.startswith(("dense_", "gdn_", "gate_up")) for op in ops)
+    dense = ShardedModel.build(H56, 4, 1, "bf16", "bf16", "bf16", 8)
+    ops = iteration_ops(IterationShape(8, 8, 8, 8 * 500), dense)
+    up = next(op for op in ops if op.name == "gate_up_proj")
+    assert (up.count, up.shape[1]) == (54, 32768 // 4)  # squared ReLU: up only, no gate
+
+
+def test_the_state_a_sequence_holds():
+    # Per Mamba2 layer: the conv's last 3 inputs over x, B and C (4,096 + 2 x 8 x 128
+    # channels, bf16) and a 64 x 128 state per head in fp32, split by head over TP.
+    per_layer = 6144 * 3 * 2 + 64 * 64 * 128 * 4
+    assert NANO.linear_state_bytes() == 23 * per_layer
+    assert linear_state_bytes_per_gpu(NANO, 2, 1) == 23 * per_layer / 2
+    # The six attention layers alone keep KV: 2 KV heads of 128, K and V.
+    assert NANO.kv_bytes_per_token(2) == 6 * 2 * 2 * 128 * 2
+
+
+def test_the_scan_costs_follow_the_closed_form():
+    sm = ShardedModel.build(NANO, 1, 1, "bf16", "bf16", "bf16", 8)
+    op = mamba_prefill_op(((1000, 0), (24, 0)), sm)
+    chunks = 8 + 1  # 1,000 tokens in chunks of 128, and one short chunk
+    intra = 2.0 * SSD_CHUNK * chunks * SSD_CHUNK * (8 * 128 + 64 * 64)
+    assert op.flops == pytest.approx(intra + 4.0 * 1024 * 64 * 128 * 64)
+    assert (op.family, op.count) == ("mamba2", 23)
+    # A decode step reads and writes each sequence's whole state: it grows with the batch.
+    one, many = mamba_decode_op(1, sm), mamba_decode_op(64, sm)
+    assert many.bytes == pytest.approx(64 * one.bytes)
+    assert one.bytes > 2 * 64 * 64 * 128 * 4
+    timer = RooflineTimer(get_gpu("h100-sxm"), RooflineEfficiency())
+    assert timer.op_time(many) > timer.op_time(one) > 0
+
+
+def test_closed_loop_completes_conserves_tokens_and_frees_kv_and_state():
+    sim, result = run_hybrid_closed_loop("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", 1)
+    assert result.summary["kv_cache"]["state_blocks_per_sequence"] > 0
+    for engine in (e for rep in sim.replicas for e in rep.engines):
+        assert engine.scheduler.kv.used == 0
+
+
+def test_the_summary_names_the_mamba_scan_as_an_estimate():
+    sim = Simulation(load(BENCH, ["model.name=nemotron-3-nano-30b-a3b", "hardware.gpu=h200",
+                                  "parallelism.tp=1", "model.weight_dtype=bf16", "model.activation_dtype=bf16"]))
+    assert "Mamba2 scan" in sim.kernel_times
