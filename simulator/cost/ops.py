@@ -88,6 +88,7 @@ class ShardedModel:
     expert_gemm_dtype: str = ""  # their GEMM compute format ("": gemm_dtype)
     moe_passes: int = 0  # layer passes with a MoE MLP; the rest are dense
     shared_ffn: int = 0  # shared experts' total intermediate size per GPU
+    moe_latent: int = 0  # latent MoE: the width the routed experts compute on (ModelSpec.moe_latent_size)
     kv_lora: int = 0  # MLA latent width (0: GQA attention)
     q_lora: int = 0  # MLA low-rank query width
     rope_dim: int = 0  # MLA rotary query/key part (head_dim is the non-rotary part)
@@ -176,6 +177,7 @@ class ShardedModel:
             expert_gemm_dtype=gemm_compute_dtype(expert_dtype, expert_activation_dtype or activation_dtype),
             moe_passes=round(passes * model.moe_layers / model.num_layers),
             shared_ffn=model.num_shared_experts * model.moe_ffn_size // tp,
+            moe_latent=model.moe_latent_size,
             kv_lora=model.kv_lora_rank,
             q_lora=model.q_lora_rank,
             rope_dim=model.qk_rope_head_dim,
@@ -301,11 +303,13 @@ def moe_ops(m: int, sm: ShardedModel, moe_m: int | None = None) -> list[Op]:
     h, layers = sm.hidden, sm.moe_passes
     moe_m = m if moe_m is None else moe_m
     label = moe_table_dtype(sm.expert_weight_dtype or "bf16", sm.expert_gemm_dtype or sm.gemm_dtype, sm.expert_kernel)
-    ops = [
-        gemm("moe_router", m, sm.num_experts, h, sm, layers, quantized=False),
-        fused_moe_op(moe_m, h, sm.moe_ffn, sm.experts_per_token, sm.num_experts, label,
-                     gated=sm.gated_mlp, act_bytes=sm.act_bytes, count=layers, ep=sm.ep),
-    ]
+    ops = [gemm("moe_router", m, sm.num_experts, h, sm, layers, quantized=False)]
+    if sm.moe_latent:  # projected in and out of the latent on every rank (replicated GEMMs)
+        ops.append(gemm("moe_latent_in", m, sm.moe_latent, h, sm, layers))
+    ops.append(fused_moe_op(moe_m, sm.moe_latent or h, sm.moe_ffn, sm.experts_per_token, sm.num_experts, label,
+                            gated=sm.gated_mlp, act_bytes=sm.act_bytes, count=layers, ep=sm.ep))
+    if sm.moe_latent:
+        ops.append(gemm("moe_latent_out", m, h, sm.moe_latent, sm, layers))
     if sm.dp > 1:
         nbytes = moe_m * h * sm.act_bytes
         for name in ("moe_dispatch", "moe_combine"):  # all-gather, reduce-scatter: same ring traffic

@@ -1238,13 +1238,14 @@ MODEL_CATALOG["mistral-7b-v0.2"] = MODEL_CATALOG["mistral-7b"].model_copy(update
 # published config.json files (as cached in aiconfigurator-core 0.12's model_configs/).
 def _nemotron_h(name: str, hf_id: str, *, blocks: tuple[int, int, int], hidden: int, heads: int, kv_heads: int,
                 mamba_heads: int, state: int, context: int, published_b: float, ffn: int = 0,
-                experts: tuple[int, int, int, int] | None = None, ssm_bytes: float = 2.0,
+                experts: tuple[int, int, int, int] | None = None, latent: int = 0, ssm_bytes: float = 2.0,
                 published_active_b: float | None = None, aliases: tuple[str, ...] = ()) -> ModelSpec:
     """blocks: (Mamba2, attention, MLP-or-MoE layers); experts: (routed, top-k, width, shared
-    widths: the shared expert's width over the routed experts')."""
+    widths: the shared expert's width over the routed experts'); latent: the routed experts'
+    input width (moe_latent_size), 0 for the hidden size."""
     mamba, attention, ffn_blocks = blocks
     moe = ({"num_experts": experts[0], "experts_per_token": experts[1], "moe_ffn_size": experts[2],
-            "num_shared_experts": experts[3]} if experts else {})
+            "num_shared_experts": experts[3], "moe_latent_size": latent} if experts else {})
     return ModelSpec(
         name=name, hf_id=hf_id, aliases=aliases, num_layers=mamba + attention,
         ffn_free_layers=mamba + attention - ffn_blocks, hidden_size=hidden, num_heads=heads, num_kv_heads=kv_heads,
@@ -1259,13 +1260,25 @@ _NEMOTRON_H_MODELS = [
     # nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16: hybrid_override_pattern of 23 M, 6 *, 23 E;
     # 128 experts x 1856 (top-6) and a 3712-wide shared expert; mamba_ssm_cache_dtype float32.
     # Model card: 31.6B total, ~3.2B active (3.6B with the embeddings).
-    _nemotron_h("nemotron-3-nano-30b-a3b", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", blocks=(23, 6, 23),
+    _nemotron_h("nemotron-3-nano", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", blocks=(23, 6, 23),
                 hidden=2688, heads=32, kv_heads=2, mamba_heads=64, state=128, context=262144, published_b=31.6,
                 experts=(128, 6, 1856, 2), ssm_bytes=4.0, published_active_b=3.2,
                 # Nemotron 3.5 Lightning (an NVFP4 release) has these shapes at 1,048,576 positions:
                 # set model.max_model_len past 262,144 to serve more.
-                aliases=("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B", "nemotron-3-nano",
+                aliases=("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B", "nemotron-3-nano-30b-a3b",
                          "nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4")),
+    # nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8: 40 M, 8 *, 40 E; 512 experts x 2688 (top-22)
+    # on a 1,024-wide latent, a 5,376-wide shared expert on the hidden state; 128 mamba heads.
+    _nemotron_h("nemotron-3-super", "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-BF16", blocks=(40, 8, 40),
+                hidden=4096, heads=32, kv_heads=2, mamba_heads=128, state=128, context=262144, published_b=120.0,
+                experts=(512, 22, 2688, 2), latent=1024, ssm_bytes=4.0, published_active_b=12.0,
+                aliases=("nvidia/NVIDIA-Nemotron-3-Super-120B-A12B", "nemotron-3-super-120b-a12b")),
+    # nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16 (layers_block_type): 48 mamba, 12 attention,
+    # 48 moe; 512 experts x 5120 (top-22) on a 2,048-wide latent; 256 mamba heads.
+    _nemotron_h("nemotron-3-ultra", "nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16", blocks=(48, 12, 48),
+                hidden=8192, heads=64, kv_heads=2, mamba_heads=256, state=128, context=262144, published_b=550.0,
+                experts=(512, 22, 5120, 2), latent=2048, ssm_bytes=4.0, published_active_b=55.0,
+                aliases=("nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B", "nemotron-3-ultra-550b-a55b")),
     # nvidia/Nemotron-H-56B-Base-8K: 54 M, 10 *, 54 MLP layers of 32,768; state 256.
     _nemotron_h("nemotron-h-56b", "nvidia/Nemotron-H-56B-Base-8K", blocks=(54, 10, 54), hidden=8192, heads=64,
                 kv_heads=8, mamba_heads=256, state=256, context=8192, published_b=56.0, ffn=32768,

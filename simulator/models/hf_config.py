@@ -196,14 +196,10 @@ def _nemotron_blocks(cfg: dict[str, Any], where: str) -> list[str]:
 def _nemotron_h_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
     """Nemotron-H and Nemotron 3: Mamba2 and GQA attention mixers, each a layer of its own,
     and squared-ReLU MLP (Nemotron-H) or MoE (Nemotron 3: routed experts plus a shared expert
-    of a whole number of expert widths) layers between them. The mixers are the spec's
+    of a whole number of expert widths; Super and Ultra run the routed experts on a
+    moe_latent_size projection) layers between them. The mixers are the spec's
     layers; those not followed by an MLP are its ffn_free_layers. The MTP layer is not
     counted (serving without speculative decoding never runs it)."""
-    if cfg.get("moe_latent_size"):
-        raise CatalogError(
-            f"latent MoE (moe_latent_size={cfg['moe_latent_size']}: experts computed in a narrower latent "
-            "space, Nemotron 3 Super and Ultra) is not modelled", where=where,
-            fix="use a Nemotron-H config without moe_latent_size (Nemotron-H, Nemotron 3 Nano)")
     blocks = _nemotron_blocks(cfg, where)
     mixers = blocks.count("mamba") + blocks.count("attention")
     ffns = blocks.count("mlp") + blocks.count("moe")
@@ -252,7 +248,8 @@ def _nemotron_h_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
                 fix="use the model's published config.json")
         fields.update(num_experts=_require(cfg, "n_routed_experts", where),
                       experts_per_token=_require(cfg, "num_experts_per_tok", where),
-                      moe_ffn_size=width, num_shared_experts=shared // width)
+                      moe_ffn_size=width, num_shared_experts=shared // width,
+                      moe_latent_size=_optional(cfg, "moe_latent_size", 0))
     return fields
 
 

@@ -164,6 +164,10 @@ class ModelSpec(StrictModel):
     linear_ssm_bytes: float = Field(2.0, gt=0)
     linear_kind: Literal["gated_deltanet", "mamba2"] = "gated_deltanet"
     ffn_free_layers: int = Field(0, ge=0)  # mixer layers with no MLP (or MoE) after them (Nemotron-H)
+    # Latent MoE (Nemotron 3 Super/Ultra): the routed experts compute on a projection of the
+    # hidden state this wide (fc1_latent_proj before them, fc2_latent_proj after); the router
+    # and the shared experts stay on the hidden state. 0: experts on the hidden state.
+    moe_latent_size: int = Field(0, ge=0)
     attn_output_gate: bool = False  # q_proj also emits a per-head output gate (Qwen3-Next)
     shared_expert_gate: bool = False  # a hidden -> 1 sigmoid gate on the shared experts
     index_n_heads: int = Field(0, ge=0)  # DSA lightning indexer: scoring heads
@@ -279,6 +283,8 @@ class ModelSpec(StrictModel):
                              "one MoE (or MLP) layer")
         if self.linear_kind == "mamba2" and not self.linear_layers:
             raise ValueError("linear_kind mamba2 needs linear_layers > 0")
+        if self.moe_latent_size and not self.is_moe:
+            raise ValueError("moe_latent_size needs a mixture-of-experts model")
         if self.is_mla and not (self.qk_rope_head_dim > 0 and self.v_head_dim > 0):
             raise ValueError("an MLA model (kv_lora_rank > 0) needs qk_rope_head_dim and v_head_dim > 0")
         if (self.sliding_window > 0) != (self.sliding_layers > 0) or self.sliding_layers > self.num_layers:
@@ -324,8 +330,9 @@ class ModelSpec(StrictModel):
         attn = self._attention_params
         dense_mlp = self._mlp_params(self.ffn_size)
         if self.is_moe:
-            moe_mlp = ((self.num_experts + self.num_shared_experts) * self._expert_params
-                       + h * self.num_experts)  # + router
+            moe_mlp = (self.num_experts * self._expert_params + self.num_shared_experts * self._mlp_params(
+                self.moe_ffn_size) + h * self.num_experts  # + router
+                       + 2 * h * self.moe_latent_size)  # + the latent projections
             if self.mlp_bias:
                 moe_mlp += self.num_experts  # router bias
             mlp_total = self.moe_layers * moe_mlp + self.first_dense_layers * dense_mlp
@@ -409,7 +416,11 @@ class ModelSpec(StrictModel):
 
     @property
     def _expert_params(self) -> int:
-        return self._mlp_params(self.moe_ffn_size)
+        """One routed expert: an MLP of moe_ffn_size on the hidden state, or on its latent."""
+        if not self.moe_latent_size:
+            return self._mlp_params(self.moe_ffn_size)
+        n, width = self.mlp_matrices, self.moe_ffn_size
+        return n * self.moe_latent_size * width + ((n - 1) * width + self.moe_latent_size if self.mlp_bias else 0)
 
     def weight_bytes(self, dtype_bytes: float) -> float:
         return self.param_count * dtype_bytes
