@@ -101,7 +101,7 @@ def sweep_set(df: pd.DataFrame, source: str, wheres: list[str], rounds: int, len
     row_numbers = row_numbers or list(range(first_row, first_row + len(df)))
     runs = []
     unreadable: list[MeasurementError] = []
-    spellings: dict[tuple[str, str], tuple[str, str]] = {}
+    spellings: dict[tuple[str, str, str | None], tuple[str, str]] = {}
     for i, (row, text) in enumerate(zip(df.itertuples(index=False), table.itertuples(index=False), strict=True)):
         where = wheres[i]
         if i in skipped:
@@ -122,7 +122,9 @@ def sweep_set(df: pd.DataFrame, source: str, wheres: list[str], rounds: int, len
             continue
         prec, precision_note = _row_precision(text.precision, model)
         other_engine = _other_engine(text, df.columns)
-        shown_system, shown_model = spellings.setdefault(_catalog_key(system, model), (system, model))
+        # One spelling per GPU, model and precision: checkpoints of one model in two formats
+        # (`...-BF16`, `...-FP8`) keep their own names.
+        shown_system, shown_model = spellings.setdefault((*_catalog_key(system, model), prec), (system, model))
         family = (f"{shown_system} {shown_model} {prec or str(text.precision).strip()}"
                   f"{f' {other_engine}' if other_engine else ''}")
         layout = _row_layout(row, df.columns, where)
