@@ -708,6 +708,14 @@ def test_sweep_errors_are_broken_down_by_system_model_and_precision(tmp_path, ca
     result, out = run_validation([one], BENCH_SCENARIO, [], tmp_path / "out1", workers=1)
     assert "by_family" not in result and (out / "curves_ttft_ms.png").is_file()
 
+    # Two checkpoints of one model in two formats keep their own names.
+    two = _write(tmp_path / "formats.csv", "system,model,precision,tp_size,isl,osl,concurrency,ttft_ms,tpot_ms\n"
+                 "h200_sxm,nvidia/Llama-3.1-8B-Instruct-FP8,fp8,1,256,16,1,30,8\n"
+                 "h200_sxm,meta-llama/Llama-3.1-8B-Instruct,bf16,1,256,16,1,30,8\n")
+    result, _ = run_validation([two], BENCH_SCENARIO, [], tmp_path / "out2", workers=1)
+    assert sorted(f["family"] for f in result["by_family"]) == [
+        "h200_sxm meta-llama/Llama-3.1-8B-Instruct bf16", "h200_sxm nvidia/Llama-3.1-8B-Instruct-FP8 fp8"]
+
 
 def test_sweep_base_scenario_times_kernels_from_the_gpus_tables():
     """The silicon base runs on the shipped H200 tables; a GPU without tables falls back."""
