@@ -1,5 +1,5 @@
 """GPUs added to the catalog for names that benchmark files use: H800, H20, A800, GH200,
-H100 NVL, L40, RTX A6000, RTX 4090, A10, MI325X, MI350X and MI355X, and the A100's two PCIe
+H100 NVL, L40, RTX A6000, RTX 4090, A10, A30, MI325X, MI350X and MI355X, and the A100's two PCIe
 boards. (No V100: vLLM's V1 engine needs
 compute capability 8.0, and Volta has no bf16.)
 
@@ -20,7 +20,7 @@ from simulator.hardware import GPU_CATALOG, get_gpu
 
 NEW_GPUS = (
     "h800", "h20", "a800-80gb-sxm", "gh200", "gh200-144gb", "h100-nvl", "l40", "rtx-a6000",
-    "rtx-4090", "a10", "mi325x", "rtx-pro-6000", "mi355x", "mi350x", "a100-80gb-pcie", "a100-40gb-pcie",
+    "rtx-4090", "a10", "mi325x", "rtx-pro-6000", "mi355x", "mi350x", "a100-80gb-pcie", "a100-40gb-pcie", "a30",
 )  # fmt: skip
 
 
@@ -38,6 +38,8 @@ NEW_GPUS = (
         ("NVIDIA H100 NVL", "h100-nvl"),
         ("NVIDIA L40", "l40"),
         ("NVIDIA RTX A6000", "rtx-a6000"),
+        ("NVIDIA A30", "a30"),
+        ("a30", "a30"),
         ("NVIDIA GeForce RTX 4090", "rtx-4090"),
         ("NVIDIA A10", "a10"),
         ("AMD Instinct MI325X", "mi325x"),

@@ -467,6 +467,26 @@ _GPUS: list[GPUSpec] = [
         aliases=("l4-24gb",),
     ),
     GPUSpec(
+        name="a30",
+        display_name="NVIDIA A30 24GB",
+        vendor="nvidia",
+        architecture="ampere",
+        memory_gb=24.0,  # NVIDIA A30 datasheet: 24 GB HBM2
+        usable_memory_gib=24576 / 1024,  # estimate: 24 GiB as nvidia-smi lists HBM2 parts (no public log read)
+        hbm_tbps=0.933,  # NVIDIA A30 datasheet: 933 GB/s
+        # NVIDIA A30 datasheet, dense (sparse figures halved): BF16/FP16 165, TF32 82, INT8 330;
+        # FP32 10.3. A GA100 with 56 SMs at a 165 W limit; no FP8.
+        peak_tflops={"fp32": 10.3, "tf32": 82.0, "bf16": 165.0, "fp16": 165.0, "int8": 330.0},
+        num_sms=56,  # NVIDIA A30: 3,584 FP32 cores = 56 GA100 SMs
+        l2_cache_mb=24.0,  # NVIDIA A30: 24 MB L2 (half the GA100's 48 MB; A100 enables 40)
+        # NVLink bridges join pairs only (200 GB/s, datasheet); a TP group of 4-8 uses PCIe Gen4.
+        intra_node_link=PCIE4,
+        inter_node_link=ETH_200G,
+        pcie=PCIE4,  # NVIDIA A30 datasheet: PCIe Gen4 64 GB/s
+        cost_per_gpu_hour=0.60,  # estimate: below the A10's list; few clouds rent A30s by the hour, 2025
+        aliases=("a30-24gb", "a30-pcie"),
+    ),
+    GPUSpec(
         name="a10g",
         display_name="NVIDIA A10G 24GB",
         vendor="nvidia",
