@@ -214,7 +214,6 @@ def _nemotron_h_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
     heads = _require(cfg, "num_attention_heads", where)
     hidden = _require(cfg, "hidden_size", where)
     head_dim = cfg.get("head_dim") or cfg.get("attention_head_dim") or (hidden // heads if heads else 0)
-    ssm = cfg.get("mamba_ssm_cache_dtype")
     fields = {
         "num_layers": mixers,
         "ffn_free_layers": mixers - ffns,
@@ -236,7 +235,7 @@ def _nemotron_h_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
         "linear_num_value_heads": _require(cfg, "mamba_num_heads", where),
         "linear_value_head_dim": _require(cfg, "mamba_head_dim", where),
         "linear_conv_kernel": _optional(cfg, "conv_kernel", 4),
-        **_ssm_fields({"mamba_ssm_dtype": ssm} if ssm is not None else {}, where),
+        **_ssm_fields(cfg, where, "mamba_ssm_cache_dtype"),
     }
     if blocks.count("moe"):
         width = _require(cfg, "moe_intermediate_size", where)
@@ -272,15 +271,16 @@ def _optional(cfg: dict[str, Any], key: str, default: Any) -> Any:
 _SSM_DTYPE_BYTES = {"float32": 4.0, "float16": 2.0, "bfloat16": 2.0}
 
 
-def _ssm_fields(cfg: dict[str, Any], where: str) -> dict[str, float]:
-    """The delta-rule state's element size when the config names one (mamba_ssm_dtype,
-    Qwen3.5's float32), which vLLM adopts when --mamba-ssm-cache-dtype is left at auto;
-    without it ModelSpec's default, the model dtype, stands."""
-    value = cfg.get("mamba_ssm_dtype")
+def _ssm_fields(cfg: dict[str, Any], where: str, key: str = "mamba_ssm_dtype") -> dict[str, float]:
+    """The recurrent state's element size when the config names one (Qwen3.5's
+    mamba_ssm_dtype, Nemotron 3's mamba_ssm_cache_dtype: float32), which vLLM adopts when
+    --mamba-ssm-cache-dtype is left at auto; without it ModelSpec's default, the model
+    dtype, stands."""
+    value = cfg.get(key)
     if value is None:
         return {}
     if value not in _SSM_DTYPE_BYTES:
-        raise CatalogError(f"mamba_ssm_dtype {value!r} is not one of {', '.join(_SSM_DTYPE_BYTES)}",
+        raise CatalogError(f"{key} {value!r} is not one of {', '.join(_SSM_DTYPE_BYTES)}",
                            where=where, fix="use the value of the model's published config.json")
     return {"linear_ssm_bytes": _SSM_DTYPE_BYTES[value]}
 
