@@ -533,6 +533,8 @@ def _attention_kind(m) -> str:
         kind += ", sparse"
     if m.sliding_layers:
         kind += f", window {m.sliding_window} on {m.sliding_layers}/{m.num_layers}"
+    if m.mixer_free_layers:
+        kind += f" on {m.attention_layers}/{m.num_layers}"
     if m.linear_layers:
         mixer = "Mamba2" if m.linear_kind == "mamba2" else "linear"
         kind += f", {mixer} on {m.linear_layers}/{m.num_layers}"

@@ -112,6 +112,7 @@ class ShardedModel:
     lin_ssm_bytes: float = 2.0  # bytes per element of the delta-rule state (ModelSpec.linear_ssm_bytes)
     lin_kind: str = "gated_deltanet"  # or "mamba2" (ModelSpec.linear_kind)
     ffn_free_passes: int = 0  # layer passes with no MLP or MoE block (ModelSpec.ffn_free_layers)
+    mixer_free_passes: int = 0  # layer passes with no attention or mixer (ModelSpec.mixer_free_layers)
     index_heads: int = 0  # DSA lightning indexer heads, replicated on every TP rank (0: dense attention)
     index_dim: int = 0
     index_topk: int = 0  # tokens each query's sparse MLA attends to
@@ -126,8 +127,8 @@ class ShardedModel:
 
     @property
     def attn_layer_passes(self) -> int:
-        """Layer passes that run softmax attention (all but the linear-attention ones)."""
-        return self.layers_per_stage * self.pp - self.linear_passes  # inline: a hot property
+        """Layer passes that run softmax attention (all but the linear-attention and attention-free ones)."""
+        return self.layers_per_stage * self.pp - self.linear_passes - self.mixer_free_passes  # inline: hot
 
     @property
     def lin_conv_dim(self) -> int:
@@ -201,6 +202,7 @@ class ShardedModel:
             lin_ssm_bytes=model.linear_ssm_bytes,
             lin_kind=model.linear_kind,
             ffn_free_passes=round(passes * model.ffn_free_layers / model.num_layers),
+            mixer_free_passes=round(passes * model.mixer_free_layers / model.num_layers),
             index_heads=model.index_n_heads,
             index_dim=model.index_head_dim,
             index_topk=model.index_topk,
@@ -514,6 +516,7 @@ def token_ops(m: int, sm: ShardedModel, moe_m: int | None = None) -> list[Op]:
     attention data parallelism, on the tokens all DP ranks bring to the MoE layers)."""
     h, a, layers = sm.hidden, sm.act_bytes, sm.total_layer_passes
     mlp_layers = layers - sm.ffn_free_passes
+    mixer_layers = layers - sm.mixer_free_passes
     up_n = 2 * sm.ffn if sm.gated_mlp else sm.ffn
     if sm.num_experts:
         mlp = moe_ops(m, sm, moe_m)
@@ -526,7 +529,7 @@ def token_ops(m: int, sm: ShardedModel, moe_m: int | None = None) -> list[Op]:
     before_attn, after_attn = attention_projection_ops(m, sm)
     ops = [
         elementwise("embedding", m * h * a, 1),
-        elementwise("input_norm", 3 * m * h * a, layers),
+        elementwise("input_norm", 3 * m * h * a, mixer_layers),
         *before_attn,
         *after_attn,
         *(linear_attention_token_ops(m, sm) if sm.linear_passes else ()),
@@ -537,7 +540,7 @@ def token_ops(m: int, sm: ShardedModel, moe_m: int | None = None) -> list[Op]:
     ]
     if sm.tp > 1:
         reduce_scattered = sm.moe_passes if sm.dp > 1 else 0  # moe_combine ends those MoE layers
-        ops.append(tp_allreduce("tp_allreduce", m * h * a, sm, layers + mlp_layers - reduce_scattered))
+        ops.append(tp_allreduce("tp_allreduce", m * h * a, sm, mixer_layers + mlp_layers - reduce_scattered))
     if sm.pp > 1:
         nbytes = m * h * a
         ops.append(Op("pp_send", "p2p", 0.0, nbytes, sm.pp - 1, (nbytes, 2, sm.pp_link), "bf16"))

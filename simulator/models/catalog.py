@@ -1285,6 +1285,14 @@ _NEMOTRON_H_MODELS = [
                 aliases=("nvidia/Nemotron-H-56B-Instruct-8K",)),
 ]
 MODEL_CATALOG.update({m.name: m for m in _NEMOTRON_H_MODELS})
+# nvidia/Llama-3_3-Nemotron-Super-49B-v1 (model_type nemotron-nas): Llama-3.3-70B pruned by
+# NAS to 80 layers, 49 of them with attention (64 heads, 8 KV heads of 128) and every one with
+# an MLP of its own width (2,816 to 28,672; mean 20,531); 49.87B parameters.
+MODEL_CATALOG["nemotron-super-49b"] = ModelSpec(
+    name="nemotron-super-49b", hf_id="nvidia/Llama-3_3-Nemotron-Super-49B-v1",
+    num_layers=80, mixer_free_layers=31, hidden_size=8192, num_heads=64, num_kv_heads=8, head_dim=128,
+    ffn_size=20531, gated_mlp=True, vocab_size=128256, max_position_embeddings=131072,
+    published_params_b=49.9, aliases=("llama-3.3-nemotron-super-49b",))
 
 # aiconfigurator's model names where they leave out what tells a catalog entry apart
 # (its sdk model table and sweep CSVs: QWEN3_235B is Qwen3-235B-A22B, QWEN3_480B the Coder).

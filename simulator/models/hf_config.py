@@ -38,6 +38,8 @@ _QWEN3_5_TEXT = {"qwen3_5_text": "qwen3_5", "qwen3_5_moe_text": "qwen3_5_moe"}
 _MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
 # Nemotron-H (Nemotron-H, Nemotron 3 Nano): Mamba2, attention, MLP and MoE blocks as separate layers
 _NEMOTRON_H = "nemotron_h"
+# Llama-Nemotron's NAS-pruned Llama (DeciLM): per-layer block_configs
+_NEMOTRON_NAS = "nemotron-nas"
 # Its layer letters (hybrid_override_pattern) and names (layers_block_type, newer configs).
 _NEMOTRON_BLOCKS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
 
@@ -48,7 +50,8 @@ def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
     Supports llama/mistral/qwen2/qwen3/phi3/granite/gemma 1-3-style dense models, OPT,
     Mixtral/Qwen3-MoE/gpt-oss/Llama-4 Scout and Maverick/GLM-4.5 mixture-of-experts models, the
     Qwen3-Next and Qwen3.5/3.6 hybrid (Gated DeltaNet) dense and MoE models, the Nemotron-H and
-    Nemotron 3 Nano hybrid (Mamba2) dense and MoE models, DeepSeek-V2/V3/V3.2
+    Nemotron 3 hybrid (Mamba2) dense and MoE models, Llama-Nemotron's NAS-pruned Llama
+    (nemotron-nas), DeepSeek-V2/V3/V3.2
     and Kimi-K2 (MLA) models, and the Qwen3-VL, Qwen3.5 and Gemma 3 text towers: the families whose
     config keys fully determine the shapes above.
     """
@@ -147,6 +150,8 @@ def _architecture_fields(cfg: dict[str, Any], where: str, model_type: str) -> di
         return _opt_fields(cfg, where)
     if model_type == _NEMOTRON_H:
         return _nemotron_h_fields(cfg, where)
+    if model_type == _NEMOTRON_NAS:
+        return _nemotron_nas_fields(cfg, where)
     elif model_type in _LLAMA_STYLE or model_type in _MOE_STYLE:
         fields = _llama_fields(cfg, where, model_type)
         if model_type in _MOE_STYLE:
@@ -169,7 +174,7 @@ def _architecture_fields(cfg: dict[str, Any], where: str, model_type: str) -> di
         raise CatalogError(
             f"unsupported model_type {model_type!r}",
             where=where,
-            fix=f"supported: {', '.join(sorted(_LLAMA_STYLE | _MOE_STYLE | _MLA_STYLE | {'opt', _NEMOTRON_H, *_QWEN3_5_TEXT}))}; "
+            fix=f"supported: {', '.join(sorted(_LLAMA_STYLE | _MOE_STYLE | _MLA_STYLE | {'opt', _NEMOTRON_H, _NEMOTRON_NAS, *_QWEN3_5_TEXT}))}; "
             "for other architectures construct a ModelSpec directly",
         )
     return fields
@@ -250,6 +255,53 @@ def _nemotron_h_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
                       moe_ffn_size=width, num_shared_experts=shared // width,
                       moe_latent_size=_optional(cfg, "moe_latent_size", 0))
     return fields
+
+
+def _nas_ffn_width(ffn_mult: Any, hidden: int) -> int:
+    """A NAS block's MLP width: 2/3 of ffn_mult x hidden, rounded up to a multiple of 256
+    (DeciLM's rule, as Llama's 8/3 x hidden SwiGLU width)."""
+    width = int(2 * ffn_mult * hidden / 3)
+    return -(-width // 256) * 256
+
+
+def _nemotron_nas_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
+    """Llama-Nemotron's NAS-pruned Llama (Llama-3.3-Nemotron-Super-49B): Llama 3 layers whose
+    block_configs drop some layers' attention (no_op) and give each MLP its own width. The
+    attention that remains must be one GQA grouping (n_heads_in_group); the MLP widths enter
+    as their mean. Attention or MLPs replaced by a single linear layer are not modelled."""
+    blocks = _require(cfg, "block_configs", where)
+    hidden, heads = _require(cfg, "hidden_size", where), _require(cfg, "num_attention_heads", where)
+    if not isinstance(blocks, list) or not blocks or not all(isinstance(b, dict) for b in blocks):
+        raise CatalogError("block_configs must list one block per layer", where=where,
+                           fix="use the block_configs of the model's published config.json")
+    attention = [b.get("attention") or {} for b in blocks]
+    ffn = [b.get("ffn") or {} for b in blocks]
+    if any(a.get("replace_with_linear") or f.get("replace_with_linear") or f.get("no_op")
+           for a, f in zip(attention, ffn, strict=True)):
+        raise CatalogError("NAS blocks that replace attention or the MLP with one linear layer, or drop an MLP, "
+                           "are not modelled", where=where,
+                           fix="use a config whose blocks keep every MLP and keep or drop (no_op) attention")
+    groups = {a.get("n_heads_in_group") for a in attention if not a.get("no_op")}
+    if len(groups) != 1 or not isinstance(next(iter(groups)), int):
+        raise CatalogError(f"attention groupings {sorted(groups, key=str)} (n_heads_in_group): only one GQA "
+                           "grouping across the attention layers is modelled", where=where,
+                           fix="use the model's published config.json")
+    widths = [_nas_ffn_width(f.get("ffn_mult", 0), hidden) for f in ffn]
+    return {
+        "num_layers": len(blocks),
+        "mixer_free_layers": sum(1 for a in attention if a.get("no_op")),
+        "hidden_size": hidden,
+        "num_heads": heads,
+        "num_kv_heads": heads // next(iter(groups)),
+        "head_dim": _optional(cfg, "head_dim", hidden // heads if heads else 0),
+        "ffn_size": round(sum(widths) / len(widths)),
+        "gated_mlp": True,
+        "vocab_size": _require(cfg, "vocab_size", where),
+        "tied_embeddings": _optional(cfg, "tie_word_embeddings", False),
+        "max_position_embeddings": _require(cfg, "max_position_embeddings", where),
+        "attention_bias": _optional(cfg, "attention_bias", False),
+        "mlp_bias": _optional(cfg, "mlp_bias", False),
+    }
 
 
 def _require(cfg: dict[str, Any], key: str, where: str) -> Any:

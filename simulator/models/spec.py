@@ -81,7 +81,10 @@ class ModelSpec(StrictModel):
     mamba heads of mamba_head_dim the value heads and dim, the conv runs over x, B and C,
     and each head keeps a head_dim x state_size state. Nemotron-H also stacks its mixers and
     its MLPs as separate layers, with fewer MLPs than mixers: ffn_free_layers counts the
-    mixer layers (num_layers) that have no MLP after them.
+    mixer layers (num_layers) that have no MLP after them. Llama-Nemotron's NAS-pruned models
+    (Llama-3.3-Nemotron-Super-49B) drop the attention of some layers: mixer_free_layers counts
+    them; their per-layer MLP widths enter as their mean (ffn_size), which keeps the FLOPs and
+    bytes of the whole stack.
 
     DeepSeek Sparse Attention (DeepSeek-V3.2) sets index_topk on an MLA model: each layer's
     lightning indexer (index_n_heads heads of index_head_dim, its query projected from the
@@ -164,6 +167,9 @@ class ModelSpec(StrictModel):
     linear_ssm_bytes: float = Field(2.0, gt=0)
     linear_kind: Literal["gated_deltanet", "mamba2"] = "gated_deltanet"
     ffn_free_layers: int = Field(0, ge=0)  # mixer layers with no MLP (or MoE) after them (Nemotron-H)
+    # Layers whose attention is pruned away, leaving only the MLP (Llama-Nemotron's NAS blocks
+    # with a no_op attention): no attention, no KV cache.
+    mixer_free_layers: int = Field(0, ge=0)
     # Latent MoE (Nemotron 3 Super/Ultra): the routed experts compute on a projection of the
     # hidden state this wide (fc1_latent_proj before them, fc2_latent_proj after); the router
     # and the shared experts stay on the hidden state. 0: experts on the hidden state.
@@ -229,12 +235,12 @@ class ModelSpec(StrictModel):
     def kv_layers(self) -> int:
         """Layers whose KV grows with the context (sliding-window layers keep a fixed window;
         linear-attention layers keep a fixed state)."""
-        return self.num_layers - self.sliding_layers - self.linear_layers
+        return self.num_layers - self.sliding_layers - self.linear_layers - self.mixer_free_layers
 
     @property
     def attention_layers(self) -> int:
-        """Layers that run softmax attention (all but the linear-attention ones)."""
-        return self.num_layers - self.linear_layers
+        """Layers that run softmax attention (all but the linear-attention and attention-free ones)."""
+        return self.num_layers - self.linear_layers - self.mixer_free_layers
 
     @property
     def linear_key_size(self) -> int:
@@ -293,8 +299,12 @@ class ModelSpec(StrictModel):
                   self.linear_value_head_dim, self.linear_conv_kernel)
         if self.linear_layers and not all(linear):
             raise ValueError("linear_layers > 0 needs the linear heads, head dims and conv kernel > 0")
-        if self.linear_layers + self.sliding_layers >= self.num_layers:
-            raise ValueError("linear_layers + sliding_layers must leave at least one full-attention layer")
+        if self.linear_layers + self.sliding_layers + self.mixer_free_layers >= self.num_layers:
+            raise ValueError("linear_layers + sliding_layers + mixer_free_layers must leave at least one "
+                             "full-attention layer")
+        if self.mixer_free_layers and self.ffn_free_layers:
+            raise ValueError("a layer needs attention, a mixer or an MLP: mixer_free_layers and ffn_free_layers "
+                             "do not go together")
         if (self.index_topk > 0 or self.index_n_heads > 0 or self.index_head_dim > 0) and not (
                 self.index_topk and self.index_n_heads and self.index_head_dim and self.is_mla and self.q_lora_rank):
             raise ValueError("a sparse-attention indexer needs index_topk, index_n_heads and index_head_dim > 0 "
@@ -341,7 +351,7 @@ class ModelSpec(StrictModel):
         if self.is_moe and self.shared_expert_gate:
             mlp_total += self.moe_layers * h
         body = (self.attention_layers * attn + self.linear_layers * self._linear_params
-                + (2 * self.num_layers - self.ffn_free_layers) * norm_params + mlp_total)
+                + (2 * self.num_layers - self.ffn_free_layers - self.mixer_free_layers) * norm_params + mlp_total)
         embed = self.vocab_size * h
         lm_head = 0 if self.tied_embeddings else self.vocab_size * h
         positions = (
