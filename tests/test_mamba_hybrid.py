@@ -157,3 +157,13 @@ def test_latent_moe_runs_its_experts_on_the_latent():
     sim = Simulation(load(BENCH, ["model.name=nemotron-3-super", "hardware.gpu=h200", "parallelism.tp=2",
                                   "model.weight_dtype=fp8", "model.kv_dtype=fp8"]))
     assert sim.batch_pool.cost.timer.source_of(moe) == "profile"
+
+
+@pytest.mark.parametrize(("model_id", "precision"), [
+    ("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "bf16"), ("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-FP8", "fp8"),
+    ("nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4", "fp4")])
+def test_each_release_states_its_format(model_id, precision):
+    """NVIDIA names the format in every Nemotron 3 release; `-BF16` reads as one too."""
+    from simulator.validation.precision import checkpoint_precision
+
+    assert checkpoint_precision(model_id) == precision

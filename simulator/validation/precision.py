@@ -113,7 +113,9 @@ def precision_overrides(prec: str, model_name: str, gpu_name: str) -> list[str]:
 # Quantisation tokens in checkpoint names, for runs that name their model (vLLM's model_id).
 _ID_PRECISION_TOKENS = (("nvfp4", "fp4"), ("mxfp4", "fp4"), ("fp4", "fp4"), ("fp8", "fp8"),
                         ("awq", "int4"), ("gptq", "int4"), ("int4", "int4"), ("w4a16", "int4"),
-                        ("w8a8", "int8"), ("int8", "int8"), ("w8a16", "int8_wo"))
+                        ("w8a8", "int8"), ("int8", "int8"), ("w8a16", "int8_wo"),
+                        # NVIDIA's `-BF16` releases (Nemotron 3) beside their FP8 and NVFP4 ones
+                        ("bf16", "bf16"))
 
 
 # Publishers of compressed-tensors checkpoints, whose FP8 releases carry KV-cache scales only
