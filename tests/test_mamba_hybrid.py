@@ -14,7 +14,7 @@ from simulator.cost.ops import (
     IterationShape,
     ShardedModel,
     iteration_ops,
-    mamba_decode_op,
+    linear_decode_op,
     mamba_prefill_op,
 )
 from simulator.cost.roofline import RooflineTimer
@@ -118,7 +118,7 @@ def test_the_scan_costs_follow_the_closed_form():
     assert op.flops == pytest.approx(intra + 4.0 * 1024 * 64 * 128 * 64)
     assert (op.family, op.count) == ("mamba2", 23)
     # A decode step reads and writes each sequence's whole state: it grows with the batch.
-    one, many = mamba_decode_op(1, sm), mamba_decode_op(64, sm)
+    one, many = linear_decode_op(1, sm), linear_decode_op(64, sm)
     assert many.bytes == pytest.approx(64 * one.bytes)
     assert one.bytes > 2 * 64 * 64 * 128 * 4
     timer = RooflineTimer(get_gpu("h100-sxm"), RooflineEfficiency())

@@ -474,25 +474,17 @@ def mamba_prefill_op(chunks: tuple[tuple[int, int], ...], sm: ShardedModel) -> O
               (tokens, len(chunks), groups, heads, n, p, longest), "bf16", kernels=5)
 
 
-def mamba_decode_op(num_seqs: int, sm: ShardedModel) -> Op:
-    """One selective-state update per decoding sequence (selective_state_update and the
-    conv's state update): each reads and writes back its whole state, which dominates;
-    ~6·N·P FLOPs per head (decay, B·x outer product, C·S)."""
-    heads, groups, n, p = sm.lin_v_heads, sm.lin_k_heads, sm.lin_k_dim, sm.lin_v_dim
-    flops = 6.0 * num_seqs * heads * n * p
-    nbytes = linear_state_traffic(num_seqs, sm) + num_seqs * (2 * groups * n + 2 * heads * p) * sm.act_bytes
-    return Op("mamba_decode", "mamba2", flops, nbytes, sm.linear_passes,
-              (num_seqs, num_seqs, groups, heads, n, p, 1), "bf16", kernels=2)
-
-
 def linear_decode_op(num_seqs: int, sm: ShardedModel) -> Op:
-    """One recurrent step per decoding sequence (FLA's fused_recurrent_gated_delta_rule and
-    the conv's state update): each reads and writes back its whole state, which dominates;
-    ~6·dk·dv FLOPs per value head (decay, k·S, the rank-one update, q·S)."""
+    """One recurrent step per decoding sequence (FLA's fused_recurrent_gated_delta_rule, or
+    Mamba2's selective_state_update, and the conv's state update): each reads and writes
+    back its whole state, which dominates; ~6·dk·dv FLOPs per value head (decay, k·S or B·x,
+    the rank-one update, q·S or C·S). Mamba2's is its own op family (`mamba2`): the Gated
+    DeltaNet tables do not time it."""
     hv, dk, dv = sm.lin_v_heads, sm.lin_k_dim, sm.lin_v_dim
     flops = 6.0 * num_seqs * hv * dk * dv
     nbytes = linear_state_traffic(num_seqs, sm) + num_seqs * (2 * sm.lin_k_heads * dk + 2 * hv * dv) * sm.act_bytes
-    return Op("gdn_decode", "linear_attn", flops, nbytes, sm.linear_passes,
+    name, family = ("mamba_decode", "mamba2") if sm.lin_kind == "mamba2" else ("gdn_decode", "linear_attn")
+    return Op(name, family, flops, nbytes, sm.linear_passes,
               (num_seqs, num_seqs, sm.lin_k_heads, hv, dk, dv, 1), "bf16", kernels=2)
 
 
@@ -745,7 +737,7 @@ def decode_attention_ops(num_seqs: int, context_sum: int, sm: ShardedModel,
     if sm.index_topk:
         ops.append(indexer_decode_op(num_seqs, context_sum, sm))
     if sm.linear_passes:
-        ops.append(mamba_decode_op(num_seqs, sm) if sm.lin_kind == "mamba2" else linear_decode_op(num_seqs, sm))
+        ops.append(linear_decode_op(num_seqs, sm))
     return ops
 
 

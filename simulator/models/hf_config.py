@@ -180,6 +180,20 @@ def _architecture_fields(cfg: dict[str, Any], where: str, model_type: str) -> di
     return fields
 
 
+def _decoder_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
+    """The keys a Nemotron config shares with a plain decoder: widths, vocabulary, context,
+    biases (its layer counts and MLP widths are read apart)."""
+    return {
+        "hidden_size": _require(cfg, "hidden_size", where),
+        "num_heads": _require(cfg, "num_attention_heads", where),
+        "vocab_size": _require(cfg, "vocab_size", where),
+        "tied_embeddings": _optional(cfg, "tie_word_embeddings", False),
+        "max_position_embeddings": _require(cfg, "max_position_embeddings", where),
+        "attention_bias": _optional(cfg, "attention_bias", False),
+        "mlp_bias": _optional(cfg, "mlp_bias", False),
+    }
+
+
 def _nemotron_blocks(cfg: dict[str, Any], where: str) -> list[str]:
     """Nemotron-H's layers in order, as block names: layers_block_type where the config lists
     it, else hybrid_override_pattern's letters (M Mamba2, * attention, - MLP, E MoE)."""
@@ -216,23 +230,16 @@ def _nemotron_h_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
             f"{blocks.count('attention')} attention and {ffns} MLP layers for {mixers} mixers are not modelled "
             "(at least one of each, and no more MLPs than mixers)", where=where,
             fix="use the layer pattern of the model's published config.json")
-    heads = _require(cfg, "num_attention_heads", where)
-    hidden = _require(cfg, "hidden_size", where)
-    head_dim = cfg.get("head_dim") or cfg.get("attention_head_dim") or (hidden // heads if heads else 0)
+    common = _decoder_fields(cfg, where)
+    heads, hidden = common["num_heads"], common["hidden_size"]
     fields = {
+        **common,
         "num_layers": mixers,
         "ffn_free_layers": mixers - ffns,
-        "hidden_size": hidden,
-        "num_heads": heads,
         "num_kv_heads": _optional(cfg, "num_key_value_heads", heads),
-        "head_dim": head_dim,
+        "head_dim": cfg.get("head_dim") or cfg.get("attention_head_dim") or (hidden // heads if heads else 0),
         "ffn_size": _require(cfg, "intermediate_size", where),
         "gated_mlp": False,  # relu2: up and down only
-        "vocab_size": _require(cfg, "vocab_size", where),
-        "tied_embeddings": _optional(cfg, "tie_word_embeddings", False),
-        "max_position_embeddings": _require(cfg, "max_position_embeddings", where),
-        "attention_bias": _optional(cfg, "attention_bias", False),
-        "mlp_bias": _optional(cfg, "mlp_bias", False),
         "linear_kind": "mamba2",
         "linear_layers": blocks.count("mamba"),
         "linear_num_key_heads": _require(cfg, "n_groups", where),
@@ -245,7 +252,7 @@ def _nemotron_h_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
     if blocks.count("moe"):
         width = _require(cfg, "moe_intermediate_size", where)
         shared = _optional(cfg, "moe_shared_expert_intermediate_size", 0)
-        if shared % width if isinstance(shared, int) and isinstance(width, int) and width else True:
+        if not (isinstance(shared, int) and isinstance(width, int) and width > 0 and shared % width == 0):
             raise CatalogError(
                 f"a shared expert of width {shared} (moe_shared_expert_intermediate_size), not a whole number of "
                 f"expert widths ({width}), is not modelled", where=where,
@@ -270,7 +277,8 @@ def _nemotron_nas_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
     attention that remains must be one GQA grouping (n_heads_in_group); the MLP widths enter
     as their mean. Attention or MLPs replaced by a single linear layer are not modelled."""
     blocks = _require(cfg, "block_configs", where)
-    hidden, heads = _require(cfg, "hidden_size", where), _require(cfg, "num_attention_heads", where)
+    common = _decoder_fields(cfg, where)
+    hidden, heads = common["hidden_size"], common["num_heads"]
     if not isinstance(blocks, list) or not blocks or not all(isinstance(b, dict) for b in blocks):
         raise CatalogError("block_configs must list one block per layer", where=where,
                            fix="use the block_configs of the model's published config.json")
@@ -288,19 +296,13 @@ def _nemotron_nas_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
                            fix="use the model's published config.json")
     widths = [_nas_ffn_width(f.get("ffn_mult", 0), hidden) for f in ffn]
     return {
+        **common,
         "num_layers": len(blocks),
         "mixer_free_layers": sum(1 for a in attention if a.get("no_op")),
-        "hidden_size": hidden,
-        "num_heads": heads,
         "num_kv_heads": heads // next(iter(groups)),
         "head_dim": _optional(cfg, "head_dim", hidden // heads if heads else 0),
         "ffn_size": round(sum(widths) / len(widths)),
         "gated_mlp": True,
-        "vocab_size": _require(cfg, "vocab_size", where),
-        "tied_embeddings": _optional(cfg, "tie_word_embeddings", False),
-        "max_position_embeddings": _require(cfg, "max_position_embeddings", where),
-        "attention_bias": _optional(cfg, "attention_bias", False),
-        "mlp_bias": _optional(cfg, "mlp_bias", False),
     }
 
 
