@@ -152,7 +152,7 @@ def weight_bytes_per_gpu(model: ModelSpec, weight_dtype: str, tp: int, pp: int,
     width_split = 1 if expert_parallel else tp * dp
     experts_stored = experts * expert_bytes * expert_padding(model, width_split, expert_tile) / dp
     # DeepSeek-V3.2's indexers are replicated on every TP rank (vLLM's Indexer), not split.
-    replicated = model.num_layers * model.indexer_params * (tp - 1) * stored_weight_bytes(weight_dtype)
+    replicated = model.indexed_layers * model.indexer_params * (tp - 1) * stored_weight_bytes(weight_dtype)
     return (body_params * stored_weight_bytes(weight_dtype) + experts_stored
             + head_params * head_bytes + replicated) / (tp * pp)
 
@@ -166,7 +166,8 @@ def kv_bytes_per_token_per_gpu(model: ModelSpec, kv_dtype: str, tp: int, pp: int
     pages for their last window per request (sliding_window_groups)."""
     layers = -(-model.kv_layers // pp)
     if model.is_sparse:  # vLLM sums the latent's and the indexer key cache's pages per block
-        return layers * (model.latent_bytes(DTYPE_BYTES[kv_dtype]) + model.indexer_key_bytes)
+        indexed = -(-model.indexed_layers // pp)
+        return layers * model.latent_bytes(DTYPE_BYTES[kv_dtype]) + indexed * model.indexer_key_bytes
     if model.is_mla:
         return layers * (model.kv_lora_rank + model.qk_rope_head_dim) * DTYPE_BYTES[kv_dtype]
     kv_heads = max(1, model.num_kv_heads // tp)

@@ -81,6 +81,16 @@ OPT_13B_CONFIG = {
     "word_embed_proj_dim": 5120,
 }
 
+# XiaomiMiMo/MiMo-7B-Base's config.json (shape keys): Qwen2's layer, whose attention_bias
+# vLLM's Qwen2 attention ignores (q/k/v biases always, none on o_proj).
+MIMO_7B_CONFIG = {
+    "architectures": ["MiMoForCausalLM"], "model_type": "mimo", "num_hidden_layers": 36, "hidden_size": 4096,
+    "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 11008,
+    "vocab_size": 151680, "max_position_embeddings": 32768, "attention_bias": True, "hidden_act": "silu",
+    "sliding_window": 32768, "max_window_layers": 32, "use_sliding_window": False, "num_nextn_predict_layers": 1,
+    "tie_word_embeddings": False,
+}
+
 
 def _write(tmp_path, cfg, name="config.json"):
     path = tmp_path / name
@@ -178,6 +188,7 @@ def test_unknown_model_guesses_or_lists_known_names():
         (LLAMA_31_8B_CONFIG, "llama-3.1-8b"),
         (QWEN3_32B_CONFIG, "qwen3-32b"),
         (OPT_13B_CONFIG, "opt-13b"),
+        (MIMO_7B_CONFIG, "mimo-7b"),
     ],
 )
 def test_load_hf_config_reproduces_catalog(tmp_path, cfg, catalog_name):

@@ -264,12 +264,46 @@ def test_glm5_is_deepseek_sparse_attention_at_its_own_shapes(tmp_path):
     assert load_hf_config(path).model_dump(exclude=keep) == glm.model_dump(exclude=keep)
 
 
-def test_indexers_shared_across_layers_are_refused_with_the_reason(tmp_path):
+GLM52_INDEXERS = ["full"] * 3 + (["shared"] * 3 + ["full"]) * 18 + ["shared"] * 3  # its config's 78 entries
+
+
+def test_glm52_shares_each_indexer_over_the_next_layers(tmp_path):
+    """GLM-5.2's IndexShare: 21 of 78 layers own an indexer (weights, key cache, scoring); the
+    schedule reads the same from indexer_types or from index_topk_freq / offset alone."""
+    glm5, glm52 = MODEL_CATALOG["glm-5"], MODEL_CATALOG["glm-5.2"]
+    assert GLM52_INDEXERS.count("full") == 21 and len(GLM52_INDEXERS) == 78
     path = tmp_path / "config.json"
-    path.write_text(json.dumps({**GLM5_CONFIG, "indexer_types": ["full"] * 3 + ["shared"] * 75}))
-    with pytest.raises(CatalogError, match="layer 3's indexer is 'shared'") as err:
+    path.write_text(json.dumps({**GLM5_CONFIG, "indexer_types": GLM52_INDEXERS, "max_position_embeddings": 1048576}))
+    keep = {"name", "hf_id", "aliases", "published_params_b", "published_active_params_b", "nvfp4_experts_only",
+            "released_in_fp8"}
+    assert load_hf_config(path).model_dump(exclude=keep) == glm52.model_dump(exclude=keep)
+    path.write_text(json.dumps({**GLM5_CONFIG, "index_topk_freq": 4, "index_skip_topk_offset": 3}))
+    assert load_hf_config(path).indexer_layers == 21
+    for name in ("zai-org/GLM-5.2-FP8", "nvidia/GLM-5.3-NVFP4", "zai-org/GLM-5.3"):
+        assert get_model(name) is glm52
+    assert (glm5.indexed_layers, glm52.indexed_layers) == (78, 21)
+    assert glm5.param_count - glm52.param_count == 57 * glm5.indexer_params
+    latent = glm5.latent_bytes(2)
+    assert glm52.kv_bytes_per_token(2) == 78 * latent + 21 * glm5.indexer_key_bytes
+    assert kv_bytes_per_token_per_gpu(glm52, "bf16", 8, 2) == 39 * latent + 11 * glm5.indexer_key_bytes
+    # the scoring runs on the indexing layers only, the sparse MLA on all of them
+    sm5, sm52 = _sharded(glm5), _sharded(glm52)
+    assert (sm5.index_passes, sm52.index_passes) == (78, 21)
+    assert indexer_decode_op(8, 8 * 50_000, sm52).count == 21
+    assert attn_decode_op(8, 8 * 50_000, sm52).count == attn_decode_op(8, 8 * 50_000, sm5).count == 78
+
+
+@pytest.mark.parametrize("types, match", [
+    (["full"] * 77, "each of the 78 layers"),
+    (["full"] * 77 + ["half"], "half"),
+    (["shared"] * 78, "no layer runs an indexer"),
+])
+def test_a_malformed_indexer_schedule_is_refused_with_the_reason(tmp_path, types, match):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**GLM5_CONFIG, "indexer_types": types}))
+    with pytest.raises(CatalogError, match=match) as err:
         load_hf_config(path)
-    assert "GLM-5.1" in err.value.fix
+    assert "config.json" in err.value.fix
 
 
 def test_glm5_runs_end_to_end_with_its_sparse_cache():

@@ -114,6 +114,7 @@ class ShardedModel:
     ffn_free_passes: int = 0  # layer passes with no MLP or MoE block (ModelSpec.ffn_free_layers)
     mixer_free_passes: int = 0  # layer passes with no attention or mixer (ModelSpec.mixer_free_layers)
     index_heads: int = 0  # DSA lightning indexer heads, replicated on every TP rank (0: dense attention)
+    index_passes: int = 0  # layer passes that run their own indexer (ModelSpec.indexed_layers)
     index_dim: int = 0
     index_topk: int = 0  # tokens each query's sparse MLA attends to
     index_key_bytes: float = 0.0  # one token's indexer key in the cache (FP8 + scales)
@@ -204,6 +205,7 @@ class ShardedModel:
             ffn_free_passes=round(passes * model.ffn_free_layers / model.num_layers),
             mixer_free_passes=round(passes * model.mixer_free_layers / model.num_layers),
             index_heads=model.index_n_heads,
+            index_passes=round(passes * model.indexed_layers / model.num_layers),
             index_dim=model.index_head_dim,
             index_topk=model.index_topk,
             index_key_bytes=model.indexer_key_bytes if model.is_sparse else 0.0,
@@ -493,7 +495,7 @@ def indexer_token_ops(m: int, sm: ShardedModel) -> list[Op]:
     on every TP rank: wq_b from the q latent (block-FP8 like the other projections), wk and
     weights_proj as one bf16 GEMM (vLLM upcasts wk to fuse them), then the key's LayerNorm,
     RoPE, the Hadamard rotation and FP8 quantisation of q and k, and the key-cache write."""
-    layers, a, h, d = sm.attn_layer_passes, sm.act_bytes, sm.index_heads, sm.index_dim
+    layers, a, h, d = sm.index_passes, sm.act_bytes, sm.index_heads, sm.index_dim
     q_bytes = m * h * d * (2 * a + 1) + m * h * (a + 4)  # q in and out (FP8), head weights in and out (fp32)
     k_bytes = m * d * 3 * a + m * sm.index_key_bytes  # norm and rotate k, write its FP8 row
     return [
@@ -695,7 +697,7 @@ def indexer_prefill_op(chunks: tuple[tuple[int, int], ...], sm: ShardedModel) ->
     q_tokens = sum(q for q, _ in chunks)
     rows = sum(c + q for q, c in chunks)
     nbytes = 3 * rows * sm.index_key_bytes + q_tokens * h * (d + 4) + work * 4.0 * 2
-    return Op("indexer_prefill", "indexer", 2.0 * work * h * d, nbytes, sm.attn_layer_passes,
+    return Op("indexer_prefill", "indexer", 2.0 * work * h * d, nbytes, sm.index_passes,
               (q_tokens, rows, h, 1, d), "fp8", kernels=3)
 
 
@@ -706,7 +708,7 @@ def indexer_decode_op(num_seqs: int, context_sum: int, sm: ShardedModel) -> Op:
     h, d = sm.index_heads, sm.index_dim
     kv_len = context_sum + num_seqs
     nbytes = kv_len * (sm.index_key_bytes + 4.0 * 2) + num_seqs * h * (d + 4)
-    return Op("indexer_decode", "indexer", 2.0 * kv_len * h * d, nbytes, sm.attn_layer_passes,
+    return Op("indexer_decode", "indexer", 2.0 * kv_len * h * d, nbytes, sm.index_passes,
               (num_seqs, kv_len, h, 1, d), "fp8", kernels=2)
 
 

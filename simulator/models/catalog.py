@@ -299,6 +299,28 @@ _MODELS: list[ModelSpec] = [
         qk_norm=True,
         published_params_b=14.8,  # model card: 14.8B
     ),
+    # XiaomiMiMo/MiMo-7B-Base's config.json (model_type mimo, as carried by aiconfigurator-core
+    # 0.12): Qwen2's layer (biases on q, k and v only; vLLM's MiMo subclasses its Qwen2 model)
+    # at 36 layers of 4,096, 32 query and 8 KV heads, a 151,680 vocabulary, untied. Hugging
+    # Face lists 7.83B, which counts the one MTP layer (a decoder layer and its 8,192 -> 4,096
+    # projection: 0.21B at these shapes) that serving without speculative decoding never
+    # loads; the figure below is that total without it. The SFT and RL releases keep the shapes.
+    ModelSpec(
+        name="mimo-7b",
+        hf_id="XiaomiMiMo/MiMo-7B-Base",
+        num_layers=36,
+        hidden_size=4096,
+        num_heads=32,
+        num_kv_heads=8,
+        head_dim=128,
+        ffn_size=11008,
+        gated_mlp=True,
+        vocab_size=151680,
+        max_position_embeddings=32768,
+        qkv_bias=True,
+        published_params_b=7.62,  # 7.83B on Hugging Face less the 0.21B MTP layer
+        aliases=("XiaomiMiMo/MiMo-7B-RL", "XiaomiMiMo/MiMo-7B-SFT", "XiaomiMiMo/MiMo-7B-RL-Zero"),
+    ),
     # https://huggingface.co/Qwen/Qwen2.5-7B/blob/main/config.json (bias on q, k, v only)
     ModelSpec(
         name="qwen2.5-7b",
@@ -1180,6 +1202,17 @@ MODEL_CATALOG["glm-5"] = ModelSpec(
     kv_lora_rank=512, q_lora_rank=2048, qk_rope_head_dim=64, v_head_dim=256,
     index_n_heads=32, index_head_dim=128, index_topk=2048,
     published_params_b=744.0, published_active_params_b=40.0)
+
+# GLM-5.2 (zai-org/GLM-5.2's config.json, as carried by aiconfigurator-core 0.12; GLM-5.3's is
+# the same file): GLM-5's shapes at 1,048,576 positions, with IndexShare: indexer_types
+# marks 21 of the 78 layers "full" (the first three, then every fourth from layer 6; the
+# index_topk_freq 4 / index_skip_topk_offset 3 schedule) and the rest "shared". vLLM builds
+# no indexer on a shared layer (it reuses the last full layer's top-k), so those layers hold
+# no indexer weights or key cache and score nothing. 743.4B without the MTP layer.
+MODEL_CATALOG["glm-5.2"] = MODEL_CATALOG["glm-5"].model_copy(update={
+    "name": "glm-5.2", "hf_id": "zai-org/GLM-5.2", "indexer_layers": 21, "max_position_embeddings": 1048576,
+    "aliases": ("zai-org/GLM-5.2-FP8", "nvidia/GLM-5.2-NVFP4", "zai-org/GLM-5.3", "zai-org/GLM-5.3-FP8",
+                "nvidia/GLM-5.3-NVFP4", "glm-5.3")})
 
 # Releases with another entry's shapes and their own context length (config.json's
 # max_position_embeddings), which sets the default max_model_len.

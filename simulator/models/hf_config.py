@@ -17,7 +17,8 @@ from simulator.models.spec import ModelSpec
 # default to tied embeddings and name their head_dim. granite (3.x) is llama with scalar
 # multipliers on the embeddings, residuals, attention and logits, which cost nothing.
 _GEMMA = frozenset({"gemma", "gemma2", "gemma3", "gemma3_text"})
-_LLAMA_STYLE = frozenset({"llama", "mistral", "qwen2", "qwen3", "phi3", "granite", "qwen3_5"}) | _GEMMA
+# mimo (MiMo-7B) is Qwen2 plus multi-token-prediction layers that plain serving never runs.
+_LLAMA_STYLE = frozenset({"llama", "mistral", "qwen2", "qwen3", "phi3", "granite", "qwen3_5", "mimo"}) | _GEMMA
 # llama-style attention, a routed MLP (llama4: plus a shared expert; glm4_moe: shared
 # experts and dense-first layers, as DeepSeek)
 # qwen3_next, qwen3_5_moe: Gated DeltaNet layers between gated attention ones, a shared expert
@@ -161,15 +162,10 @@ def _architecture_fields(cfg: dict[str, Any], where: str, model_type: str) -> di
     elif model_type in _MLA_STYLE:
         fields = _mla_fields(cfg, where)
         if model_type in _DSA:
-            shared = [i for i, t in enumerate(cfg.get("indexer_types") or []) if t != "full"]
-            if shared:
-                raise CatalogError(
-                    f"layer {shared[0]}'s indexer is {cfg['indexer_types'][shared[0]]!r} (indexer_types): "
-                    "indexers shared across layers (GLM-5.2 and later) are not modelled, only one per layer",
-                    where=where, fix="use a config whose indexer_types are all 'full' (GLM-5, GLM-5.1, DeepSeek-V3.2)")
             fields.update(index_n_heads=_require(cfg, "index_n_heads", where),
                           index_head_dim=_require(cfg, "index_head_dim", where),
-                          index_topk=_require(cfg, "index_topk", where))
+                          index_topk=_require(cfg, "index_topk", where),
+                          indexer_layers=_shared_indexer_layers(cfg, where, fields["num_layers"]))
     else:
         raise CatalogError(
             f"unsupported model_type {model_type!r}",
@@ -357,11 +353,11 @@ def _llama_fields(cfg: dict[str, Any], where: str, model_type: str) -> dict[str,
         "vocab_size": _require(cfg, "vocab_size", where),
         "tied_embeddings": _optional(cfg, "tie_word_embeddings", model_type in _GEMMA),
         "max_position_embeddings": _require(cfg, "max_position_embeddings", where),
-        # GLM-4.5's attention_bias puts biases on q, k and v only.
-        "attention_bias": _optional(cfg, "attention_bias", False) and model_type != "glm4_moe",
+        # GLM-4.5's attention_bias puts biases on q, k and v only; MiMo's is Qwen2's q/k/v bias.
+        "attention_bias": _optional(cfg, "attention_bias", False) and model_type not in ("glm4_moe", "mimo"),
         "mlp_bias": _optional(cfg, "mlp_bias", False),
-        # Qwen2 hard-codes q/k/v biases
-        "qkv_bias": model_type == "qwen2" or (model_type == "glm4_moe" and _optional(cfg, "attention_bias", False)),
+        # Qwen2 (and MiMo, built on it) hard-codes q/k/v biases
+        "qkv_bias": model_type in ("qwen2", "mimo") or (model_type == "glm4_moe" and _optional(cfg, "attention_bias", False)),
         "qk_norm": model_type in ("qwen3", "qwen3_moe", "qwen3_next", "qwen3_5", "qwen3_5_moe", "gemma3", "gemma3_text")
         or (model_type == "glm4_moe" and _optional(cfg, "use_qk_norm", False)),
         "norm": "rmsnorm",
@@ -524,6 +520,35 @@ def _mla_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
         "v_head_dim": _require(cfg, "v_head_dim", where),
         "native_expert_dtype": "int4" if experts_only else None,
     }
+
+
+def _shared_indexer_layers(cfg: dict[str, Any], where: str, layers: int) -> int:
+    """ModelSpec.indexer_layers: how many layers run their own lightning indexer, 0 when all
+    of them do. GLM-5.2's IndexShare marks the rest "shared" in indexer_types (or "S" in
+    index_topk_pattern); without either list, vLLM's
+    schedule skips layer i unless max(i - index_skip_topk_offset + 1, 0) is a multiple of
+    index_topk_freq (offset 2 and frequency 1 by default: every layer indexes)."""
+    types = cfg.get("indexer_types")
+    if isinstance(types, list) and types:
+        unknown = sorted({str(t) for t in types} - {"full", "shared"})
+        if unknown or len(types) != layers:
+            raise CatalogError(
+                f"indexer_types must name 'full' or 'shared' for each of the {layers} layers "
+                f"(got {len(types)} entries{', and ' + ', '.join(unknown) if unknown else ''})",
+                where=where, fix="use the indexer_types of the model's published config.json")
+        indexed = types.count("full")
+    elif isinstance(pattern := cfg.get("index_topk_pattern"), str) and pattern:
+        indexed = sum(1 for c in pattern[:layers] if c != "S")
+    else:
+        freq, offset = _optional(cfg, "index_topk_freq", 1), _optional(cfg, "index_skip_topk_offset", 2)
+        if not isinstance(freq, int) or not isinstance(offset, int) or freq < 1:
+            raise CatalogError(f"index_topk_freq {freq!r} must be a positive whole number", where=where,
+                               fix="use the index_topk_freq of the model's published config.json")
+        indexed = sum(1 for i in range(layers) if max(i - offset + 1, 0) % freq == 0)
+    if not indexed:
+        raise CatalogError("no layer runs an indexer of its own, so no layer has a top-k to share",
+                           where=where, fix="use the indexer schedule of the model's published config.json")
+    return 0 if indexed >= layers else indexed
 
 
 def _opt_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:

@@ -90,7 +90,9 @@ class ModelSpec(StrictModel):
     lightning indexer (index_n_heads heads of index_head_dim, its query projected from the
     q_lora latent, one shared key from the hidden state, a per-head weight) scores every
     earlier token in FP8 and MLA attends only to the index_topk best. The indexer keeps its
-    own key cache beside the latent (indexer_key_bytes per token and layer).
+    own key cache beside the latent (indexer_key_bytes per token and layer). GLM-5.2 shares
+    one indexer's top-k across the next few layers (indexer_types "shared"): only
+    indexer_layers of them score, hold indexer weights and cache indexer keys.
     """
 
     name: str
@@ -179,6 +181,9 @@ class ModelSpec(StrictModel):
     index_n_heads: int = Field(0, ge=0)  # DSA lightning indexer: scoring heads
     index_head_dim: int = Field(0, ge=0)
     index_topk: int = Field(0, ge=0)  # tokens each query's MLA attends to; 0 = dense attention
+    # Layers that run an indexer of their own (GLM-5.2's IndexShare: the rest reuse the last
+    # one's top-k and hold no indexer weights or key cache); 0: every attention layer.
+    indexer_layers: int = Field(0, ge=0)
 
     @property
     def is_moe(self) -> bool:
@@ -208,6 +213,13 @@ class ModelSpec(StrictModel):
     def is_sparse(self) -> bool:
         """DeepSeek Sparse Attention: MLA over the indexer's top-k tokens."""
         return self.index_topk > 0
+
+    @property
+    def indexed_layers(self) -> int:
+        """Layers that run their own lightning indexer (0 on a dense-attention model)."""
+        if not self.is_sparse:
+            return 0
+        return self.indexer_layers or self.attention_layers
 
     @property
     def indexer_key_bytes(self) -> float:
@@ -309,6 +321,9 @@ class ModelSpec(StrictModel):
                 self.index_topk and self.index_n_heads and self.index_head_dim and self.is_mla and self.q_lora_rank):
             raise ValueError("a sparse-attention indexer needs index_topk, index_n_heads and index_head_dim > 0 "
                              "on an MLA model with a q_lora_rank (its query comes from that latent)")
+        if self.indexer_layers and not (self.is_sparse and self.indexer_layers <= self.attention_layers):
+            raise ValueError("indexer_layers needs a sparse-attention model (index_topk > 0) and at most its "
+                             "attention layers")
         if self.linear_layers and self.linear_num_value_heads % self.linear_num_key_heads:
             raise ValueError("linear_num_value_heads must be a multiple of linear_num_key_heads")
         return self
@@ -350,7 +365,8 @@ class ModelSpec(StrictModel):
             mlp_total = self.ffn_layers * dense_mlp
         if self.is_moe and self.shared_expert_gate:
             mlp_total += self.moe_layers * h
-        body = (self.attention_layers * attn + self.linear_layers * self._linear_params
+        body = (self.attention_layers * attn + self.indexed_layers * self.indexer_params
+                + self.linear_layers * self._linear_params
                 + (2 * self.num_layers - self.ffn_free_layers - self.mixer_free_layers) * norm_params + mlp_total)
         embed = self.vocab_size * h
         lm_head = 0 if self.tied_embeddings else self.vocab_size * h
@@ -371,7 +387,7 @@ class ModelSpec(StrictModel):
                       if self.q_lora_rank else h * heads * qk)
             kv_a = h * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank
             kv_b = self.kv_lora_rank * heads * (self.head_dim + self.v_head_dim)
-            return q_proj + kv_a + kv_b + heads * self.v_head_dim * h + self.indexer_params
+            return q_proj + kv_a + kv_b + heads * self.v_head_dim * h
         attn = h * (q * (2 if self.attn_output_gate else 1) + 2 * kv) + q * h
         if self.attention_bias:
             attn += q + 2 * kv + h
@@ -450,6 +466,5 @@ class ModelSpec(StrictModel):
         or one latent of kv_lora_rank + qk_rope_head_dim per layer under MLA (plus the
         indexer's key under sparse attention)."""
         if self.is_mla:
-            return self.kv_layers * (self.latent_bytes(kv_dtype_bytes) + (self.indexer_key_bytes if self.is_sparse
-                                                                          else 0))
+            return self.kv_layers * self.latent_bytes(kv_dtype_bytes) + self.indexed_layers * self.indexer_key_bytes
         return 2 * self.kv_layers * self.num_kv_heads * self.head_dim * kv_dtype_bytes
