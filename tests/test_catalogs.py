@@ -372,6 +372,8 @@ QWEN3_30B_A3B_CONFIG = {  # https://huggingface.co/Qwen/Qwen3-30B-A3B/blob/main/
 @pytest.mark.parametrize("name", [n for n, m in sorted(MODEL_CATALOG.items()) if m.is_moe])
 def test_moe_active_params_match_published(name):
     spec = MODEL_CATALOG[name]
+    if spec.published_active_params_b is None:  # only a rounded name tag (GLM-4.7-Flash's "A3B")
+        pytest.skip(f"{name}: no published activated count")
     # Publishers differ on whether the embedding and unembedding tables count as
     # "activated"; the shapes must match one of those conventions to 5%.
     table = spec.vocab_size * spec.hidden_size

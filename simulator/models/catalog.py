@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 from simulator.catalog import AliasIndex
+from simulator.models.catalog_extra import DENSE_MODELS, MOE_MODELS, vision_language_models
 from simulator.models.spec import ModelSpec
 
 # Catalog. Shapes copied from each model's config.json on the Hugging Face Hub.
@@ -1229,6 +1230,8 @@ _CONTEXT_VARIANTS: list[tuple[str, str, str, int, tuple[str, ...]]] = [
     ("qwen2.5-32b", "qwen2.5-coder-32b", "Qwen/Qwen2.5-Coder-32B-Instruct", 32768, ()),
     # Qwen3-Coder-30B-A3B: Qwen3-30B-A3B's 48 layers and 128 experts (top-8) at 262,144 positions.
     ("qwen3-30b-a3b", "qwen3-coder-30b-a3b", "Qwen/Qwen3-Coder-30B-A3B-Instruct", 262144, ()),
+    # Qwen2.5-Math-7B: Qwen2.5-7B's shapes at 4,096 positions.
+    ("qwen2.5-7b", "qwen2.5-math-7b", "Qwen/Qwen2.5-Math-7B", 4096, ()),
 ]
 for _base, _name, _hf_id, _context, _aliases in _CONTEXT_VARIANTS:
     MODEL_CATALOG[_name] = MODEL_CATALOG[_base].model_copy(update={
@@ -1253,6 +1256,12 @@ _SAME_SHAPE_RELEASES: dict[str, tuple[str, ...]] = {
     "qwen2.5-3b": ("Qwen/Qwen2.5-Coder-3B-Instruct",),
     "deepseek-v3": ("deepseek-ai/DeepSeek-V3.1-Terminus",),
     "deepseek-v2-lite": ("deepseek-ai/DeepSeek-Coder-V2-Lite-Instruct", "deepseek-ai/DeepSeek-Coder-V2-Lite-Base"),
+    "mistral-7b-v0.1": ("HuggingFaceH4/zephyr-7b-beta",),
+    "yi-34b": ("01-ai/Yi-1.5-34B",),
+    # GLM-4.7 (aiconfigurator-core's copy of GLM-4.7-FP8's config): GLM-4.6's shapes and context.
+    "glm-4.6": ("zai-org/GLM-4.7",),
+    # Built on Mistral Small 3.1 (their model cards), whose text model has these shapes.
+    "mistral-small-24b": ("mistralai/Devstral-Small-2505", "mistralai/Magistral-Small-2506"),
 }
 # Mistral 7B before v0.3 (config.json of mistralai/Mistral-7B-v0.1 and -Instruct-v0.2): the
 # v0.3 shapes with a 32,000-token vocabulary. v0.1's config also names a 4,096-token window
@@ -1326,6 +1335,9 @@ MODEL_CATALOG["nemotron-super-49b"] = ModelSpec(
     num_layers=80, mixer_free_layers=31, hidden_size=8192, num_heads=64, num_kv_heads=8, head_dim=128,
     ffn_size=20531, gated_mlp=True, vocab_size=128256, max_position_embeddings=131072,
     published_params_b=49.9, aliases=("llama-3.3-nemotron-super-49b",))
+
+# Earlier generations and other labs' releases (catalog_extra.py).
+MODEL_CATALOG.update({m.name: m for m in [*DENSE_MODELS, *MOE_MODELS, *vision_language_models(MODEL_CATALOG)]})
 
 # aiconfigurator's model names where they leave out what tells a catalog entry apart
 # (its sdk model table and sweep CSVs: QWEN3_235B is Qwen3-235B-A22B, QWEN3_480B the Coder).

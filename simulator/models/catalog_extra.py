@@ -1,0 +1,163 @@
+"""More open models that vLLM benchmarks name: earlier generations and other labs' releases.
+
+Each entry copies the shape keys of the model's config.json on the Hugging Face Hub (read
+from the repository or from copies that carry its `_name_or_path`), and its parameter count
+is checked against the published size (Hugging Face's count, or the model card's where it
+gives one) by the catalog tests. Features the simulator does not cost apart are noted where
+they matter: ALiBi in place of RoPE, fused QKV tensors of the same total shape, post-norms.
+"""
+
+from __future__ import annotations
+
+from simulator.models.spec import ModelSpec
+
+
+def _dense(name: str, hf_id: str, layers: int, hidden: int, heads: int, kv_heads: int, ffn: int, vocab: int,
+           context: int, published_b: float, head_dim: int = 128, aliases: tuple[str, ...] = (),
+           **extra) -> ModelSpec:
+    """A decoder of identical layers with a gated (SwiGLU/GeGLU) MLP, the common case here."""
+    return ModelSpec(name=name, hf_id=hf_id, num_layers=layers, hidden_size=hidden, num_heads=heads,
+                     num_kv_heads=kv_heads, head_dim=head_dim, ffn_size=ffn, gated_mlp=True, vocab_size=vocab,
+                     max_position_embeddings=context, published_params_b=published_b, aliases=aliases, **extra)
+
+
+DENSE_MODELS: list[ModelSpec] = [
+    # Qwen1.5 (model_type qwen2: biases on q, k and v; full multi-head attention except 32B).
+    _dense("qwen1.5-7b", "Qwen/Qwen1.5-7B", 32, 4096, 32, 32, 11008, 151936, 32768, 7.72, qkv_bias=True),
+    _dense("qwen1.5-14b", "Qwen/Qwen1.5-14B", 40, 5120, 40, 40, 13696, 152064, 32768, 14.2, qkv_bias=True),
+    _dense("qwen1.5-32b", "Qwen/Qwen1.5-32B", 64, 5120, 40, 8, 27392, 152064, 32768, 32.5, qkv_bias=True),
+    _dense("qwen1.5-72b", "Qwen/Qwen1.5-72B", 80, 8192, 64, 64, 24576, 152064, 32768, 72.3, qkv_bias=True),
+    # DeepSeek-R1-Distill-Qwen-1.5B: Qwen2.5-Math-1.5B's shapes, untied (Qwen2.5-1.5B ties).
+    _dense("deepseek-r1-qwen-1.5b", "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B", 28, 1536, 12, 2, 8960,
+           151936, 131072, 1.78, qkv_bias=True),
+    # Ministral-8B-Instruct-2410: its config's sliding_window (32,768) spans the whole context.
+    _dense("ministral-8b", "mistralai/Ministral-8B-Instruct-2410", 36, 4096, 32, 8, 12288, 131072, 32768, 8.02),
+    # Phi-4-mini-instruct: tied 200,064-token vocabulary; 3,836,021,760 parameters.
+    _dense("phi-4-mini", "microsoft/Phi-4-mini-instruct", 32, 3072, 24, 8, 8192, 200064, 131072, 3.836,
+           tied_embeddings=True),
+    # Gemma (model_type gemma): heads of 256 (heads x 256 exceeds the width), GeGLU, tied.
+    _dense("gemma-7b", "google/gemma-7b", 28, 3072, 16, 16, 24576, 256000, 8192, 8.54, head_dim=256,
+           tied_embeddings=True),
+    _dense("gemma-2b", "google/gemma-2b", 18, 2048, 8, 1, 16384, 256000, 8192, 2.51, head_dim=256,
+           tied_embeddings=True),
+    # Falcon3 (LlamaForCausalLM): 12 query and 4 KV heads of 256.
+    _dense("falcon3-10b", "tiiuae/Falcon3-10B-Base", 40, 3072, 12, 4, 23040, 131072, 32768, 10.3, head_dim=256),
+    _dense("falcon3-7b", "tiiuae/Falcon3-7B-Base", 28, 3072, 12, 4, 23040, 131072, 32768, 7.46, head_dim=256),
+    # InternLM2.5 (model_type internlm2: one fused wqkv of the same total shape, no biases).
+    _dense("internlm2.5-7b", "internlm/internlm2_5-7b", 32, 4096, 32, 8, 14336, 92544, 32768, 7.74,
+           aliases=("internlm/internlm2_5-7b-chat",)),
+    # OLMo 2 (model_type olmo2): norms after attention and the MLP rather than before, and
+    # one RMSNorm over all of q and one over all of k, which vLLM gathers across TP ranks.
+    _dense("olmo-2-7b", "allenai/OLMo-2-1124-7B", 32, 4096, 32, 32, 11008, 100352, 4096, 7.30,
+           qk_norm_spans_heads=True),
+    _dense("olmo-2-13b", "allenai/OLMo-2-1124-13B", 40, 5120, 40, 40, 13824, 100352, 4096, 13.7,
+           qk_norm_spans_heads=True),
+    # DeepSeek LLM and DeepSeek Coder (LlamaForCausalLM).
+    _dense("deepseek-llm-7b", "deepseek-ai/deepseek-llm-7b-base", 30, 4096, 32, 32, 11008, 102400, 4096, 6.91),
+    _dense("deepseek-llm-67b", "deepseek-ai/deepseek-llm-67b-base", 95, 8192, 64, 8, 22016, 102400, 4096, 67.4),
+    _dense("deepseek-coder-6.7b", "deepseek-ai/deepseek-coder-6.7b-base", 32, 4096, 32, 32, 11008, 32256, 16384,
+           6.74),
+    _dense("deepseek-coder-33b", "deepseek-ai/deepseek-coder-33b-base", 62, 7168, 56, 8, 19200, 32256, 16384, 33.3),
+    # Code Llama 7B and 13B: Llama 2's shapes with 16 more tokens and 16,384 positions.
+    _dense("codellama-7b", "codellama/CodeLlama-7b-hf", 32, 4096, 32, 32, 11008, 32016, 16384, 6.74,
+           aliases=("meta-llama/CodeLlama-7b-hf",)),
+    _dense("codellama-13b", "codellama/CodeLlama-13b-hf", 40, 5120, 40, 40, 13824, 32016, 16384, 13.0,
+           aliases=("meta-llama/CodeLlama-13b-hf",)),
+    # GLM-4-9B (model_type chatglm): 2 KV groups, q/k/v biases, a padded 151,552 vocabulary.
+    _dense("glm-4-9b", "THUDM/glm-4-9b", 40, 4096, 32, 2, 13696, 151552, 131072, 9.40, qkv_bias=True,
+           aliases=("zai-org/glm-4-9b-chat", "THUDM/glm-4-9b-chat-hf")),
+    # Baichuan 2 (fused W_pack QKV): the 13B uses ALiBi, the 7B RoPE; neither has biases.
+    _dense("baichuan2-7b", "baichuan-inc/Baichuan2-7B-Base", 32, 4096, 32, 32, 11008, 125696, 4096, 7.51),
+    _dense("baichuan2-13b", "baichuan-inc/Baichuan2-13B-Base", 40, 5120, 40, 40, 13696, 125696, 4096, 13.9),
+    # Yi-1.5 9B and 6B (the 34B keeps Yi-34B's shapes).
+    _dense("yi-1.5-9b", "01-ai/Yi-1.5-9B", 48, 4096, 32, 4, 11008, 64000, 4096, 8.83),
+    _dense("yi-1.5-6b", "01-ai/Yi-1.5-6B", 32, 4096, 32, 4, 11008, 64000, 4096, 6.06),
+]
+
+
+def qwen25_vl_encoder_params(width: int, ffn: int, out: int, depth: int = 32) -> int:
+    """Qwen2.5-VL's vision tower, from its vision_config: the 14x14x2 patch embedding (no
+    bias), `depth` blocks of two RMSNorms, qkv and output projections and a gated SiLU MLP,
+    all with biases, and the merger: an RMSNorm and a two-layer MLP from the 2x2-merged width
+    to the text model's hidden size `out`. 676.6M for the 7B, whose count (8.29B) it matches."""
+    block = 2 * width + 4 * width * width + 4 * width + 3 * width * ffn + 2 * ffn + width
+    merged = 4 * width
+    merger = width + merged * merged + merged + merged * out + out
+    return 3 * 2 * 14 * 14 * width + depth * block + merger
+
+
+def _qwen25_vl(text: ModelSpec, size: str, ffn: int, published_b: float) -> ModelSpec:
+    """A Qwen2.5-VL release: the Qwen2.5 text model of that size (128,000 positions) plus its
+    vision encoder, which a text-only benchmark loads but never runs."""
+    return text.model_copy(update={
+        "name": f"qwen2.5-vl-{size}", "hf_id": f"Qwen/Qwen2.5-VL-{size.upper()}-Instruct", "aliases": (),
+        "max_position_embeddings": 128000, "published_params_b": published_b,
+        "encoder_params": qwen25_vl_encoder_params(1280, ffn, text.hidden_size)})
+
+
+def vision_language_models(catalog: dict[str, ModelSpec]) -> list[ModelSpec]:
+    """Qwen2.5-VL 3B, 7B and 72B: their text_config repeats Qwen2.5's shapes (3B tied);
+    the vision MLP is 3,420 wide (3,456 in the 72B). Sizes: Hugging Face's counts."""
+    return [_qwen25_vl(catalog["qwen2.5-3b"], "3b", 3420, 3.75),
+            _qwen25_vl(catalog["qwen2.5-7b"], "7b", 3420, 8.29),
+            _qwen25_vl(catalog["qwen2.5-72b"], "72b", 3456, 73.4)]
+
+
+MOE_MODELS: list[ModelSpec] = [
+    # DeepSeek-V2 (and V2.5, the same file's shapes): MLA of 128 heads on a 1,536-wide q
+    # latent and a 512 + 64 KV latent; layer 0 dense (12,288), then 160 experts of 1,536
+    # (top-6) and 2 shared. The V2 report: 236B total, 21B activated.
+    ModelSpec(name="deepseek-v2", hf_id="deepseek-ai/DeepSeek-V2", num_layers=60, hidden_size=5120, num_heads=128,
+              num_kv_heads=128, head_dim=128, ffn_size=12288, gated_mlp=True, vocab_size=102400,
+              max_position_embeddings=163840, num_experts=160, experts_per_token=6, moe_ffn_size=1536,
+              num_shared_experts=2, first_dense_layers=1, kv_lora_rank=512, q_lora_rank=1536, qk_rope_head_dim=64,
+              v_head_dim=128, published_params_b=236.0, published_active_params_b=21.0,
+              aliases=("deepseek-ai/DeepSeek-V2-Chat", "deepseek-ai/DeepSeek-V2.5", "deepseek-ai/DeepSeek-V2.5-1210",
+                       "deepseek-v2.5")),
+    # GLM-4.7-Flash (model_type glm4_moe_lite; aiconfigurator-core's copy of its config):
+    # MLA of 20 heads (192 + 64 query/key, 256 value) on a 768-wide q latent; layer 0 dense
+    # (10,240), then 64 experts of 1,536 (top-4) and one shared. The card's 30B-A3B gives no
+    # activated count beyond the tag: these shapes activate 3.27B without the embeddings.
+    ModelSpec(name="glm-4.7-flash", hf_id="zai-org/GLM-4.7-Flash", num_layers=47, hidden_size=2048, num_heads=20,
+              num_kv_heads=20, head_dim=192, ffn_size=10240, gated_mlp=True, vocab_size=154880,
+              max_position_embeddings=202752, num_experts=64, experts_per_token=4, moe_ffn_size=1536,
+              num_shared_experts=1, first_dense_layers=1, kv_lora_rank=512, q_lora_rank=768, qk_rope_head_dim=64,
+              v_head_dim=256, published_params_b=30.0),
+    # Qwen2-57B-A14B (qwen2_moe): every layer 64 experts of 2,560 (top-8) plus a 20,480-wide
+    # shared expert (8 expert widths) behind a sigmoid gate; q/k/v biases.
+    ModelSpec(name="qwen2-57b-a14b", hf_id="Qwen/Qwen2-57B-A14B", num_layers=28, hidden_size=3584, num_heads=28,
+              num_kv_heads=4, head_dim=128, ffn_size=18944, gated_mlp=True, vocab_size=151936,
+              max_position_embeddings=131072, qkv_bias=True, num_experts=64, experts_per_token=8, moe_ffn_size=2560,
+              num_shared_experts=8, shared_expert_gate=True, published_params_b=57.4, published_active_params_b=14.0),
+    # Hunyuan-A13B: every layer 64 experts of 3,072 (top-8) plus one shared; per-head q/k
+    # norms; tied 128,167-token vocabulary. The card: 80B total, 13B activated.
+    ModelSpec(name="hunyuan-a13b", hf_id="tencent/Hunyuan-A13B-Instruct", num_layers=32, hidden_size=4096,
+              num_heads=32, num_kv_heads=8, head_dim=128, ffn_size=3072, gated_mlp=True, vocab_size=128167,
+              tied_embeddings=True, max_position_embeddings=32768, qk_norm=True, num_experts=64, experts_per_token=8,
+              moe_ffn_size=3072, num_shared_experts=1, published_params_b=80.0, published_active_params_b=13.0),
+    # ERNIE-4.5-21B-A3B (ernie4_5_moe): layer 0 dense (12,288), then 64 experts of 1,536
+    # (top-6) and 2 shared; tied vocabulary. 21.8B in all.
+    ModelSpec(name="ernie-4.5-21b-a3b", hf_id="baidu/ERNIE-4.5-21B-A3B-PT", num_layers=28, hidden_size=2560,
+              num_heads=20, num_kv_heads=4, head_dim=128, ffn_size=12288, gated_mlp=True, vocab_size=103424,
+              tied_embeddings=True, max_position_embeddings=131072, num_experts=64, experts_per_token=6,
+              moe_ffn_size=1536, num_shared_experts=2, first_dense_layers=1, published_params_b=21.8,
+              published_active_params_b=3.0, aliases=("baidu/ERNIE-4.5-21B-A3B-Base-PT",)),
+    # OLMoE-1B-7B-0924: every layer 64 experts of 1,024 (top-8); one RMSNorm over all of q
+    # and one over all of k. 6.92B total, 1.28B active.
+    ModelSpec(name="olmoe-1b-7b", hf_id="allenai/OLMoE-1B-7B-0924", num_layers=16, hidden_size=2048, num_heads=16,
+              num_kv_heads=16, head_dim=128, ffn_size=1024, gated_mlp=True, vocab_size=50304,
+              max_position_embeddings=4096, qk_norm_spans_heads=True, num_experts=64, experts_per_token=8,
+              moe_ffn_size=1024, published_params_b=6.92, published_active_params_b=1.28,
+              aliases=("allenai/OLMoE-1B-7B-0924-Instruct",)),
+    # Granite 4.0-H-Small (granitemoehybrid): 36 Mamba2 and 4 attention (NoPE) mixers, each
+    # followed by 72 SwiGLU experts of 768 (top-10) and a 1,536-wide shared expert; Mamba2 of
+    # 128 heads of 64, one B/C group of state 128, conv 4; tied vocabulary. IBM's card: 32B
+    # total, 9B active (32,188,252,160 and 8,784,035,840 counted from the checkpoint).
+    ModelSpec(name="granite-4.0-h-small", hf_id="ibm-granite/granite-4.0-h-small", num_layers=40, hidden_size=4096,
+              num_heads=32, num_kv_heads=8, head_dim=128, ffn_size=768, gated_mlp=True, vocab_size=100352,
+              tied_embeddings=True, max_position_embeddings=131072, num_experts=72, experts_per_token=10,
+              moe_ffn_size=768, num_shared_experts=2, linear_kind="mamba2", linear_layers=36,
+              linear_num_key_heads=1, linear_key_head_dim=128, linear_num_value_heads=128, linear_value_head_dim=64,
+              linear_conv_kernel=4, published_params_b=32.19, published_active_params_b=8.78,
+              aliases=("ibm-granite/granite-4.0-h-small-base",)),
+]
