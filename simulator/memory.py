@@ -170,8 +170,8 @@ def kv_bytes_per_token_per_gpu(model: ModelSpec, kv_dtype: str, tp: int, pp: int
         return layers * model.latent_bytes(DTYPE_BYTES[kv_dtype]) + indexed * model.indexer_key_bytes
     if model.is_mla:
         return layers * (model.kv_lora_rank + model.qk_rope_head_dim) * DTYPE_BYTES[kv_dtype]
-    kv_heads = max(1, model.num_kv_heads // tp)
-    return 2 * layers * kv_heads * model.head_dim * DTYPE_BYTES[kv_dtype]
+    _, kv_heads, head_dim = model.full_attention_dims
+    return 2 * layers * max(1, kv_heads // tp) * head_dim * DTYPE_BYTES[kv_dtype]
 
 
 def linear_state_bytes_per_gpu(model: ModelSpec, tp: int, pp: int) -> float:
@@ -188,7 +188,7 @@ def linear_state_bytes_per_gpu(model: ModelSpec, tp: int, pp: int) -> float:
     return -(-model.linear_layers // pp) * model.linear_state_bytes_per_layer() / tp
 
 
-def sliding_window_groups(model: ModelSpec, pp: int, block_size: int) -> tuple[int, int]:
+def sliding_window_groups(model: ModelSpec, pp: int, block_size: int, tp: int = 1) -> tuple[int, int]:
     """How a sliding-window model's windowed layers take KV blocks: (groups, blocks a window spans).
 
     vLLM's hybrid KV manager (docs/design/hybrid_kv_cache_manager.md) makes one block the
@@ -197,12 +197,19 @@ def sliding_window_groups(model: ModelSpec, pp: int, block_size: int) -> tuple[i
     padded, and each group takes blocks of the one pool for the tokens still in its window:
     ceil((window - 1) / block) + 1 at most (vLLM frees the blocks that fall out). Where the
     full-attention layers are the more numerous, one group is counted at their page size
-    (an overcount by full / windowed)."""
+    (an overcount by full / windowed). Where a windowed layer's KV per token differs from a
+    full-attention layer's (Gemma 4), vLLM scales the windowed layers' block size so the pages
+    match: their blocks hold block_size x full / windowed tokens."""
     if not model.sliding_layers:
         return 0, 0
     full = -(-model.kv_layers // pp)
     windowed = -(-model.sliding_layers // pp)
-    return -(-windowed // full), -(-(model.sliding_window - 1) // block_size) + 1
+    tokens = block_size
+    if model.has_global_geometry:
+        _, full_kv, full_dim = model.full_attention_dims
+        ratio = max(1, full_kv // tp) * full_dim / (max(1, model.num_kv_heads // tp) * model.head_dim)
+        tokens = max(1, round(block_size * ratio))
+    return -(-windowed // full), -(-(model.sliding_window - 1) // tokens) + 1
 
 
 # What the driver keeps out of CUDA's reach, where the catalog has no measured
@@ -338,7 +345,7 @@ class MemorySetup:
                      / (self.tp * self.pp) / GIB)
         return MemoryPlan(total, self.utilization, weights, act, self.runtime_reserve_gib, kv, per_token,
                           self.block_size, blocks, linear_state_bytes_per_gpu(model, self.tp, self.pp), read,
-                          sliding_window_groups(model, self.pp, self.block_size))
+                          sliding_window_groups(model, self.pp, self.block_size, self.tp))
 
     def starts(self) -> bool:
         """Whether vLLM would start: a KV cache of at least max_model_len tokens (its own

@@ -68,10 +68,11 @@ class IterationCostModel:
         # Formula timers evaluate decode attention directly, vectorised over stretches;
         # table-driven ones (no vector form) are read at context knots.
         self._attn_vector = getattr(timer, "attn_decode_times", None)
-        # Hybrid linear attention's state step and DSA's indexer ride on the attention memos
+        # Hybrid linear attention's state step, DSA's indexer and a second attention geometry
+        # (Gemma 4) ride on the attention memos
         # (decode_attention_ops, prefill_attention_ops), so their decode stretches take the
         # memoised path rather than the attention-only vector form.
-        if sharded.linear_passes or sharded.index_topk:
+        if sharded.linear_passes or sharded.index_topk or sharded.global_head_dim:
             self._attn_vector = None
         self._knotted = self._attn_vector is None
 

@@ -8,7 +8,7 @@ the calibrated back ends comparable op by op.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -119,6 +119,12 @@ class ShardedModel:
     index_topk: int = 0  # tokens each query's sparse MLA attends to
     index_key_bytes: float = 0.0  # one token's indexer key in the cache (FP8 + scales)
     latent_bytes: float = 0.0  # one token's MLA latent in a sparse model's cache (its own formats)
+    # Full-attention layers of their own geometry (ModelSpec.global_*; 0: as the others).
+    global_heads: int = 0
+    global_kv_heads: int = 0
+    global_head_dim: int = 0
+    global_k_eq_v: bool = False
+    k_eq_v: bool = False  # this view's layers project K only and attend with V = K (no v_proj)
 
     @property
     def total_layer_passes(self) -> int:
@@ -210,7 +216,31 @@ class ShardedModel:
             index_topk=model.index_topk,
             index_key_bytes=model.indexer_key_bytes if model.is_sparse else 0.0,
             latent_bytes=model.latent_bytes(DTYPE_BYTES[kv_dtype]) if model.is_sparse else 0.0,
+            **_global_geometry(model, tp),
         )
+
+
+def _global_geometry(model, tp: int) -> dict:
+    """ShardedModel's global_* fields: the full-attention layers' per-GPU heads and width."""
+    if not model.has_global_geometry:
+        return {}
+    heads, kv_heads, dim = model.full_attention_dims
+    return {"global_heads": heads // tp, "global_kv_heads": max(1, kv_heads // tp), "global_head_dim": dim,
+            "global_k_eq_v": model.global_k_eq_v}
+
+
+def layer_geometries(sm: ShardedModel) -> tuple[ShardedModel, ...]:
+    """The attention layers by shape: sm itself, or (sliding-window layers, full-attention
+    layers) as two views of it whose attention layer passes count only their own kind, so
+    a model with two geometries (Gemma 4) times each kind's projections and attention
+    with its own heads and width."""
+    if not sm.global_head_dim:
+        return (sm,)
+    full = sm.attn_layer_passes - sm.window_passes
+    sliding = replace(sm, mixer_free_passes=sm.mixer_free_passes + full, global_head_dim=0)
+    return (sliding, replace(sm, heads=sm.global_heads, kv_heads=sm.global_kv_heads, head_dim=sm.global_head_dim,
+                             window=0, window_passes=0, mixer_free_passes=sm.mixer_free_passes + sm.window_passes,
+                             global_head_dim=0, k_eq_v=sm.global_k_eq_v))
 
 
 def gemm(name: str, m: int, n: int, k: int, sm: ShardedModel, count: int,
@@ -351,10 +381,13 @@ def attention_projection_ops(m: int, sm: ShardedModel) -> tuple[list[Op], list[O
     512 -> heads x (128 + 128)). Decode absorbs kv_b into the query and the output instead;
     both paths do the same FLOPs and read the same weights, so one GEMM stands for either.
     """
+    if sm.global_head_dim:  # two geometries: each kind of layer with its own
+        views = [attention_projection_ops(m, view) for view in layer_geometries(sm)]
+        return [op for before, _ in views for op in before], [op for _, after in views for op in after]
     h, a, layers = sm.hidden, sm.act_bytes, sm.attn_layer_passes
     if not sm.kv_lora:
         q_n = sm.heads * sm.head_dim * (2 if sm.attn_gate else 1)  # query, and its output gate
-        qkv_n = q_n + 2 * sm.kv_heads * sm.head_dim
+        qkv_n = q_n + (1 if sm.k_eq_v else 2) * sm.kv_heads * sm.head_dim
         qk_bytes = m * (sm.heads + sm.kv_heads) * sm.head_dim * a * 2  # read and write q, k
         before = [gemm("qkv_proj", m, qkv_n, h, sm, layers)]
         if sm.qk_norm:  # q and k normalised by two kernels (vLLM's q_norm, k_norm)
@@ -724,7 +757,8 @@ def sparse_prefill_ops(chunks: tuple[tuple[int, int], ...], sm: ShardedModel) ->
 def prefill_attention_ops(chunks: tuple[tuple[int, int], ...], sm: ShardedModel) -> list[Op]:
     """The context-dependent work of an iteration's prefill chunks: attention (dense, or DSA's
     sparse MLA and indexer), and a hybrid model's chunked delta rule."""
-    ops = sparse_prefill_ops(chunks, sm) if sm.index_topk else [attn_prefill_op(chunks, sm)]
+    ops = (sparse_prefill_ops(chunks, sm) if sm.index_topk
+           else [attn_prefill_op(chunks, view) for view in layer_geometries(sm)])
     if sm.linear_passes:
         ops.append(mamba_prefill_op(chunks, sm) if sm.lin_kind == "mamba2" else linear_prefill_op(chunks, sm))
     return ops
@@ -735,7 +769,7 @@ def decode_attention_ops(num_seqs: int, context_sum: int, sm: ShardedModel,
     """The context-dependent work of an iteration's decodes: attention (timed with
     `decode_sm` where given, cost/releases.py), DSA's indexer scores, and a hybrid model's
     recurrent state step."""
-    ops = [attn_decode_op(num_seqs, context_sum, decode_sm or sm)]
+    ops = [attn_decode_op(num_seqs, context_sum, view) for view in layer_geometries(decode_sm or sm)]
     if sm.index_topk:
         ops.append(indexer_decode_op(num_seqs, context_sum, sm))
     if sm.linear_passes:

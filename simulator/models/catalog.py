@@ -7,7 +7,12 @@ from __future__ import annotations
 import re
 
 from simulator.catalog import AliasIndex
-from simulator.models.catalog_extra import DENSE_MODELS, MOE_MODELS, vision_language_models
+from simulator.models.catalog_extra import (
+    DENSE_MODELS,
+    GEMMA4_MODELS,
+    MOE_MODELS,
+    vision_language_models,
+)
 from simulator.models.spec import ModelSpec
 
 # Catalog. Shapes copied from each model's config.json on the Hugging Face Hub.
@@ -1337,7 +1342,8 @@ MODEL_CATALOG["nemotron-super-49b"] = ModelSpec(
     published_params_b=49.9, aliases=("llama-3.3-nemotron-super-49b",))
 
 # Earlier generations and other labs' releases (catalog_extra.py).
-MODEL_CATALOG.update({m.name: m for m in [*DENSE_MODELS, *MOE_MODELS, *vision_language_models(MODEL_CATALOG)]})
+MODEL_CATALOG.update({m.name: m for m in [*DENSE_MODELS, *MOE_MODELS, *GEMMA4_MODELS,
+                                            *vision_language_models(MODEL_CATALOG)]})
 
 # aiconfigurator's model names where they leave out what tells a catalog entry apart
 # (its sdk model table and sweep CSVs: QWEN3_235B is Qwen3-235B-A22B, QWEN3_480B the Coder).

@@ -161,3 +161,26 @@ MOE_MODELS: list[ModelSpec] = [
               linear_conv_kernel=4, published_params_b=32.19, published_active_params_b=8.78,
               aliases=("ibm-granite/granite-4.0-h-small-base",)),
 ]
+
+
+# Gemma 4 (gemma4_text; google/gemma-4-26B-A4B's and nvidia/Gemma-4-31B-IT-NVFP4's config.json
+# as carried by aiconfigurator-core 0.12): five sliding-window (1,024) layers of 256-wide heads
+# to each full-attention layer of 512-wide heads, whose V comes from the K projection
+# (attention_k_eq_v; vLLM still caches V, normalised apart from K, so the cache holds both);
+# per-head q/k norms, GeGLU, a tied 262,144 vocabulary. The 26B-A4B runs 128 experts of 704
+# (top-8) beside each layer's 2,112-wide dense MLP (three expert widths). Google's sizes:
+# 30.7B, and 25.2B with 3.8B active, which these text shapes give; the vision tower, loaded
+# but idle in text-only serving, is not counted.
+GEMMA4_MODELS: list[ModelSpec] = [
+    ModelSpec(name="gemma-4-31b", hf_id="google/gemma-4-31B", num_layers=60, hidden_size=5376, num_heads=32,
+              num_kv_heads=16, head_dim=256, ffn_size=21504, gated_mlp=True, vocab_size=262144, tied_embeddings=True,
+              max_position_embeddings=262144, qk_norm=True, sliding_window=1024, sliding_layers=50,
+              global_num_kv_heads=4, global_head_dim=512, global_k_eq_v=True, published_params_b=30.7,
+              aliases=("nvidia/Gemma-4-31B-IT-NVFP4",)),
+    ModelSpec(name="gemma-4-26b-a4b", hf_id="google/gemma-4-26B-A4B", num_layers=30, hidden_size=2816,
+              num_heads=16, num_kv_heads=8, head_dim=256, ffn_size=2112, gated_mlp=True, vocab_size=262144,
+              tied_embeddings=True, max_position_embeddings=262144, qk_norm=True, sliding_window=1024,
+              sliding_layers=25, global_num_kv_heads=2, global_head_dim=512, global_k_eq_v=True, num_experts=128,
+              experts_per_token=8, moe_ffn_size=704, num_shared_experts=3, published_params_b=25.2,
+              published_active_params_b=3.8, aliases=("nvidia/Gemma-4-26B-A4B-NVFP4",)),
+]

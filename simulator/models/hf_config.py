@@ -32,11 +32,14 @@ _MLA_STYLE = frozenset({"deepseek_v2", "deepseek_v3", "kimi_k2"}) | _DSA
 # Multimodal wrappers: the language model's config sits under text_config with its own
 # model_type, which maps to the family above.
 _TEXT_TOWERS = {"qwen3_vl_text": "qwen3", "qwen3_vl_moe_text": "qwen3_moe", "llama4_text": "llama4",
-                "gemma3_text": "gemma3", "qwen3_5_text": "qwen3_5", "qwen3_5_moe_text": "qwen3_5_moe",
+                "gemma3_text": "gemma3", "gemma4_text": "gemma4", "qwen3_5_text": "qwen3_5", "qwen3_5_moe_text": "qwen3_5_moe",
                 **{t: t for t in _MLA_STYLE}}
 # Text-only Qwen3.5 checkpoints (Qwen3_5*ForCausalLM) carry the text tower's model_type at the top.
 _QWEN3_5_TEXT = {"qwen3_5_text": "qwen3_5", "qwen3_5_moe_text": "qwen3_5_moe"}
 _MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
+# Gemma 4: sliding layers and full-attention layers of their own geometry (K = V on the latter);
+# the 26B-A4B adds routed experts beside each layer's dense MLP.
+_GEMMA4 = "gemma4"
 # Nemotron-H (Nemotron-H, Nemotron 3 Nano): Mamba2, attention, MLP and MoE blocks as separate layers
 _NEMOTRON_H = "nemotron_h"
 # Llama-Nemotron's NAS-pruned Llama (DeciLM): per-layer block_configs
@@ -53,8 +56,9 @@ def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
     Qwen3-Next and Qwen3.5/3.6 hybrid (Gated DeltaNet) dense and MoE models, the Nemotron-H and
     Nemotron 3 hybrid (Mamba2) dense and MoE models, Llama-Nemotron's NAS-pruned Llama
     (nemotron-nas), DeepSeek-V2/V3/V3.2
-    and Kimi-K2 (MLA) models, and the Qwen3-VL, Qwen3.5 and Gemma 3 text towers: the families whose
-    config keys fully determine the shapes above.
+    and Kimi-K2 (MLA) models, GLM-5/5.2 (sparse attention, shared indexers), MiMo-7B, and the
+    Qwen3-VL, Qwen3.5, Gemma 3 and Gemma 4 text towers: the families whose config keys fully
+    determine the shapes above.
     """
     p = Path(path)
     if p.is_dir():
@@ -106,7 +110,7 @@ def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
         model_type = _TEXT_TOWERS[text["model_type"]]
     model_type = _QWEN3_5_TEXT.get(model_type, model_type)
     moe = [k for k in _MOE_KEYS if cfg.get(k)]
-    if moe and model_type not in _MOE_STYLE | _MLA_STYLE | {_NEMOTRON_H}:
+    if moe and model_type not in _MOE_STYLE | _MLA_STYLE | {_NEMOTRON_H, _GEMMA4}:
         raise CatalogError(
             f"mixture-of-experts config ({moe[0]}={cfg[moe[0]]}, model_type {model_type!r}) is not supported",
             where=where,
@@ -153,6 +157,8 @@ def _architecture_fields(cfg: dict[str, Any], where: str, model_type: str) -> di
         return _nemotron_h_fields(cfg, where)
     if model_type == _NEMOTRON_NAS:
         return _nemotron_nas_fields(cfg, where)
+    if model_type == _GEMMA4:
+        return _gemma4_fields(cfg, where)
     elif model_type in _LLAMA_STYLE or model_type in _MOE_STYLE:
         fields = _llama_fields(cfg, where, model_type)
         if model_type in _MOE_STYLE:
@@ -170,7 +176,7 @@ def _architecture_fields(cfg: dict[str, Any], where: str, model_type: str) -> di
         raise CatalogError(
             f"unsupported model_type {model_type!r}",
             where=where,
-            fix=f"supported: {', '.join(sorted(_LLAMA_STYLE | _MOE_STYLE | _MLA_STYLE | {'opt', _NEMOTRON_H, _NEMOTRON_NAS, *_QWEN3_5_TEXT}))}; "
+            fix=f"supported: {', '.join(sorted(_LLAMA_STYLE | _MOE_STYLE | _MLA_STYLE | {'opt', _NEMOTRON_H, _NEMOTRON_NAS, _GEMMA4, *_QWEN3_5_TEXT}))}; "
             "for other architectures construct a ModelSpec directly",
         )
     return fields
@@ -257,6 +263,50 @@ def _nemotron_h_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
                       experts_per_token=_require(cfg, "num_experts_per_tok", where),
                       moe_ffn_size=width, num_shared_experts=shared // width,
                       moe_latent_size=_optional(cfg, "moe_latent_size", 0))
+    return fields
+
+
+def _gemma4_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
+    """Gemma 4's text tower: sliding-window layers (head_dim, num_key_value_heads) and
+    full-attention layers of global_head_dim, whose KV heads are num_global_key_value_heads
+    when attention_k_eq_v (V from the K projection, no v_proj); per-head q/k norms, GeGLU,
+    tied embeddings. With enable_moe_block every layer also routes to experts beside its dense
+    MLP, which enters as shared experts of the expert width. Per-layer embeddings and KV
+    shared across layers (the E2B/E4B models) are not modelled."""
+    if _optional(cfg, "hidden_size_per_layer_input", 0) or _optional(cfg, "num_kv_shared_layers", 0):
+        raise CatalogError("per-layer embeddings (hidden_size_per_layer_input) and KV shared across layers "
+                           "(num_kv_shared_layers), as in Gemma 4 E2B/E4B, are not modelled", where=where,
+                           fix="use a Gemma 4 config without them (26B-A4B, 31B)")
+    types = _require(cfg, "layer_types", where)
+    layers = _require(cfg, "num_hidden_layers", where)
+    if not isinstance(types, list) or len(types) != layers or not set(types) <= {"sliding_attention", "full_attention"}:
+        raise CatalogError(f"layer_types must name sliding_attention or full_attention for each of the {layers} "
+                           "layers", where=where, fix="use the layer_types of the model's published config.json")
+    k_eq_v = bool(_optional(cfg, "attention_k_eq_v", False))
+    fields = {
+        **_decoder_fields(cfg, where),
+        "tied_embeddings": _optional(cfg, "tie_word_embeddings", True),
+        "num_layers": layers,
+        "num_kv_heads": _require(cfg, "num_key_value_heads", where),
+        "head_dim": _require(cfg, "head_dim", where),
+        "ffn_size": _require(cfg, "intermediate_size", where),
+        "gated_mlp": True,
+        "qk_norm": True,
+        "sliding_window": _require(cfg, "sliding_window", where),
+        "sliding_layers": types.count("sliding_attention"),
+        "global_head_dim": _optional(cfg, "global_head_dim", 0),
+        "global_num_kv_heads": _optional(cfg, "num_global_key_value_heads", 0) if k_eq_v else 0,
+        "global_k_eq_v": k_eq_v,
+    }
+    if _optional(cfg, "enable_moe_block", False):
+        width, dense = _require(cfg, "moe_intermediate_size", where), fields["ffn_size"]
+        if not (isinstance(width, int) and width > 0 and isinstance(dense, int) and dense % width == 0):
+            raise CatalogError(f"a dense MLP of {dense} beside experts of {width} (intermediate_size, "
+                               "moe_intermediate_size) is modelled only as a whole number of expert widths",
+                               where=where, fix="use the model's published config.json")
+        fields.update(num_experts=_require(cfg, "num_experts", where),
+                      experts_per_token=_require(cfg, "top_k_experts", where),
+                      moe_ffn_size=width, num_shared_experts=dense // width)
     return fields
 
 

@@ -130,6 +130,13 @@ class ModelSpec(StrictModel):
     v_head_dim: int = Field(0, ge=0)  # MLA: value head width
     sliding_window: int = Field(0, ge=0)  # tokens a sliding-window layer attends to
     sliding_layers: int = Field(0, ge=0)  # how many layers use the sliding window
+    # Full-attention layers of another geometry than the sliding ones (Gemma 4: 4 KV heads of
+    # 512 against 16 of 256), 0 for the same; global_k_eq_v: they project K only and attend
+    # with V = K (no v_proj), as Gemma 4's attention_k_eq_v.
+    global_num_heads: int = Field(0, ge=0)
+    global_num_kv_heads: int = Field(0, ge=0)
+    global_head_dim: int = Field(0, ge=0)
+    global_k_eq_v: bool = False
     # The published checkpoint quantises only the routed experts, to this format (gpt-oss:
     # MXFP4 "fp4", Kimi-K2.5: INT4 "int4"); attention, shared experts, embeddings stay 16-bit.
     native_expert_dtype: Literal["fp4", "int4"] | None = None
@@ -204,6 +211,17 @@ class ModelSpec(StrictModel):
         """Whether a block-FP8 checkpoint's experts split `ways` ways by width without
         cutting a quantisation block (see FP8_WEIGHT_BLOCK)."""
         return self.moe_ffn_size % ways == 0 and (self.moe_ffn_size // ways) % FP8_WEIGHT_BLOCK == 0
+
+    @property
+    def has_global_geometry(self) -> bool:
+        """Whether the full-attention layers differ from the sliding-window ones in shape."""
+        return bool(self.global_num_heads or self.global_num_kv_heads or self.global_head_dim or self.global_k_eq_v)
+
+    @property
+    def full_attention_dims(self) -> tuple[int, int, int]:
+        """(query heads, KV heads, head dim) of the full-attention layers."""
+        return (self.global_num_heads or self.num_heads, self.global_num_kv_heads or self.num_kv_heads,
+                self.global_head_dim or self.head_dim)
 
     @property
     def is_mla(self) -> bool:
@@ -324,6 +342,11 @@ class ModelSpec(StrictModel):
         if self.indexer_layers and not (self.is_sparse and self.indexer_layers <= self.attention_layers):
             raise ValueError("indexer_layers needs a sparse-attention model (index_topk > 0) and at most its "
                              "attention layers")
+        if self.has_global_geometry:
+            heads, kv_heads, _ = self.full_attention_dims
+            if not self.sliding_layers or self.is_mla or heads % kv_heads:
+                raise ValueError("a full-attention geometry of its own (global_*) needs sliding-window layers, "
+                                 "no MLA, and query heads that are a multiple of its KV heads")
         if self.linear_layers and self.linear_num_value_heads % self.linear_num_key_heads:
             raise ValueError("linear_num_value_heads must be a multiple of linear_num_key_heads")
         return self
@@ -352,7 +375,6 @@ class ModelSpec(StrictModel):
         """Exact parameter count from the architecture (what the weights occupy)."""
         h = self.hidden_size
         norm_params = h * (2 if self.norm == "layernorm" else 1)  # LayerNorm has a bias
-        attn = self._attention_params
         dense_mlp = self._mlp_params(self.ffn_size)
         if self.is_moe:
             moe_mlp = (self.num_experts * self._expert_params + self.num_shared_experts * self._mlp_params(
@@ -365,7 +387,7 @@ class ModelSpec(StrictModel):
             mlp_total = self.ffn_layers * dense_mlp
         if self.is_moe and self.shared_expert_gate:
             mlp_total += self.moe_layers * h
-        body = (self.attention_layers * attn + self.indexed_layers * self.indexer_params
+        body = (self._attention_params_total + self.indexed_layers * self.indexer_params
                 + self.linear_layers * self._linear_params
                 + (2 * self.num_layers - self.ffn_free_layers - self.mixer_free_layers) * norm_params + mlp_total)
         embed = self.vocab_size * h
@@ -388,14 +410,28 @@ class ModelSpec(StrictModel):
             kv_a = h * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank
             kv_b = self.kv_lora_rank * heads * (self.head_dim + self.v_head_dim)
             return q_proj + kv_a + kv_b + heads * self.v_head_dim * h
-        attn = h * (q * (2 if self.attn_output_gate else 1) + 2 * kv) + q * h
+        return self._gqa_params(q, kv, self.head_dim)
+
+    def _gqa_params(self, q: int, kv: int, head_dim: int, k_eq_v: bool = False) -> int:
+        """One grouped-query attention layer of q query and kv key (and value) widths."""
+        h, kvs = self.hidden_size, 1 if k_eq_v else 2
+        attn = h * (q * (2 if self.attn_output_gate else 1) + kvs * kv) + q * h
         if self.attention_bias:
-            attn += q + 2 * kv + h
+            attn += q + kvs * kv + h
         elif self.qkv_bias:
-            attn += q + 2 * kv
+            attn += q + kvs * kv
         if self.qk_norm:
-            attn += 2 * self.head_dim
+            attn += 2 * head_dim
         return attn
+
+    @property
+    def _attention_params_total(self) -> int:
+        """All attention layers' projections: the full-attention layers at their own geometry."""
+        if not self.has_global_geometry:
+            return self.attention_layers * self._attention_params
+        heads, kv_heads, dim = self.full_attention_dims
+        full = self._gqa_params(heads * dim, kv_heads * dim, dim, self.global_k_eq_v)
+        return self.sliding_layers * self._attention_params + (self.attention_layers - self.sliding_layers) * full
 
     @property
     def indexer_params(self) -> int:
@@ -467,4 +503,5 @@ class ModelSpec(StrictModel):
         indexer's key under sparse attention)."""
         if self.is_mla:
             return self.kv_layers * self.latent_bytes(kv_dtype_bytes) + self.indexed_layers * self.indexer_key_bytes
-        return 2 * self.kv_layers * self.num_kv_heads * self.head_dim * kv_dtype_bytes
+        _, kv_heads, head_dim = self.full_attention_dims
+        return 2 * self.kv_layers * kv_heads * head_dim * kv_dtype_bytes
