@@ -757,8 +757,12 @@ def sparse_prefill_ops(chunks: tuple[tuple[int, int], ...], sm: ShardedModel) ->
 def prefill_attention_ops(chunks: tuple[tuple[int, int], ...], sm: ShardedModel) -> list[Op]:
     """The context-dependent work of an iteration's prefill chunks: attention (dense, or DSA's
     sparse MLA and indexer), and a hybrid model's chunked delta rule."""
-    ops = (sparse_prefill_ops(chunks, sm) if sm.index_topk
-           else [attn_prefill_op(chunks, view) for view in layer_geometries(sm)])
+    if sm.index_topk:
+        ops = sparse_prefill_ops(chunks, sm)
+    elif sm.global_head_dim:
+        ops = [attn_prefill_op(chunks, view) for view in layer_geometries(sm)]
+    else:
+        ops = [attn_prefill_op(chunks, sm)]
     if sm.linear_passes:
         ops.append(mamba_prefill_op(chunks, sm) if sm.lin_kind == "mamba2" else linear_prefill_op(chunks, sm))
     return ops
@@ -769,7 +773,9 @@ def decode_attention_ops(num_seqs: int, context_sum: int, sm: ShardedModel,
     """The context-dependent work of an iteration's decodes: attention (timed with
     `decode_sm` where given, cost/releases.py), DSA's indexer scores, and a hybrid model's
     recurrent state step."""
-    ops = [attn_decode_op(num_seqs, context_sum, view) for view in layer_geometries(decode_sm or sm)]
+    attn_sm = decode_sm or sm
+    ops = ([attn_decode_op(num_seqs, context_sum, view) for view in layer_geometries(attn_sm)]
+           if attn_sm.global_head_dim else [attn_decode_op(num_seqs, context_sum, attn_sm)])
     if sm.index_topk:
         ops.append(indexer_decode_op(num_seqs, context_sum, sm))
     if sm.linear_passes:
