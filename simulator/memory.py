@@ -171,7 +171,13 @@ def kv_bytes_per_token_per_gpu(model: ModelSpec, kv_dtype: str, tp: int, pp: int
     if model.is_mla:
         return layers * (model.kv_lora_rank + model.qk_rope_head_dim) * DTYPE_BYTES[kv_dtype]
     _, kv_heads, head_dim = model.full_attention_dims
-    return 2 * layers * max(1, kv_heads // tp) * head_dim * DTYPE_BYTES[kv_dtype]
+    return 2 * layers * _kv_width_per_gpu(kv_heads, head_dim, tp) * DTYPE_BYTES[kv_dtype]
+
+
+def _kv_width_per_gpu(kv_heads: int, head_dim: int, tp: int) -> int:
+    """K (or V) elements one token keeps in one layer on one GPU: KV heads split over TP,
+    replicated whole once TP exceeds them."""
+    return max(1, kv_heads // tp) * head_dim
 
 
 def linear_state_bytes_per_gpu(model: ModelSpec, tp: int, pp: int) -> float:
@@ -206,8 +212,8 @@ def sliding_window_groups(model: ModelSpec, pp: int, block_size: int, tp: int = 
     windowed = -(-model.sliding_layers // pp)
     tokens = block_size
     if model.has_global_geometry:
-        _, full_kv, full_dim = model.full_attention_dims
-        ratio = max(1, full_kv // tp) * full_dim / (max(1, model.num_kv_heads // tp) * model.head_dim)
+        ratio = (_kv_width_per_gpu(*model.full_attention_dims[1:], tp)
+                 / _kv_width_per_gpu(model.num_kv_heads, model.head_dim, tp))
         tokens = max(1, round(block_size * ratio))
     return -(-windowed // full), -(-(model.sliding_window - 1) // tokens) + 1
 

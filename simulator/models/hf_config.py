@@ -575,9 +575,9 @@ def _mla_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
 def _shared_indexer_layers(cfg: dict[str, Any], where: str, layers: int) -> int:
     """ModelSpec.indexer_layers: how many layers run their own lightning indexer, 0 when all
     of them do. GLM-5.2's IndexShare marks the rest "shared" in indexer_types (or "S" in
-    index_topk_pattern); without either list, vLLM's
-    schedule skips layer i unless max(i - index_skip_topk_offset + 1, 0) is a multiple of
-    index_topk_freq (offset 2 and frequency 1 by default: every layer indexes)."""
+    index_topk_pattern); without either list, vLLM's schedule skips layer i unless
+    max(i - index_skip_topk_offset + 1, 0) is a multiple of index_topk_freq (offset 2 and
+    frequency 1 by default: every layer indexes)."""
     types = cfg.get("indexer_types")
     if isinstance(types, list) and types:
         unknown = sorted({str(t) for t in types} - {"full", "shared"})
