@@ -171,13 +171,13 @@ def kv_bytes_per_token_per_gpu(model: ModelSpec, kv_dtype: str, tp: int, pp: int
     if model.is_mla:
         return layers * (model.kv_lora_rank + model.qk_rope_head_dim) * DTYPE_BYTES[kv_dtype]
     _, kv_heads, head_dim = model.full_attention_dims
-    return 2 * layers * _kv_width_per_gpu(kv_heads, head_dim, tp) * DTYPE_BYTES[kv_dtype]
+    return layers * _kv_width_per_gpu(model, kv_heads, head_dim, tp) * DTYPE_BYTES[kv_dtype]
 
 
-def _kv_width_per_gpu(kv_heads: int, head_dim: int, tp: int) -> int:
-    """K (or V) elements one token keeps in one layer on one GPU: KV heads split over TP,
-    replicated whole once TP exceeds them."""
-    return max(1, kv_heads // tp) * head_dim
+def _kv_width_per_gpu(model: ModelSpec, kv_heads: int, head_dim: int, tp: int) -> int:
+    """K and V elements one token keeps in one layer on one GPU: KV heads split over TP,
+    replicated whole once TP exceeds them, each head's K head_dim and V value_dim wide."""
+    return max(1, kv_heads // tp) * (head_dim + model.value_dim(head_dim))
 
 
 def linear_state_bytes_per_gpu(model: ModelSpec, tp: int, pp: int) -> float:
@@ -205,15 +205,16 @@ def sliding_window_groups(model: ModelSpec, pp: int, block_size: int, tp: int = 
     full-attention layers are the more numerous, one group is counted at their page size
     (an overcount by full / windowed). Where a windowed layer's KV per token differs from a
     full-attention layer's (Gemma 4), vLLM scales the windowed layers' block size so the pages
-    match: their blocks hold block_size x full / windowed tokens."""
+    match: their blocks hold block_size x full / windowed tokens (MiMo-V2-Flash's windowed
+    layers, with twice the KV heads, half)."""
     if not model.sliding_layers:
         return 0, 0
     full = -(-model.kv_layers // pp)
     windowed = -(-model.sliding_layers // pp)
     tokens = block_size
     if model.has_global_geometry:
-        ratio = (_kv_width_per_gpu(*model.full_attention_dims[1:], tp)
-                 / _kv_width_per_gpu(model.num_kv_heads, model.head_dim, tp))
+        ratio = (_kv_width_per_gpu(model, *model.full_attention_dims[1:], tp)
+                 / _kv_width_per_gpu(model, model.num_kv_heads, model.head_dim, tp))
         tokens = max(1, round(block_size * ratio))
     return -(-windowed // full), -(-(model.sliding_window - 1) // tokens) + 1
 
@@ -239,7 +240,8 @@ def activation_bytes_per_gpu(model: ModelSpec, tp: int, max_batched_tokens: int,
     """Peak of vLLM's profiling pass: the widest layer's intermediates during the dummy
     forward pass, or the sampler's dummy run on max_num_seqs sequences on top of the last
     hidden states, whichever is larger (the forward intermediates are freed by then)."""
-    qkv = (model.num_heads + 2 * model.num_kv_heads) * model.head_dim // tp
+    v_dim = model.head_dim if model.is_mla else model.value_dim(model.head_dim)
+    qkv = (model.num_heads * model.head_dim + model.num_kv_heads * (model.head_dim + v_dim)) // tp
     mlp = model.mlp_matrices * model.ffn_per_token // tp  # fused MoE keeps every routed copy
     if model.linear_layers:  # a Gated DeltaNet in_proj's q, k, v, z is wider than Qwen3-Next's qkv
         qkv = max(qkv, (2 * model.linear_key_size + 2 * model.linear_value_size) // tp)

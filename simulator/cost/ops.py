@@ -92,7 +92,7 @@ class ShardedModel:
     kv_lora: int = 0  # MLA latent width (0: GQA attention)
     q_lora: int = 0  # MLA low-rank query width
     rope_dim: int = 0  # MLA rotary query/key part (head_dim is the non-rotary part)
-    v_dim: int = 0  # MLA value head width
+    v_dim: int = 0  # value head width: MLA's; under GQA 0 means head_dim (ModelSpec.v_head_dim)
     window: int = 0  # sliding-window tokens
     window_passes: int = 0  # layer passes that use the sliding window
     qk_norm: bool = False  # RMSNorm on q and k after the QKV projection
@@ -102,6 +102,7 @@ class ShardedModel:
     ep: int = 1  # GPUs the routed experts are split over by expert (1: sliced by width instead)
     expert_kernel: str = "auto"  # "marlin"/"triton": that MoE kernel chosen over the default one
     attn_gate: bool = False  # q_proj also emits a sigmoid gate on the attention output
+    head_gate: bool = False  # a hidden -> heads projection gates each head's output (ModelSpec.attn_head_gate)
     shared_gate: bool = False  # a hidden -> 1 sigmoid gate on the shared experts
     linear_passes: int = 0  # layer passes that are Gated DeltaNet (linear attention) layers
     lin_k_heads: int = 0  # linear-attention key heads per GPU
@@ -136,6 +137,11 @@ class ShardedModel:
     def attn_layer_passes(self) -> int:
         """Layer passes that run softmax attention (all but the linear-attention and attention-free ones)."""
         return self.layers_per_stage * self.pp - self.linear_passes - self.mixer_free_passes  # inline: hot
+
+    @property
+    def value_dim(self) -> int:
+        """A grouped-query layer's V width per head."""
+        return self.v_dim or self.head_dim
 
     @property
     def lin_conv_dim(self) -> int:
@@ -199,6 +205,7 @@ class ShardedModel:
             ep=ep,
             expert_kernel=expert_kernel if model.num_experts else "auto",
             attn_gate=model.attn_output_gate,
+            head_gate=model.attn_head_gate,
             shared_gate=model.shared_expert_gate and model.num_shared_experts > 0,
             linear_passes=round(passes * model.linear_layers / model.num_layers),
             lin_k_heads=model.linear_num_key_heads // tp,
@@ -386,19 +393,25 @@ def attention_projection_ops(m: int, sm: ShardedModel) -> tuple[list[Op], list[O
         return [op for before, _ in views for op in before], [op for _, after in views for op in after]
     h, a, layers = sm.hidden, sm.act_bytes, sm.attn_layer_passes
     if not sm.kv_lora:
-        q_n = sm.heads * sm.head_dim * (2 if sm.attn_gate else 1)  # query, and its output gate
-        qkv_n = q_n + (1 if sm.k_eq_v else 2) * sm.kv_heads * sm.head_dim
+        out = sm.heads * sm.value_dim  # attention's output: o_proj's input, and the gate's width
+        # the query, and its output gate (vLLM's g_proj of a per-head gate is a GEMM of its own
+        # on the same input: one GEMM of the summed width stands for both)
+        q_n = sm.heads * sm.head_dim + (out if sm.attn_gate else 0) + (sm.heads if sm.head_gate else 0)
+        kv_n = sm.kv_heads * (sm.head_dim + (0 if sm.k_eq_v else sm.value_dim))
+        qkv_n = q_n + kv_n
         qk_bytes = m * (sm.heads + sm.kv_heads) * sm.head_dim * a * 2  # read and write q, k
         before = [gemm("qkv_proj", m, qkv_n, h, sm, layers)]
         if sm.qk_norm:  # q and k normalised by two kernels (vLLM's q_norm, k_norm)
             before.append(elementwise("qk_norm", qk_bytes, layers, kernels=2))
         if sm.qk_norm_allreduce:  # fp32 variances of q and k per token, summed over ranks
             before.append(tp_allreduce("qk_norm_allreduce", m * 2 * 4.0, sm, layers, "fp32"))
-        before.append(elementwise("rope_kv_write", qk_bytes + m * 2 * sm.kv_heads * sm.head_dim * sm.kv_bytes,
+        kv_row = sm.kv_heads * (sm.head_dim + sm.value_dim)  # the cache holds V even where K = V
+        before.append(elementwise("rope_kv_write", qk_bytes + m * kv_row * sm.kv_bytes,
                                   layers, kernels=2 if sm.rotary else 1))
-        after = [gemm("o_proj", m, h, sm.heads * sm.head_dim, sm, layers)]
-        if sm.attn_gate:  # o * sigmoid(gate): read both, write o
-            after.insert(0, elementwise("attn_output_gate", 3 * m * sm.heads * sm.head_dim * a, layers))
+        after = [gemm("o_proj", m, h, out, sm, layers)]
+        if sm.attn_gate or sm.head_gate:  # o * sigmoid(gate): read both, write o
+            gate = out if sm.attn_gate else sm.heads
+            after.insert(0, elementwise("attn_output_gate", (2 * out + gate) * m * a, layers))
         return before, after
     qk = sm.head_dim + sm.rope_dim
     latent = sm.kv_lora + sm.rope_dim
@@ -605,10 +618,11 @@ def attention_dims(sm: ShardedModel) -> tuple[int, int, int]:
     """(heads, KV heads, head dim) as the attention kernel sees them.
 
     MLA prefill runs ordinary multi-head attention on the up-projected K (192 wide) and V
-    (128 wide): the same work and K+V bytes as heads of width (192 + 128) / 2."""
+    (128 wide): the same work and K+V bytes as heads of width (192 + 128) / 2. So does GQA
+    whose V is narrower than Q and K (MiMo-V2-Flash: 192 and 128)."""
     if sm.kv_lora:
         return sm.heads, sm.heads, (sm.head_dim + sm.rope_dim + sm.v_dim) // 2
-    return sm.heads, sm.kv_heads, sm.head_dim
+    return sm.heads, sm.kv_heads, (sm.head_dim + sm.value_dim) // 2
 
 
 def kv_kernel_dtype(sm: ShardedModel) -> str:
@@ -667,7 +681,7 @@ def attn_decode_cost(num_seqs: int, kv_len, sm: ShardedModel):
         row = sm.latent_bytes if sm.index_topk else latent * sm.kv_bytes
         return (2.0 * kv_len * sm.heads * width,
                 kv_len * row + num_seqs * sm.heads * width * sm.act_bytes)
-    hq, hkv, d = sm.heads, sm.kv_heads, sm.head_dim
+    hq, hkv, d = attention_dims(sm)
     return (4.0 * kv_len * hq * d,
             kv_len * 2 * hkv * d * sm.kv_bytes + num_seqs * hq * d * sm.act_bytes * 2)
 
@@ -687,7 +701,7 @@ def attn_decode_op(num_seqs: int, context_sum: int, sm: ShardedModel) -> Op:
     if sm.kv_lora:  # MQA over the latent: one "KV head" whose K+V bytes equal the latent's
         hq, hkv, d = sm.heads, 1, (sm.kv_lora + sm.rope_dim) // 2
     else:
-        hq, hkv, d = sm.heads, sm.kv_heads, sm.head_dim
+        hq, hkv, d = attention_dims(sm)
     return Op("attn_decode", "attn_decode", float(flops), float(nbytes), sm.attn_layer_passes,
               (num_seqs, kv_len, hq, hkv, d), kv_kernel_dtype(sm))
 

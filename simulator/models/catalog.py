@@ -11,6 +11,7 @@ from simulator.models.catalog_extra import (
     DENSE_MODELS,
     GEMMA4_MODELS,
     MOE_MODELS,
+    step37_flash,
     vision_language_models,
 )
 from simulator.models.spec import ModelSpec
@@ -1344,6 +1345,7 @@ MODEL_CATALOG["nemotron-super-49b"] = ModelSpec(
 # Earlier generations and other labs' releases (catalog_extra.py).
 MODEL_CATALOG.update({m.name: m for m in [*DENSE_MODELS, *MOE_MODELS, *GEMMA4_MODELS,
                                             *vision_language_models(MODEL_CATALOG)]})
+MODEL_CATALOG["step-3.7-flash"] = step37_flash(MODEL_CATALOG)
 
 # aiconfigurator's model names where they leave out what tells a catalog entry apart
 # (its sdk model table and sweep CSVs: QWEN3_235B is Qwen3-235B-A22B, QWEN3_480B the Coder).

@@ -160,7 +160,43 @@ MOE_MODELS: list[ModelSpec] = [
               linear_num_key_heads=1, linear_key_head_dim=128, linear_num_value_heads=128, linear_value_head_dim=64,
               linear_conv_kernel=4, published_params_b=32.19, published_active_params_b=8.78,
               aliases=("ibm-granite/granite-4.0-h-small-base",)),
+    # MiMo-V2-Flash (mimo_v2_flash; aiconfigurator-core 0.12's copy of its config.json): 39
+    # sliding-window layers (128 tokens, 8 KV heads) and 9 full-attention layers (4 KV heads),
+    # 64 query heads throughout, 192-wide queries and keys and 128-wide values; layer 0 dense
+    # (16,384), then 256 experts of 2,048 (top-8), no shared expert. Released in block FP8.
+    # Xiaomi's card: 309B total, 15B active (the three MTP layers, idle in plain serving, aside).
+    ModelSpec(name="mimo-v2-flash", hf_id="XiaomiMiMo/MiMo-V2-Flash", num_layers=48, hidden_size=4096,
+              num_heads=64, num_kv_heads=8, head_dim=192, v_head_dim=128, ffn_size=16384, gated_mlp=True,
+              vocab_size=152576, max_position_embeddings=262144, sliding_window=128, sliding_layers=39,
+              global_num_heads=64, global_num_kv_heads=4, global_head_dim=192, num_experts=256,
+              experts_per_token=8, moe_ffn_size=2048, first_dense_layers=1, native_fp8=True, released_in_fp8=True,
+              published_params_b=309.0, published_active_params_b=15.0,
+              aliases=("XiaomiMiMo/MiMo-V2-Flash-Base",)),
+    # Step-3.5-Flash (step3p5; vLLM's step3p5.py reads these keys, NVIDIA Megatron-Bridge's
+    # step35 bridge and the model's rendered config give the values): 45 layers, every fourth
+    # from the first full attention (64 query heads), the 33 others a 512-token window with 96
+    # query heads (attention_other_setting), 8 KV heads of 128 throughout; a sigmoid gate per
+    # head on the output (g_proj), per-head q/k norms; layers 0-2 dense (11,264), then 288
+    # experts of 1,280 (top-8) and one shared. StepFun's card: 196.81B, ~11B active; the three
+    # MTP layers (0.81B each) are not counted.
+    ModelSpec(name="step-3.5-flash", hf_id="stepfun-ai/Step-3.5-Flash", num_layers=45, hidden_size=4096,
+              num_heads=96, num_kv_heads=8, head_dim=128, ffn_size=11264, gated_mlp=True, vocab_size=128896,
+              max_position_embeddings=262144, qk_norm=True, attn_head_gate=True, sliding_window=512,
+              sliding_layers=33, global_num_heads=64, global_num_kv_heads=8, global_head_dim=128, num_experts=288,
+              experts_per_token=8, moe_ffn_size=1280, num_shared_experts=1, first_dense_layers=3,
+              published_params_b=196.81, published_active_params_b=11.0, aliases=("stepfun-ai/Step-3.5-Flash-FP8",)),
 ]
+
+# Step-3.7-Flash's perception encoder, loaded but idle in text-only serving: the model card's
+# 1.8B (198B in all on the 196B language backbone, which is Step-3.5-Flash's).
+STEP37_VISION_PARAMS = 1_800_000_000
+
+
+def step37_flash(catalog: dict[str, ModelSpec]) -> ModelSpec:
+    """Step-3.7-Flash: Step-3.5-Flash's text shapes under a vision-language wrapper."""
+    return catalog["step-3.5-flash"].model_copy(update={
+        "name": "step-3.7-flash", "hf_id": "stepfun-ai/Step-3.7-Flash", "encoder_params": STEP37_VISION_PARAMS,
+        "published_params_b": 198.0, "published_active_params_b": None, "aliases": ("stepfun-ai/Step-3.7-Flash-FP8", "stepfun-ai/Step-3.7-Flash-NVFP4")})
 
 
 # Gemma 4 (gemma4_text; google/gemma-4-26B-A4B's and nvidia/Gemma-4-31B-IT-NVFP4's config.json

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from simulator.errors import CatalogError, not_utf8
 from simulator.models.catalog import GEMMA3_VISION_PARAMS, qwen3_vl_encoder_params
+from simulator.models.catalog_extra import STEP37_VISION_PARAMS
 from simulator.models.spec import ModelSpec
 
 # Hugging Face config.json loader
@@ -32,7 +33,7 @@ _MLA_STYLE = frozenset({"deepseek_v2", "deepseek_v3", "kimi_k2"}) | _DSA
 # Multimodal wrappers: the language model's config sits under text_config with its own
 # model_type, which maps to the family above.
 _TEXT_TOWERS = {"qwen3_vl_text": "qwen3", "qwen3_vl_moe_text": "qwen3_moe", "llama4_text": "llama4",
-                "gemma3_text": "gemma3", "gemma4_text": "gemma4", "qwen3_5_text": "qwen3_5", "qwen3_5_moe_text": "qwen3_5_moe",
+                "gemma3_text": "gemma3", "gemma4_text": "gemma4", "step3p5": "step3p5", "qwen3_5_text": "qwen3_5", "qwen3_5_moe_text": "qwen3_5_moe",
                 **{t: t for t in _MLA_STYLE}}
 # Text-only Qwen3.5 checkpoints (Qwen3_5*ForCausalLM) carry the text tower's model_type at the top.
 _QWEN3_5_TEXT = {"qwen3_5_text": "qwen3_5", "qwen3_5_moe_text": "qwen3_5_moe"}
@@ -40,6 +41,13 @@ _MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
 # Gemma 4: sliding layers and full-attention layers of their own geometry (K = V on the latter);
 # the 26B-A4B adds routed experts beside each layer's dense MLP.
 _GEMMA4 = "gemma4"
+# MiMo-V2-Flash: sliding-window and full-attention layers with their own KV heads, V narrower
+# than Q and K, a dense first layer, then routed experts.
+_MIMO_V2 = "mimo_v2_flash"
+# Step-3.5-Flash (and Step-3.7-Flash's text tower): sliding-window layers with more query heads
+# than the full-attention ones (attention_other_setting), a per-head output gate, dense first
+# layers, then routed experts and one shared expert.
+_STEP3P5 = "step3p5"
 # Nemotron-H (Nemotron-H, Nemotron 3 Nano): Mamba2, attention, MLP and MoE blocks as separate layers
 _NEMOTRON_H = "nemotron_h"
 # Llama-Nemotron's NAS-pruned Llama (DeciLM): per-layer block_configs
@@ -56,7 +64,8 @@ def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
     Qwen3-Next and Qwen3.5/3.6 hybrid (Gated DeltaNet) dense and MoE models, the Nemotron-H and
     Nemotron 3 hybrid (Mamba2) dense and MoE models, Llama-Nemotron's NAS-pruned Llama
     (nemotron-nas), DeepSeek-V2/V3/V3.2
-    and Kimi-K2 (MLA) models, GLM-5/5.2 (sparse attention, shared indexers), MiMo-7B, and the
+    and Kimi-K2 (MLA) models, GLM-5/5.2 (sparse attention, shared indexers), MiMo-7B and
+    MiMo-V2-Flash, Step-3.5-Flash (and Step-3.7-Flash's text tower), and the
     Qwen3-VL, Qwen3.5, Gemma 3 and Gemma 4 text towers: the families whose config keys fully
     determine the shapes above.
     """
@@ -106,15 +115,19 @@ def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
                                               deepstack=False)
         elif model_type == "gemma3" and isinstance(cfg.get("vision_config"), dict):
             encoder_params = GEMMA3_VISION_PARAMS
+        elif model_type == "step3p7":
+            encoder_params = STEP37_VISION_PARAMS
         cfg = {"tie_word_embeddings": cfg.get("tie_word_embeddings"), **text}
         model_type = _TEXT_TOWERS[text["model_type"]]
     model_type = _QWEN3_5_TEXT.get(model_type, model_type)
+    if model_type == "step3p7":  # a flattened Step-3.7-Flash config (aiconfigurator's): the text keys at the top
+        model_type, encoder_params = _STEP3P5, STEP37_VISION_PARAMS
     moe = [k for k in _MOE_KEYS if cfg.get(k)]
-    if moe and model_type not in _MOE_STYLE | _MLA_STYLE | {_NEMOTRON_H, _GEMMA4}:
+    if moe and model_type not in _MOE_STYLE | _MLA_STYLE | {_NEMOTRON_H, _GEMMA4, _MIMO_V2, _STEP3P5}:
         raise CatalogError(
             f"mixture-of-experts config ({moe[0]}={cfg[moe[0]]}, model_type {model_type!r}) is not supported",
             where=where,
-            fix=f"supported MoE families: {', '.join(sorted(_MOE_STYLE | _MLA_STYLE | {_NEMOTRON_H}))}",
+            fix=f"supported MoE families: {', '.join(sorted(_MOE_STYLE | _MLA_STYLE | {_NEMOTRON_H, _GEMMA4, _MIMO_V2, _STEP3P5}))}",
         )
     try:
         fields = _architecture_fields(cfg, where, model_type)
@@ -159,6 +172,10 @@ def _architecture_fields(cfg: dict[str, Any], where: str, model_type: str) -> di
         return _nemotron_nas_fields(cfg, where)
     if model_type == _GEMMA4:
         return _gemma4_fields(cfg, where)
+    if model_type == _MIMO_V2:
+        return _mimo_v2_fields(cfg, where)
+    if model_type == _STEP3P5:
+        return _step3p5_fields(cfg, where)
     elif model_type in _LLAMA_STYLE or model_type in _MOE_STYLE:
         fields = _llama_fields(cfg, where, model_type)
         if model_type in _MOE_STYLE:
@@ -176,7 +193,7 @@ def _architecture_fields(cfg: dict[str, Any], where: str, model_type: str) -> di
         raise CatalogError(
             f"unsupported model_type {model_type!r}",
             where=where,
-            fix=f"supported: {', '.join(sorted(_LLAMA_STYLE | _MOE_STYLE | _MLA_STYLE | {'opt', _NEMOTRON_H, _NEMOTRON_NAS, _GEMMA4, *_QWEN3_5_TEXT}))}; "
+            fix=f"supported: {', '.join(sorted(_LLAMA_STYLE | _MOE_STYLE | _MLA_STYLE | {'opt', _NEMOTRON_H, _NEMOTRON_NAS, _GEMMA4, _MIMO_V2, _STEP3P5, *_QWEN3_5_TEXT}))}; "
             "for other architectures construct a ModelSpec directly",
         )
     return fields
@@ -307,6 +324,123 @@ def _gemma4_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
         fields.update(num_experts=_require(cfg, "num_experts", where),
                       experts_per_token=_require(cfg, "top_k_experts", where),
                       moe_ffn_size=width, num_shared_experts=dense // width)
+    return fields
+
+
+def _binary_pattern(cfg: dict[str, Any], key: str, layers: int, where: str) -> list[int]:
+    """A per-layer list of 0s and 1s (MiMo-V2-Flash's hybrid_layer_pattern, moe_layer_freq)."""
+    pattern = _require(cfg, key, where)
+    if not isinstance(pattern, list) or len(pattern) != layers or not set(pattern) <= {0, 1}:
+        raise CatalogError(f"{key} must list 0 or 1 for each of the {layers} layers", where=where,
+                           fix=f"use the {key} of the model's published config.json")
+    return pattern
+
+
+def _mimo_v2_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
+    """MiMo-V2-Flash: hybrid_layer_pattern marks each layer sliding-window (1) or full
+    attention (0), each kind with its own heads (swa_* keys for the windowed layers); queries
+    and keys are head_dim wide, values v_head_dim (the same on both kinds). moe_layer_freq's
+    leading 0s are dense layers of intermediate_size, the rest routed experts with no shared
+    one. The attention sinks (a bias per head) cost nothing; the MTP layers, which plain
+    serving never runs, are not counted."""
+    layers = _require(cfg, "num_hidden_layers", where)
+    kinds = _binary_pattern(cfg, "hybrid_layer_pattern", layers, where)
+    moe = _binary_pattern(cfg, "moe_layer_freq", layers, where)
+    dense = moe.index(1) if 1 in moe else layers
+    if 0 in moe[dense:]:
+        raise CatalogError("dense layers after the first MoE layer (moe_layer_freq) are not modelled", where=where,
+                           fix="use a config whose dense layers all come first")
+    v_dim = _require(cfg, "v_head_dim", where)
+    if _optional(cfg, "swa_v_head_dim", v_dim) != v_dim:
+        raise CatalogError("value widths that differ between the sliding-window and full-attention layers "
+                           "(swa_v_head_dim, v_head_dim) are not modelled", where=where,
+                           fix="use the model's published config.json")
+    head_dim = _require(cfg, "head_dim", where)
+    return {
+        **_decoder_fields(cfg, where),
+        "num_layers": layers,
+        "num_heads": _optional(cfg, "swa_num_attention_heads", _require(cfg, "num_attention_heads", where)),
+        "num_kv_heads": _require(cfg, "swa_num_key_value_heads", where),
+        "head_dim": _optional(cfg, "swa_head_dim", head_dim),
+        "v_head_dim": v_dim,
+        "global_num_heads": _require(cfg, "num_attention_heads", where),
+        "global_num_kv_heads": _require(cfg, "num_key_value_heads", where),
+        "global_head_dim": head_dim,
+        "sliding_window": _require(cfg, "sliding_window", where),
+        "sliding_layers": sum(kinds),
+        "ffn_size": _require(cfg, "intermediate_size", where),
+        "gated_mlp": True,
+        "num_experts": _require(cfg, "n_routed_experts", where),
+        "experts_per_token": _require(cfg, "num_experts_per_tok", where),
+        "moe_ffn_size": _require(cfg, "moe_intermediate_size", where),
+        "num_shared_experts": _optional(cfg, "n_shared_experts", 0),
+        "first_dense_layers": dense,
+    }
+
+
+def _step3p5_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
+    """Step-3.5-Flash: layer_types names each layer (the list runs on over the MTP layers,
+    which plain serving never runs and are not counted); layers of
+    attention_other_setting's type take its query heads, KV heads (num_attention_groups) and
+    head_dim, the others the top-level ones. use_head_wise_attn_gate adds a per-head sigmoid
+    gate; per-head q/k norms. MoE on the layers moe_layers_enum lists (all but the first by
+    default), dense intermediate_size before them; share_expert_dim is the shared expert."""
+    layers = _require(cfg, "num_hidden_layers", where)
+    types = _require(cfg, "layer_types", where)
+    if not isinstance(types, list) or len(types) < layers or not set(types[:layers]) <= {
+            "sliding_attention", "full_attention"}:
+        raise CatalogError(f"layer_types must name sliding_attention or full_attention for each of the {layers} "
+                           "layers", where=where, fix="use the layer_types of the model's published config.json")
+    types = types[:layers]
+    full = {"num_heads": _require(cfg, "num_attention_heads", where),
+            "num_kv_heads": _optional(cfg, "num_attention_groups", cfg.get("num_key_value_heads")),
+            "head_dim": _require(cfg, "head_dim", where)}
+    if full["num_kv_heads"] is None:
+        _require(cfg, "num_attention_groups", where)
+    other = cfg.get("attention_other_setting") or {}
+    if other and other.get("attention_type") != "sliding_attention":
+        raise CatalogError(f"attention_other_setting for {other.get('attention_type')!r} layers is not modelled "
+                           "(only sliding_attention)", where=where, fix="use the model's published config.json")
+    sliding = {"num_heads": other.get("num_attention_heads", full["num_heads"]),
+               "num_kv_heads": other.get("num_attention_groups", full["num_kv_heads"]),
+               "head_dim": other.get("head_dim", full["head_dim"])}
+    enum = cfg.get("moe_layers_enum")
+    moe_layers = ([int(i) for i in str(enum).strip().split(",")] if enum is not None
+                  else list(range(_optional(cfg, "first_k_dense_replace", 1), layers)))
+    dense = layers - len(moe_layers)
+    if sorted(moe_layers) != list(range(dense, layers)):
+        raise CatalogError("dense layers after the first MoE layer (moe_layers_enum) are not modelled", where=where,
+                           fix="use a config whose dense layers all come first")
+    width = _optional(cfg, "moe_intermediate_size", 0)
+    shared = _optional(cfg, "share_expert_dim", 0)
+    if not (isinstance(width, int) and width > 0 and isinstance(shared, int) and shared % width == 0):
+        raise CatalogError(f"a shared expert of width {shared} (share_expert_dim), not a whole number of expert "
+                           f"widths ({width}), is not modelled", where=where, fix="use the model's published config.json")
+    fields = {
+        **_decoder_fields(cfg, where),
+        **sliding,
+        "num_layers": layers,
+        "ffn_size": _require(cfg, "intermediate_size", where),
+        "gated_mlp": True,
+        "qk_norm": True,
+        "attn_head_gate": bool(_optional(cfg, "use_head_wise_attn_gate", False)),
+        "num_experts": _optional(cfg, "moe_num_experts", cfg.get("num_experts")),
+        "experts_per_token": _optional(cfg, "moe_top_k", cfg.get("num_experts_per_tok")),
+        "moe_ffn_size": width,
+        "num_shared_experts": shared // width,
+        "first_dense_layers": dense,
+    }
+    if "sliding_attention" in types:
+        fields.update(sliding_window=_require(cfg, "sliding_window", where),
+                      sliding_layers=types.count("sliding_attention"))
+        if sliding != full:
+            fields.update(global_num_heads=full["num_heads"], global_num_kv_heads=full["num_kv_heads"],
+                          global_head_dim=full["head_dim"])
+    elif sliding != full:
+        fields.update(full)
+    if fields["num_experts"] is None or fields["experts_per_token"] is None:
+        _require(cfg, "moe_num_experts", where)
+        _require(cfg, "moe_top_k", where)
     return fields
 
 

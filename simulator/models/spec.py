@@ -127,7 +127,9 @@ class ModelSpec(StrictModel):
     kv_lora_rank: int = Field(0, ge=0)  # MLA: latent KV width; 0 = ordinary (GQA) attention
     q_lora_rank: int = Field(0, ge=0)  # MLA: low-rank query width (0 = full-rank q projection)
     qk_rope_head_dim: int = Field(0, ge=0)  # MLA: rotary part of each query/key head
-    v_head_dim: int = Field(0, ge=0)  # MLA: value head width
+    # Value head width: MLA's; under grouped-query attention 0 means head_dim, and a smaller
+    # width makes V (and o_proj's input) narrower than Q and K (MiMo-V2-Flash: 192 and 128).
+    v_head_dim: int = Field(0, ge=0)
     sliding_window: int = Field(0, ge=0)  # tokens a sliding-window layer attends to
     sliding_layers: int = Field(0, ge=0)  # how many layers use the sliding window
     # Full-attention layers of another geometry than the sliding ones (Gemma 4: 4 KV heads of
@@ -184,6 +186,7 @@ class ModelSpec(StrictModel):
     # and the shared experts stay on the hidden state. 0: experts on the hidden state.
     moe_latent_size: int = Field(0, ge=0)
     attn_output_gate: bool = False  # q_proj also emits a per-head output gate (Qwen3-Next)
+    attn_head_gate: bool = False  # a hidden -> heads projection: one sigmoid scalar gates each head (Step-3.5)
     shared_expert_gate: bool = False  # a hidden -> 1 sigmoid gate on the shared experts
     index_n_heads: int = Field(0, ge=0)  # DSA lightning indexer: scoring heads
     index_head_dim: int = Field(0, ge=0)
@@ -363,14 +366,6 @@ class ModelSpec(StrictModel):
         return self
 
     @property
-    def q_size(self) -> int:
-        return self.num_heads * self.head_dim
-
-    @property
-    def kv_size(self) -> int:
-        return self.num_kv_heads * self.head_dim
-
-    @property
     def param_count(self) -> int:
         """Exact parameter count from the architecture (what the weights occupy)."""
         h = self.hidden_size
@@ -401,7 +396,7 @@ class ModelSpec(StrictModel):
 
     @property
     def _attention_params(self) -> int:
-        h, q, kv = self.hidden_size, self.q_size, self.kv_size
+        h = self.hidden_size
         if self.is_mla:
             qk = self.head_dim + self.qk_rope_head_dim
             heads = self.num_heads
@@ -410,16 +405,23 @@ class ModelSpec(StrictModel):
             kv_a = h * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank
             kv_b = self.kv_lora_rank * heads * (self.head_dim + self.v_head_dim)
             return q_proj + kv_a + kv_b + heads * self.v_head_dim * h
-        return self._gqa_params(q, kv, self.head_dim)
+        return self._gqa_params(self.num_heads, self.num_kv_heads, self.head_dim)
 
-    def _gqa_params(self, q: int, kv: int, head_dim: int, k_eq_v: bool = False) -> int:
-        """One grouped-query attention layer of q query and kv key (and value) widths."""
-        h, kvs = self.hidden_size, 1 if k_eq_v else 2
-        attn = h * (q * (2 if self.attn_output_gate else 1) + kvs * kv) + q * h
+    def value_dim(self, head_dim: int) -> int:
+        """V's width per head in a grouped-query layer whose queries and keys are head_dim wide."""
+        return self.v_head_dim or head_dim
+
+    def _gqa_params(self, heads: int, kv_heads: int, head_dim: int, k_eq_v: bool = False) -> int:
+        """One grouped-query attention layer: q, k (and v) projections, o_proj from the values."""
+        h, q, k = self.hidden_size, heads * head_dim, kv_heads * head_dim
+        v = 0 if k_eq_v else kv_heads * self.value_dim(head_dim)
+        out = heads * self.value_dim(head_dim)
+        gate = (out if self.attn_output_gate else 0) + (heads if self.attn_head_gate else 0)
+        attn = h * (q + gate + k + v) + out * h
         if self.attention_bias:
-            attn += q + kvs * kv + h
+            attn += q + k + v + h
         elif self.qkv_bias:
-            attn += q + kvs * kv
+            attn += q + k + v
         if self.qk_norm:
             attn += 2 * head_dim
         return attn
@@ -429,8 +431,7 @@ class ModelSpec(StrictModel):
         """All attention layers' projections: the full-attention layers at their own geometry."""
         if not self.has_global_geometry:
             return self.attention_layers * self._attention_params
-        heads, kv_heads, dim = self.full_attention_dims
-        full = self._gqa_params(heads * dim, kv_heads * dim, dim, self.global_k_eq_v)
+        full = self._gqa_params(*self.full_attention_dims, self.global_k_eq_v)
         return self.sliding_layers * self._attention_params + (self.attention_layers - self.sliding_layers) * full
 
     @property
@@ -498,10 +499,10 @@ class ModelSpec(StrictModel):
         return self.linear_layers * self.linear_state_bytes_per_layer(conv_dtype_bytes)
 
     def kv_bytes_per_token(self, kv_dtype_bytes: float) -> float:
-        """K and V of every context-length layer: 2 x layers x kv_heads x head_dim x bytes,
+        """K and V of every context-length layer: layers x kv_heads x (K + V head widths) x bytes,
         or one latent of kv_lora_rank + qk_rope_head_dim per layer under MLA (plus the
         indexer's key under sparse attention)."""
         if self.is_mla:
             return self.kv_layers * self.latent_bytes(kv_dtype_bytes) + self.indexed_layers * self.indexer_key_bytes
         _, kv_heads, head_dim = self.full_attention_dims
-        return 2 * self.kv_layers * kv_heads * head_dim * kv_dtype_bytes
+        return self.kv_layers * kv_heads * (head_dim + self.value_dim(head_dim)) * kv_dtype_bytes
