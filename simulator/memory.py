@@ -161,17 +161,19 @@ def kv_bytes_per_token_per_gpu(model: ModelSpec, kv_dtype: str, tp: int, pp: int
     """KV heads are split across TP ranks, replicated when TP exceeds their count.
 
     MLA's latent is shared by all heads, so every TP rank caches all of it (vLLM); so is
-    DeepSeek-V3.2's indexer key cache, always FP8 whatever the latent's format. Only
+    DeepSeek-V3.2's indexer key cache, always FP8 whatever the latent's format (and
+    MiniMax-M3's, one key head in the KV cache's format). Only
     full-attention layers size a block: sliding-window layers take blocks of the same
     pages for their last window per request (sliding_window_groups)."""
     layers = -(-model.kv_layers // pp)
-    if model.is_sparse:  # vLLM sums the latent's and the indexer key cache's pages per block
-        indexed = -(-model.indexed_layers // pp)
-        return layers * model.latent_bytes(DTYPE_BYTES[kv_dtype]) + indexed * model.indexer_key_bytes
+    # vLLM sums the attention's and the indexer key cache's pages per block
+    index = -(-model.indexed_layers // pp) * model.indexer_key_bytes(DTYPE_BYTES[kv_dtype]) if model.is_sparse else 0
+    if model.is_sparse and model.is_mla:
+        return layers * model.latent_bytes(DTYPE_BYTES[kv_dtype]) + index
     if model.is_mla:
         return layers * (model.kv_lora_rank + model.qk_rope_head_dim) * DTYPE_BYTES[kv_dtype]
     _, kv_heads, head_dim = model.full_attention_dims
-    return layers * _kv_width_per_gpu(model, kv_heads, head_dim, tp) * DTYPE_BYTES[kv_dtype]
+    return layers * _kv_width_per_gpu(model, kv_heads, head_dim, tp) * DTYPE_BYTES[kv_dtype] + index
 
 
 def _kv_width_per_gpu(model: ModelSpec, kv_heads: int, head_dim: int, tp: int) -> int:

@@ -288,7 +288,7 @@ class Simulation:
         """memory.block_size, or the one the model's attention kernels require when the
         scenario leaves it at the default; a different explicit size is refused."""
         memory = self.scenario.memory
-        if not self.model.is_sparse:
+        if not (self.model.is_sparse and self.model.is_mla):
             return memory.block_size
         if "block_size" in memory.model_fields_set and memory.block_size != self.SPARSE_BLOCK_SIZE:
             raise ConfigError(f"{self.model.name} runs vLLM's FlashMLA-sparse kernels, which need "

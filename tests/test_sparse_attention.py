@@ -86,7 +86,7 @@ def test_an_indexer_needs_mla_with_a_q_latent():
 
 def test_kv_bytes_per_token_hold_the_latent_and_the_indexer_keys():
     # bf16: the 576-wide latent (1,152 B) and the indexer's 128 FP8 values + an fp32 scale (132 B).
-    assert V32.indexer_key_bytes == 132
+    assert V32.indexer_key_bytes(2) == V32.indexer_key_bytes(1) == 132
     assert V32.kv_bytes_per_token(2) == 61 * (576 * 2 + 132) == 78_324
     # fp8 is vLLM's fp8_ds_mla: 512 FP8 + 4 fp32 scales + 64 bf16 RoPE values = 656 B.
     assert V32.kv_bytes_per_token(1) == 61 * (656 + 132) == 48_068
@@ -284,8 +284,8 @@ def test_glm52_shares_each_indexer_over_the_next_layers(tmp_path):
     assert (glm5.indexed_layers, glm52.indexed_layers) == (78, 21)
     assert glm5.param_count - glm52.param_count == 57 * glm5.indexer_params
     latent = glm5.latent_bytes(2)
-    assert glm52.kv_bytes_per_token(2) == 78 * latent + 21 * glm5.indexer_key_bytes
-    assert kv_bytes_per_token_per_gpu(glm52, "bf16", 8, 2) == 39 * latent + 11 * glm5.indexer_key_bytes
+    assert glm52.kv_bytes_per_token(2) == 78 * latent + 21 * glm5.indexer_key_bytes(2)
+    assert kv_bytes_per_token_per_gpu(glm52, "bf16", 8, 2) == 39 * latent + 11 * glm5.indexer_key_bytes(2)
     # the scoring runs on the indexing layers only, the sparse MLA on all of them
     sm5, sm52 = _sharded(glm5), _sharded(glm52)
     assert (sm5.index_passes, sm52.index_passes) == (78, 21)

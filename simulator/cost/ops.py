@@ -93,8 +93,10 @@ class ShardedModel:
     q_lora: int = 0  # MLA low-rank query width
     rope_dim: int = 0  # MLA rotary query/key part (head_dim is the non-rotary part)
     v_dim: int = 0  # value head width: MLA's; under GQA 0 means head_dim (ModelSpec.v_head_dim)
-    window: int = 0  # sliding-window tokens
-    window_passes: int = 0  # layer passes that use the sliding window
+    # Keys a windowed layer's query attends to: a sliding window, or a block-sparse GQA layer's
+    # top-k (MiniMax-M3: its selected blocks cost what a window of as many tokens does).
+    window: int = 0
+    window_passes: int = 0  # layer passes that use the sliding window (or the block-sparse selection)
     qk_norm: bool = False  # RMSNorm on q and k after the QKV projection
     qk_norm_allreduce: bool = False  # that norm spans all heads: TP ranks all-reduce its variance
     dp: int = 1  # attention data-parallel ranks sharing the MoE layers (experts split dp x tp ways)
@@ -114,10 +116,10 @@ class ShardedModel:
     lin_kind: str = "gated_deltanet"  # or "mamba2" (ModelSpec.linear_kind)
     ffn_free_passes: int = 0  # layer passes with no MLP or MoE block (ModelSpec.ffn_free_layers)
     mixer_free_passes: int = 0  # layer passes with no attention or mixer (ModelSpec.mixer_free_layers)
-    index_heads: int = 0  # DSA lightning indexer heads, replicated on every TP rank (0: dense attention)
+    index_heads: int = 0  # sparse-attention indexer heads, replicated on every TP rank (0: dense attention)
     index_passes: int = 0  # layer passes that run their own indexer (ModelSpec.indexed_layers)
     index_dim: int = 0
-    index_topk: int = 0  # tokens each query's sparse MLA attends to
+    index_topk: int = 0  # tokens each query's sparse MLA attends to (block-sparse GQA: 0, see window)
     index_key_bytes: float = 0.0  # one token's indexer key in the cache (FP8 + scales)
     latent_bytes: float = 0.0  # one token's MLA latent in a sparse model's cache (its own formats)
     # Full-attention layers of their own geometry (ModelSpec.global_*; 0: as the others).
@@ -196,8 +198,7 @@ class ShardedModel:
             q_lora=model.q_lora_rank,
             rope_dim=model.qk_rope_head_dim,
             v_dim=model.v_head_dim,
-            window=model.sliding_window,
-            window_passes=round(passes * model.sliding_layers / model.num_layers),
+            **_windows(model, passes),
             qk_norm=model.qk_norm or model.qk_norm_spans_heads,
             qk_norm_allreduce=model.qk_norm_spans_heads and tp > 1,
             dp=dp,
@@ -220,11 +221,19 @@ class ShardedModel:
             index_heads=model.index_n_heads,
             index_passes=round(passes * model.indexed_layers / model.num_layers),
             index_dim=model.index_head_dim,
-            index_topk=model.index_topk,
-            index_key_bytes=model.indexer_key_bytes if model.is_sparse else 0.0,
-            latent_bytes=model.latent_bytes(DTYPE_BYTES[kv_dtype]) if model.is_sparse else 0.0,
+            index_topk=model.index_topk if model.is_mla else 0,
+            index_key_bytes=model.indexer_key_bytes(DTYPE_BYTES[kv_dtype]) if model.is_sparse else 0.0,
+            latent_bytes=model.latent_bytes(DTYPE_BYTES[kv_dtype]) if model.is_sparse and model.is_mla else 0.0,
             **_global_geometry(model, tp),
         )
+
+
+def _windows(model, passes: int) -> dict:
+    """ShardedModel's window fields: the sliding window, or a block-sparse GQA model's top-k
+    on its indexed layers."""
+    if model.is_sparse and not model.is_mla:
+        return {"window": model.index_topk, "window_passes": round(passes * model.indexed_layers / model.num_layers)}
+    return {"window": model.sliding_window, "window_passes": round(passes * model.sliding_layers / model.num_layers)}
 
 
 def _global_geometry(model, tp: int) -> dict:
@@ -540,8 +549,14 @@ def indexer_token_ops(m: int, sm: ShardedModel) -> list[Op]:
     """The per-token work of DeepSeek-V3.2's lightning indexer (vLLM's Indexer), replicated
     on every TP rank: wq_b from the q latent (block-FP8 like the other projections), wk and
     weights_proj as one bf16 GEMM (vLLM upcasts wk to fuse them), then the key's LayerNorm,
-    RoPE, the Hadamard rotation and FP8 quantisation of q and k, and the key-cache write."""
+    RoPE, the Hadamard rotation and FP8 quantisation of q and k, and the key-cache write.
+    A block-sparse GQA model's indexer (MiniMax-M3) projects q and its one key head from the
+    hidden state in one GEMM, then norms and rotates both and writes the key."""
     layers, a, h, d = sm.index_passes, sm.act_bytes, sm.index_heads, sm.index_dim
+    if not sm.kv_lora:
+        return [gemm("indexer_qk_proj", m, (h + 1) * d, sm.hidden, sm, layers),
+                elementwise("indexer_norm_rope", m * (h + 1) * d * 3 * a + m * sm.index_key_bytes, layers,
+                            kernels=2)]
     q_bytes = m * h * d * (2 * a + 1) + m * h * (a + 4)  # q in and out (FP8), head weights in and out (fp32)
     k_bytes = m * d * 3 * a + m * sm.index_key_bytes  # norm and rotate k, write its FP8 row
     return [
@@ -573,7 +588,7 @@ def token_ops(m: int, sm: ShardedModel, moe_m: int | None = None) -> list[Op]:
         *before_attn,
         *after_attn,
         *(linear_attention_token_ops(m, sm) if sm.linear_passes else ()),
-        *(indexer_token_ops(m, sm) if sm.index_topk else ()),
+        *(indexer_token_ops(m, sm) if sm.index_passes else ()),
         elementwise("post_attn_norm", 3 * m * h * a, mlp_layers),
         *mlp,
         elementwise("final_norm", 2 * m * h * a, 1),
@@ -745,7 +760,7 @@ def indexer_prefill_op(chunks: tuple[tuple[int, int], ...], sm: ShardedModel) ->
     rows = sum(c + q for q, c in chunks)
     nbytes = 3 * rows * sm.index_key_bytes + q_tokens * h * (d + 4) + work * 4.0 * 2
     return Op("indexer_prefill", "indexer", 2.0 * work * h * d, nbytes, sm.index_passes,
-              (q_tokens, rows, h, 1, d), "fp8", kernels=3)
+              (q_tokens, rows, h, 1, d), _indexer_dtype(sm), kernels=3)
 
 
 def indexer_decode_op(num_seqs: int, context_sum: int, sm: ShardedModel) -> Op:
@@ -756,7 +771,12 @@ def indexer_decode_op(num_seqs: int, context_sum: int, sm: ShardedModel) -> Op:
     kv_len = context_sum + num_seqs
     nbytes = kv_len * (sm.index_key_bytes + 4.0 * 2) + num_seqs * h * (d + 4)
     return Op("indexer_decode", "indexer", 2.0 * kv_len * h * d, nbytes, sm.index_passes,
-              (num_seqs, kv_len, h, 1, d), "fp8", kernels=2)
+              (num_seqs, kv_len, h, 1, d), _indexer_dtype(sm), kernels=2)
+
+
+def _indexer_dtype(sm: ShardedModel) -> str:
+    """DSA's indexer scores in FP8 (DeepGEMM); a block-sparse GQA model's in its KV format."""
+    return "fp8" if sm.kv_lora else kv_kernel_dtype(sm)
 
 
 def sparse_prefill_ops(chunks: tuple[tuple[int, int], ...], sm: ShardedModel) -> list[Op]:
@@ -777,6 +797,8 @@ def prefill_attention_ops(chunks: tuple[tuple[int, int], ...], sm: ShardedModel)
         ops = [attn_prefill_op(chunks, view) for view in layer_geometries(sm)]
     else:
         ops = [attn_prefill_op(chunks, sm)]
+    if sm.index_passes and not sm.index_topk:  # block-sparse GQA: the indexer beside windowed attention
+        ops.append(indexer_prefill_op(chunks, sm))
     if sm.linear_passes:
         ops.append(mamba_prefill_op(chunks, sm) if sm.lin_kind == "mamba2" else linear_prefill_op(chunks, sm))
     return ops
@@ -790,7 +812,7 @@ def decode_attention_ops(num_seqs: int, context_sum: int, sm: ShardedModel,
     attn_sm = decode_sm or sm
     ops = ([attn_decode_op(num_seqs, context_sum, view) for view in layer_geometries(attn_sm)]
            if attn_sm.global_head_dim else [attn_decode_op(num_seqs, context_sum, attn_sm)])
-    if sm.index_topk:
+    if sm.index_passes:
         ops.append(indexer_decode_op(num_seqs, context_sum, sm))
     if sm.linear_passes:
         ops.append(linear_decode_op(num_seqs, sm))

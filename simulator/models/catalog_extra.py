@@ -185,6 +185,19 @@ MOE_MODELS: list[ModelSpec] = [
               sliding_layers=33, global_num_heads=64, global_num_kv_heads=8, global_head_dim=128, num_experts=288,
               experts_per_token=8, moe_ffn_size=1280, num_shared_experts=1, first_dense_layers=3,
               published_params_b=196.81, published_active_params_b=11.0, aliases=("stepfun-ai/Step-3.5-Flash-FP8",)),
+    # MiniMax-M3 (minimax_m3; aiconfigurator-core 0.12's copy of its config.json, the sparse
+    # attention as vLLM's minimax_m3 model and transformers' modular_minimax_m3_vl read it): 60
+    # layers of GQA (64 query heads, 4 KV heads of 128, per-head q/k norms); layers 0-2 dense
+    # attention and a dense MLP (12,288), layers 3-59 block-sparse attention (an indexer of 4
+    # heads of 128 and one key head picks 16 blocks of 128 tokens per query) and 128 experts of
+    # 3,072 (top-4) with one shared. The Hub's tensor count: 427.0B, with a vision tower these
+    # text shapes leave out (~0.8B); the MTP modules are not counted.
+    ModelSpec(name="minimax-m3", hf_id="MiniMaxAI/MiniMax-M3", num_layers=60, hidden_size=6144, num_heads=64,
+              num_kv_heads=4, head_dim=128, ffn_size=12288, gated_mlp=True, vocab_size=200064,
+              max_position_embeddings=1048576, qk_norm=True, num_experts=128, experts_per_token=4,
+              moe_ffn_size=3072, num_shared_experts=1, first_dense_layers=3, index_n_heads=4, index_head_dim=128,
+              index_topk=2048, sparse_block_size=128, indexer_layers=57, published_params_b=427.0,
+              published_active_params_b=23.0, aliases=("nvidia/MiniMax-M3-NVFP4",)),
 ]
 
 # Step-3.7-Flash's perception encoder, loaded but idle in text-only serving: the model card's

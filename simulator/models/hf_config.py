@@ -48,6 +48,9 @@ _MIMO_V2 = "mimo_v2_flash"
 # than the full-attention ones (attention_other_setting), a per-head output gate, dense first
 # layers, then routed experts and one shared expert.
 _STEP3P5 = "step3p5"
+# MiniMax-M3: GQA whose sparse layers attend to the blocks an indexer selects, dense first layers
+# of their own width, then routed experts and a shared one.
+_MINIMAX_M3 = "minimax_m3"
 # Nemotron-H (Nemotron-H, Nemotron 3 Nano): Mamba2, attention, MLP and MoE blocks as separate layers
 _NEMOTRON_H = "nemotron_h"
 # Llama-Nemotron's NAS-pruned Llama (DeciLM): per-layer block_configs
@@ -123,11 +126,11 @@ def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
     if model_type == "step3p7":  # a flattened Step-3.7-Flash config (aiconfigurator's): the text keys at the top
         model_type, encoder_params = _STEP3P5, STEP37_VISION_PARAMS
     moe = [k for k in _MOE_KEYS if cfg.get(k)]
-    if moe and model_type not in _MOE_STYLE | _MLA_STYLE | {_NEMOTRON_H, _GEMMA4, _MIMO_V2, _STEP3P5}:
+    if moe and model_type not in _MOE_STYLE | _MLA_STYLE | {_NEMOTRON_H, _GEMMA4, _MIMO_V2, _STEP3P5, _MINIMAX_M3}:
         raise CatalogError(
             f"mixture-of-experts config ({moe[0]}={cfg[moe[0]]}, model_type {model_type!r}) is not supported",
             where=where,
-            fix=f"supported MoE families: {', '.join(sorted(_MOE_STYLE | _MLA_STYLE | {_NEMOTRON_H, _GEMMA4, _MIMO_V2, _STEP3P5}))}",
+            fix=f"supported MoE families: {', '.join(sorted(_MOE_STYLE | _MLA_STYLE | {_NEMOTRON_H, _GEMMA4, _MIMO_V2, _STEP3P5, _MINIMAX_M3}))}",
         )
     try:
         fields = _architecture_fields(cfg, where, model_type)
@@ -176,6 +179,8 @@ def _architecture_fields(cfg: dict[str, Any], where: str, model_type: str) -> di
         return _mimo_v2_fields(cfg, where)
     if model_type == _STEP3P5:
         return _step3p5_fields(cfg, where)
+    if model_type == _MINIMAX_M3:
+        return _minimax_m3_fields(cfg, where)
     elif model_type in _LLAMA_STYLE or model_type in _MOE_STYLE:
         fields = _llama_fields(cfg, where, model_type)
         if model_type in _MOE_STYLE:
@@ -193,7 +198,7 @@ def _architecture_fields(cfg: dict[str, Any], where: str, model_type: str) -> di
         raise CatalogError(
             f"unsupported model_type {model_type!r}",
             where=where,
-            fix=f"supported: {', '.join(sorted(_LLAMA_STYLE | _MOE_STYLE | _MLA_STYLE | {'opt', _NEMOTRON_H, _NEMOTRON_NAS, _GEMMA4, _MIMO_V2, _STEP3P5, *_QWEN3_5_TEXT}))}; "
+            fix=f"supported: {', '.join(sorted(_LLAMA_STYLE | _MOE_STYLE | _MLA_STYLE | {'opt', _NEMOTRON_H, _NEMOTRON_NAS, _GEMMA4, _MIMO_V2, _STEP3P5, _MINIMAX_M3, *_QWEN3_5_TEXT}))}; "
             "for other architectures construct a ModelSpec directly",
         )
     return fields
@@ -441,6 +446,57 @@ def _step3p5_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
     if fields["num_experts"] is None or fields["experts_per_token"] is None:
         _require(cfg, "moe_num_experts", where)
         _require(cfg, "moe_top_k", where)
+    return fields
+
+
+def _minimax_m3_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
+    """MiniMax-M3: GQA with per-head q/k norms; moe_layer_freq's leading 0s are dense layers of
+    dense_intermediate_size, the rest routed experts of moe_intermediate_size plus
+    n_shared_experts of the same width. sparse_attention_config marks the sparse layers
+    (sparse_attention_freq): an indexer of sparse_num_index_heads x sparse_index_dim scores
+    the tokens and attention reads the sparse_topk_blocks best blocks of sparse_block_size
+    (the forced local and initial blocks are among them). Indexers that also project values
+    (sparse_disable_index_value 0) and an attention output gate are not modelled; the MTP
+    modules, which plain serving never runs, are not counted."""
+    layers = _require(cfg, "num_hidden_layers", where)
+    moe = _binary_pattern(cfg, "moe_layer_freq", layers, where)
+    dense = moe.index(1) if 1 in moe else layers
+    if 0 in moe[dense:]:
+        raise CatalogError("dense layers after the first MoE layer (moe_layer_freq) are not modelled", where=where,
+                           fix="use a config whose dense layers all come first")
+    if _optional(cfg, "attention_output_gate", False):
+        raise CatalogError("an attention output gate (attention_output_gate) is not modelled for minimax_m3",
+                           where=where, fix="use the model's published config.json")
+    width = _require(cfg, "moe_intermediate_size", where)
+    fields = {
+        **_decoder_fields(cfg, where),
+        "num_layers": layers,
+        "num_kv_heads": _require(cfg, "num_key_value_heads", where),
+        "head_dim": _require(cfg, "head_dim", where),
+        "ffn_size": _optional(cfg, "dense_intermediate_size", width),
+        "gated_mlp": True,
+        "qk_norm": bool(_optional(cfg, "use_qk_norm", False)) and _optional(cfg, "qk_norm_type", "per_head") == "per_head",
+        "qk_norm_spans_heads": bool(_optional(cfg, "use_qk_norm", False)) and cfg.get("qk_norm_type") not in (None, "per_head"),
+        "num_experts": _require(cfg, "num_local_experts", where),
+        "experts_per_token": _require(cfg, "num_experts_per_tok", where),
+        "moe_ffn_size": width,
+        "num_shared_experts": _optional(cfg, "n_shared_experts", 0),
+        "first_dense_layers": dense,
+    }
+    sparse = cfg.get("sparse_attention_config")
+    if isinstance(sparse, dict) and sparse.get("use_sparse_attention"):
+        where_sparse = f"{where} (sparse_attention_config)"
+        kinds = _binary_pattern(sparse, "sparse_attention_freq", layers, where_sparse)
+        plain = _optional(sparse, "sparse_disable_index_value", [1] * layers)
+        if not isinstance(plain, list) or len(plain) != layers or any(
+                k and not v for k, v in zip(kinds, plain, strict=True)):
+            raise CatalogError("indexers that also project values (sparse_disable_index_value 0 on a sparse layer) "
+                               "are not modelled", where=where_sparse, fix="use the model's published config.json")
+        block = _require(sparse, "sparse_block_size", where_sparse)
+        fields.update(index_n_heads=_require(sparse, "sparse_num_index_heads", where_sparse),
+                      index_head_dim=_require(sparse, "sparse_index_dim", where_sparse),
+                      index_topk=_require(sparse, "sparse_topk_blocks", where_sparse) * block,
+                      sparse_block_size=block, indexer_layers=sum(kinds))
     return fields
 
 

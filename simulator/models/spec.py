@@ -93,6 +93,13 @@ class ModelSpec(StrictModel):
     own key cache beside the latent (indexer_key_bytes per token and layer). GLM-5.2 shares
     one indexer's top-k across the next few layers (indexer_types "shared"): only
     indexer_layers of them score, hold indexer weights and cache indexer keys.
+
+    MiniMax-M3's block-sparse attention sets index_topk and sparse_block_size on a GQA model:
+    on indexer_layers of its layers an indexer (index_n_heads query heads of index_head_dim from
+    the hidden state, one shared key) scores every earlier token, max-pools the scores per
+    block of sparse_block_size tokens, and attention reads only the best index_topk //
+    sparse_block_size blocks; the other layers attend densely. Its key cache holds one
+    index_head_dim key per token and sparse layer, in the KV cache's format.
     """
 
     name: str
@@ -194,6 +201,8 @@ class ModelSpec(StrictModel):
     # Layers that run an indexer of their own (GLM-5.2's IndexShare: the rest reuse the last
     # one's top-k and hold no indexer weights or key cache); 0: every attention layer.
     indexer_layers: int = Field(0, ge=0)
+    # Block-sparse GQA (MiniMax-M3): the indexer selects whole blocks of this many tokens; 0: DSA.
+    sparse_block_size: int = Field(0, ge=0)
 
     @property
     def is_moe(self) -> bool:
@@ -232,7 +241,8 @@ class ModelSpec(StrictModel):
 
     @property
     def is_sparse(self) -> bool:
-        """DeepSeek Sparse Attention: MLA over the indexer's top-k tokens."""
+        """Sparse attention: DSA's MLA over the indexer's top-k tokens, or MiniMax-M3's GQA
+        over its top-k blocks."""
         return self.index_topk > 0
 
     @property
@@ -242,10 +252,12 @@ class ModelSpec(StrictModel):
             return 0
         return self.indexer_layers or self.attention_layers
 
-    @property
-    def indexer_key_bytes(self) -> float:
-        """Bytes of one token's indexer key in one layer: FP8 values and an fp32 scale per
-        INDEXER_QUANT_BLOCK (vLLM's DeepseekV32IndexerCache: 128 + 4 = 132)."""
+    def indexer_key_bytes(self, kv_dtype_bytes: float) -> float:
+        """Bytes of one token's indexer key in one layer: under DSA FP8 values and an fp32
+        scale per INDEXER_QUANT_BLOCK whatever the KV format (vLLM's DeepseekV32IndexerCache:
+        128 + 4 = 132); a block-sparse GQA model's key in the KV cache's format."""
+        if not self.is_mla:
+            return self.index_head_dim * kv_dtype_bytes
         return self.index_head_dim + self.index_head_dim / INDEXER_QUANT_BLOCK * 4
 
     def latent_bytes(self, kv_dtype_bytes: float) -> float:
@@ -339,9 +351,15 @@ class ModelSpec(StrictModel):
             raise ValueError("a layer needs attention, a mixer or an MLP: mixer_free_layers and ffn_free_layers "
                              "do not go together")
         if (self.index_topk > 0 or self.index_n_heads > 0 or self.index_head_dim > 0) and not (
-                self.index_topk and self.index_n_heads and self.index_head_dim and self.is_mla and self.q_lora_rank):
-            raise ValueError("a sparse-attention indexer needs index_topk, index_n_heads and index_head_dim > 0 "
-                             "on an MLA model with a q_lora_rank (its query comes from that latent)")
+                self.index_topk and self.index_n_heads and self.index_head_dim
+                and (self.q_lora_rank if self.is_mla else self.sparse_block_size)):
+            raise ValueError("a sparse-attention indexer needs index_topk, index_n_heads and index_head_dim > 0, "
+                             "on an MLA model with a q_lora_rank (its query comes from that latent) or on a GQA "
+                             "model with a sparse_block_size")
+        if self.sparse_block_size and (self.is_mla or not self.is_sparse or self.sliding_layers
+                                       or self.index_topk % self.sparse_block_size):
+            raise ValueError("sparse_block_size needs a GQA model with index_topk a multiple of it and no "
+                             "sliding-window layers")
         if self.indexer_layers and not (self.is_sparse and self.indexer_layers <= self.attention_layers):
             raise ValueError("indexer_layers needs a sparse-attention model (index_topk > 0) and at most its "
                              "attention layers")
@@ -436,11 +454,15 @@ class ModelSpec(StrictModel):
 
     @property
     def indexer_params(self) -> int:
-        """One layer's lightning indexer: wq_b (q_lora -> heads x dim), wk (hidden -> dim),
-        the LayerNorm on its key (weight and bias) and weights_proj (hidden -> heads)."""
+        """One layer's indexer. DSA's lightning indexer: wq_b (q_lora -> heads x dim), wk
+        (hidden -> dim), the LayerNorm on its key (weight and bias) and weights_proj (hidden ->
+        heads). A block-sparse GQA model's: q (hidden -> heads x dim), k (hidden -> dim) and
+        an RMSNorm on each."""
         if not self.is_sparse:
             return 0
         heads, dim = self.index_n_heads, self.index_head_dim
+        if not self.is_mla:
+            return self.hidden_size * (heads + 1) * dim + 2 * dim
         return self.q_lora_rank * heads * dim + self.hidden_size * (dim + heads) + 2 * dim
 
     @property
@@ -503,6 +525,8 @@ class ModelSpec(StrictModel):
         or one latent of kv_lora_rank + qk_rope_head_dim per layer under MLA (plus the
         indexer's key under sparse attention)."""
         if self.is_mla:
-            return self.kv_layers * self.latent_bytes(kv_dtype_bytes) + self.indexed_layers * self.indexer_key_bytes
+            return (self.kv_layers * self.latent_bytes(kv_dtype_bytes)
+                    + self.indexed_layers * self.indexer_key_bytes(kv_dtype_bytes))
         _, kv_heads, head_dim = self.full_attention_dims
-        return self.kv_layers * kv_heads * (head_dim + self.value_dim(head_dim)) * kv_dtype_bytes
+        gqa = self.kv_layers * kv_heads * (head_dim + self.value_dim(head_dim)) * kv_dtype_bytes
+        return gqa + self.indexed_layers * self.indexer_key_bytes(kv_dtype_bytes) if self.is_sparse else gqa
