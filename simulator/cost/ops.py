@@ -113,7 +113,7 @@ class ShardedModel:
     lin_v_dim: int = 0
     lin_conv: int = 0  # causal conv taps
     lin_ssm_bytes: float = 2.0  # bytes per element of the delta-rule state (ModelSpec.linear_ssm_bytes)
-    lin_kind: str = "gated_deltanet"  # or "mamba2" (ModelSpec.linear_kind)
+    lin_kind: str = "gated_deltanet"  # or "mamba2", "kda" (ModelSpec.linear_kind)
     ffn_free_passes: int = 0  # layer passes with no MLP or MoE block (ModelSpec.ffn_free_layers)
     mixer_free_passes: int = 0  # layer passes with no attention or mixer (ModelSpec.mixer_free_layers)
     index_heads: int = 0  # sparse-attention indexer heads, replicated on every TP rank (0: dense attention)
@@ -437,7 +437,12 @@ def attention_projection_ops(m: int, sm: ShardedModel) -> tuple[list[Op], list[O
         elementwise("rope_kv_write", m * (sm.heads + 1) * sm.rope_dim * a * 2
                     + m * latent * sm.kv_bytes, layers, kernels=2),
     ]
-    return before, [gemm("o_proj", m, h, sm.heads * sm.v_dim, sm, layers)]
+    after = [gemm("o_proj", m, h, sm.heads * sm.v_dim, sm, layers)]
+    if sm.attn_gate:  # Kimi-K3: g_proj from the layer's input, o * sigmoid(g) before o_proj
+        out = sm.heads * sm.v_dim
+        before.append(gemm("attn_gate_proj", m, out, h, sm, layers))
+        after.insert(0, elementwise("attn_output_gate", 3 * m * out * a, layers))
+    return before, after
 
 
 def linear_attention_token_ops(m: int, sm: ShardedModel) -> list[Op]:
@@ -455,6 +460,18 @@ def linear_attention_token_ops(m: int, sm: ShardedModel) -> list[Op]:
             elementwise("mamba_conv", 2 * m * conv * a + conv * sm.lin_conv * a, layers),
             elementwise("mamba_gate_norm", 2 * m * sm.lin_v_heads * 4.0 + 3 * m * v * a, layers, kernels=2),
             gemm("mamba_out_proj", m, h, v, sm, layers),
+        ]
+    if sm.lin_kind == "kda":  # Kimi Delta Attention: a decay per key channel, a full-rank output gate
+        rank = sm.lin_k_dim  # the decay's low-rank width, replicated on every rank
+        return [
+            gemm("kda_in_proj_qkvg", m, 2 * k + 2 * v, h, sm, layers),
+            gemm("kda_in_proj_beta_decay", m, sm.lin_v_heads + rank, h, sm, layers),
+            gemm("kda_decay_up", m, k, rank, sm, layers),
+            elementwise("kda_conv", 2 * m * conv * a + conv * sm.lin_conv * a, layers),
+            # The decay per key channel (in, and out in fp32), the step sizes; RMSNorm(o) * sigmoid(g).
+            elementwise("kda_gate_norm", m * k * (a + 4.0) + 2 * m * sm.lin_v_heads * 4.0 + 3 * m * v * a,
+                        layers, kernels=2),
+            gemm("kda_out_proj", m, h, v, sm, layers),
         ]
     return [
         gemm("gdn_in_proj_qkvz", m, 2 * k + 2 * v, h, sm, layers),
@@ -499,7 +516,8 @@ def linear_prefill_op(chunks: tuple[tuple[int, int], ...], sm: ShardedModel) -> 
     per_token = (2 * sm.lin_k_heads * dk + 2 * hv * dv) * sm.act_bytes + 2 * hv * 4.0
     nbytes = (tokens * per_token + n_chunks * hv * dk * dv * sm.act_bytes * 2
               + linear_state_traffic(len(chunks), sm))
-    return Op("gdn_prefill", "linear_attn", flops, nbytes, sm.linear_passes,
+    name = "kda_prefill" if sm.lin_kind == "kda" else "gdn_prefill"
+    return Op(name, "linear_attn", flops, nbytes, sm.linear_passes,
               (tokens, len(chunks), sm.lin_k_heads, hv, dk, dv, longest), "bf16", kernels=6)
 
 
@@ -540,7 +558,8 @@ def linear_decode_op(num_seqs: int, sm: ShardedModel) -> Op:
     hv, dk, dv = sm.lin_v_heads, sm.lin_k_dim, sm.lin_v_dim
     flops = 6.0 * num_seqs * hv * dk * dv
     nbytes = linear_state_traffic(num_seqs, sm) + num_seqs * (2 * sm.lin_k_heads * dk + 2 * hv * dv) * sm.act_bytes
-    name, family = ("mamba_decode", "mamba2") if sm.lin_kind == "mamba2" else ("gdn_decode", "linear_attn")
+    name, family = {"mamba2": ("mamba_decode", "mamba2"), "kda": ("kda_decode", "linear_attn")}.get(
+        sm.lin_kind, ("gdn_decode", "linear_attn"))
     return Op(name, family, flops, nbytes, sm.linear_passes,
               (num_seqs, num_seqs, sm.lin_k_heads, hv, dk, dv, 1), "bf16", kernels=2)
 

@@ -103,6 +103,13 @@ def vision_language_models(catalog: dict[str, ModelSpec]) -> list[ModelSpec]:
             _qwen25_vl(catalog["qwen2.5-72b"], "72b", 3456, 73.4)]
 
 
+# Kimi-K3's MoonViT-V2 tower and projector, loaded but idle in text-only serving, from its
+# vision_config: a 14 x 14 patch conv (602,112), a 64 x 64 position grid (4,194,304), 27
+# layers of 14,682,112 (q, k, v 1,024 -> 1,536, o back, a 4,096-wide two-matrix MLP, two
+# RMSNorms), a final norm (1,024), and the 4,096 -> 4,096 -> 7,168 merger with its norm
+# (46,144,512). The card's 401M is the tower alone.
+KIMI_K3_VISION_PARAMS = 602_112 + 4_194_304 + 27 * 14_682_112 + 1_024 + 46_144_512
+
 MOE_MODELS: list[ModelSpec] = [
     # DeepSeek-V2 (and V2.5, the same file's shapes): MLA of 128 heads on a 1,536-wide q
     # latent and a 512 + 64 KV latent; layer 0 dense (12,288), then 160 experts of 1,536
@@ -198,6 +205,23 @@ MOE_MODELS: list[ModelSpec] = [
               moe_ffn_size=3072, num_shared_experts=1, first_dense_layers=3, index_n_heads=4, index_head_dim=128,
               index_topk=2048, sparse_block_size=128, indexer_layers=57, published_params_b=427.0,
               published_active_params_b=23.0, aliases=("nvidia/MiniMax-M3-NVFP4",)),
+    # Kimi-K3 (kimi_k3 wrapping a kimi_linear text tower; aiconfigurator-core 0.12's copy of its
+    # config.json, the layers as vLLM's kimi_k3 model builds them): 93 layers, 69 of Kimi Delta
+    # Attention (96 heads of 128, conv 4, fp32 state) and 24 of MLA (96 heads, q latent 1,536,
+    # KV latent 512 + 64, values 128) with a sigmoid output gate (g_proj, hidden -> 96 x 128);
+    # layer 0 dense (33,792), then 896 experts of 3,072 (top-16) computed on a 3,584-wide latent
+    # (down and up projections around them) plus two shared experts on the hidden state. The
+    # routed experts ship in MXFP4 (an E8M0 scale per 32), all else 16-bit. Moonshot's report:
+    # 2.78T in all, 104.2B activated (the lm_head counted, the input embedding not).
+    ModelSpec(name="kimi-k3", hf_id="moonshotai/Kimi-K3", num_layers=93, hidden_size=7168, num_heads=96,
+              num_kv_heads=96, head_dim=128, ffn_size=33792, gated_mlp=True, vocab_size=163840,
+              max_position_embeddings=1048576, kv_lora_rank=512, q_lora_rank=1536, qk_rope_head_dim=64,
+              v_head_dim=128, attn_output_gate=True, num_experts=896, experts_per_token=16, moe_ffn_size=3072,
+              num_shared_experts=2, first_dense_layers=1, moe_latent_size=3584, linear_kind="kda",
+              linear_layers=69, linear_num_key_heads=96, linear_num_value_heads=96, linear_key_head_dim=128,
+              linear_value_head_dim=128, linear_conv_kernel=4, linear_ssm_bytes=4.0, native_expert_dtype="fp4",
+              native_expert_bits=4.25, encoder_params=KIMI_K3_VISION_PARAMS, published_params_b=2780.0,
+              published_active_params_b=104.2),
 ]
 
 # Step-3.7-Flash's perception encoder, loaded but idle in text-only serving: the model card's
@@ -209,7 +233,7 @@ def step37_flash(catalog: dict[str, ModelSpec]) -> ModelSpec:
     """Step-3.7-Flash: Step-3.5-Flash's text shapes under a vision-language wrapper."""
     return catalog["step-3.5-flash"].model_copy(update={
         "name": "step-3.7-flash", "hf_id": "stepfun-ai/Step-3.7-Flash", "encoder_params": STEP37_VISION_PARAMS,
-        "published_params_b": 198.0, "published_active_params_b": None, "aliases": ("stepfun-ai/Step-3.7-Flash-FP8", "stepfun-ai/Step-3.7-Flash-NVFP4")})
+        "published_params_b": 198.0, "aliases": ("stepfun-ai/Step-3.7-Flash-FP8", "stepfun-ai/Step-3.7-Flash-NVFP4")})
 
 
 # Gemma 4 (gemma4_text; google/gemma-4-26B-A4B's and nvidia/Gemma-4-31B-IT-NVFP4's config.json

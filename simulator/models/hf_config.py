@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from simulator.errors import CatalogError, not_utf8
 from simulator.models.catalog import GEMMA3_VISION_PARAMS, qwen3_vl_encoder_params
-from simulator.models.catalog_extra import STEP37_VISION_PARAMS
+from simulator.models.catalog_extra import KIMI_K3_VISION_PARAMS, STEP37_VISION_PARAMS
 from simulator.models.spec import ModelSpec
 
 # Hugging Face config.json loader
@@ -33,7 +33,7 @@ _MLA_STYLE = frozenset({"deepseek_v2", "deepseek_v3", "kimi_k2"}) | _DSA
 # Multimodal wrappers: the language model's config sits under text_config with its own
 # model_type, which maps to the family above.
 _TEXT_TOWERS = {"qwen3_vl_text": "qwen3", "qwen3_vl_moe_text": "qwen3_moe", "llama4_text": "llama4",
-                "gemma3_text": "gemma3", "gemma4_text": "gemma4", "step3p5": "step3p5", "qwen3_5_text": "qwen3_5", "qwen3_5_moe_text": "qwen3_5_moe",
+                "gemma3_text": "gemma3", "gemma4_text": "gemma4", "step3p5": "step3p5", "kimi_linear": "kimi_linear", "qwen3_5_text": "qwen3_5", "qwen3_5_moe_text": "qwen3_5_moe",
                 **{t: t for t in _MLA_STYLE}}
 # Text-only Qwen3.5 checkpoints (Qwen3_5*ForCausalLM) carry the text tower's model_type at the top.
 _QWEN3_5_TEXT = {"qwen3_5_text": "qwen3_5", "qwen3_5_moe_text": "qwen3_5_moe"}
@@ -51,6 +51,8 @@ _STEP3P5 = "step3p5"
 # MiniMax-M3: GQA whose sparse layers attend to the blocks an indexer selects, dense first layers
 # of their own width, then routed experts and a shared one.
 _MINIMAX_M3 = "minimax_m3"
+# Kimi-K3's text tower (kimi_linear): Kimi Delta Attention layers between gated MLA ones, latent MoE.
+_KIMI_LINEAR = "kimi_linear"
 # Nemotron-H (Nemotron-H, Nemotron 3 Nano): Mamba2, attention, MLP and MoE blocks as separate layers
 _NEMOTRON_H = "nemotron_h"
 # Llama-Nemotron's NAS-pruned Llama (DeciLM): per-layer block_configs
@@ -68,7 +70,8 @@ def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
     Nemotron 3 hybrid (Mamba2) dense and MoE models, Llama-Nemotron's NAS-pruned Llama
     (nemotron-nas), DeepSeek-V2/V3/V3.2
     and Kimi-K2 (MLA) models, GLM-5/5.2 (sparse attention, shared indexers), MiMo-7B and
-    MiMo-V2-Flash, Step-3.5-Flash (and Step-3.7-Flash's text tower), and the
+    MiMo-V2-Flash, Step-3.5-Flash (and Step-3.7-Flash's text tower), MiniMax-M3 (block-sparse
+    attention), Kimi-K3 (Kimi Delta Attention beside gated MLA, latent MoE), and the
     Qwen3-VL, Qwen3.5, Gemma 3 and Gemma 4 text towers: the families whose config keys fully
     determine the shapes above.
     """
@@ -120,17 +123,19 @@ def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
             encoder_params = GEMMA3_VISION_PARAMS
         elif model_type == "step3p7":
             encoder_params = STEP37_VISION_PARAMS
+        elif model_type == "kimi_k3":
+            encoder_params = KIMI_K3_VISION_PARAMS
         cfg = {"tie_word_embeddings": cfg.get("tie_word_embeddings"), **text}
         model_type = _TEXT_TOWERS[text["model_type"]]
     model_type = _QWEN3_5_TEXT.get(model_type, model_type)
     if model_type == "step3p7":  # a flattened Step-3.7-Flash config (aiconfigurator's): the text keys at the top
         model_type, encoder_params = _STEP3P5, STEP37_VISION_PARAMS
     moe = [k for k in _MOE_KEYS if cfg.get(k)]
-    if moe and model_type not in _MOE_STYLE | _MLA_STYLE | {_NEMOTRON_H, _GEMMA4, _MIMO_V2, _STEP3P5, _MINIMAX_M3}:
+    if moe and model_type not in _MOE_STYLE | _MLA_STYLE | {_NEMOTRON_H, _GEMMA4, _MIMO_V2, _STEP3P5, _MINIMAX_M3, _KIMI_LINEAR}:
         raise CatalogError(
             f"mixture-of-experts config ({moe[0]}={cfg[moe[0]]}, model_type {model_type!r}) is not supported",
             where=where,
-            fix=f"supported MoE families: {', '.join(sorted(_MOE_STYLE | _MLA_STYLE | {_NEMOTRON_H, _GEMMA4, _MIMO_V2, _STEP3P5, _MINIMAX_M3}))}",
+            fix=f"supported MoE families: {', '.join(sorted(_MOE_STYLE | _MLA_STYLE | {_NEMOTRON_H, _GEMMA4, _MIMO_V2, _STEP3P5, _MINIMAX_M3, _KIMI_LINEAR}))}",
         )
     try:
         fields = _architecture_fields(cfg, where, model_type)
@@ -181,6 +186,8 @@ def _architecture_fields(cfg: dict[str, Any], where: str, model_type: str) -> di
         return _step3p5_fields(cfg, where)
     if model_type == _MINIMAX_M3:
         return _minimax_m3_fields(cfg, where)
+    if model_type == _KIMI_LINEAR:
+        return _kimi_linear_fields(cfg, where)
     elif model_type in _LLAMA_STYLE or model_type in _MOE_STYLE:
         fields = _llama_fields(cfg, where, model_type)
         if model_type in _MOE_STYLE:
@@ -198,7 +205,7 @@ def _architecture_fields(cfg: dict[str, Any], where: str, model_type: str) -> di
         raise CatalogError(
             f"unsupported model_type {model_type!r}",
             where=where,
-            fix=f"supported: {', '.join(sorted(_LLAMA_STYLE | _MOE_STYLE | _MLA_STYLE | {'opt', _NEMOTRON_H, _NEMOTRON_NAS, _GEMMA4, _MIMO_V2, _STEP3P5, _MINIMAX_M3, *_QWEN3_5_TEXT}))}; "
+            fix=f"supported: {', '.join(sorted(_LLAMA_STYLE | _MOE_STYLE | _MLA_STYLE | {'opt', _NEMOTRON_H, _NEMOTRON_NAS, _GEMMA4, _MIMO_V2, _STEP3P5, _MINIMAX_M3, _KIMI_LINEAR, *_QWEN3_5_TEXT}))}; "
             "for other architectures construct a ModelSpec directly",
         )
     return fields
@@ -498,6 +505,71 @@ def _minimax_m3_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
                       index_topk=_require(sparse, "sparse_topk_blocks", where_sparse) * block,
                       sparse_block_size=block, indexer_layers=sum(kinds))
     return fields
+
+
+# MXFP4 experts (compressed-tensors "mxfp4-pack-quantized"): 4-bit values, an 8-bit scale per 32.
+_MXFP4_BITS = 4.25
+
+
+def _kimi_linear_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
+    """Kimi-K3's text tower: linear_attn_config lists its Kimi Delta Attention layers
+    (kda_layers, 1-based) and their heads; the rest are MLA, with a sigmoid output gate when
+    mla_use_output_gate. Layers before first_k_dense_replace keep a dense MLP; the others route
+    to experts computed on a routed_expert_hidden_size latent, beside shared experts on the
+    hidden state. The KDA state is fp32 (vLLM's). Routed experts quantised alone to MXFP4
+    (compressed-tensors with attention, shared experts and dense MLPs ignored) enter as native
+    FP4 experts. A low-rank KDA output gate (Kimi-Linear's) is not modelled; neither are the
+    attention residuals' few weights and element-wise mixing."""
+    lin = _require(cfg, "linear_attn_config", where)
+    where_lin = f"{where} (linear_attn_config)"
+    if not isinstance(lin, dict):
+        raise CatalogError("linear_attn_config must be an object", where=where,
+                           fix="use the model's published config.json")
+    if not _optional(lin, "use_full_rank_gate", False):
+        raise CatalogError("a low-rank KDA output gate (use_full_rank_gate false, as in Kimi-Linear) is not "
+                           "modelled", where=where_lin, fix="use a Kimi-K3 config (use_full_rank_gate true)")
+    layers = _require(cfg, "num_hidden_layers", where)
+    kda = _require(lin, "kda_layers", where_lin)
+    if not isinstance(kda, list) or not set(kda) <= set(range(1, layers + 1)) or len(set(kda)) != len(kda):
+        raise CatalogError(f"kda_layers must list distinct 1-based layer numbers up to {layers}", where=where_lin,
+                           fix="use the kda_layers of the model's published config.json")
+    heads, dim = _require(lin, "num_heads", where_lin), _require(lin, "head_dim", where_lin)
+    if _optional(cfg, "moe_layer_freq", 1) != 1:
+        raise CatalogError("MoE layers interleaved with dense ones (moe_layer_freq != 1) are not modelled",
+                           where=where, fix="use a config with moe_layer_freq 1")
+    hidden = _require(cfg, "hidden_size", where)
+    latent = _optional(cfg, "routed_expert_hidden_size", hidden)
+    quant = _optional(cfg, "quantization_config", {})
+    mxfp4 = isinstance(quant, dict) and quant.get("format") == "mxfp4-pack-quantized"
+    return {
+        **_decoder_fields(cfg, where),
+        "num_layers": layers,
+        "num_kv_heads": _require(cfg, "num_attention_heads", where),
+        "head_dim": _require(cfg, "qk_nope_head_dim", where),
+        "kv_lora_rank": _require(cfg, "kv_lora_rank", where),
+        "q_lora_rank": _optional(cfg, "q_lora_rank", 0),
+        "qk_rope_head_dim": _require(cfg, "qk_rope_head_dim", where),
+        "v_head_dim": _require(cfg, "v_head_dim", where),
+        "attn_output_gate": bool(_optional(cfg, "mla_use_output_gate", False)),
+        "ffn_size": _require(cfg, "intermediate_size", where),
+        "gated_mlp": True,
+        "num_experts": _require(cfg, "num_experts", where),
+        "experts_per_token": _require(cfg, "num_experts_per_token", where),
+        "moe_ffn_size": _require(cfg, "moe_intermediate_size", where),
+        "num_shared_experts": _optional(cfg, "num_shared_experts", 0),
+        "first_dense_layers": _optional(cfg, "first_k_dense_replace", 0),
+        "moe_latent_size": latent if latent != hidden else 0,
+        "linear_kind": "kda",
+        "linear_layers": len(kda),
+        "linear_num_key_heads": heads,
+        "linear_num_value_heads": heads,
+        "linear_key_head_dim": dim,
+        "linear_value_head_dim": dim,
+        "linear_conv_kernel": _optional(lin, "short_conv_kernel_size", 4),
+        "linear_ssm_bytes": 4.0,
+        "native_expert_dtype": "fp4" if mxfp4 else None,
+        "native_expert_bits": _MXFP4_BITS if mxfp4 else None,
+    }
 
 
 def _nas_ffn_width(ffn_mult: Any, hidden: int) -> int:

@@ -81,7 +81,11 @@ class ModelSpec(StrictModel):
     mamba heads of mamba_head_dim the value heads and dim, the conv runs over x, B and C,
     and each head keeps a head_dim x state_size state. Nemotron-H also stacks its mixers and
     its MLPs as separate layers, with fewer MLPs than mixers: ffn_free_layers counts the
-    mixer layers (num_layers) that have no MLP after them. Llama-Nemotron's NAS-pruned models
+    mixer layers (num_layers) that have no MLP after them. linear_kind "kda" (Kimi Delta
+    Attention: Kimi-K3) decays the state per key channel rather than per head: q, k, v and a
+    full-rank output gate each heads x head_dim wide, the decay through a low-rank projection
+    (hidden -> key head width -> all key channels), a step size per head; its recurrence is
+    costed as Gated DeltaNet's. Llama-Nemotron's NAS-pruned models
     (Llama-3.3-Nemotron-Super-49B) drop the attention of some layers: mixer_free_layers counts
     them; their per-layer MLP widths enter as their mean (ffn_size), which keeps the FLOPs and
     bytes of the whole stack.
@@ -183,7 +187,7 @@ class ModelSpec(StrictModel):
     # Qwen3_5ForConditionalGenerationConfig copies it into mamba_ssm_cache_dtype). The conv
     # state stays in the model dtype.
     linear_ssm_bytes: float = Field(2.0, gt=0)
-    linear_kind: Literal["gated_deltanet", "mamba2"] = "gated_deltanet"
+    linear_kind: Literal["gated_deltanet", "mamba2", "kda"] = "gated_deltanet"
     ffn_free_layers: int = Field(0, ge=0)  # mixer layers with no MLP (or MoE) after them (Nemotron-H)
     # Layers whose attention is pruned away, leaving only the MLP (Llama-Nemotron's NAS blocks
     # with a no_op attention): no attention, no KV cache.
@@ -422,7 +426,8 @@ class ModelSpec(StrictModel):
                       if self.q_lora_rank else h * heads * qk)
             kv_a = h * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank
             kv_b = self.kv_lora_rank * heads * (self.head_dim + self.v_head_dim)
-            return q_proj + kv_a + kv_b + heads * self.v_head_dim * h
+            gate = h * heads * self.v_head_dim if self.attn_output_gate else 0  # Kimi-K3's g_proj
+            return q_proj + kv_a + kv_b + gate + heads * self.v_head_dim * h
         return self._gqa_params(self.num_heads, self.num_kv_heads, self.head_dim)
 
     def value_dim(self, head_dim: int) -> int:
@@ -472,6 +477,14 @@ class ModelSpec(StrictModel):
         over a value head, and out_proj."""
         h, k, v, heads = self.hidden_size, self.linear_key_size, self.linear_value_size, self.linear_num_value_heads
         conv = self.linear_conv_dim * self.linear_conv_kernel
+        if self.linear_kind == "kda":
+            # q, k, v and the output gate; the step size per head and the decay's low-rank
+            # down projection (replicated); its up projection to every key channel; the conv
+            # (no bias); A_log per head and dt_bias per key channel; the gated RMSNorm over a
+            # head; o_proj.
+            rank = self.linear_key_head_dim
+            return (h * (2 * k + 2 * v + heads + rank) + rank * k + conv + heads + k
+                    + self.linear_value_head_dim + v * h)
         if self.linear_kind == "mamba2":
             # in_proj to z, x, B, C and one step size per head; the conv with its bias; A_log,
             # D and dt_bias per head; the gated RMSNorm over all of x's width; out_proj.

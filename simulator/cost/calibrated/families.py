@@ -333,7 +333,7 @@ class _LinearAttention(_Family):
         many as carry the same tokens: while (sequence, head) pairs are fewer than the SMs the
         longest chunk's serial steps set the time, and beyond, the total work does."""
         tokens, seqs, hk, hv, dk, dv, longest = op.shape
-        if op.name == "gdn_decode":
+        if op.name.endswith("_decode"):  # gdn_decode, kda_decode
             return ("decode", hk, hv, dk, dv), (float(seqs), 1.0)
         return ("prefill", hk, hv, dk, dv), (tokens / longest, float(longest))
 
