@@ -159,7 +159,8 @@ def print_summary(summary: dict, out_dir: Path | None) -> None:
         f"peak {percent(kv['peak_utilization'], 0)} used"
         + (f", {percent(kv['prefix_cache_hit_rate'], 0)} of prompt tokens from the prefix cache"
            if kv.get("prefix_cache_hit_rate") else "")
-        + (f", each running sequence also holding {kv['state_blocks_per_sequence']} blocks of recurrent state"
+        + (f", each running sequence also holding {kv['state_blocks_per_sequence']} blocks of "
+           f"{'windows and compressor state' if summary['config'].get('compressed_attention') else 'recurrent state'}"
            if kv.get("state_blocks_per_sequence") else "")
         + (f", each running sequence also holding up to {kv['window_blocks_per_sequence']} blocks of its "
            "sliding-window layers" if kv.get("window_blocks_per_sequence") else "")
@@ -525,6 +526,9 @@ def _natural(name: str) -> list:
 def _attention_kind(m) -> str:
     """What sizes a model's KV cache and attention: MLA's latent, a sliding window, linear
     attention layers, sparse selection; else grouped-query (GQA) or multi-head (MHA)."""
+    if m.compressed:  # DeepSeek-V4
+        c = m.compressed
+        return f"MQA, window {c.window}, CSA {c.csa_layers}/HCA {c.hca_layers} of {m.num_layers}"
     if m.is_mla:
         kind = f"MLA (latent {m.kv_lora_rank})"
     else:

@@ -33,7 +33,7 @@ class MemoryPlan:
     block_size: int
     num_blocks: int
     # Hybrid linear-attention models: the fixed recurrent state one sequence holds (per GPU),
-    # reserved as whole KV blocks out of the same pool (see linear_state_bytes_per_gpu).
+    # reserved as whole KV blocks out of the same pool (see sequence_state_bytes_per_gpu).
     state_bytes_per_seq: float = 0.0
     # The weights one decode token reads on this GPU: all of them for a dense model, the
     # rest plus its top-k routed experts' share for MoE, less the input embedding table
@@ -153,8 +153,12 @@ def weight_bytes_per_gpu(model: ModelSpec, weight_dtype: str, tp: int, pp: int,
     experts_stored = experts * expert_bytes * expert_padding(model, width_split, expert_tile) / dp
     # DeepSeek-V3.2's indexers are replicated on every TP rank (vLLM's Indexer), not split;
     # so are a latent MoE's projections into and out of the latent (cost/ops.moe_ops).
+    # DeepSeek-V4's compressors and indexers are replicated too.
     replicated = ((model.indexed_layers * model.indexer_params + model.moe_layers * 2 * model.hidden_size
                    * model.moe_latent_size) * (tp - 1) * stored_weight_bytes(weight_dtype))
+    if model.compressed:
+        replicated += (model.compressed.replicated_params(model.hidden_size, model.head_dim, model.q_lora_rank)
+                       * (tp - 1) * stored_weight_bytes(weight_dtype))
     return (body_params * stored_weight_bytes(weight_dtype) + experts_stored
             + head_params * head_bytes + replicated) / (tp * pp)
 
@@ -167,6 +171,9 @@ def kv_bytes_per_token_per_gpu(model: ModelSpec, kv_dtype: str, tp: int, pp: int
     MiniMax-M3's, one key head in the KV cache's format). Only
     full-attention layers size a block: sliding-window layers take blocks of the same
     pages for their last window per request (sliding_window_groups)."""
+    if model.compressed:  # the compressed entries (and indexer keys), on every TP rank
+        return model.compressed.kv_bytes_per_token(-(-model.compressed.csa_layers // pp),
+                                                   -(-model.compressed.hca_layers // pp))
     layers = -(-model.kv_layers // pp)
     # vLLM sums the attention's and the indexer key cache's pages per block
     index = -(-model.indexed_layers // pp) * model.indexer_key_bytes(DTYPE_BYTES[kv_dtype]) if model.is_sparse else 0
@@ -184,15 +191,21 @@ def _kv_width_per_gpu(model: ModelSpec, kv_heads: int, head_dim: int, tp: int) -
     return max(1, kv_heads // tp) * (head_dim + model.value_dim(head_dim))
 
 
-def linear_state_bytes_per_gpu(model: ModelSpec, tp: int, pp: int) -> float:
-    """The recurrent state one sequence holds on one GPU: the conv state and the delta-rule
-    matrices of its stage's linear-attention layers, split by head over TP as vLLM does.
+def sequence_state_bytes_per_gpu(model: ModelSpec, tp: int, pp: int) -> float:
+    """What one sequence holds on one GPU whatever its length. Linear attention's recurrent
+    state: the conv state and the delta-rule matrices of its stage's linear-attention layers,
+    split by head over TP as vLLM does. DeepSeek-V4's window of raw entries on every layer and
+    its compressors' running state, on every TP rank (one KV head).
 
     Reserved here as whole blocks of the one KV pool per admitted sequence (MemoryPlan.
     state_blocks). vLLM's hybrid allocator instead groups the linear layers into KV-cache
     groups of the attention layers' count, raises the attention block size until one block
     holds a layer's state (its page size), and gives each sequence one block per linear
     group from the shared pool: the same bytes per sequence up to that page rounding."""
+    if model.compressed:
+        c = model.compressed
+        return c.state_bytes(-(-model.num_layers // pp), -(-c.csa_layers // pp), -(-c.hca_layers // pp),
+                             model.head_dim)
     if not model.linear_layers:
         return 0.0
     return -(-model.linear_layers // pp) * model.linear_state_bytes_per_layer() / tp
@@ -356,7 +369,7 @@ class MemorySetup:
             read -= (model.vocab_size * model.hidden_size * max(2.0, DTYPE_BYTES[self.weight_dtype])
                      / (self.tp * self.pp) / GIB)
         return MemoryPlan(total, self.utilization, weights, act, self.runtime_reserve_gib, kv, per_token,
-                          self.block_size, blocks, linear_state_bytes_per_gpu(model, self.tp, self.pp), read,
+                          self.block_size, blocks, sequence_state_bytes_per_gpu(model, self.tp, self.pp), read,
                           sliding_window_groups(model, self.pp, self.block_size, self.tp))
 
     def starts(self) -> bool:

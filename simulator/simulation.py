@@ -635,6 +635,9 @@ class Simulation:
             "api_server": describe_api_server(sc.cost_model),
             "seed": sc.workload.seed,
         }
+        if self.model.compressed:  # DeepSeek-V4 caches its own FP8 layout whatever kv_dtype says
+            summary["config"]["compressed_attention"] = True
+            summary["config"]["dtypes"]["kv"] = "fp8"
         if dis:
             summary["disaggregation"] = self._disaggregation_summary(req_df, it_df, log)
         summary["iterations"] = log.count

@@ -9,7 +9,7 @@ import pytest
 
 from simulator.cost.ops import IterationShape, ShardedModel, iteration_ops
 from simulator.errors import CatalogError
-from simulator.memory import linear_state_bytes_per_gpu, weight_bytes_per_gpu
+from simulator.memory import sequence_state_bytes_per_gpu, weight_bytes_per_gpu
 from simulator.models import MODEL_CATALOG, get_model, load_hf_config
 
 KDA_LAYERS = [i for i in range(1, 94) if i % 4 and i != 93]  # 1-based; every fourth is MLA, and the last
@@ -53,7 +53,7 @@ def test_shapes_give_the_published_sizes_and_the_state():
     assert 2.775e12 < text < 2.785e12  # the report's 2.78T
     # the KDA state is fp32: 96 heads of 128 x 128, and the conv's last 3 inputs of q, k, v (bf16)
     assert m.linear_state_bytes() == 69 * (96 * 128 * 128 * 4 + 3 * p * 3 * 2)
-    assert linear_state_bytes_per_gpu(m, 8, 1) == m.linear_state_bytes() / 8
+    assert sequence_state_bytes_per_gpu(m, 8, 1) == m.linear_state_bytes() / 8
     # MLA's latent (512 + 64) is the only cache that grows, on the 24 MLA layers
     assert m.kv_bytes_per_token(2) == 24 * 576 * 2
 

@@ -20,7 +20,7 @@ from simulator.cost.ops import (
 )
 from simulator.cost.roofline import RooflineTimer
 from simulator.hardware import get_gpu
-from simulator.memory import kv_bytes_per_token_per_gpu, linear_state_bytes_per_gpu, plan_memory
+from simulator.memory import kv_bytes_per_token_per_gpu, plan_memory, sequence_state_bytes_per_gpu
 from simulator.models import MODEL_CATALOG, get_model, load_hf_config
 from simulator.simulation import Simulation
 
@@ -82,9 +82,9 @@ def test_state_bytes_per_sequence():
     delta = 32 * 128 * 128  # one key_dim x value_dim matrix per value head
     assert QN.linear_state_elements() == (conv, delta)
     assert QN.linear_state_bytes(2) == 36 * (conv + delta) * 2
-    assert linear_state_bytes_per_gpu(QN, 4, 1) == 36 * (conv + delta) * 2 / 4
-    assert linear_state_bytes_per_gpu(QN, 4, 2) == 18 * (conv + delta) * 2 / 4
-    assert linear_state_bytes_per_gpu(MODEL_CATALOG["qwen3-30b-a3b"], 1, 1) == 0.0
+    assert sequence_state_bytes_per_gpu(QN, 4, 1) == 36 * (conv + delta) * 2 / 4
+    assert sequence_state_bytes_per_gpu(QN, 4, 2) == 18 * (conv + delta) * 2 / 4
+    assert sequence_state_bytes_per_gpu(MODEL_CATALOG["qwen3-30b-a3b"], 1, 1) == 0.0
 
 
 def _plan(model, **kw):
@@ -96,7 +96,7 @@ def _plan(model, **kw):
 def test_memory_plan_admits_fewer_sequences_as_the_state_grows():
     plan = _plan(QN)
     block_bytes = plan.block_size * plan.kv_bytes_per_token
-    assert plan.state_blocks == -(-linear_state_bytes_per_gpu(QN, 4, 1) // block_bytes) == 51
+    assert plan.state_blocks == -(-sequence_state_bytes_per_gpu(QN, 4, 1) // block_bytes) == 51
     stateless = plan.num_blocks // (2048 // 16)
     assert plan.sequences_at(2048) == plan.num_blocks // (2048 // 16 + 51) < stateless
     wider = QN.model_copy(update={"linear_num_value_heads": 64})  # twice the delta-rule state

@@ -20,7 +20,7 @@ from simulator.cost.ops import (
 from simulator.cost.roofline import RooflineTimer
 from simulator.errors import CatalogError
 from simulator.hardware import get_gpu
-from simulator.memory import linear_state_bytes_per_gpu
+from simulator.memory import sequence_state_bytes_per_gpu
 from simulator.models import MODEL_CATALOG, get_model, load_hf_config
 from simulator.simulation import Simulation
 from tests.test_linear_attention import BENCH, run_hybrid_closed_loop
@@ -105,7 +105,7 @@ def test_the_state_a_sequence_holds():
     # channels, bf16) and a 64 x 128 state per head in fp32, split by head over TP.
     per_layer = 6144 * 3 * 2 + 64 * 64 * 128 * 4
     assert NANO.linear_state_bytes() == 23 * per_layer
-    assert linear_state_bytes_per_gpu(NANO, 2, 1) == 23 * per_layer / 2
+    assert sequence_state_bytes_per_gpu(NANO, 2, 1) == 23 * per_layer / 2
     # The six attention layers alone keep KV: 2 KV heads of 128, K and V.
     assert NANO.kv_bytes_per_token(2) == 6 * 2 * 2 * 128 * 2
 

@@ -158,12 +158,12 @@ def test_the_delta_rule_state_is_float32_as_the_config_says_and_vllm_keeps_it(tm
     """Qwen3.5's config.json sets mamba_ssm_dtype float32, which vLLM copies into
     mamba_ssm_cache_dtype (Qwen3_5ForConditionalGenerationConfig); the conv state stays
     bf16. A config without the key (Qwen3-Next's) keeps the model dtype for both."""
-    from simulator.memory import linear_state_bytes_per_gpu
+    from simulator.memory import sequence_state_bytes_per_gpu
 
     spec = MODEL_CATALOG["qwen3.5-35b-a3b"]
     conv, delta = spec.linear_state_elements()
     assert spec.linear_ssm_bytes == 4.0
-    assert linear_state_bytes_per_gpu(spec, 2, 1) == 30 * (conv * 2 + delta * 4) / 2
+    assert sequence_state_bytes_per_gpu(spec, 2, 1) == 30 * (conv * 2 + delta * 4) / 2
     cfg = CONFIGS["qwen3.5-35b-a3b"]
     text = {k: v for k, v in cfg["text_config"].items() if k != "mamba_ssm_dtype"}
     assert load_hf_config(_write(tmp_path, {**cfg, "text_config": text})).linear_ssm_bytes == 2.0

@@ -72,7 +72,7 @@ class IterationCostModel:
         # (Gemma 4) ride on the attention memos
         # (decode_attention_ops, prefill_attention_ops), so their decode stretches take the
         # memoised path rather than the attention-only vector form.
-        if sharded.linear_passes or sharded.index_passes or sharded.global_head_dim:
+        if sharded.linear_passes or sharded.index_passes or sharded.global_head_dim or sharded.compressed:
             self._attn_vector = None
         self._knotted = self._attn_vector is None
 

@@ -128,6 +128,8 @@ class ShardedModel:
     global_head_dim: int = 0
     global_k_eq_v: bool = False
     k_eq_v: bool = False  # this view's layers project K only and attend with V = K (no v_proj)
+    # DeepSeek-V4's windowed and compressed attention (cost/compressed_ops.CompressedGeometry); None: not.
+    compressed: object | None = None
 
     @property
     def total_layer_passes(self) -> int:
@@ -225,7 +227,16 @@ class ShardedModel:
             index_key_bytes=model.indexer_key_bytes(DTYPE_BYTES[kv_dtype]) if model.is_sparse else 0.0,
             latent_bytes=model.latent_bytes(DTYPE_BYTES[kv_dtype]) if model.is_sparse and model.is_mla else 0.0,
             **_global_geometry(model, tp),
+            compressed=_compressed_geometry(model, tp, passes),
         )
+
+
+def _compressed_geometry(model, tp: int, passes: int):
+    """ShardedModel.compressed: DeepSeek-V4's attention on one GPU (None for other models)."""
+    if not model.compressed:
+        return None
+    from simulator.cost.compressed_ops import CompressedGeometry  # it builds on this module's ops
+    return CompressedGeometry.build(model, tp, passes)
 
 
 def _windows(model, passes: int) -> dict:
@@ -397,6 +408,8 @@ def attention_projection_ops(m: int, sm: ShardedModel) -> tuple[list[Op], list[O
     512 -> heads x (128 + 128)). Decode absorbs kv_b into the query and the output instead;
     both paths do the same FLOPs and read the same weights, so one GEMM stands for either.
     """
+    if sm.compressed:
+        return sm.compressed.projection_ops(m, sm)
     if sm.global_head_dim:  # two geometries: each kind of layer with its own
         views = [attention_projection_ops(m, view) for view in layer_geometries(sm)]
         return [op for before, _ in views for op in before], [op for _, after in views for op in after]
@@ -608,6 +621,7 @@ def token_ops(m: int, sm: ShardedModel, moe_m: int | None = None) -> list[Op]:
         *after_attn,
         *(linear_attention_token_ops(m, sm) if sm.linear_passes else ()),
         *(indexer_token_ops(m, sm) if sm.index_passes else ()),
+        *(sm.compressed.stream_ops(m, sm) if sm.compressed else ()),
         elementwise("post_attn_norm", 3 * m * h * a, mlp_layers),
         *mlp,
         elementwise("final_norm", 2 * m * h * a, 1),
@@ -615,8 +629,8 @@ def token_ops(m: int, sm: ShardedModel, moe_m: int | None = None) -> list[Op]:
     if sm.tp > 1:
         reduce_scattered = sm.moe_passes if sm.dp > 1 else 0  # moe_combine ends those MoE layers
         ops.append(tp_allreduce("tp_allreduce", m * h * a, sm, mixer_layers + mlp_layers - reduce_scattered))
-    if sm.pp > 1:
-        nbytes = m * h * a
+    if sm.pp > 1:  # the hidden state (DeepSeek-V4: its hc_mult residual streams)
+        nbytes = m * h * a * (sm.compressed.hc_mult if sm.compressed else 1)
         ops.append(Op("pp_send", "p2p", 0.0, nbytes, sm.pp - 1, (nbytes, 2, sm.pp_link), "bf16"))
     return ops
 
@@ -810,6 +824,8 @@ def sparse_prefill_ops(chunks: tuple[tuple[int, int], ...], sm: ShardedModel) ->
 def prefill_attention_ops(chunks: tuple[tuple[int, int], ...], sm: ShardedModel) -> list[Op]:
     """The context-dependent work of an iteration's prefill chunks: attention (dense, or DSA's
     sparse MLA and indexer), and a hybrid model's chunked delta rule."""
+    if sm.compressed:
+        return sm.compressed.prefill_ops(chunks)
     if sm.index_topk:
         ops = sparse_prefill_ops(chunks, sm)
     elif sm.global_head_dim:
@@ -829,6 +845,8 @@ def decode_attention_ops(num_seqs: int, context_sum: int, sm: ShardedModel,
     `decode_sm` where given, cost/releases.py), DSA's indexer scores, and a hybrid model's
     recurrent state step."""
     attn_sm = decode_sm or sm
+    if attn_sm.compressed:
+        return attn_sm.compressed.decode_ops(num_seqs, context_sum)
     ops = ([attn_decode_op(num_seqs, context_sum, view) for view in layer_geometries(attn_sm)]
            if attn_sm.global_head_dim else [attn_decode_op(num_seqs, context_sum, attn_sm)])
     if sm.index_passes:

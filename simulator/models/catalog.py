@@ -8,6 +8,7 @@ import re
 
 from simulator.catalog import AliasIndex
 from simulator.models.catalog_extra import (
+    DEEPSEEK_V4_MODELS,
     DENSE_MODELS,
     GEMMA4_MODELS,
     MOE_MODELS,
@@ -1343,7 +1344,7 @@ MODEL_CATALOG["nemotron-super-49b"] = ModelSpec(
     published_params_b=49.9, aliases=("llama-3.3-nemotron-super-49b",))
 
 # Earlier generations and other labs' releases (catalog_extra.py).
-MODEL_CATALOG.update({m.name: m for m in [*DENSE_MODELS, *MOE_MODELS, *GEMMA4_MODELS,
+MODEL_CATALOG.update({m.name: m for m in [*DENSE_MODELS, *MOE_MODELS, *GEMMA4_MODELS, *DEEPSEEK_V4_MODELS,
                                             *vision_language_models(MODEL_CATALOG)]})
 MODEL_CATALOG["step-3.7-flash"] = step37_flash(MODEL_CATALOG)
 

@@ -103,6 +103,37 @@ def vision_language_models(catalog: dict[str, ModelSpec]) -> list[ModelSpec]:
             _qwen25_vl(catalog["qwen2.5-72b"], "72b", 3456, 73.4)]
 
 
+def _deepseek_v4(name: str, hf_id: str, layers: int, hidden: int, heads: int, q_lora: int, o_groups: int,
+                 experts: int, width: int, csa: int, hca: int, topk: int, published_b: float, active_b: float,
+                 aliases: tuple[str, ...]) -> ModelSpec:
+    """DeepSeek-V4 (models/compressed.py): one 512-wide KV head (64 rotary), a 128-token window
+    on every layer, 1,024-wide output latents, 4 residual streams, an indexer of 64 heads of 128;
+    every layer MoE (top-6 plus one shared), routed experts released in MXFP4, the rest block FP8."""
+    return ModelSpec(name=name, hf_id=hf_id, num_layers=layers, hidden_size=hidden, num_heads=heads, num_kv_heads=1,
+                     head_dim=512, ffn_size=width, gated_mlp=True, vocab_size=129280, max_position_embeddings=1048576,
+                     q_lora_rank=q_lora, qk_rope_head_dim=64, num_experts=experts, experts_per_token=6,
+                     moe_ffn_size=width, num_shared_experts=1, native_fp8=True, released_in_fp8=True,
+                     native_expert_dtype="fp4", native_expert_bits=4.25,
+                     compressed={"window": 128, "csa_layers": csa, "hca_layers": hca, "topk": topk,
+                                 "index_heads": 64, "index_dim": 128, "o_lora_rank": 1024, "o_groups": o_groups,
+                                 "hc_mult": 4},
+                     published_params_b=published_b, published_active_params_b=active_b, aliases=aliases)
+
+
+# DeepSeek-V4 (deepseek_v4; aiconfigurator-core 0.12's copies of both config.json files). Flash:
+# 43 layers (2 window-only, 21 CSA, 20 HCA), 64 heads, 256 experts of 2,048; Pro: 61 layers (30
+# CSA, 31 HCA), 128 heads, 384 experts of 3,072. DeepSeek's sizes: 284B with 13B activated, and
+# 1.6T with 49B (these shapes: 1.573T without the MTP layer, 1.599T with it).
+DEEPSEEK_V4_MODELS: list[ModelSpec] = [
+    _deepseek_v4("deepseek-v4-flash", "deepseek-ai/DeepSeek-V4-Flash", 43, 4096, 64, 1024, 8, 256, 2048, 21, 20,
+                 512, 284.0, 13.0, ("nvidia/DeepSeek-V4-Flash-NVFP4", "sgl-project/DeepSeek-V4-Flash-FP8",
+                                    "deepseek-ai/DeepSeek-V4-Flash-Base")),
+    _deepseek_v4("deepseek-v4-pro", "deepseek-ai/DeepSeek-V4-Pro", 61, 7168, 128, 1536, 16, 384, 3072, 30, 31,
+                 1024, 1600.0, 49.0, ("nvidia/DeepSeek-V4-Pro-NVFP4", "sgl-project/DeepSeek-V4-Pro-FP8",
+                                      "deepseek-ai/DeepSeek-V4-Pro-Base")),
+]
+
+
 # Kimi-K3's MoonViT-V2 tower and projector, loaded but idle in text-only serving, from its
 # vision_config: a 14 x 14 patch conv (602,112), a 64 x 64 position grid (4,194,304), 27
 # layers of 14,682,112 (q, k, v 1,024 -> 1,536, o back, a 4,096-wide two-matrix MLP, two

@@ -53,6 +53,8 @@ _STEP3P5 = "step3p5"
 _MINIMAX_M3 = "minimax_m3"
 # Kimi-K3's text tower (kimi_linear): Kimi Delta Attention layers between gated MLA ones, latent MoE.
 _KIMI_LINEAR = "kimi_linear"
+# DeepSeek-V4: windowed multi-query attention plus compressed KV per layer, hyper-connections.
+_DEEPSEEK_V4 = "deepseek_v4"
 # Nemotron-H (Nemotron-H, Nemotron 3 Nano): Mamba2, attention, MLP and MoE blocks as separate layers
 _NEMOTRON_H = "nemotron_h"
 # Llama-Nemotron's NAS-pruned Llama (DeciLM): per-layer block_configs
@@ -71,7 +73,8 @@ def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
     (nemotron-nas), DeepSeek-V2/V3/V3.2
     and Kimi-K2 (MLA) models, GLM-5/5.2 (sparse attention, shared indexers), MiMo-7B and
     MiMo-V2-Flash, Step-3.5-Flash (and Step-3.7-Flash's text tower), MiniMax-M3 (block-sparse
-    attention), Kimi-K3 (Kimi Delta Attention beside gated MLA, latent MoE), and the
+    attention), Kimi-K3 (Kimi Delta Attention beside gated MLA, latent MoE), DeepSeek-V4
+    (windowed and compressed attention), and the
     Qwen3-VL, Qwen3.5, Gemma 3 and Gemma 4 text towers: the families whose config keys fully
     determine the shapes above.
     """
@@ -130,12 +133,14 @@ def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
     model_type = _QWEN3_5_TEXT.get(model_type, model_type)
     if model_type == "step3p7":  # a flattened Step-3.7-Flash config (aiconfigurator's): the text keys at the top
         model_type, encoder_params = _STEP3P5, STEP37_VISION_PARAMS
+    if model_type == "deepseek_ref" and "DeepseekV4ForCausalLM" in (cfg.get("architectures") or []):
+        model_type = _DEEPSEEK_V4  # SGLang's FP8 re-releases name V4's config so
     moe = [k for k in _MOE_KEYS if cfg.get(k)]
-    if moe and model_type not in _MOE_STYLE | _MLA_STYLE | {_NEMOTRON_H, _GEMMA4, _MIMO_V2, _STEP3P5, _MINIMAX_M3, _KIMI_LINEAR}:
+    if moe and model_type not in _MOE_STYLE | _MLA_STYLE | {_NEMOTRON_H, _GEMMA4, _MIMO_V2, _STEP3P5, _MINIMAX_M3, _KIMI_LINEAR, _DEEPSEEK_V4}:
         raise CatalogError(
             f"mixture-of-experts config ({moe[0]}={cfg[moe[0]]}, model_type {model_type!r}) is not supported",
             where=where,
-            fix=f"supported MoE families: {', '.join(sorted(_MOE_STYLE | _MLA_STYLE | {_NEMOTRON_H, _GEMMA4, _MIMO_V2, _STEP3P5, _MINIMAX_M3, _KIMI_LINEAR}))}",
+            fix=f"supported MoE families: {', '.join(sorted(_MOE_STYLE | _MLA_STYLE | {_NEMOTRON_H, _GEMMA4, _MIMO_V2, _STEP3P5, _MINIMAX_M3, _KIMI_LINEAR, _DEEPSEEK_V4}))}",
         )
     try:
         fields = _architecture_fields(cfg, where, model_type)
@@ -188,6 +193,8 @@ def _architecture_fields(cfg: dict[str, Any], where: str, model_type: str) -> di
         return _minimax_m3_fields(cfg, where)
     if model_type == _KIMI_LINEAR:
         return _kimi_linear_fields(cfg, where)
+    if model_type == _DEEPSEEK_V4:
+        return _deepseek_v4_fields(cfg, where)
     elif model_type in _LLAMA_STYLE or model_type in _MOE_STYLE:
         fields = _llama_fields(cfg, where, model_type)
         if model_type in _MOE_STYLE:
@@ -205,7 +212,7 @@ def _architecture_fields(cfg: dict[str, Any], where: str, model_type: str) -> di
         raise CatalogError(
             f"unsupported model_type {model_type!r}",
             where=where,
-            fix=f"supported: {', '.join(sorted(_LLAMA_STYLE | _MOE_STYLE | _MLA_STYLE | {'opt', _NEMOTRON_H, _NEMOTRON_NAS, _GEMMA4, _MIMO_V2, _STEP3P5, _MINIMAX_M3, _KIMI_LINEAR, *_QWEN3_5_TEXT}))}; "
+            fix=f"supported: {', '.join(sorted(_LLAMA_STYLE | _MOE_STYLE | _MLA_STYLE | {'opt', _NEMOTRON_H, _NEMOTRON_NAS, _GEMMA4, _MIMO_V2, _STEP3P5, _MINIMAX_M3, _KIMI_LINEAR, _DEEPSEEK_V4, *_QWEN3_5_TEXT}))}; "
             "for other architectures construct a ModelSpec directly",
         )
     return fields
@@ -569,6 +576,50 @@ def _kimi_linear_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
         "linear_ssm_bytes": 4.0,
         "native_expert_dtype": "fp4" if mxfp4 else None,
         "native_expert_bits": _MXFP4_BITS if mxfp4 else None,
+    }
+
+
+def _deepseek_v4_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
+    """DeepSeek-V4: compress_ratios gives each layer's compression (0 window only, 4 the
+    indexer's top-k of a 4:1 compressed KV, 128 all of a 128:1 one; its extra last entry is
+    the MTP layer's, which plain serving never runs and is not counted); one KV head of
+    head_dim, a q_lora_rank query, grouped output projection (o_groups, o_lora_rank),
+    hc_mult residual streams. Every layer is MoE (the first num_hash_layers route by token id,
+    at the same cost). expert_dtype fp4: the release's routed experts are MXFP4."""
+    layers = _require(cfg, "num_hidden_layers", where)
+    ratios = _require(cfg, "compress_ratios", where)
+    if not isinstance(ratios, list) or len(ratios) < layers or not set(ratios[:layers]) <= {0, 4, 128}:
+        raise CatalogError(f"compress_ratios must give 0, 4 or 128 for each of the {layers} layers", where=where,
+                           fix="use the compress_ratios of the model's published config.json")
+    ratios = ratios[:layers]
+    if _optional(cfg, "num_key_value_heads", 1) != 1:
+        raise CatalogError("DeepSeek-V4 attention with more than one KV head is not modelled", where=where,
+                           fix="use the model's published config.json (num_key_value_heads 1)")
+    fp4 = _optional(cfg, "expert_dtype", None) == "fp4"
+    # NVIDIA's NVFP4 re-release: an FP8 scale per 16 values (4.5 bits); DeepSeek's MXFP4 one per 32.
+    groups = (cfg.get("quantization_config") or {}).get("config_groups") or {}
+    nvfp4 = any(((g or {}).get("weights") or {}).get("group_size") == 16 for g in groups.values())
+    return {
+        **_decoder_fields(cfg, where),
+        "num_layers": layers,
+        "num_kv_heads": 1,
+        "head_dim": _require(cfg, "head_dim", where),
+        "q_lora_rank": _require(cfg, "q_lora_rank", where),
+        "qk_rope_head_dim": _require(cfg, "qk_rope_head_dim", where),
+        "ffn_size": _require(cfg, "moe_intermediate_size", where),
+        "gated_mlp": True,
+        "num_experts": _require(cfg, "n_routed_experts", where),
+        "experts_per_token": _require(cfg, "num_experts_per_tok", where),
+        "moe_ffn_size": _require(cfg, "moe_intermediate_size", where),
+        "num_shared_experts": _optional(cfg, "n_shared_experts", 0),
+        "compressed": {
+            "window": _require(cfg, "sliding_window", where), "csa_layers": ratios.count(4),
+            "hca_layers": ratios.count(128), "topk": _require(cfg, "index_topk", where),
+            "index_heads": _require(cfg, "index_n_heads", where), "index_dim": _require(cfg, "index_head_dim", where),
+            "o_lora_rank": _require(cfg, "o_lora_rank", where), "o_groups": _require(cfg, "o_groups", where),
+            "hc_mult": _optional(cfg, "hc_mult", 1)},
+        "native_expert_dtype": "fp4" if fp4 else None,
+        "native_expert_bits": (4.5 if nvfp4 else _MXFP4_BITS) if fp4 else None,
     }
 
 

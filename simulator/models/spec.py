@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from simulator.models.compressed import CompressedAttention
 from simulator.strict import StrictModel
 
 # OPT's learned position table has max_position_embeddings + 2 rows (HF OPTLearnedPositional-
@@ -97,6 +98,9 @@ class ModelSpec(StrictModel):
     own key cache beside the latent (indexer_key_bytes per token and layer). GLM-5.2 shares
     one indexer's top-k across the next few layers (indexer_types "shared"): only
     indexer_layers of them score, hold indexer weights and cache indexer keys.
+
+    DeepSeek-V4 sets `compressed` (models/compressed.py): windowed multi-query attention plus
+    4:1 compressed KV under an indexer's top-k, or all of a 128:1 compressed KV, per layer.
 
     MiniMax-M3's block-sparse attention sets index_topk and sparse_block_size on a GQA model:
     on indexer_layers of its layers an indexer (index_n_heads query heads of index_head_dim from
@@ -207,6 +211,9 @@ class ModelSpec(StrictModel):
     indexer_layers: int = Field(0, ge=0)
     # Block-sparse GQA (MiniMax-M3): the indexer selects whole blocks of this many tokens; 0: DSA.
     sparse_block_size: int = Field(0, ge=0)
+    # DeepSeek-V4's windowed and compressed multi-query attention (models/compressed.py):
+    # num_kv_heads 1 of head_dim, a q_lora_rank query, qk_rope_head_dim of it rotary.
+    compressed: CompressedAttention | None = None
 
     @property
     def is_moe(self) -> bool:
@@ -367,6 +374,13 @@ class ModelSpec(StrictModel):
         if self.indexer_layers and not (self.is_sparse and self.indexer_layers <= self.attention_layers):
             raise ValueError("indexer_layers needs a sparse-attention model (index_topk > 0) and at most its "
                              "attention layers")
+        c = self.compressed
+        if c and (self.num_kv_heads != 1 or self.is_mla or self.is_sparse or self.sliding_layers
+                  or self.linear_layers or not self.q_lora_rank or not self.qk_rope_head_dim
+                  or self.num_heads % c.o_groups or c.csa_layers + c.hca_layers > self.num_layers):
+            raise ValueError("compressed attention needs one KV head, a q_lora_rank and qk_rope_head_dim, query "
+                             "heads a multiple of o_groups, no MLA, sparse, sliding-window or linear layers, and "
+                             "csa_layers + hca_layers <= num_layers")
         if self.has_global_geometry:
             heads, kv_heads, _ = self.full_attention_dims
             if not self.sliding_layers or self.is_mla or heads % kv_heads:
@@ -414,7 +428,8 @@ class ModelSpec(StrictModel):
             if self.learned_pos_embeddings
             else 0
         )
-        return body + embed + lm_head + positions + norm_params + self.encoder_params
+        streams = self.compressed.head_params(h) if self.compressed else 0  # V4's final mix of the residual streams
+        return body + embed + lm_head + positions + norm_params + streams + self.encoder_params
 
     @property
     def _attention_params(self) -> int:
@@ -451,7 +466,12 @@ class ModelSpec(StrictModel):
 
     @property
     def _attention_params_total(self) -> int:
-        """All attention layers' projections: the full-attention layers at their own geometry."""
+        """All attention layers' projections: the full-attention layers at their own geometry
+        (DeepSeek-V4: every layer's attention and hyper-connections, the compressors and indexers)."""
+        if self.compressed:
+            c = self.compressed
+            every, csa, hca = c.layer_params(self.hidden_size, self.num_heads, self.head_dim, self.q_lora_rank)
+            return self.num_layers * every + c.csa_layers * csa + c.hca_layers * hca
         if not self.has_global_geometry:
             return self.attention_layers * self._attention_params
         full = self._gqa_params(*self.full_attention_dims, self.global_k_eq_v)
@@ -537,6 +557,8 @@ class ModelSpec(StrictModel):
         """K and V of every context-length layer: layers x kv_heads x (K + V head widths) x bytes,
         or one latent of kv_lora_rank + qk_rope_head_dim per layer under MLA (plus the
         indexer's key under sparse attention)."""
+        if self.compressed:  # its own FP8 layouts, whatever kv_dtype_bytes asks for
+            return self.compressed.kv_bytes_per_token(self.compressed.csa_layers, self.compressed.hca_layers)
         if self.is_mla:
             return (self.kv_layers * self.latent_bytes(kv_dtype_bytes)
                     + self.indexed_layers * self.indexer_key_bytes(kv_dtype_bytes))
