@@ -670,7 +670,7 @@ def attention_dims(sm: ShardedModel) -> tuple[int, int, int]:
     whose V is narrower than Q and K (MiMo-V2-Flash: 192 and 128)."""
     if sm.kv_lora:
         return sm.heads, sm.heads, (sm.head_dim + sm.rope_dim + sm.v_dim) // 2
-    return sm.heads, sm.kv_heads, (sm.head_dim + sm.value_dim) // 2
+    return sm.heads, sm.kv_heads, (sm.head_dim + sm.v_dim) // 2 if sm.v_dim else sm.head_dim
 
 
 def kv_kernel_dtype(sm: ShardedModel) -> str:
@@ -729,7 +729,9 @@ def attn_decode_cost(num_seqs: int, kv_len, sm: ShardedModel):
         row = sm.latent_bytes if sm.index_topk else latent * sm.kv_bytes
         return (2.0 * kv_len * sm.heads * width,
                 kv_len * row + num_seqs * sm.heads * width * sm.act_bytes)
-    hq, hkv, d = attention_dims(sm)
+    hq, hkv, d = sm.heads, sm.kv_heads, sm.head_dim  # inline attention_dims (hot): GQA's mean K/V width
+    if sm.v_dim:
+        d = (d + sm.v_dim) // 2
     return (4.0 * kv_len * hq * d,
             kv_len * 2 * hkv * d * sm.kv_bytes + num_seqs * hq * d * sm.act_bytes * 2)
 
@@ -749,7 +751,9 @@ def attn_decode_op(num_seqs: int, context_sum: int, sm: ShardedModel) -> Op:
     if sm.kv_lora:  # MQA over the latent: one "KV head" whose K+V bytes equal the latent's
         hq, hkv, d = sm.heads, 1, (sm.kv_lora + sm.rope_dim) // 2
     else:
-        hq, hkv, d = attention_dims(sm)
+        hq, hkv, d = sm.heads, sm.kv_heads, sm.head_dim
+        if sm.v_dim:
+            d = (d + sm.v_dim) // 2
     return Op("attn_decode", "attn_decode", float(flops), float(nbytes), sm.attn_layer_passes,
               (num_seqs, kv_len, hq, hkv, d), kv_kernel_dtype(sm))
 
