@@ -7,6 +7,7 @@ so the whole suite stays fast; `kv_tokens` forces a tiny KV cache to provoke pre
 from __future__ import annotations
 
 import contextlib
+import json
 import signal
 from pathlib import Path
 
@@ -23,6 +24,18 @@ CHATBOT = SCENARIOS / "chatbot.yaml"
 #: Every batching policy and the ones with paged, on-demand KV (they can preempt).
 POLICY_NAMES = ("static", "dynamic", "continuous", "vllm-v0", "vllm-v1")
 PAGED_POLICIES = ("vllm-v0", "vllm-v1")
+
+
+# ModelSpec fields a config.json does not carry (the catalog's names and published sizes):
+# left out where a loaded config is compared with its catalog entry.
+CATALOG_ONLY_FIELDS = frozenset({"name", "hf_id", "aliases", "published_params_b", "published_active_params_b"})
+
+
+def write_config(tmp_path: Path, cfg: dict) -> Path:
+    """A Hugging Face config.json of `cfg` under tmp_path."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    return path
 
 
 def cli(*args) -> int:

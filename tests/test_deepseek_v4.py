@@ -3,9 +3,8 @@ top-k of a 4:1 one, or all of a 128:1 one), grouped output projection, four resi
 
 from __future__ import annotations
 
-import json
-
 import pytest
+from conftest import CATALOG_ONLY_FIELDS, write_config
 
 from simulator.cost.ops import IterationShape, ShardedModel, iteration_ops
 from simulator.errors import CatalogError
@@ -26,23 +25,18 @@ FLASH = {
     "expert_dtype": "fp4", "compress_ratios": [0, 0] + [4, 128] * 20 + [4, 0],
     "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]},
 }
-KEEP = {"name", "hf_id", "aliases", "published_params_b", "published_active_params_b"}
+KEEP = CATALOG_ONLY_FIELDS
 
-
-def _write(tmp_path, cfg: dict):
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(cfg))
-    return path
 
 
 def test_config_loads_as_the_catalog_entry(tmp_path):
     entry = MODEL_CATALOG["deepseek-v4-flash"]
-    assert load_hf_config(_write(tmp_path, FLASH)).model_dump(exclude=KEEP) == entry.model_dump(exclude=KEEP)
+    assert load_hf_config(write_config(tmp_path, FLASH)).model_dump(exclude=KEEP) == entry.model_dump(exclude=KEEP)
     assert (entry.compressed.csa_layers, entry.compressed.hca_layers) == (21, 20)
     # SGLang's FP8 re-release names the same architecture deepseek_ref, with FP8 experts
     fp8 = {**FLASH, "model_type": "deepseek_ref"}
     del fp8["expert_dtype"]
-    assert load_hf_config(_write(tmp_path, fp8)).native_expert_dtype is None
+    assert load_hf_config(write_config(tmp_path, fp8)).native_expert_dtype is None
     assert get_model("sgl-project/DeepSeek-V4-Flash-FP8") is entry
 
 
@@ -101,5 +95,5 @@ def test_each_kind_of_layer_attends_to_its_own_entries():
 ])
 def test_unmodelled_variants_are_refused_with_the_reason(tmp_path, change, match):
     with pytest.raises(CatalogError, match=match) as err:
-        load_hf_config(_write(tmp_path, {**FLASH, **change}))
+        load_hf_config(write_config(tmp_path, {**FLASH, **change}))
     assert err.value.fix

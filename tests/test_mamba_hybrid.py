@@ -3,9 +3,8 @@ layer counts in the iteration's ops, the per-sequence state, and the scan's cost
 
 from __future__ import annotations
 
-import json
-
 import pytest
+from conftest import CATALOG_ONLY_FIELDS, write_config
 
 from simulator.api import load
 from simulator.cost.config import RooflineEfficiency
@@ -38,20 +37,15 @@ NANO_CONFIG = {
 }
 NANO = MODEL_CATALOG["nemotron-3-nano"]
 H56 = MODEL_CATALOG["nemotron-h-56b"]
-KEEP = {"name", "hf_id", "aliases", "published_params_b", "published_active_params_b", "native_fp8"}
+KEEP = CATALOG_ONLY_FIELDS | {"native_fp8"}
 
-
-def _write(tmp_path, cfg: dict):
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(cfg))
-    return path
 
 
 def test_the_nano_has_its_published_size_and_reads_from_its_config(tmp_path):
     # Model card: 31.6B in total, ~3.2B active (3.6B with the embeddings).
     assert NANO.param_count / 1e9 == pytest.approx(31.6, rel=0.002)
     assert NANO.active_param_count / 1e9 == pytest.approx(3.6, rel=0.01)
-    spec = load_hf_config(_write(tmp_path, NANO_CONFIG))
+    spec = load_hf_config(write_config(tmp_path, NANO_CONFIG))
     assert spec.model_dump(exclude=KEEP) == NANO.model_dump(exclude=KEEP)
     # 52 layers: 23 Mamba2 and 6 attention mixers, 23 MoE blocks after 23 of them.
     assert (spec.num_layers, spec.linear_layers, spec.attention_layers, spec.moe_layers) == (29, 23, 6, 23)
@@ -65,8 +59,8 @@ def test_layers_block_type_reads_as_the_pattern_does(tmp_path):
     letters = {"M": "mamba", "*": "attention", "E": "moe", "-": "mlp"}
     listed = {k: v for k, v in NANO_CONFIG.items() if k != "hybrid_override_pattern"}
     listed["layers_block_type"] = [letters[c] for c in NANO_CONFIG["hybrid_override_pattern"]]
-    assert load_hf_config(_write(tmp_path, listed)).model_dump() == load_hf_config(
-        _write(tmp_path, NANO_CONFIG)).model_dump()
+    assert load_hf_config(write_config(tmp_path, listed)).model_dump() == load_hf_config(
+        write_config(tmp_path, NANO_CONFIG)).model_dump()
 
 
 @pytest.mark.parametrize(("update", "says"), [
@@ -77,7 +71,7 @@ def test_layers_block_type_reads_as_the_pattern_does(tmp_path):
 ])
 def test_configs_it_cannot_model_are_refused_with_the_reason(tmp_path, update, says):
     with pytest.raises(CatalogError, match=r"config\.json") as err:
-        load_hf_config(_write(tmp_path, {**NANO_CONFIG, **update}))
+        load_hf_config(write_config(tmp_path, {**NANO_CONFIG, **update}))
     assert says in str(err.value)
 
 

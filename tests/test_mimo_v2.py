@@ -3,9 +3,8 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
+from conftest import CATALOG_ONLY_FIELDS, write_config
 
 from simulator.cost.ops import (
     IterationShape,
@@ -30,19 +29,14 @@ MIMO_V2 = {
     "add_swa_attention_sink_bias": True,
     "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]},
 }
-KEEP = {"name", "hf_id", "aliases", "published_params_b", "published_active_params_b"}
+KEEP = CATALOG_ONLY_FIELDS
 
-
-def _write(tmp_path, cfg: dict):
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(cfg))
-    return path
 
 
 def test_config_loads_as_the_catalog_entry(tmp_path):
     assert len(MIMO_V2["hybrid_layer_pattern"]) == 48 and sum(MIMO_V2["hybrid_layer_pattern"]) == 39
     entry = MODEL_CATALOG["mimo-v2-flash"]
-    assert load_hf_config(_write(tmp_path, MIMO_V2)).model_dump(exclude=KEEP) == entry.model_dump(exclude=KEEP)
+    assert load_hf_config(write_config(tmp_path, MIMO_V2)).model_dump(exclude=KEEP) == entry.model_dump(exclude=KEEP)
     assert get_model("XiaomiMiMo/MiMo-V2-Flash") is entry
 
 
@@ -99,5 +93,5 @@ def test_equal_widths_keep_the_plain_shapes():
 ])
 def test_unmodelled_variants_are_refused_with_the_reason(tmp_path, change, match):
     with pytest.raises(CatalogError, match=match) as err:
-        load_hf_config(_write(tmp_path, {**MIMO_V2, **change}))
+        load_hf_config(write_config(tmp_path, {**MIMO_V2, **change}))
     assert err.value.fix

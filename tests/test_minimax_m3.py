@@ -3,9 +3,8 @@ selects, beside dense-attention first layers; the indexer's key cache sits besid
 
 from __future__ import annotations
 
-import json
-
 import pytest
+from conftest import CATALOG_ONLY_FIELDS, write_config
 
 from simulator.cost.ops import IterationShape, ShardedModel, iteration_ops
 from simulator.errors import CatalogError
@@ -26,18 +25,13 @@ M3 = {
         "sparse_topk_blocks": 16, "sparse_num_index_heads": 4, "sparse_index_dim": 128, "sparse_init_block": 0,
         "sparse_local_block": 1, "sparse_disable_index_value": [0, 0, 0] + [1] * 57},
 }
-KEEP = {"name", "hf_id", "aliases", "published_params_b", "published_active_params_b"}
+KEEP = CATALOG_ONLY_FIELDS
 
-
-def _write(tmp_path, cfg: dict):
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(cfg))
-    return path
 
 
 def test_config_loads_as_the_catalog_entry(tmp_path):
     entry = MODEL_CATALOG["minimax-m3"]
-    assert load_hf_config(_write(tmp_path, M3)).model_dump(exclude=KEEP) == entry.model_dump(exclude=KEEP)
+    assert load_hf_config(write_config(tmp_path, M3)).model_dump(exclude=KEEP) == entry.model_dump(exclude=KEEP)
     assert get_model("MiniMaxAI/MiniMax-M3") is entry
     assert (entry.index_topk, entry.sparse_block_size, entry.indexed_layers) == (16 * 128, 128, 57)
 
@@ -87,7 +81,7 @@ def test_sparse_layers_read_at_most_the_selected_blocks():
 ])
 def test_unmodelled_variants_are_refused_with_the_reason(tmp_path, change, match):
     with pytest.raises(CatalogError, match=match) as err:
-        load_hf_config(_write(tmp_path, {**M3, **change}))
+        load_hf_config(write_config(tmp_path, {**M3, **change}))
     assert err.value.fix
 
 

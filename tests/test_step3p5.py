@@ -3,9 +3,8 @@ ones, and a sigmoid gate per head on the attention output."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
+from conftest import CATALOG_ONLY_FIELDS, write_config
 
 from simulator.cost.ops import IterationShape, ShardedModel, iteration_ops, layer_geometries
 from simulator.errors import CatalogError
@@ -26,21 +25,16 @@ STEP35 = {
     "intermediate_size": 11264, "vocab_size": 128896, "max_position_embeddings": 262144,
     "tie_word_embeddings": False,
 }
-KEEP = {"name", "hf_id", "aliases", "published_params_b", "published_active_params_b", "encoder_params"}
+KEEP = CATALOG_ONLY_FIELDS | {"encoder_params"}
 
-
-def _write(tmp_path, cfg: dict):
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(cfg))
-    return path
 
 
 def test_config_loads_as_the_catalog_entry(tmp_path):
     entry = MODEL_CATALOG["step-3.5-flash"]
-    assert load_hf_config(_write(tmp_path, STEP35)).model_dump(exclude=KEEP) == entry.model_dump(exclude=KEEP)
+    assert load_hf_config(write_config(tmp_path, STEP35)).model_dump(exclude=KEEP) == entry.model_dump(exclude=KEEP)
     # Step-3.7-Flash: the same text tower under a vision-language wrapper, its encoder loaded but idle
     wrapped = {"model_type": "step3p7", "architectures": ["Step3p7ForConditionalGeneration"], "text_config": STEP35}
-    step37 = load_hf_config(_write(tmp_path, wrapped))
+    step37 = load_hf_config(write_config(tmp_path, wrapped))
     assert step37.model_dump(exclude=KEEP) == entry.model_dump(exclude=KEEP)
     assert step37.encoder_params == get_model("stepfun-ai/Step-3.7-Flash").encoder_params > 1e9
 
@@ -76,5 +70,5 @@ def test_each_kind_of_layer_is_timed_with_its_heads_and_gate():
 ])
 def test_unmodelled_variants_are_refused_with_the_reason(tmp_path, change, match):
     with pytest.raises(CatalogError, match=match) as err:
-        load_hf_config(_write(tmp_path, {**STEP35, **change}))
+        load_hf_config(write_config(tmp_path, {**STEP35, **change}))
     assert err.value.fix
