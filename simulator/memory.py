@@ -84,7 +84,7 @@ class MemoryPlan:
             ("  free (outside the budget)", self.free_gib),
         ]
         if self.state_bytes_per_seq:
-            rows.insert(-1, ("    of it, recurrent or fixed state per sequence", self.state_bytes_per_seq / GIB))
+            rows.insert(-1, ("    of it, recurrent state or windows per sequence", self.state_bytes_per_seq / GIB))
         return "\n".join(f"    {name:<48} {value:9.2f} GiB" for name, value in rows)
 
 
