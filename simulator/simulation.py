@@ -284,18 +284,26 @@ class Simulation:
     # blocks, and vLLM sets that block size for these models (docs/fidelity.md).
     SPARSE_BLOCK_SIZE = 64
 
+    def _required_block_size(self) -> tuple[int, str] | None:
+        """(the KV block size the model's attention kernels need, why), where they need one."""
+        if self.model.is_sparse and self.model.is_mla:
+            return self.SPARSE_BLOCK_SIZE, "runs vLLM's FlashMLA-sparse kernels, which need"
+        if self.model.is_sparse:  # MiniMax-M3: vLLM's KV-cache init needs its sparse block size
+            return self.model.sparse_block_size, "selects whole blocks of its KV, so vLLM needs"
+        return None
+
     def _block_size(self) -> int:
         """memory.block_size, or the one the model's attention kernels require when the
         scenario leaves it at the default; a different explicit size is refused."""
         memory = self.scenario.memory
-        if not (self.model.is_sparse and self.model.is_mla):
+        required = self._required_block_size()
+        if required is None:
             return memory.block_size
-        if "block_size" in memory.model_fields_set and memory.block_size != self.SPARSE_BLOCK_SIZE:
-            raise ConfigError(f"{self.model.name} runs vLLM's FlashMLA-sparse kernels, which need "
-                              f"{self.SPARSE_BLOCK_SIZE}-token KV blocks, not {memory.block_size}",
-                              where="memory.block_size",
-                              fix=f"set memory.block_size: {self.SPARSE_BLOCK_SIZE}, or leave it out")
-        return self.SPARSE_BLOCK_SIZE
+        size, why = required
+        if "block_size" in memory.model_fields_set and memory.block_size != size:
+            raise ConfigError(f"{self.model.name} {why} {size}-token KV blocks, not {memory.block_size}",
+                              where="memory.block_size", fix=f"set memory.block_size: {size}, or leave it out")
+        return size
 
     def _timer(self, backend, gpu: GPUSpec, role: str):
         """The kernel timer of one GPU type. `hardware.profile` times `hardware.gpu`'s

@@ -341,20 +341,21 @@ def test_fast_forward_ends_round_as_stepping_does():
     check_fast_forward_equivalent(d | {"parallelism": {"pp": 2}}, fast, stepped)
 
 
-@pytest.mark.parametrize("model, gpu, tp, dtypes, kv_tokens", [
-    ("deepseek-v4-flash", "b200", 4, {"weight_dtype": "fp8", "expert_weight_dtype": "fp4"}, 40_000),
-    ("minimax-m3", "h200", 8, {"weight_dtype": "fp8"}, 8_192),
-    ("mimo-v2-flash", "h200", 4, {"weight_dtype": "fp8"}, 8_192),
-    ("step-3.5-flash", "h200", 4, {"weight_dtype": "fp8"}, 8_192),
-    ("kimi-k3", "b300", 8, {"expert_weight_dtype": "fp4"}, 8_192),
+@pytest.mark.parametrize("model, gpu, tp, dtypes, kv_tokens, block", [
+    ("deepseek-v4-flash", "b200", 4, {"weight_dtype": "fp8", "expert_weight_dtype": "fp4"}, 40_000, 16),
+    ("minimax-m3", "h200", 8, {"weight_dtype": "fp8"}, 16_384, 128),  # the block size vLLM requires for it
+    ("mimo-v2-flash", "h200", 4, {"weight_dtype": "fp8"}, 8_192, 16),
+    ("step-3.5-flash", "h200", 4, {"weight_dtype": "fp8"}, 8_192, 16),
+    ("kimi-k3", "b300", 8, {"expert_weight_dtype": "fp4"}, 8_192, 16),
 ])
-def test_invariants_hold_for_each_newer_attention_kind(model, gpu, tp, dtypes, kv_tokens):
+def test_invariants_hold_for_each_newer_attention_kind(model, gpu, tp, dtypes, kv_tokens, block):
     """DeepSeek-V4's per-sequence windows and compressor state, MiniMax-M3's block-sparse
     layers, windowed layers of their own shapes (MiMo-V2-Flash, Step-3.5) and Kimi Delta
     Attention's fp32 state, under a cache small enough to preempt: every request settles,
     tokens are conserved, every block is freed, and fast-forwarding changes nothing."""
     d = scenario("vllm-v1", arrival=poisson(30.0), prompt=uniform(16, 1000), output=uniform(1, 200),
-                 num_requests=80, kv_tokens=kv_tokens, max_model_len=MAX_MODEL_LEN, model=model, gpu=gpu, tp=tp)
+                 num_requests=80, kv_tokens=kv_tokens, max_model_len=MAX_MODEL_LEN, model=model, gpu=gpu, tp=tp,
+                 block_size=block)
     d["model"].update(dtypes)
     if model == "kimi-k3":
         d["parallelism"]["expert_parallel"] = True

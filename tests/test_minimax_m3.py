@@ -91,3 +91,20 @@ def test_sparse_block_size_needs_a_block_sparse_gqa_model():
         ModelSpec(**{**m, "index_topk": 2000})
     with pytest.raises(ValueError, match="sparse-attention indexer"):
         ModelSpec(**{**m, "sparse_block_size": 0})
+
+
+def test_the_kv_block_is_the_sparse_block(tmp_path):
+    """vLLM cannot page M3's cache in other blocks than the indexer's 128 tokens: servesim takes
+    128 by default and refuses another explicit size with the fix."""
+    from conftest import scenario
+    from simulator import api
+    from simulator.errors import ConfigError
+    from simulator.simulation import Simulation
+
+    d = scenario("vllm-v1", model="minimax-m3", gpu="h200", tp=8, num_requests=4)
+    d["memory"].pop("block_size")
+    assert Simulation(api.load(data=d)).memory.block_size == 128
+    d["memory"]["block_size"] = 16
+    with pytest.raises(ConfigError, match="128-token KV blocks, not 16") as err:
+        Simulation(api.load(data=d))
+    assert err.value.where == "memory.block_size" and "128" in err.value.fix
