@@ -97,6 +97,7 @@ def test_the_kv_block_is_the_sparse_block(tmp_path):
     """vLLM cannot page M3's cache in other blocks than the indexer's 128 tokens: servesim takes
     128 by default and refuses another explicit size with the fix."""
     from conftest import scenario
+
     from simulator import api
     from simulator.errors import ConfigError
     from simulator.simulation import Simulation
