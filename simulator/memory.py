@@ -151,14 +151,7 @@ def weight_bytes_per_gpu(model: ModelSpec, weight_dtype: str, tp: int, pp: int,
         expert_bytes = stored_weight_bytes(expert_dtype)
     width_split = 1 if expert_parallel else tp * dp
     experts_stored = experts * expert_bytes * expert_padding(model, width_split, expert_tile) / dp
-    # DeepSeek-V3.2's indexers are replicated on every TP rank (vLLM's Indexer), not split;
-    # so are a latent MoE's projections into and out of the latent (cost/ops.moe_ops).
-    # DeepSeek-V4's compressors and indexers are replicated too.
-    replicated = ((model.indexed_layers * model.indexer_params + model.moe_layers * 2 * model.hidden_size
-                   * model.moe_latent_size) * (tp - 1) * stored_weight_bytes(weight_dtype))
-    if model.compressed:
-        replicated += (model.compressed.replicated_params(model.hidden_size, model.head_dim, model.q_lora_rank)
-                       * (tp - 1) * stored_weight_bytes(weight_dtype))
+    replicated = model.replicated_params * (tp - 1) * stored_weight_bytes(weight_dtype)  # the copies past one
     return (body_params * stored_weight_bytes(weight_dtype) + experts_stored
             + head_params * head_bytes + replicated) / (tp * pp)
 

@@ -630,7 +630,7 @@ def token_ops(m: int, sm: ShardedModel, moe_m: int | None = None) -> list[Op]:
         reduce_scattered = sm.moe_passes if sm.dp > 1 else 0  # moe_combine ends those MoE layers
         ops.append(tp_allreduce("tp_allreduce", m * h * a, sm, mixer_layers + mlp_layers - reduce_scattered))
     if sm.pp > 1:  # the hidden state (DeepSeek-V4: its hc_mult residual streams)
-        nbytes = m * h * a * (sm.compressed.hc_mult if sm.compressed else 1)
+        nbytes = m * h * a * (sm.compressed.layout.hc_mult if sm.compressed else 1)
         ops.append(Op("pp_send", "p2p", 0.0, nbytes, sm.pp - 1, (nbytes, 2, sm.pp_link), "bf16"))
     return ops
 

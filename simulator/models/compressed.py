@@ -58,26 +58,25 @@ class CompressedAttention(StrictModel):
         c = self.coff(ratio)
         return 2 * hidden * c * width + ratio * c * width + width
 
-    def layer_params(self, hidden: int, heads: int, head_dim: int, q_lora: int) -> tuple[int, int, int]:
-        """(every layer, a CSA layer's extra, an HCA layer's extra) parameters of the attention
-        and the hyper-connections."""
+    def layer_params(self, hidden: int, heads: int, head_dim: int, q_lora: int) -> int:
+        """Every layer's attention and hyper-connections (compressors and indexers apart:
+        compressor_params)."""
         core = (hidden * q_lora + q_lora + q_lora * heads * head_dim  # wq_a, q_norm, wq_b
                 + hidden * head_dim + head_dim  # wkv, kv_norm
                 + heads * head_dim * self.o_lora_rank + self.o_groups * self.o_lora_rank * hidden  # wo_a, wo_b
                 + heads)  # attention sink
         mixes = (2 + self.hc_mult) * self.hc_mult  # pre, post and the comb matrix per sublayer
         hyper = 2 * (mixes * self.hc_mult * hidden + mixes + 3) if self.hc_mult > 1 else 0
+        return core + hyper
+
+    def compression_params(self, hidden: int, head_dim: int, q_lora: int) -> int:
+        """All layers' compressors, and the CSA layers' indexers (their query, head weights
+        and own compressor): weights vLLM holds whole on every TP rank, as they serve the one
+        KV head."""
         indexer = (q_lora * self.index_heads * self.index_dim + hidden * self.index_heads
                    + self.compressor_params(self.csa_ratio, self.index_dim, hidden))
-        csa = self.compressor_params(self.csa_ratio, head_dim, hidden) + indexer
-        hca = self.compressor_params(self.hca_ratio, head_dim, hidden)
-        return core + hyper, csa, hca
-
-    def replicated_params(self, hidden: int, head_dim: int, q_lora: int) -> int:
-        """Weights every TP rank holds whole: the compressors and the indexers (vLLM
-        replicates them, as they serve the one KV head)."""
-        _, csa, hca = self.layer_params(hidden, 0, head_dim, q_lora)
-        return self.csa_layers * csa + self.hca_layers * hca
+        return (self.csa_layers * (self.compressor_params(self.csa_ratio, head_dim, hidden) + indexer)
+                + self.hca_layers * self.compressor_params(self.hca_ratio, head_dim, hidden))
 
     def head_params(self, hidden: int) -> int:
         """The hyper-connections' final mix into one stream before the norm and LM head."""

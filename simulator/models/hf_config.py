@@ -38,6 +38,8 @@ _TEXT_TOWERS = {"qwen3_vl_text": "qwen3", "qwen3_vl_moe_text": "qwen3_moe", "lla
 # Text-only Qwen3.5 checkpoints (Qwen3_5*ForCausalLM) carry the text tower's model_type at the top.
 _QWEN3_5_TEXT = {"qwen3_5_text": "qwen3_5", "qwen3_5_moe_text": "qwen3_5_moe"}
 _MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
+# MXFP4 experts (gpt-oss, Kimi-K3, DeepSeek-V4): 4-bit values and an 8-bit (E8M0) scale per 32.
+_MXFP4_BITS = 4.25
 # Gemma 4: sliding layers and full-attention layers of their own geometry (K = V on the latter);
 # the 26B-A4B adds routed experts beside each layer's dense MLP.
 _GEMMA4 = "gemma4"
@@ -340,6 +342,16 @@ def _binary_pattern(cfg: dict[str, Any], key: str, layers: int, where: str) -> l
     return pattern
 
 
+def _leading_dense(moe: list[int], key: str, where: str) -> int:
+    """How many dense layers come before the MoE ones in a per-layer 0/1 MoE pattern; dense
+    layers after the first MoE layer are refused."""
+    dense = moe.index(1) if 1 in moe else len(moe)
+    if 0 in moe[dense:]:
+        raise CatalogError(f"dense layers after the first MoE layer ({key}) are not modelled", where=where,
+                           fix="use a config whose dense layers all come first")
+    return dense
+
+
 def _mimo_v2_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
     """MiMo-V2-Flash: hybrid_layer_pattern marks each layer sliding-window (1) or full
     attention (0), each kind with its own heads (swa_* keys for the windowed layers); queries
@@ -349,11 +361,7 @@ def _mimo_v2_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
     serving never runs, are not counted."""
     layers = _require(cfg, "num_hidden_layers", where)
     kinds = _binary_pattern(cfg, "hybrid_layer_pattern", layers, where)
-    moe = _binary_pattern(cfg, "moe_layer_freq", layers, where)
-    dense = moe.index(1) if 1 in moe else layers
-    if 0 in moe[dense:]:
-        raise CatalogError("dense layers after the first MoE layer (moe_layer_freq) are not modelled", where=where,
-                           fix="use a config whose dense layers all come first")
+    dense = _leading_dense(_binary_pattern(cfg, "moe_layer_freq", layers, where), "moe_layer_freq", where)
     v_dim = _require(cfg, "v_head_dim", where)
     if _optional(cfg, "swa_v_head_dim", v_dim) != v_dim:
         raise CatalogError("value widths that differ between the sliding-window and full-attention layers "
@@ -411,10 +419,7 @@ def _step3p5_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
     enum = cfg.get("moe_layers_enum")
     moe_layers = ([int(i) for i in str(enum).strip().split(",")] if enum is not None
                   else list(range(_optional(cfg, "first_k_dense_replace", 1), layers)))
-    dense = layers - len(moe_layers)
-    if sorted(moe_layers) != list(range(dense, layers)):
-        raise CatalogError("dense layers after the first MoE layer (moe_layers_enum) are not modelled", where=where,
-                           fix="use a config whose dense layers all come first")
+    dense = _leading_dense([int(i in moe_layers) for i in range(layers)], "moe_layers_enum", where)
     width = _optional(cfg, "moe_intermediate_size", 0)
     shared = _optional(cfg, "share_expert_dim", 0)
     if not (isinstance(width, int) and width > 0 and isinstance(shared, int) and shared % width == 0):
@@ -458,11 +463,7 @@ def _minimax_m3_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
     (sparse_disable_index_value 0) and an attention output gate are not modelled; the MTP
     modules, which plain serving never runs, are not counted."""
     layers = _require(cfg, "num_hidden_layers", where)
-    moe = _binary_pattern(cfg, "moe_layer_freq", layers, where)
-    dense = moe.index(1) if 1 in moe else layers
-    if 0 in moe[dense:]:
-        raise CatalogError("dense layers after the first MoE layer (moe_layer_freq) are not modelled", where=where,
-                           fix="use a config whose dense layers all come first")
+    dense = _leading_dense(_binary_pattern(cfg, "moe_layer_freq", layers, where), "moe_layer_freq", where)
     if _optional(cfg, "attention_output_gate", False):
         raise CatalogError("an attention output gate (attention_output_gate) is not modelled for minimax_m3",
                            where=where, fix="use the model's published config.json")
@@ -497,10 +498,6 @@ def _minimax_m3_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
                       index_topk=_require(sparse, "sparse_topk_blocks", where_sparse) * block,
                       sparse_block_size=block, indexer_layers=sum(kinds))
     return fields
-
-
-# MXFP4 experts (compressed-tensors "mxfp4-pack-quantized"): 4-bit values, an 8-bit scale per 32.
-_MXFP4_BITS = 4.25
 
 
 def _kimi_linear_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
@@ -772,7 +769,7 @@ def _moe_fields(cfg: dict[str, Any], where: str, model_type: str) -> dict[str, A
         fields.update(attention_bias=True, mlp_bias=True, sliding_layers=sliding,
                       sliding_window=_optional(cfg, "sliding_window", 0) if sliding else 0,
                       native_expert_dtype="fp4" if mxfp4 else None,
-                      native_expert_bits=4.25 if mxfp4 else None)  # 4 bits + an E8M0 scale per 32
+                      native_expert_bits=_MXFP4_BITS if mxfp4 else None)
     return fields
 
 

@@ -469,13 +469,23 @@ class ModelSpec(StrictModel):
         """All attention layers' projections: the full-attention layers at their own geometry
         (DeepSeek-V4: every layer's attention and hyper-connections, the compressors and indexers)."""
         if self.compressed:
-            c = self.compressed
-            every, csa, hca = c.layer_params(self.hidden_size, self.num_heads, self.head_dim, self.q_lora_rank)
-            return self.num_layers * every + c.csa_layers * csa + c.hca_layers * hca
+            c, h = self.compressed, self.hidden_size
+            return (self.num_layers * c.layer_params(h, self.num_heads, self.head_dim, self.q_lora_rank)
+                    + c.compression_params(h, self.head_dim, self.q_lora_rank))
         if not self.has_global_geometry:
             return self.attention_layers * self._attention_params
         full = self._gqa_params(*self.full_attention_dims, self.global_k_eq_v)
         return self.sliding_layers * self._attention_params + (self.attention_layers - self.sliding_layers) * full
+
+    @property
+    def replicated_params(self) -> int:
+        """Weights vLLM holds whole on every TP rank rather than splitting: sparse-attention
+        indexers, a latent MoE's projections into and out of the latent (cost/ops.moe_ops),
+        DeepSeek-V4's compressors and indexers."""
+        latent = self.moe_layers * 2 * self.hidden_size * self.moe_latent_size
+        compression = (self.compressed.compression_params(self.hidden_size, self.head_dim, self.q_lora_rank)
+                       if self.compressed else 0)
+        return self.indexed_layers * self.indexer_params + latent + compression
 
     @property
     def indexer_params(self) -> int:
