@@ -36,7 +36,9 @@ Defaults are Llama-3.1-70B's gate/up GEMM at TP1 on an 8,192-token chunk. On a C
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
+from functools import partial
 
 from calibration.bench import (
     clock_and_power,
@@ -54,12 +56,12 @@ HIDDEN, HEADS, KV_HEADS, HEAD_DIM, MLP = 8192, 64, 8, 128, 28672
 
 
 def layer_parts(torch, dev, op: str, tokens: int, tp: int, dtype: str, context: int,
-                idle_us: float = 0.0) -> list:
+                idle_us: float = 0.0, idle_copy_mb: float = 0.0) -> list:
     """(label, callable) for one Llama-3.1-70B layer's kernels on one of `tp` GPUs.
 
     A prefill of `tokens` prompt tokens, or (decode-layer) one decode step of `tokens`
     sequences over `context` cached tokens each; with `idle_us`, an idle kernel of that
-    length at each of the layer's two all-reduces.
+    length at each of the layer's two all-reduces (`idle_copy_mb` of it an HBM copy).
     """
     heads, kv_heads = HEADS // tp, max(1, KV_HEADS // tp)
     if op == "decode-layer":
@@ -77,30 +79,71 @@ def layer_parts(torch, dev, op: str, tokens: int, tp: int, dtype: str, context: 
     # Where a TP layer all-reduces (after O and after down), the GPU waits on NVLink with its
     # tensor cores idle: a spinning one-thread kernel stands in, so the power the GEMMs draw
     # is averaged over the idle share as in a TP prefill.
-    idle = (IDLE_LABEL, idle_fn(torch, dev, idle_us))
+    idle = (IDLE_LABEL, idle_fn(torch, dev, idle_us, idle_copy_mb))
     return [make["qkv"], attention, make["o"], idle, make["gate_up"], make["down"], idle]
 
 
 IDLE_LABEL = "idle (all-reduce)"
 
 
-def idle_fn(torch, dev, idle_us: float):
+def idle_fn(torch, dev, idle_us: float, copy_mb: float = 0.0):
     """A kernel that keeps one thread spinning for ~`idle_us` (sized by timing one spin at
-    the current clock); a sleep on a CPU."""
+    the current clock); a sleep on a CPU.
+
+    With `copy_mb`, the wait starts with a device-to-device copy that reads and writes that
+    many MB together: a ring all-reduce is not idle, its kernels stream the message through HBM
+    several times over (each step writes what arrives, reads it and the local chunk, and
+    writes the sum) on a few SMs, so the copy brings that traffic's power into the wait.
+    The spin fills the rest of `idle_us`.
+    """
+    copy = None
+    if copy_mb > 0:
+        n = int(copy_mb * 1e6) // 4  # bf16 elements, each read and written
+        src, dst = (torch.empty(n, dtype=torch.bfloat16, device=dev) for _ in range(2))
+        copy = partial(dst.copy_, src)
     if dev.type != "cuda":
-        return lambda: time.sleep(idle_us * 1e-6)
+        def wait() -> None:
+            if copy is not None:
+                copy()
+            time.sleep(idle_us * 1e-6)
+        return wait
+    copy_us = 0.0
+    if copy is not None:
+        copy_us = _median_us(torch, copy)
     probe = 1_000_000
+    torch.cuda._sleep(probe)  # the first kernel pays the context's start-up: time the second
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
     torch.cuda._sleep(probe)
     end.record()
     torch.cuda.synchronize()
-    cycles = int(idle_us * probe / (start.elapsed_time(end) * 1e3))
-    return lambda: torch.cuda._sleep(cycles)
+    cycles = int(max(0.0, idle_us - copy_us) * probe / (start.elapsed_time(end) * 1e3))
+    if copy is None:
+        return lambda: torch.cuda._sleep(cycles)
+
+    def copy_then_spin() -> None:
+        copy()
+        torch.cuda._sleep(cycles)
+    return copy_then_spin
+
+
+def _median_us(torch, fn, calls: int = 20) -> float:
+    """One CUDA call's median time in µs, after a warm-up call."""
+    fn()
+    times = []
+    for _ in range(calls):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) * 1e3)
+    return statistics.median(times)
 
 
 def report_sequence(args, torch, dev, dtype: str) -> None:
-    parts = layer_parts(torch, dev, args.op, args.tokens, args.tp, dtype, args.context, args.idle_us)
+    parts = layer_parts(torch, dev, args.op, args.tokens, args.tp, dtype, args.context, args.idle_us,
+                        args.idle_copy_mb)
     run = measure_sequence(torch, dev, parts, seconds=args.seconds, rest_s=args.rest, window_s=args.window,
                            clocks=clock_and_power)
     what = (f"{args.tokens} sequences over {args.context} cached tokens" if args.op == "decode-layer"
@@ -139,6 +182,10 @@ def main() -> None:
                         help="--op layer: an idle kernel of this many µs at each of the layer's two all-reduces, "
                              "standing in for a TP prefill's NVLink waits (H200 TP8, 8,192 tokens: ~560): does the "
                              "duty cycle let the GEMMs keep a higher clock?")
+    parser.add_argument("--idle-copy-mb", type=float, default=0.0,
+                        help="with --idle-us: start each all-reduce's wait with a device-to-device copy moving this "
+                             "many MB (read + written), standing in for a ring all-reduce's own HBM traffic "
+                             "(~3 x 2(p-1)/p x the message: H200 TP8, 8,192 tokens: ~700)")
     parser.add_argument("--window", type=float, default=0.25, help="seconds per timing window")
     parser.add_argument("--rest", type=float, default=0.0, help="seconds idle before timing (cool down)")
     args = parser.parse_args()

@@ -50,6 +50,17 @@ def _sources(cost: IterationCostModel, shape: IterationShape) -> dict[str, str]:
     return out
 
 
+def _relief_note(cost: IterationCostModel, shape: IterationShape, what: str) -> tuple[str, ...]:
+    """How much the iteration's collective waits raise its sustained fractions."""
+    relief = cost.iteration_relief(shape)
+    if relief <= 1.0:
+        return ()
+    waits = cost.collective_time(shape.num_tokens)
+    return (f"{what}: {waits * 1e3:.3f} ms of collective waits, drawing {cost.wait_power:.2f} of the power "
+            f"limit, let the clocks run {relief:.3f}x as fast as when always busy: the sustained fractions "
+            "above scale up by that, to at most 1 (cost_model.collective_power_relief)",)
+
+
 def _sustained_notes(cost: IterationCostModel) -> tuple[str, ...]:
     """Which dtypes' compute-bound GEMMs run below the tables' short-burst rate, and why."""
     dtypes = compute_dtypes(cost.sharded)
@@ -142,6 +153,8 @@ def explain(loaded: LoadedScenario, *, batch: int = 32, context: int | None = No
              f"{mem.weights_gib:.1f} GiB, KV cache {mem.kv_gib:.1f} GiB = {mem.capacity_tokens:,} tokens, "
              f"{fits:,} sequences at this context",)
     notes += _sustained_notes(prefill_pool.cost) + _sustained_notes(decode_pool.cost)
+    notes += _relief_note(prefill_pool.cost, prefill_shape, "prefill") + _relief_note(decode_pool.cost, decode_shape,
+                                                                                       "decode step")
     server = describe_api_server(sc.cost_model)
     if server:
         before = lone_request_delay(sc.cost_model, prefill) * 1e3

@@ -270,6 +270,7 @@ def test_gpu_fields_complete_and_positive(name):
     assert gpu.name == name == name.lower()
     for field in GPUSpec.model_fields:
         if field not in ("aliases", "kernel_tables_from", "sustained_attention_fraction",
+                         "collective_wait_power_fraction",
                          "visible_memory_gib"):  # optional by design
             assert getattr(gpu, field) is not None, field
     if gpu.kernel_tables_from:  # borrowed tables come from a catalog GPU of the same vendor

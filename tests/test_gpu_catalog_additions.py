@@ -139,7 +139,8 @@ def _same_except(a: str, b: str, *fields: str) -> None:
 def test_h800_is_an_h100_sxm_with_less_nvlink():
     h800, h100 = get_gpu("h800"), get_gpu("h100-sxm")
     # The sustained rates were measured on an H100 SXM only (benchmarks/sustained_gemm.py).
-    _same_except("h800", "h100-sxm", "intra_node_link", "sustained_tensor_fraction", "sustained_attention_fraction")
+    _same_except("h800", "h100-sxm", "intra_node_link", "sustained_tensor_fraction", "sustained_attention_fraction",
+                 "collective_wait_power_fraction")
     assert h800.intra_node_link.bandwidth_gbps == 200 == h100.intra_node_link.bandwidth_gbps * 4 / 9
     assert h800.kernel_tables_from == "h100-sxm"
 

@@ -256,3 +256,9 @@ def test_a_tp_layer_with_idle_all_reduces_puts_one_after_o_and_one_after_down():
     t0 = time.perf_counter()
     parts[labels.index(IDLE_LABEL)][1]()
     assert time.perf_counter() - t0 >= 0.002
+    # --idle-copy-mb: the wait starts with a copy moving that traffic, then spins.
+    copying = layer_parts(torch, cpu, "layer", 16, 8, "bf16", 0, idle_us=2000, idle_copy_mb=4.0)
+    assert [label for label, _ in copying] == labels
+    t0 = time.perf_counter()
+    copying[labels.index(IDLE_LABEL)][1]()
+    assert time.perf_counter() - t0 >= 0.002

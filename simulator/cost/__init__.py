@@ -82,6 +82,9 @@ def kernel_times_source(timer: OpTimer, gemm_dtypes: Iterable[str] | None = None
     attention = prefill_attention_rate(timer)
     if attention is not None:
         where += f"; prefill attention {attention.fraction:.2f}"
+    wait_power = getattr(timer, "collective_wait_power", None)
+    if wait_power is not None and (sustained or attention is not None):
+        where += f"; raised by collective waits at {wait_power:.2f} of the power limit"
     return where
 
 

@@ -115,6 +115,12 @@ class CostModelConfig(StrictModel):
         "(H100/H200: BF16 and FP8, and prefill attention inside a prefill layer), else the rate the profile's own long (>= 10 ms) GEMM rows of that dtype "
         "reach, where it is measurably below that of its short rows (FP8/FP4 on B200/B300/GB300, and BF16 on GB300); false: every "
         "row's short-burst rate, as measured")
+    collective_power_relief: bool = Field(
+        False, description="with sustained_tensor_rate, on a GPU whose catalog entry measures how much "
+        "power a collective's wait draws (H100 SXM, H200): the share of each iteration a TP/PP GPU "
+        "spends waiting on all-reduces lets the clocks, and so the sustained fractions, rise for the rest "
+        "of it (docs/fidelity.md item 30). Off by default: measured on kernels, but on the shipped "
+        "end-to-end sets it helps only the 8k-prompt TP8 rows")
     efficiency: RooflineEfficiency = Field(default_factory=RooflineEfficiency)
 
     @field_validator("engine")

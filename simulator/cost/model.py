@@ -23,6 +23,7 @@ from simulator.cost.ops import (
     prefill_attention_ops,
     token_ops,
 )
+from simulator.cost.sustained import power_relief
 
 # Table-driven decode attention is evaluated exactly at 2**CONTEXT_KNOT_BITS context knots
 # per octave of the batch's total context and linearly in between (the tables are piecewise
@@ -31,6 +32,10 @@ from simulator.cost.ops import (
 CONTEXT_KNOT_BITS = 6
 # Decode stretches longer than this read their attention knots as arrays (same numbers).
 LONG_STRETCH = 64
+# Op families during which a GPU waits on its peers rather than computing.
+COLLECTIVE_FAMILIES = ("allreduce", "allgather", "p2p")
+# power_relief is rounded to this step (0.1%), so the relieved times memoise.
+RELIEF_STEP = 1e-3
 
 
 class OpTimer(Protocol):
@@ -75,6 +80,12 @@ class IterationCostModel:
         if sharded.linear_passes or sharded.index_passes or sharded.global_head_dim or sharded.compressed:
             self._attn_vector = None
         self._knotted = self._attn_vector is None
+        # The share of the power limit a collective's wait draws (GPUSpec), for a timer that
+        # applies sustained fractions: the waits then let the rest of the iteration run at a
+        # higher clock (power_relief). Only a sharded model has waits to give.
+        self.wait_power: float | None = getattr(timer, "collective_wait_power", None)
+        self._collective_cache: dict = {}
+        self._relieved_cache: dict = {}
 
     def _sum(self, ops: list[Op]) -> float:
         t = self.timer.op_time
@@ -82,6 +93,10 @@ class IterationCostModel:
         for op in ops:  # a loop: summing a generator cost more on the memo misses (BENCHMARKS.md)
             v += t(op) * op.count
         return v
+
+    def _sum_relieved(self, ops: list[Op], relief: float) -> float:
+        t = self.timer.op_time
+        return sum(t(op, relief) * op.count for op in ops)
 
     def token_time(self, num_tokens: int, moe_others: int = 0) -> float:
         """moe_others: tokens other attention-DP ranks add to this step's MoE layers."""
@@ -182,15 +197,71 @@ class IterationCostModel:
             v = self._prefill_cache[chunks] = self._sum(prefill_attention_ops(chunks, self.sharded))
         return v
 
+    def collective_time(self, num_tokens: int, moe_others: int = 0) -> float:
+        """The collectives' share of token_time: the waits of a sharded model's layers."""
+        key = (num_tokens, moe_others)
+        v = self._collective_cache.get(key)
+        if v is None:
+            if len(self._collective_cache) > 200_000:
+                self._collective_cache.clear()
+            ops = token_ops(num_tokens, self.sharded, num_tokens + moe_others)
+            v = self._collective_cache[key] = self._sum([op for op in ops if op.family in COLLECTIVE_FAMILIES])
+        return v
+
+    def relief(self, num_tokens: int, busy_s: float, moe_others: int = 0) -> float:
+        """power_relief for an iteration of `num_tokens` whose token, emit and prefill
+        attention ops take `busy_s` at the sustained fractions (1.0: no relief).
+
+        The share is of that time, without decode attention: a decode stretch then keeps
+        one relief over all its steps (fast-forwarding stays exact), and decode attention
+        is memory-bound work, which the relieved fractions leave as it is."""
+        if self.wait_power is None or busy_s <= 0.0:
+            return 1.0
+        waits = self.collective_time(num_tokens, moe_others)
+        if waits <= 0.0:
+            return 1.0
+        r = power_relief(waits / busy_s, self.wait_power)
+        return round(r / RELIEF_STEP) * RELIEF_STEP
+
+    def gpu_busy_time(self, num_tokens: int, num_emit: int, chunks: tuple[tuple[int, int], ...] = (),
+                      moe_others: int = 0) -> float:
+        """Token, emit and prefill-attention time of one iteration (no decode attention),
+        with the sustained fractions relieved by its collective waits."""
+        t = self.token_time(num_tokens, moe_others) + self.emit_time(num_emit)
+        if chunks:
+            t += self.prefill_attention_time(chunks)
+        r = self.relief(num_tokens, t, moe_others)
+        if r <= 1.0:
+            return t
+        t = (self._relieved(("tokens", num_tokens, moe_others), r,
+                            lambda: token_ops(num_tokens, self.sharded, num_tokens + moe_others))
+             + self._relieved(("emit", num_emit), r, lambda: emit_ops(num_emit, self.sharded)))
+        if chunks:
+            t += self._relieved(("prefill", chunks), r, lambda: prefill_attention_ops(chunks, self.sharded))
+        return t
+
+    def _relieved(self, what: tuple, relief: float, ops) -> float:
+        """Memoised time of the ops `ops()` builds, at `relief`."""
+        key = (what, relief)
+        v = self._relieved_cache.get(key)
+        if v is None:
+            if len(self._relieved_cache) > 200_000:  # bound memory on very long runs
+                self._relieved_cache.clear()
+            v = self._relieved_cache[key] = self._sum_relieved(ops(), relief)
+        return v
+
     def cpu_time(self, num_seqs: int) -> float:
         """The engine's per-iteration CPU work for `num_seqs` scheduled sequences."""
         return self.overhead + self.per_seq * num_seqs
 
     def iteration_time(self, shape: IterationShape, moe_others: int = 0, from_idle: bool = False) -> float:
         """from_idle: the engine was idle, so no earlier iteration hides this one's CPU work."""
-        t = self.token_time(shape.num_tokens, moe_others) + self.emit_time(shape.num_emit)
-        if shape.prefill_chunks:
-            t += self.prefill_attention_time(shape.prefill_chunks)
+        if self.wait_power is None:
+            t = self.token_time(shape.num_tokens, moe_others) + self.emit_time(shape.num_emit)
+            if shape.prefill_chunks:
+                t += self.prefill_attention_time(shape.prefill_chunks)
+        else:
+            t = self.gpu_busy_time(shape.num_tokens, shape.num_emit, shape.prefill_chunks, moe_others)
         if shape.num_decode:
             t += self.decode_attention_time(shape.num_decode, shape.decode_context)
         cpu = self.cpu_time(shape.num_seqs)
@@ -209,7 +280,7 @@ class IterationCostModel:
         first request), so under async scheduling it alone pays GPU + CPU.
         """
         cpu = self.cpu_time(num_seqs)
-        base = self.token_time(num_seqs) + self.emit_time(num_seqs)
+        base = self.gpu_busy_time(num_seqs, num_seqs)
         vector = self._attn_vector
         if vector is None:
             gpu = [base + a for a in self._decode_attention_run(num_seqs, context_sum, steps)]
@@ -229,6 +300,15 @@ class IterationCostModel:
             out[0] = gpu[0] + cpu
         return out
 
+    def iteration_relief(self, shape: IterationShape, moe_others: int = 0) -> float:
+        """The power_relief one iteration of `shape` runs at (1.0: none)."""
+        if self.wait_power is None:
+            return 1.0
+        busy = self.token_time(shape.num_tokens, moe_others) + self.emit_time(shape.num_emit)
+        if shape.prefill_chunks:
+            busy += self.prefill_attention_time(shape.prefill_chunks)
+        return self.relief(shape.num_tokens, busy, moe_others)
+
     @property
     def older_decode_kernel(self) -> bool:
         """Whether decode attention is timed as an older release's kernel (cost/releases.py)."""
@@ -243,8 +323,10 @@ class IterationCostModel:
         scheduling only the part of it the GPU work does not hide, so the parts add up to
         iteration_time."""
         out: dict[str, float] = {}
+        relief = self.iteration_relief(shape, moe_others)
         for op in self.ops(shape, moe_others):
-            out[op.name] = out.get(op.name, 0.0) + self.timer.op_time(op) * op.count
+            t = self.timer.op_time(op) if relief == 1.0 else self.timer.op_time(op, relief)
+            out[op.name] = out.get(op.name, 0.0) + t * op.count
         cpu = self.cpu_time(shape.num_seqs)
         if self.overlap_cpu and not from_idle:
             cpu = max(0.0, cpu - sum(out.values()))

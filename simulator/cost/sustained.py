@@ -94,3 +94,18 @@ def sustained_factor(compute_s: float, memory_s: float, fraction: float) -> floa
     slow = max(compute_s / fraction, memory_s)
     fast = max(compute_s, memory_s)
     return slow / fast if fast > 0 else 1.0
+
+
+def power_relief(wait_share: float, wait_power: float) -> float:
+    """How much faster the clocks run when a share of an iteration waits on collectives.
+
+    The board's limit caps the iteration's average power: if the waits (share s) draw a
+    fraction q of the limit and the rest draws in proportion to the SM clock, the clock,
+    and with it each sustained fraction, rises by r = (1 - q s) / (1 - s) over the clock
+    of a GPU busy all the time. Measured on an H200 (benchmarks/duty_cycle_fit.py: one q
+    fits gate/up, down and attention at TP2-8 to ~1%); the fractions it scales stay capped at 1.
+    """
+    if wait_share <= 0.0:
+        return 1.0
+    return (1.0 - wait_power * wait_share) / (1.0 - wait_share)
+

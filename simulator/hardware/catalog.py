@@ -100,6 +100,8 @@ _GPUS: list[GPUSpec] = [
         # 8,192 tokens, attention 1,705 -> 2,293 µs after 8 s back to back (0.744; SM clock
         # 1320 MHz). benchmarks/logs/2026-11-26-h100-calibration-and-layers.log.
         sustained_attention_fraction=0.74,
+        # The H200's measurement (below): the same GH100 die under the same 700 W limit.
+        collective_wait_power_fraction=0.58,
     ),
     GPUSpec(
         name="h100-pcie",
@@ -177,6 +179,11 @@ _GPUS: list[GPUSpec] = [
         # unthrottled over steady time, TP1 8,192 tokens 0.696 and 0.716, TP2 4,096 tokens 0.701
         # and 0.734 (two runs; SM clock 1350-1425 MHz). benchmarks/logs/2026-11-26-h200-layers-*.log.
         sustained_attention_fraction=0.71,
+        # The same layer at TP2-8 with a wait at each all-reduce that moves the ring's HBM
+        # traffic (a copy, then a spin), 2026-11-27: 0.576 of the 700 W limit fits its 18
+        # kernel fractions to 1.1% (idle spins alone: 0.42). A real all-reduce also drives
+        # NVLink, so this is a floor. benchmarks/logs/2026-11-27-h200-duty-cycle-run*.log.
+        collective_wait_power_fraction=0.58,
     ),
     GPUSpec(
         name="h200-nvl",

@@ -84,6 +84,12 @@ class GPUSpec(StrictModel):
     # the SM clock, which the power limit lowers for the whole chip, more than the GEMMs
     # around it do. None: prefill attention takes its dtype's sustained_tensor_fraction.
     sustained_attention_fraction: float | None = Field(default=None, gt=0, le=1)
+    # Share of the board's power limit the GPU draws while a TP iteration waits on its
+    # collectives, fitted to in-layer runs with such waits (benchmarks/duty_cycle_fit.py).
+    # A wait that draws less than the limit lets the clocks, and so the two sustained
+    # fractions above, rise for the rest of the iteration (cost/sustained.py's
+    # power_relief). None: the waits give nothing back (the fractions apply whole).
+    collective_wait_power_fraction: float | None = Field(default=None, ge=0, lt=1)
 
     @model_validator(mode="after")
     def _check_peaks(self) -> GPUSpec:

@@ -63,7 +63,8 @@ def calibrated_backend(gpu: GPUSpec, config: CostModelConfig, profile: str | Non
             fix=f"set hardware.gpu: {meta.gpu}, or use a profile made on {gpu.name}")
     st = path.stat()
     cache_key = (str(path), st.st_mtime_ns, gpu.model_dump_json(), config.efficiency.model_dump_json(),
-                 config.overheads().kernel_latency_us, config.sustained_tensor_rate)
+                 config.overheads().kernel_latency_us, config.sustained_tensor_rate,
+                 config.collective_power_relief)
     timer = _TIMERS.get(cache_key)
     if timer is None:
         if len(_TIMERS) >= 8:

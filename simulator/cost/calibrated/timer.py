@@ -131,6 +131,9 @@ class CalibratedTimer:
         gemm = profile.table("gemm")
         rates = {}
         self.attention_sustained: SustainedRate | None = None
+        # The share of the power limit a collective's wait draws (GPU catalog), where the
+        # sustained fractions come from this GPU's own back-to-back runs: None otherwise.
+        self.collective_wait_power: float | None = None
         if config.sustained_tensor_rate:
             # The GPU's own measurement, where the catalog has one, for profiles timed on a GPU
             # (a CPU profile's times have nothing to do with a GPU's power limit).
@@ -141,6 +144,8 @@ class CalibratedTimer:
             if on_gpu and gpu.sustained_attention_fraction is not None:
                 # Prefill attention's own measured fraction replaces its dtype's.
                 self.attention_sustained = SustainedRate(gpu.sustained_attention_fraction, 0, 0, "catalog")
+            if on_gpu and config.collective_power_relief:
+                self.collective_wait_power = gpu.collective_wait_power_fraction
         # Only the dtypes that measurably slow down: a lookup miss is the common case.
         self.sustained: dict[str, SustainedRate] = {d: r for d, r in rates.items() if r.fraction < 1.0}
         # The lookup by an op's dtype, with the formats that borrow another's rate (FP16 BF16's).
@@ -166,8 +171,9 @@ class CalibratedTimer:
             self._shipped_timer = calibrated_backend(self.gpu, self._config, self._shipped_name)
         return self._shipped_timer if family in self._shipped_timer.models else None
 
-    def _sustain(self, op: Op) -> float:
-        """The factor by which `op` runs longer at the sustained rate (1.0 for most ops)."""
+    def _sustain(self, op: Op, relief: float = 1.0) -> float:
+        """The factor by which `op` runs longer at the sustained rate (1.0 for most ops);
+        `relief` scales the fraction up (an iteration's collective waits, power_relief)."""
         rate = self._rate_of.get(op.dtype)
         if op.family == "attn_prefill" and self.attention_sustained is not None:
             rate = self.attention_sustained
@@ -177,32 +183,34 @@ class CalibratedTimer:
         rt = gemm.timer if gemm is not None else self.default
         compute = op.flops / (rt.peak(op.dtype) * rt.eff.gemm_compute)
         memory = op.bytes / (rt.bw * rt.eff.gemm_memory)
-        return sustained_factor(compute, memory, rate.fraction)
+        fraction = rate.fraction if relief == 1.0 else min(1.0, rate.fraction * relief)
+        return sustained_factor(compute, memory, fraction)
 
     def _donor(self, op: Op) -> FamilyModel | None:
         return self.models.get(FIT_FROM.get(op.family, ""))
 
-    def op_time(self, op: Op) -> float:
-        t = self._table_time(op)
+    def op_time(self, op: Op, relief: float = 1.0) -> float:
+        """`op`'s time; `relief` > 1 raises the sustained fractions (power_relief)."""
+        t = self._table_time(op, relief)
         if self._fp8_input_quant and op.family == "gemm" and op.dtype == "fp8":
             m, _, k = op.shape
             t += self._table_time(elementwise("fp8_input_quant", 3.0 * m * k, 1))
         return t
 
-    def _table_time(self, op: Op) -> float:
+    def _table_time(self, op: Op, relief: float = 1.0) -> float:
         model = self.models.get(op.family)
         if model is None:
             shipped = self.shipped_for(op.family)
             if shipped is not None:
-                return shipped.op_time(op)
+                return shipped.op_time(op, relief)
             donor = self._donor(op)
             if donor is None:
                 return self.default.op_time(op)
-            return donor.timer.op_time(op) * self._sustain(op) + self.extra_launch * op.kernels
+            return donor.timer.op_time(op) * self._sustain(op, relief) + self.extra_launch * op.kernels
         t = model.predict(op)
         if t is None:
-            return model.timer.op_time(op) * self._sustain(op)
-        t *= self._sustain(op)
+            return model.timer.op_time(op) * self._sustain(op, relief)
+        t *= self._sustain(op, relief)
         if op.family in DRAM_FLOOR_FAMILIES:
             # A table row repeats one kernel on the same operands, so those that fit in L2
             # ran from it (L40S and RTX PRO 6000 rows up to 2.6x the DRAM rate). In a serving

@@ -1,0 +1,124 @@
+"""A TP iteration's collective waits give back power: cost/sustained.py's power_relief,
+its fit to the shipped H200 runs, and its use per iteration (cost_model.collective_power_relief)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import closed_loop, fixed, scenario, simulate
+from hypothesis import given
+from hypothesis import strategies as st
+from test_invariants import (
+    check_fast_forward_equivalent,
+    check_kv,
+    check_requests,
+    check_timeline,
+    check_tokens,
+)
+
+from simulator import api
+from simulator.cost import CostModelConfig
+from simulator.cost.calibrated import calibrated_backend
+from simulator.cost.ops import IterationShape
+from simulator.cost.sustained import power_relief
+from simulator.hardware import get_gpu
+from simulator.simulation import Simulation
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "scenarios" / "benchmark-concurrency.yaml"
+RELIEF_ON = "cost_model.collective_power_relief=true"
+
+
+def test_relief_is_the_power_balance_in_closed_form():
+    # A third of the time waiting at 0.58 of the limit: (1 - 0.58/3) / (2/3) = 1.21.
+    assert power_relief(1 / 3, 0.58) == pytest.approx((1 - 0.58 / 3) * 1.5)
+    assert power_relief(0.0, 0.58) == 1.0
+    assert power_relief(0.4, 1.0) == pytest.approx(1.0)  # waits that draw the limit give nothing
+    assert power_relief(0.5, 0.0) == pytest.approx(2.0)  # idle waits: the busy half may draw twice
+
+
+@given(st.floats(0.0, 0.9), st.floats(0.0, 0.9), st.floats(0.0, 0.99), st.floats(0.0, 0.99))
+def test_relief_grows_with_the_wait_and_shrinks_with_its_draw(s1, s2, q1, q2):
+    lo, hi = sorted((s1, s2))
+    assert 1.0 <= power_relief(lo, q1) <= power_relief(hi, q1) + 1e-12
+    qa, qb = sorted((q1, q2))
+    assert power_relief(hi, qa) >= power_relief(hi, qb) - 1e-12
+
+
+def test_the_catalog_holds_the_fit_of_the_shipped_runs():
+    """benchmarks/duty_cycle_fit.py over benchmarks/logs: the copy waits' q is the catalog's,
+    idle spins draw less, and one q fits every kernel to a few percent."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from duty_cycle_fit import LOGS, fit, pairs
+
+    ps = pairs(LOGS)
+    q_copy, rms_copy = fit([p for p in ps if p.run.wait == "copy"])
+    q_spin, rms_spin = fit([p for p in ps if p.run.wait == "spin"])
+    assert len(ps) >= 40 and {p.run.tp for p in ps} == {2, 4, 8}
+    assert get_gpu("h200").collective_wait_power_fraction == pytest.approx(q_copy, abs=0.005)
+    assert get_gpu("h100-sxm").collective_wait_power_fraction == get_gpu("h200").collective_wait_power_fraction
+    assert q_spin < q_copy and max(rms_copy, rms_spin) < 0.03
+
+
+def _timer(on: bool):
+    return calibrated_backend(get_gpu("h200"), CostModelConfig(collective_power_relief=on), "h200_sxm-vllm")
+
+
+def test_relief_speeds_compute_bound_ops_up_to_their_burst_time_only():
+    from simulator.cost.ops import Op
+
+    on, off = _timer(True), _timer(False)
+    burst = calibrated_backend(get_gpu("h200"), CostModelConfig(sustained_tensor_rate=False), "h200_sxm-vllm")
+    assert (on.collective_wait_power, off.collective_wait_power) == (0.58, None)
+    m, n, k = 8192, 28672 // 8, 8192
+    prefill = Op("gate_up_proj", "gemm", 2.0 * m * n * k, 1.0 * (m * k + n * k + 2 * m * n), 1, (m, n, k), "fp8")
+    t0, t1, tb = on.op_time(prefill), on.op_time(prefill, 1.05), burst.op_time(prefill)
+    assert tb < t1 < t0 and on.op_time(prefill, 2.0) == pytest.approx(tb)
+    m = 8
+    decode = Op("gate_up_proj", "gemm", 2.0 * m * n * k, 1.0 * (m * k + n * k + 2 * m * n), 1, (m, n, k), "fp8")
+    assert on.op_time(decode, 1.2) == on.op_time(decode)  # memory-bound: HBM sets its pace
+
+
+def _lone(overrides: list[str]) -> dict:
+    loaded = api.load(BENCH, ["workload.arrival.concurrency=1", "workload.num_requests=1",
+                              "workload.prompt_tokens.value=8192", *overrides])
+    return api.run(loaded).summary
+
+
+def test_a_tp8_prefill_gets_some_of_its_burst_speed_back_and_tp1_none():
+    on, off = _lone(["parallelism.tp=8", RELIEF_ON]), _lone(["parallelism.tp=8"])
+    burst = _lone(["parallelism.tp=8", "cost_model.sustained_tensor_rate=false"])
+    assert burst["ttft_ms"]["mean"] < on["ttft_ms"]["mean"] < off["ttft_ms"]["mean"]
+    assert on["tpot_ms"]["mean"] == pytest.approx(off["tpot_ms"]["mean"], rel=0.01)
+    one_on, one_off = _lone(["parallelism.tp=1", RELIEF_ON]), _lone(["parallelism.tp=1"])
+    assert one_on["ttft_ms"] == one_off["ttft_ms"]  # no collectives, nothing to give
+
+
+def test_the_relief_follows_the_waits_share_of_the_iteration():
+    """explain's numbers: a TP8 8k prefill waits ~a third of its time; its relief is the
+    closed form of that share, and a TP1 one has none."""
+    cost = Simulation(api.load(BENCH, ["parallelism.tp=8", RELIEF_ON])).cost
+    shape = IterationShape(num_tokens=8192, num_emit=1, prefill_chunks=((8192, 0),))
+    busy = cost.token_time(8192) + cost.emit_time(1) + cost.prefill_attention_time(((8192, 0),))
+    share = cost.collective_time(8192) / busy
+    assert 0.25 < share < 0.4
+    assert cost.iteration_relief(shape) == pytest.approx(power_relief(share, 0.58), abs=1e-3)
+
+
+def test_invariants_and_fast_forward_hold_with_relief():
+    d = scenario("vllm-v1", arrival=closed_loop(24), prompt=fixed(3000), output=fixed(200), num_requests=60,
+                 tp=4, model="llama-3.1-70b", gpu="h200", max_model_len=8192, kv_tokens=40_000)
+    d["model"]["weight_dtype"] = "fp8"
+    d["model"]["activation_dtype"] = "fp8"
+    d["cost_model"] = {"backend": "auto", "collective_power_relief": True}
+    sim, res = simulate(d)
+    assert sim.cost.wait_power == 0.58
+    check_requests(d, res.requests)
+    check_tokens(d, res.requests, res.iterations)
+    check_kv(sim, res.iterations)
+    check_timeline(d, res.iterations)
+    assert (res.requests["status"] == "completed").all() and res.requests["preemptions"].sum() > 0
+    _, stepped = simulate(d, fast_forward=False)
+    check_fast_forward_equivalent(d, res, stepped)
