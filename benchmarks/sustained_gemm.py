@@ -41,6 +41,7 @@ import time
 from functools import partial
 
 from calibration.bench import (
+    Stopwatch,
     clock_and_power,
     decode_fn,
     fp8_supported,
@@ -109,7 +110,7 @@ def idle_fn(torch, dev, idle_us: float, copy_mb: float = 0.0):
         return wait
     copy_us = 0.0
     if copy is not None:
-        copy_us = _median_us(torch, copy)
+        copy_us = statistics.median(Stopwatch(torch, dev, warmup=1, repeats=20, flush_mb=0).samples(copy))
     probe = 1_000_000
     torch.cuda._sleep(probe)  # the first kernel pays the context's start-up: time the second
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -125,20 +126,6 @@ def idle_fn(torch, dev, idle_us: float, copy_mb: float = 0.0):
         copy()
         torch.cuda._sleep(cycles)
     return copy_then_spin
-
-
-def _median_us(torch, fn, calls: int = 20) -> float:
-    """One CUDA call's median time in µs, after a warm-up call."""
-    fn()
-    times = []
-    for _ in range(calls):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) * 1e3)
-    return statistics.median(times)
 
 
 def report_sequence(args, torch, dev, dtype: str) -> None:
