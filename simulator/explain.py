@@ -54,6 +54,13 @@ def _relief_note(cost: IterationCostModel, shape: IterationShape, what: str) -> 
     """How much the iteration's collective waits raise its sustained fractions."""
     relief = cost.iteration_relief(shape)
     if relief <= 1.0:
+        gpu = getattr(cost.timer, "gpu", None)
+        measured = gpu.collective_wait_power_fraction if gpu is not None else None
+        if (cost.wait_power is None and measured is not None and what == "prefill"
+                and _sustained_notes(cost) and cost.collective_time(shape.num_tokens) > 0):
+            return (f"prefill: this GPU's collective waits draw {measured:.2f} of its power limit (measured), which "
+                    "lets its clocks rise in TP prefills; --set cost_model.collective_power_relief=true models it "
+                    "(off by default: docs/fidelity.md item 30)",)
         return ()
     waits = cost.collective_time(shape.num_tokens)
     return (f"{what}: {waits * 1e3:.3f} ms of collective waits, drawing {cost.wait_power:.2f} of the power "

@@ -122,3 +122,16 @@ def test_invariants_and_fast_forward_hold_with_relief():
     assert (res.requests["status"] == "completed").all() and res.requests["preemptions"].sum() > 0
     _, stepped = simulate(d, fast_forward=False)
     check_fast_forward_equivalent(d, res, stepped)
+
+
+def test_explain_says_how_far_the_waits_raise_the_rates_or_that_it_could():
+    from simulator.explain import explain
+
+    def notes(overrides: list[str]) -> str:
+        return " ".join(explain(api.load(BENCH, overrides), prefill=8192).notes)
+
+    on = notes(["parallelism.tp=8", RELIEF_ON])
+    assert "let the clocks run 1.19" in on and "collective_power_relief=true models it" not in on
+    off = notes(["parallelism.tp=8"])
+    assert "draw 0.58 of its power limit (measured)" in off and "let the clocks run" not in off
+    assert "power limit" not in notes(["parallelism.tp=1"])  # no waits at TP1
