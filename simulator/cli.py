@@ -525,14 +525,15 @@ def _natural(name: str) -> list:
 
 def _attention_kind(m) -> str:
     """What sizes a model's KV cache and attention: MLA's latent, a sliding window, linear
-    attention layers, sparse selection; else grouped-query (GQA) or multi-head (MHA)."""
+    attention layers, sparse selection; else multi-query (MQA), grouped-query (GQA) or
+    multi-head (MHA)."""
     if m.compressed:  # DeepSeek-V4
         c = m.compressed
         return f"MQA, window {c.window}, CSA {c.csa_layers}/HCA {c.hca_layers} of {m.num_layers}"
     if m.is_mla:
         kind = f"MLA (latent {m.kv_lora_rank})"
     else:
-        kind = "MHA" if m.num_kv_heads == m.num_heads else "GQA"
+        kind = "MHA" if m.num_kv_heads == m.num_heads else "MQA" if m.num_kv_heads == 1 else "GQA"
     if m.is_sparse:
         kind += ", sparse"
     if m.sliding_layers:

@@ -245,7 +245,7 @@ def test_load_hf_config_rejects_unsupported_moe_and_unknown_types(tmp_path):
     with pytest.raises(CatalogError, match="mixture-of-experts"):
         load_hf_config(_write(tmp_path, {**LLAMA_31_8B_CONFIG, "num_local_experts": 8}))  # model_type llama
     with pytest.raises(CatalogError, match="mixture-of-experts"):
-        load_hf_config(_write(tmp_path, {**LLAMA_31_8B_CONFIG, "model_type": "qwen2_moe", "num_experts": 60}))
+        load_hf_config(_write(tmp_path, {**LLAMA_31_8B_CONFIG, "model_type": "jamba", "num_experts": 16}))
     with pytest.raises(CatalogError, match="unsupported model_type"):
         load_hf_config(_write(tmp_path, {**LLAMA_31_8B_CONFIG, "model_type": "gpt2"}))
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 from simulator.catalog import AliasIndex
+from simulator.models.catalog_classic import CLASSIC_MODELS, llama_lineage
 from simulator.models.catalog_extra import (
     DEEPSEEK_V4_MODELS,
     DENSE_MODELS,
@@ -1347,6 +1348,8 @@ MODEL_CATALOG["nemotron-super-49b"] = ModelSpec(
 MODEL_CATALOG.update({m.name: m for m in [*DENSE_MODELS, *MOE_MODELS, *GEMMA4_MODELS, *DEEPSEEK_V4_MODELS,
                                             *vision_language_models(MODEL_CATALOG)]})
 MODEL_CATALOG["step-3.7-flash"] = step37_flash(MODEL_CATALOG)
+# Decoders with their own config keys, and Llama's lineage under other names (catalog_classic.py).
+MODEL_CATALOG.update({m.name: m for m in [*CLASSIC_MODELS, *llama_lineage(MODEL_CATALOG)]})
 
 # aiconfigurator's model names where they leave out what tells a catalog entry apart
 # (its sdk model table and sweep CSVs: QWEN3_235B is Qwen3-235B-A22B, QWEN3_480B the Coder).

@@ -96,10 +96,11 @@ def _qwen25_vl(text: ModelSpec, size: str, ffn: int, published_b: float) -> Mode
 
 
 def vision_language_models(catalog: dict[str, ModelSpec]) -> list[ModelSpec]:
-    """Qwen2.5-VL 3B, 7B and 72B: their text_config repeats Qwen2.5's shapes (3B tied);
-    the vision MLP is 3,420 wide (3,456 in the 72B). Sizes: Hugging Face's counts."""
+    """Qwen2.5-VL 3B, 7B, 32B and 72B: their text_config repeats Qwen2.5's shapes (3B tied);
+    the vision MLP is 3,420 wide (3,456 in the 32B and 72B). Sizes: Hugging Face's counts."""
     return [_qwen25_vl(catalog["qwen2.5-3b"], "3b", 3420, 3.75),
             _qwen25_vl(catalog["qwen2.5-7b"], "7b", 3420, 8.29),
+            _qwen25_vl(catalog["qwen2.5-32b"], "32b", 3456, 33.5),
             _qwen25_vl(catalog["qwen2.5-72b"], "72b", 3456, 73.4)]
 
 

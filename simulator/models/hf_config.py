@@ -9,8 +9,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from simulator.errors import CatalogError, not_utf8
+from simulator.models import hf_classic
 from simulator.models.catalog import GEMMA3_VISION_PARAMS, qwen3_vl_encoder_params
 from simulator.models.catalog_extra import KIMI_K3_VISION_PARAMS, STEP37_VISION_PARAMS
+from simulator.models.config_keys import optional as _optional
+from simulator.models.config_keys import require as _require
 from simulator.models.spec import ModelSpec
 
 # Hugging Face config.json loader
@@ -19,7 +22,9 @@ from simulator.models.spec import ModelSpec
 # multipliers on the embeddings, residuals, attention and logits, which cost nothing.
 _GEMMA = frozenset({"gemma", "gemma2", "gemma3", "gemma3_text"})
 # mimo (MiMo-7B) is Qwen2 plus multi-token-prediction layers that plain serving never runs.
-_LLAMA_STYLE = frozenset({"llama", "mistral", "qwen2", "qwen3", "phi3", "granite", "qwen3_5", "mimo"}) | _GEMMA
+# internlm2: Llama's shapes under its own key names for nothing the cost model reads.
+_LLAMA_STYLE = frozenset({"llama", "mistral", "qwen2", "qwen3", "phi3", "granite", "qwen3_5", "mimo",
+                          "internlm2"}) | _GEMMA
 # llama-style attention, a routed MLP (llama4: plus a shared expert; glm4_moe: shared
 # experts and dense-first layers, as DeepSeek)
 # qwen3_next, qwen3_5_moe: Gated DeltaNet layers between gated attention ones, a shared expert
@@ -647,21 +652,6 @@ def _nemotron_nas_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
     }
 
 
-def _require(cfg: dict[str, Any], key: str, where: str) -> Any:
-    if key not in cfg or cfg[key] is None:
-        raise CatalogError(
-            f"missing required key {key!r}",
-            where=where,
-            fix=f"add {key!r} to config.json (copy it from the model's published config)",
-        )
-    return cfg[key]
-
-
-def _optional(cfg: dict[str, Any], key: str, default: Any) -> Any:
-    value = cfg.get(key)
-    return default if value is None else value
-
-
 # mamba_ssm_dtype values a config may give, as bytes per element of the delta-rule state.
 _SSM_DTYPE_BYTES = {"float32": 4.0, "float16": 2.0, "bfloat16": 2.0}
 
@@ -934,6 +924,9 @@ _FAMILY_FIELDS = {
     "opt": _opt_fields, _NEMOTRON_H: _nemotron_h_fields, _NEMOTRON_NAS: _nemotron_nas_fields,
     _GEMMA4: _gemma4_fields, _MIMO_V2: _mimo_v2_fields, _STEP3P5: _step3p5_fields,
     _MINIMAX_M3: _minimax_m3_fields, _KIMI_LINEAR: _kimi_linear_fields, _DEEPSEEK_V4: _deepseek_v4_fields,
+    **hf_classic.DENSE_FAMILIES, **hf_classic.MOE_FAMILIES,
 }
-# Families whose configs may route to experts (OPT and the NAS-pruned Llama are dense).
-_MOE_FAMILIES = _MOE_STYLE | _MLA_STYLE | (frozenset(_FAMILY_FIELDS) - {"opt", _NEMOTRON_NAS})
+# Families whose configs may route to experts (OPT, the NAS-pruned Llama and the classic
+# dense decoders are dense).
+_MOE_FAMILIES = _MOE_STYLE | _MLA_STYLE | (frozenset(_FAMILY_FIELDS) - {"opt", _NEMOTRON_NAS}
+                                           - frozenset(hf_classic.DENSE_FAMILIES))
