@@ -67,3 +67,14 @@ def test_each_family_simulates_with_its_invariants(model):
     check_tokens(d, res.requests, res.iterations)
     check_kv(sim, res.iterations)
     assert (res.requests["status"] == "completed").all()
+
+
+def test_a_nemotron_config_reads_squared_relu_and_kv_channels(tmp_path):
+    """nvidia/Nemotron-Mini-4B-Instruct's config.json (refs/pr/4): 4.19B by its shapes, the card's 4B."""
+    spec = load_hf_config(write_config(tmp_path, {
+        "model_type": "nemotron", "hidden_size": 3072, "num_hidden_layers": 32, "num_attention_heads": 24,
+        "num_key_value_heads": 8, "kv_channels": 128, "intermediate_size": 9216, "hidden_act": "relu2",
+        "partial_rotary_factor": 0.5, "vocab_size": 256000, "max_position_embeddings": 4096,
+        "tie_word_embeddings": False}))
+    assert (spec.head_dim, spec.gated_mlp, spec.norm, spec.tied_embeddings) == (128, False, "layernorm", False)
+    assert spec.param_count / 1e9 == pytest.approx(4.19, abs=0.01)

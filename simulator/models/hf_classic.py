@@ -1,7 +1,7 @@
 """Config readers for the decoder families before Llama's conventions settled, and a few
 later ones that name their keys their own way: Falcon, BLOOM, GPT-J, MPT, StarCoder
-(gpt_bigcode), StarCoder2, Phi-2, Cohere's Command R/R+/A, DBRX, Qwen1.5-MoE, DeepSeekMoE
-and Phi-3.5-MoE.
+(gpt_bigcode), StarCoder2, Phi-2, Nemotron-4/Minitron, Cohere's Command R/R+/A, DBRX,
+Qwen1.5-MoE, DeepSeekMoE and Phi-3.5-MoE.
 
 Each maps its config.json onto ModelSpec's fields. What the cost model cannot tell apart is
 not read: attention and MLP computed in parallel off one norm (Falcon, GPT-J, Phi-2,
@@ -152,6 +152,17 @@ def phi_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
             "attention_bias": True, "mlp_bias": True, "norm": "layernorm"}
 
 
+def nemotron_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
+    """Nemotron-4 and Minitron (model_type nemotron): a squared-ReLU MLP of two matrices,
+    LayerNorm (1p), partial rotary embeddings, an untied head; the head width is kv_channels
+    where head_dim is absent."""
+    fields = {**_plain_decoder(cfg, where), "gated_mlp": False,
+              "tied_embeddings": optional(cfg, "tie_word_embeddings", False), "norm": "layernorm"}
+    if cfg.get("head_dim") is None and cfg.get("kv_channels") is not None:
+        fields["head_dim"] = cfg["kv_channels"]
+    return fields
+
+
 def cohere_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
     """Command R / R+ (cohere) and Command A / R7B (cohere2): a SwiGLU MLP in parallel with
     attention off one LayerNorm, a tied head, a per-head norm on q and k where use_qk_norm
@@ -244,7 +255,7 @@ def phimoe_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
 # model_type -> reader; the dense ones may not carry routed-expert keys.
 DENSE_FAMILIES = {"falcon": falcon_fields, "RefinedWeb": falcon_fields, "RefinedWebModel": falcon_fields,
                   "bloom": bloom_fields, "gptj": gptj_fields, "mpt": mpt_fields, "gpt_bigcode": gpt_bigcode_fields,
-                  "starcoder2": starcoder2_fields, "phi": phi_fields, "cohere": cohere_fields,
-                  "cohere2": cohere_fields}
+                  "starcoder2": starcoder2_fields, "phi": phi_fields, "nemotron": nemotron_fields,
+                  "cohere": cohere_fields, "cohere2": cohere_fields}
 MOE_FAMILIES = {"dbrx": dbrx_fields, "qwen2_moe": qwen2_moe_fields, "deepseek": deepseek_moe_fields,
                 "phimoe": phimoe_fields}
