@@ -28,6 +28,15 @@ def _fc_mlp(hidden: Any, width: Any) -> Any:
     return width if width is not None else (4 * hidden if isinstance(hidden, int) else hidden)
 
 
+def _gpt_style(*, layers: Any, hidden: Any, heads: Any, kv_heads: Any, ffn: Any, vocab: Any, tied: bool,
+               context: Any, attention_bias: bool, mlp_bias: bool, **extra: Any) -> dict[str, Any]:
+    """The fields of a GPT-2-lineage decoder: LayerNorm and a two-matrix GELU MLP."""
+    return {"num_layers": layers, "hidden_size": hidden, "num_heads": heads, "num_kv_heads": kv_heads,
+            "head_dim": _per_head(hidden, heads), "ffn_size": ffn, "gated_mlp": False, "vocab_size": vocab,
+            "tied_embeddings": tied, "max_position_embeddings": context, "attention_bias": attention_bias,
+            "mlp_bias": mlp_bias, "norm": "layernorm", **extra}
+
+
 def falcon_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
     """Falcon: multi-query attention (7B) or grouped KV heads (new_decoder_architecture:
     40B, 180B); a GELU MLP; LayerNorm; the LM head tied to the embeddings."""
@@ -38,15 +47,10 @@ def falcon_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
     else:
         kv = 1 if optional(cfg, "multi_query", True) else heads
     bias = optional(cfg, "bias", False)
-    return {
-        "num_layers": first_of(cfg, ("num_hidden_layers", "n_layer"), where),
-        "hidden_size": hidden, "num_heads": heads, "num_kv_heads": kv, "head_dim": _per_head(hidden, heads),
-        "ffn_size": _fc_mlp(hidden, cfg.get("ffn_hidden_size")), "gated_mlp": False,
-        "vocab_size": require(cfg, "vocab_size", where),
-        "tied_embeddings": optional(cfg, "tie_word_embeddings", True),
-        "max_position_embeddings": optional(cfg, "max_position_embeddings", 2048),
-        "attention_bias": bias, "mlp_bias": bias, "norm": "layernorm",
-    }
+    return _gpt_style(layers=first_of(cfg, ("num_hidden_layers", "n_layer"), where), hidden=hidden, heads=heads,
+                      kv_heads=kv, ffn=_fc_mlp(hidden, cfg.get("ffn_hidden_size")),
+                      vocab=require(cfg, "vocab_size", where), tied=optional(cfg, "tie_word_embeddings", True),
+                      context=optional(cfg, "max_position_embeddings", 2048), attention_bias=bias, mlp_bias=bias)
 
 
 def bloom_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
@@ -54,15 +58,10 @@ def bloom_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
     seq_length, stands for the context), a 4 x hidden GELU MLP, biases, LayerNorm, tied head."""
     hidden = first_of(cfg, ("hidden_size", "n_embed"), where)
     heads = first_of(cfg, ("n_head", "num_attention_heads"), where)
-    return {
-        "num_layers": first_of(cfg, ("n_layer", "num_hidden_layers"), where),
-        "hidden_size": hidden, "num_heads": heads, "num_kv_heads": heads, "head_dim": _per_head(hidden, heads),
-        "ffn_size": _fc_mlp(hidden, None), "gated_mlp": False,
-        "vocab_size": require(cfg, "vocab_size", where),
-        "tied_embeddings": optional(cfg, "tie_word_embeddings", True),
-        "max_position_embeddings": optional(cfg, "seq_length", 2048),
-        "attention_bias": True, "mlp_bias": True, "norm": "layernorm",
-    }
+    return _gpt_style(layers=first_of(cfg, ("n_layer", "num_hidden_layers"), where), hidden=hidden, heads=heads,
+                      kv_heads=heads, ffn=_fc_mlp(hidden, None), vocab=require(cfg, "vocab_size", where),
+                      tied=optional(cfg, "tie_word_embeddings", True), context=optional(cfg, "seq_length", 2048),
+                      attention_bias=True, mlp_bias=True)
 
 
 def gptj_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
@@ -70,15 +69,10 @@ def gptj_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
     untied LM head."""
     hidden = require(cfg, "n_embd", where)
     heads = require(cfg, "n_head", where)
-    return {
-        "num_layers": require(cfg, "n_layer", where),
-        "hidden_size": hidden, "num_heads": heads, "num_kv_heads": heads, "head_dim": _per_head(hidden, heads),
-        "ffn_size": _fc_mlp(hidden, cfg.get("n_inner")), "gated_mlp": False,
-        "vocab_size": require(cfg, "vocab_size", where),
-        "tied_embeddings": optional(cfg, "tie_word_embeddings", False),
-        "max_position_embeddings": optional(cfg, "n_positions", 2048),
-        "attention_bias": False, "mlp_bias": True, "norm": "layernorm",
-    }
+    return _gpt_style(layers=require(cfg, "n_layer", where), hidden=hidden, heads=heads, kv_heads=heads,
+                      ffn=_fc_mlp(hidden, cfg.get("n_inner")), vocab=require(cfg, "vocab_size", where),
+                      tied=optional(cfg, "tie_word_embeddings", False), context=optional(cfg, "n_positions", 2048),
+                      attention_bias=False, mlp_bias=True)
 
 
 def mpt_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
@@ -90,16 +84,11 @@ def mpt_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
     attn = optional(cfg, "attn_config", {})
     ratio = optional(cfg, "expansion_ratio", 4)
     bias = not optional(cfg, "no_bias", True)
-    return {
-        "num_layers": require(cfg, "n_layers", where),
-        "hidden_size": hidden, "num_heads": heads,
-        "num_kv_heads": optional(attn, "kv_n_heads", heads) if isinstance(attn, dict) else heads,
-        "head_dim": _per_head(hidden, heads),
-        "ffn_size": int(ratio * hidden) if isinstance(hidden, int) and isinstance(ratio, int | float) else ratio,
-        "gated_mlp": False, "vocab_size": require(cfg, "vocab_size", where), "tied_embeddings": True,
-        "max_position_embeddings": optional(cfg, "max_seq_len", 2048),
-        "attention_bias": bias, "mlp_bias": bias, "norm": "layernorm",
-    }
+    return _gpt_style(layers=require(cfg, "n_layers", where), hidden=hidden, heads=heads,
+                      kv_heads=optional(attn, "kv_n_heads", heads) if isinstance(attn, dict) else heads,
+                      ffn=int(ratio * hidden) if isinstance(hidden, int) and isinstance(ratio, int | float) else ratio,
+                      vocab=require(cfg, "vocab_size", where), tied=True,
+                      context=optional(cfg, "max_seq_len", 2048), attention_bias=bias, mlp_bias=bias)
 
 
 def gpt_bigcode_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
@@ -107,16 +96,11 @@ def gpt_bigcode_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
     positions, biases, LayerNorm, a GELU MLP, tied head."""
     hidden = require(cfg, "n_embd", where)
     heads = require(cfg, "n_head", where)
-    return {
-        "num_layers": require(cfg, "n_layer", where),
-        "hidden_size": hidden, "num_heads": heads,
-        "num_kv_heads": 1 if optional(cfg, "multi_query", True) else heads, "head_dim": _per_head(hidden, heads),
-        "ffn_size": _fc_mlp(hidden, cfg.get("n_inner")), "gated_mlp": False,
-        "vocab_size": require(cfg, "vocab_size", where),
-        "tied_embeddings": optional(cfg, "tie_word_embeddings", True),
-        "max_position_embeddings": require(cfg, "n_positions", where),
-        "attention_bias": True, "mlp_bias": True, "norm": "layernorm", "learned_pos_embeddings": True,
-    }
+    return _gpt_style(layers=require(cfg, "n_layer", where), hidden=hidden, heads=heads,
+                      kv_heads=1 if optional(cfg, "multi_query", True) else heads,
+                      ffn=_fc_mlp(hidden, cfg.get("n_inner")), vocab=require(cfg, "vocab_size", where),
+                      tied=optional(cfg, "tie_word_embeddings", True), context=require(cfg, "n_positions", where),
+                      attention_bias=True, mlp_bias=True, learned_pos_embeddings=True)
 
 
 def _plain_decoder(cfg: dict[str, Any], where: str) -> dict[str, Any]:
