@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import closed_loop, fixed, scenario, simulate
-from hypothesis import given
+from conftest import closed_loop, fixed, scenario, simulate, time_limit, uniform
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_invariants import (
     check_fast_forward_equivalent,
@@ -105,6 +105,26 @@ def test_the_relief_follows_the_waits_share_of_the_iteration():
     share = cost.collective_time(8192) / busy
     assert 0.25 < share < 0.4
     assert cost.iteration_relief(shape) == pytest.approx(power_relief(share, 0.58), abs=1e-3)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tp=st.sampled_from([2, 4, 8]), clients=st.integers(1, 32), prompt=st.integers(16, 4000),
+       output=st.integers(1, 120), budget=st.sampled_from([512, 2048, 8192]), kv=st.sampled_from([None, 30_000]))
+def test_relief_keeps_every_invariant_and_fast_forward_exact(tp, clients, prompt, output, budget, kv):
+    d = scenario("vllm-v1", arrival=closed_loop(clients), prompt=uniform(16, prompt), output=uniform(1, output),
+                 num_requests=30, tp=tp, model="llama-3.1-70b", gpu="h200", max_model_len=8192, kv_tokens=kv,
+                 sched={"max_num_batched_tokens": budget, "max_num_seqs": min(256, budget)})
+    d["model"].update(weight_dtype="fp8", activation_dtype="fp8")
+    d["cost_model"] = {"backend": "auto", "collective_power_relief": True}
+    with time_limit(30.0):
+        sim, res = simulate(d)
+    check_requests(d, res.requests)
+    check_tokens(d, res.requests, res.iterations)
+    check_kv(sim, res.iterations)
+    check_timeline(d, res.iterations)
+    with time_limit(30.0):
+        _, stepped = simulate(d, fast_forward=False)
+    check_fast_forward_equivalent(d, res, stepped)
 
 
 def test_invariants_and_fast_forward_hold_with_relief():
