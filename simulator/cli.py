@@ -326,7 +326,7 @@ def validate_cmd(
     """Simulate measured benchmarks under SCENARIO and report the prediction error."""
     from simulator.validation import run_validation
     from simulator.validation.occupancy import occupancy_hint
-    from simulator.validation.scoring import mismatch_hint
+    from simulator.validation.scoring import BREAKDOWNS, mismatch_hint
     from simulator.workers import default_workers
 
     progress = LazyProgress("validating", enabled=not quiet, unit="runs")
@@ -356,8 +356,9 @@ def validate_cmd(
         c = result["cliffs"]
         console.print(f"KV cliffs: {c['measured']} measured, {c['predicted']} predicted, {c['both']} both, "
                       f"{c['missed']} missed, {c['false_alarms']} false alarms")
-    if result.get("by_family"):
-        console.print(_family_table(result["by_family"]))
+    for column in BREAKDOWNS:
+        if result.get(f"by_{column}"):
+            console.print(_breakdown_table(result[f"by_{column}"], column, BREAKDOWNS[column]))
     if result.get("slo") and result["slo"]["runs"]:
         worst = result["slo"]["max_abs_diff_points"]
         console.print(f"SLO attainment: worst difference {worst:.1f} points over {len(result['slo']['runs'])} run(s)")
@@ -399,17 +400,17 @@ def _grouped_notes(notes: list[dict]) -> list[str]:
             for note, runs in runs_by_note.items()]
 
 
-def _family_table(families: list[dict]) -> Table:
-    """Sweep errors per system, model and precision (the CLI's view of `by_family`)."""
-    table = Table(title="by system, model and precision: MAPE and bias (mean signed error) in %, "
-                        "TTFT below the measured KV cliffs; cliffs measured/predicted", title_justify="left")
-    table.add_column("system model precision", overflow="fold")
+def _breakdown_table(parts: list[dict], column: str, heading: str) -> Table:
+    """Sweep errors per value of one column (the CLI's view of validation.json's by_<column>)."""
+    table = Table(title=f"by {heading}: MAPE and bias (mean signed error) in %, TTFT below the measured KV "
+                        "cliffs; cliffs measured/predicted", title_justify="left")
+    table.add_column(heading, overflow="fold")
     for col in ("n", "TTFT", "bias", "TPOT", "bias", "cliffs"):
         table.add_column(col, justify="right", no_wrap=True, min_width=len(col))
-    for f in families:
+    for f in parts:
         ttft, tpot = f["ttft_ms_below_cliff"], f["tpot_ms"]
         # The org prefix of a Hugging Face id (`meta-llama/`) only costs width here.
-        name = " ".join(w.rsplit("/", 1)[-1] for w in f["family"].split(" "))
+        name = " ".join(w.rsplit("/", 1)[-1] for w in f[column].split(" ")) if column == "family" else f[column]
         table.add_row(name, str(f["runs"]), _fmt(ttft["mape"]), _fmt(ttft["mean_signed_pct"]),
                       _fmt(tpot["mape"]), _fmt(tpot["mean_signed_pct"]),
                       f"{f['cliffs_measured']}/{f['cliffs_predicted']}")

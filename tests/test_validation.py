@@ -717,6 +717,33 @@ def test_sweep_errors_are_broken_down_by_system_model_and_precision(tmp_path, ca
         "h200_sxm meta-llama/Llama-3.1-8B-Instruct bf16", "h200_sxm nvidia/Llama-3.1-8B-Instruct-FP8 fp8"]
 
 
+def test_sweep_errors_are_broken_down_by_layout_and_lengths(tmp_path, capsys):
+    """TP and ISL/OSL get their own error tables (a bias that grows with TP hides in the
+    overall MAPE); they sort numerically, and a sweep of one layout adds no layout table."""
+    head = "system,model,precision,tp_size,isl,osl,concurrency,ttft_ms,tpot_ms\n"
+    rows = "".join(f"h200_sxm,meta-llama/Llama-3.1-8B,fp8,{tp},{isl},16,{c},30,8\n"
+                   for tp in (8, 2) for isl in (512, 256) for c in (1, 2))
+    src = _write(tmp_path / "tp.csv", head + rows)
+    main(["validate", str(src), "--scenario", str(BENCH_SCENARIO), "-o", str(tmp_path / "out"), "-j", "1"])
+    printed = capsys.readouterr().out
+    result = json.loads((tmp_path / "out" / "validation.json").read_text())
+    assert [f["layout"] for f in result["by_layout"]] == ["tp2", "tp8"]
+    assert [f["lengths"] for f in result["by_lengths"]] == ["256/16", "512/16"]
+    for f in result["by_layout"]:
+        mine = [r for r in result["per_run"] if f" {f['layout']} " in r["run"]]
+        assert f["runs"] == len(mine) == 4
+        assert f["ttft_ms_below_cliff"]["mean_signed_pct"] == pytest.approx(
+            np.mean([r["err_pct_ttft_ms"] for r in mine]))
+    assert "by layout (TP, DP, EP, PP)" in printed and "by ISL/OSL" in printed and "512/16" in printed
+    assert "By layout (TP, DP, EP, PP)" in (tmp_path / "out" / "validation.html").read_text()
+    assert "by_family" not in result
+
+    one = _write(tmp_path / "one.csv", head + "h200_sxm,meta-llama/Llama-3.1-8B,fp8,1,256,16,1,30,8\n"
+                 "h200_sxm,meta-llama/Llama-3.1-8B,fp8,1,512,16,1,30,8\n")
+    result, _ = run_validation([one], BENCH_SCENARIO, [], tmp_path / "out1", workers=1)
+    assert "by_layout" not in result and len(result["by_lengths"]) == 2
+
+
 def test_sweep_base_scenario_times_kernels_from_the_gpus_tables():
     """The silicon base runs on the shipped H200 tables; a GPU without tables falls back."""
     from simulator.api import load

@@ -46,6 +46,8 @@ class MeasuredRun:
     osl: int | None = None
     group: str = ""  # runs that differ only in load (for cliff detection and curves)
     family: str = ""  # sweep rows: system, model and precision (errors are also broken down by it)
+    layout: str = ""  # sweep rows: tensor parallelism and any other layout columns ("tp8", "tp4 dp2")
+    lengths: str = ""  # sweep rows: "isl/osl"
     model_id: str | None = None  # the model the result file names (vLLM JSON), if any
     error: str | None = None  # why this run cannot be simulated, known before simulating
     # The row proves its server held the model: if tp alone cannot, it ran attention-DP.

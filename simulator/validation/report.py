@@ -14,6 +14,7 @@ import pandas as pd
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from simulator.report.html import CSS, _esc, _figure, _table
+from simulator.validation.scoring import BREAKDOWNS
 
 DPI = 110
 # Draw order: the ±10% band under the identity line, both under the points, so the band
@@ -284,14 +285,15 @@ def write_validation_report(out_dir: Path, result: dict, runs: pd.DataFrame, pre
         extra += (f"<p>KV-capacity cliffs (TTFT ≥ 5× the configuration's lowest-concurrency TTFT): "
                   f"{c['measured']} measured, {c['predicted']} predicted, {c['both']} both, "
                   f"{c['missed']} missed, {c['false_alarms']} false alarms.</p>")
-    if result.get("by_family"):
-        rows = [[f["family"], str(f["runs"]), _fmt(f["ttft_ms_below_cliff"]["mape"]),
-                 _fmt(f["ttft_ms_below_cliff"]["mean_signed_pct"]), _fmt(f["tpot_ms"]["mape"]),
-                 _fmt(f["tpot_ms"]["mean_signed_pct"]), f"{f['cliffs_measured']}/{f['cliffs_predicted']}"]
-                for f in result["by_family"]]
-        extra += ("<h2>By system, model and precision</h2><p>TTFT over the rows below the measured "
-                  "KV cliffs.</p>" + _table(["system model precision", "runs", "TTFT MAPE %", "TTFT signed %",
-                                             "TPOT MAPE %", "TPOT signed %", "cliffs meas/pred"], rows))
+    for column, heading in BREAKDOWNS.items():
+        if result.get(f"by_{column}"):
+            rows = [[f[column], str(f["runs"]), _fmt(f["ttft_ms_below_cliff"]["mape"]),
+                     _fmt(f["ttft_ms_below_cliff"]["mean_signed_pct"]), _fmt(f["tpot_ms"]["mape"]),
+                     _fmt(f["tpot_ms"]["mean_signed_pct"]), f"{f['cliffs_measured']}/{f['cliffs_predicted']}"]
+                    for f in result[f"by_{column}"]]
+            extra += (f"<h2>By {heading}</h2><p>TTFT over the rows below the measured KV cliffs.</p>"
+                      + _table([heading, "runs", "TTFT MAPE %", "TTFT signed %", "TPOT MAPE %", "TPOT signed %",
+                                "cliffs meas/pred"], rows))
     if result.get("launch_flags"):
         rows = [[str(f["runs"]), f["flags"]] for f in result["launch_flags"]]
         extra += ("<h2>Server flags of the harness behind the rows (InferenceX grid)</h2>"

@@ -8,6 +8,8 @@ cliff's TTFT is a queueing time that scales with the benchmark's length.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
@@ -47,6 +49,7 @@ def runs_frame(preds: list[RunPrediction]) -> pd.DataFrame:
     for p in preds:
         config = p.summary.get("config") or {}
         row = {"run": p.run.label, "source": p.run.source, "group": p.run.group, "family": p.run.family,
+               "layout": p.run.layout, "lengths": p.run.lengths,
                "concurrency": p.run.concurrency, "error": p.error, "note": p.note,
                "kernel_times": config.get("kernel_times"), "api_server": config.get("api_server")}
         means = p.run.measured if p.measured is None else p.measured
@@ -76,21 +79,35 @@ def _err_block(errs: np.ndarray) -> dict:
             "mean_signed_pct": float(errs.mean()), "max_abs_pct": float(np.abs(errs).max())}
 
 
-def by_family(runs: pd.DataFrame) -> list[dict]:
-    """Errors per system, model and precision of a sweep that spans more than one: a
-    sweep's overall MAPE can hide one model or GPU that is far off."""
-    ok = runs[runs["error"].isna() & runs["family"].astype(bool)]
-    if ok["family"].nunique() < 2:
+# A sweep's error breakdowns (validation.json's by_<column>), with their headings.
+BREAKDOWNS = {"family": "system, model and precision", "layout": "layout (TP, DP, EP, PP)",
+              "lengths": "ISL/OSL"}
+
+
+def breakdown(runs: pd.DataFrame, column: str) -> list[dict]:
+    """Errors per value of a sweep's `column` where it takes more than one: family (system,
+    model and precision), layout (TP and the other layout columns) or lengths (isl/osl). A
+    sweep's overall MAPE can hide one model that is far off, or a bias that grows with TP or
+    with the prompt length."""
+    ok = runs[runs["error"].isna() & runs[column].astype(bool)]
+    if ok[column].nunique() < 2:
         return []
     out = []
-    for family, g in ok.groupby("family", sort=True):
+    for value in sorted(ok[column].unique(), key=_natural):
+        g = ok[ok[column] == value]
         below = g[~g["measured_cliff"]]
-        out.append({"family": family, "runs": len(g),
+        out.append({column: value, "runs": len(g),
                     "ttft_ms_below_cliff": _err_block(below["err_pct_ttft_ms"].to_numpy(dtype=float)),
                     "tpot_ms": _err_block(g["err_pct_tpot_ms"].to_numpy(dtype=float)),
                     "cliffs_measured": int(g["measured_cliff"].sum()),
                     "cliffs_predicted": int(g["pred_cliff"].sum())})
     return out
+
+
+def _natural(text: str) -> list:
+    """Sort key that orders the numbers in a label as numbers: tp2 before tp16, 1024/8192
+    before 8192/1024."""
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text)]
 
 
 def per_request_errors(preds: list[RunPrediction]) -> dict:
@@ -167,9 +184,10 @@ def score(measured: MeasuredSet, preds: list[RunPrediction], slo: dict[str, floa
         result["cliffs"] = {"measured": int(mc.sum()), "predicted": int(pc.sum()),
                             "both": int((mc & pc).sum()), "missed": int((mc & ~pc).sum()),
                             "false_alarms": int((~mc & pc).sum())}
-        families = by_family(runs)
-        if families:
-            result["by_family"] = families
+        for column in BREAKDOWNS:
+            parts = breakdown(runs, column)
+            if parts:
+                result[f"by_{column}"] = parts
     result["per_request"] = per_request_errors(preds)
     result["skipped"] = [{"run": p.run.label, "error": p.error} for p in preds if p.error]
     result["notes"] = [{"run": p.run.label, "note": p.note} for p in preds if p.note]

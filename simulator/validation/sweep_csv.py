@@ -129,8 +129,8 @@ def sweep_set(df: pd.DataFrame, source: str, wheres: list[str], rounds: int, len
                   f"{f' {other_engine}' if other_engine else ''}")
         layout = _row_layout(row, df.columns, where)
         release = _row_version(text, df.columns)
-        group = (f"{family} tp{tp}{''.join(f' {label}' for label in layout.labels)} isl{isl} osl{osl}"
-                 f"{_release_label(release)}")
+        parallel = f"tp{tp}{''.join(f' {label}' for label in layout.labels)}"
+        group = f"{family} {parallel} isl{isl} osl{osl}{_release_label(release)}"
         note = "; ".join(filter(None, [_expert_parallel_note(layout, tp, model), precision_note])) or None
         if other_engine:  # its version is not a vLLM release, and vLLM's recipes are not its flags
             note = "; ".join(filter(None, [note, f"measured on {other_engine}, simulated with the base "
@@ -160,7 +160,8 @@ def sweep_set(df: pd.DataFrame, source: str, wheres: list[str], rounds: int, len
         runs.append(MeasuredRun(label=f"{group} c{conc}", source=source, kind="closed_loop",
                                 measured=measured,
                                 overrides=overrides, concurrency=conc, isl=isl, osl=osl, group=group,
-                                family=family, error=error, infer_dp=not layout.states_dp, note=note,
+                                family=family, layout=parallel, lengths=f"{isl}/{osl}",
+                                error=error, infer_dp=not layout.states_dp, note=note,
                                 launch_flags=recipe and recipe.describe(isl, version),
                                 engine_version=version,
                                 recipe_version=recipe and recipe.engine_version))
