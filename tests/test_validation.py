@@ -729,12 +729,14 @@ def test_sweep_errors_are_broken_down_by_layout_and_lengths(tmp_path, capsys):
     result = json.loads((tmp_path / "out" / "validation.json").read_text())
     assert [f["layout"] for f in result["by_layout"]] == ["tp2", "tp8"]
     assert [f["lengths"] for f in result["by_lengths"]] == ["256/16", "512/16"]
+    assert [(f["clients"], f["runs"]) for f in result["by_clients"]] == [("1", 4), ("2", 4)]
     for f in result["by_layout"]:
         mine = [r for r in result["per_run"] if f" {f['layout']} " in r["run"]]
         assert f["runs"] == len(mine) == 4
         assert f["ttft_ms_below_cliff"]["mean_signed_pct"] == pytest.approx(
             np.mean([r["err_pct_ttft_ms"] for r in mine]))
     assert "by layout (TP, DP, EP, PP)" in printed and "by ISL/OSL" in printed and "512/16" in printed
+    assert "by clients (concurrency)" in printed
     assert "By layout (TP, DP, EP, PP)" in (tmp_path / "out" / "validation.html").read_text()
     assert "by_family" not in result
 

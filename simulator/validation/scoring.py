@@ -50,6 +50,7 @@ def runs_frame(preds: list[RunPrediction]) -> pd.DataFrame:
         config = p.summary.get("config") or {}
         row = {"run": p.run.label, "source": p.run.source, "group": p.run.group, "family": p.run.family,
                "layout": p.run.layout, "lengths": p.run.lengths,
+               "clients": str(p.run.concurrency) if p.run.layout and p.run.concurrency else "",
                "concurrency": p.run.concurrency, "error": p.error, "note": p.note,
                "kernel_times": config.get("kernel_times"), "api_server": config.get("api_server")}
         means = p.run.measured if p.measured is None else p.measured
@@ -81,14 +82,14 @@ def _err_block(errs: np.ndarray) -> dict:
 
 # A sweep's error breakdowns (validation.json's by_<column>), with their headings.
 BREAKDOWNS = {"family": "system, model and precision", "layout": "layout (TP, DP, EP, PP)",
-              "lengths": "ISL/OSL"}
+              "lengths": "ISL/OSL", "clients": "clients (concurrency)"}
 
 
 def breakdown(runs: pd.DataFrame, column: str) -> list[dict]:
     """Errors per value of a sweep's `column` where it takes more than one: family (system,
-    model and precision), layout (TP and the other layout columns) or lengths (isl/osl). A
-    sweep's overall MAPE can hide one model that is far off, or a bias that grows with TP or
-    with the prompt length."""
+    model and precision), layout (TP and the other layout columns), lengths (isl/osl) or
+    clients. A sweep's overall MAPE can hide one model that is far off, or a bias that grows
+    with TP, the prompt length or the load."""
     ok = runs[runs["error"].isna() & runs[column].astype(bool)]
     if ok[column].nunique() < 2:
         return []
