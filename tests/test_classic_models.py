@@ -47,7 +47,7 @@ def test_the_classic_families_keep_their_own_conventions():
 
 def test_dense_families_refuse_expert_keys_and_moe_ones_refuse_dense_gaps(tmp_path):
     with pytest.raises(CatalogError, match="mixture-of-experts config"):
-        load_hf_config(write_config(tmp_path, {**CONFIGS["starcoder2-7b"], "num_experts": 8}))
+        load_hf_config(write_config(tmp_path, {**CONFIGS["starcoder2-15b"], "num_experts": 8}))
     with pytest.raises(CatalogError, match="decoder_sparse_step"):
         load_hf_config(write_config(tmp_path, {**CONFIGS["qwen1.5-moe-a2.7b"], "decoder_sparse_step": 2}))
     with pytest.raises(CatalogError, match="not a multiple"):
@@ -57,7 +57,7 @@ def test_dense_families_refuse_expert_keys_and_moe_ones_refuse_dense_gaps(tmp_pa
         load_hf_config(write_config(tmp_path, {"model_type": "gptj", "n_layer": 2, "n_head": 2, "vocab_size": 8}))
 
 
-@pytest.mark.parametrize("model", ["falcon-7b", "bloom-7b1", "mpt-7b", "starcoder2-7b", "command-a",
+@pytest.mark.parametrize("model", ["falcon-7b", "bloom-7b1", "mpt-7b", "starcoder2-15b", "command-a",
                                    "qwen1.5-moe-a2.7b", "deepseek-moe-16b"])
 def test_each_family_simulates_with_its_invariants(model):
     d = scenario("vllm-v1", arrival=closed_loop(8), prompt=fixed(600), output=fixed(40), num_requests=24,

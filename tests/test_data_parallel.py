@@ -22,7 +22,7 @@ from conftest import (
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_invariants import check_kv, check_requests, check_timeline, check_tokens
+from test_invariants import check_invariants
 
 from simulator.api import load
 from simulator.cost.model import quantised_tokens
@@ -198,10 +198,7 @@ def dp_scenarios(draw) -> dict:
 def test_dp_invariants_and_determinism(d):
     with time_limit(30.0):
         sim, res = simulate(d)
-    check_requests(d, res.requests)
-    check_tokens(d, res.requests, res.iterations)
-    check_kv(sim, res.iterations)
-    check_timeline(d, res.iterations)
+    check_invariants(d, sim, res)
     assert_passes_aligned(res.iterations)
     _, again = simulate(d)
     np.testing.assert_array_equal(res.requests["e2e_ms"].to_numpy(), again.requests["e2e_ms"].to_numpy())

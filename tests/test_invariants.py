@@ -161,6 +161,15 @@ def check_timeline(d: dict, it) -> None:
             assert in_flight.max() <= pp
 
 
+def check_invariants(d: dict, sim, res) -> None:
+    """Every request settles, tokens are conserved, the KV cache stays within capacity and
+    is freed, and the timeline is monotonic."""
+    check_requests(d, res.requests)
+    check_tokens(d, res.requests, res.iterations)
+    check_kv(sim, res.iterations)
+    check_timeline(d, res.iterations)
+
+
 def check_fast_forward_equivalent(d: dict, a, b) -> None:
     ra, rb = a.requests, b.requests
     assert list(ra["status"]) == list(rb["status"])
@@ -213,10 +222,7 @@ def test_small_cache_invariants_per_policy(policy):
                  num_requests=150, kv_tokens=4096, max_model_len=MAX_MODEL_LEN, replicas=2,
                  sched={"max_batch_size": 8} if policy in ("static", "dynamic") else None)
     sim, res = simulate(d)
-    check_requests(d, res.requests)
-    check_tokens(d, res.requests, res.iterations)
-    check_kv(sim, res.iterations)
-    check_timeline(d, res.iterations)
+    check_invariants(d, sim, res)
     assert (res.requests["status"] == "completed").all()
     if policy in PAGED_POLICIES:
         assert res.requests["preemptions"].sum() > 0

@@ -10,13 +10,7 @@ import pytest
 from conftest import closed_loop, fixed, scenario, simulate, time_limit, uniform
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_invariants import (
-    check_fast_forward_equivalent,
-    check_kv,
-    check_requests,
-    check_timeline,
-    check_tokens,
-)
+from test_invariants import check_fast_forward_equivalent, check_invariants
 
 from simulator import api
 from simulator.cost import CostModelConfig
@@ -118,10 +112,7 @@ def test_relief_keeps_every_invariant_and_fast_forward_exact(tp, clients, prompt
     d["cost_model"] = {"backend": "auto", "collective_power_relief": True}
     with time_limit(30.0):
         sim, res = simulate(d)
-    check_requests(d, res.requests)
-    check_tokens(d, res.requests, res.iterations)
-    check_kv(sim, res.iterations)
-    check_timeline(d, res.iterations)
+    check_invariants(d, sim, res)
     with time_limit(30.0):
         _, stepped = simulate(d, fast_forward=False)
     check_fast_forward_equivalent(d, res, stepped)
@@ -135,10 +126,7 @@ def test_invariants_and_fast_forward_hold_with_relief():
     d["cost_model"] = {"backend": "auto", "collective_power_relief": True}
     sim, res = simulate(d)
     assert sim.cost.wait_power == 0.58
-    check_requests(d, res.requests)
-    check_tokens(d, res.requests, res.iterations)
-    check_kv(sim, res.iterations)
-    check_timeline(d, res.iterations)
+    check_invariants(d, sim, res)
     assert (res.requests["status"] == "completed").all() and res.requests["preemptions"].sum() > 0
     _, stepped = simulate(d, fast_forward=False)
     check_fast_forward_equivalent(d, res, stepped)
