@@ -56,8 +56,10 @@ def _relief_note(cost: IterationCostModel, shape: IterationShape, what: str) -> 
     if relief <= 1.0:
         gpu = getattr(cost.timer, "gpu", None)
         measured = gpu.collective_wait_power_fraction if gpu is not None else None
-        if (cost.wait_power is None and measured is not None and what == "prefill"
-                and _sustained_notes(cost) and cost.collective_time(shape.num_tokens) > 0):
+        throttled = (sustained_rates_used(cost.timer, compute_dtypes(cost.sharded))
+                     or prefill_attention_rate(cost.timer) is not None)
+        if (cost.wait_power is None and measured is not None and what == "prefill" and throttled
+                and cost.collective_time(shape.num_tokens) > 0):
             return (f"prefill: this GPU's collective waits draw {measured:.2f} of its power limit (measured), which "
                     "lets its clocks rise in TP prefills; --set cost_model.collective_power_relief=true models it "
                     "(off by default: docs/fidelity.md item 30)",)

@@ -7,6 +7,7 @@ attention terms (which depend on context lengths) are evaluated afresh.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Protocol
 
 import numpy as np
@@ -87,16 +88,13 @@ class IterationCostModel:
         self._collective_cache: dict = {}
         self._relieved_cache: dict = {}
 
-    def _sum(self, ops: list[Op]) -> float:
-        t = self.timer.op_time
+    def _sum(self, ops: list[Op], relief: float = 1.0) -> float:
+        """Σ op times; `relief` > 1 times them at raised sustained fractions (power_relief)."""
+        t = self.timer.op_time if relief == 1.0 else partial(self.timer.op_time, relief=relief)
         v = 0.0
         for op in ops:  # a loop: summing a generator cost more on the memo misses (BENCHMARKS.md)
             v += t(op) * op.count
         return v
-
-    def _sum_relieved(self, ops: list[Op], relief: float) -> float:
-        t = self.timer.op_time
-        return sum(t(op, relief) * op.count for op in ops)
 
     def token_time(self, num_tokens: int, moe_others: int = 0) -> float:
         """moe_others: tokens other attention-DP ranks add to this step's MoE layers."""
@@ -223,16 +221,27 @@ class IterationCostModel:
         r = power_relief(waits / busy_s, self.wait_power)
         return round(r / RELIEF_STEP) * RELIEF_STEP
 
-    def gpu_busy_time(self, num_tokens: int, num_emit: int, chunks: tuple[tuple[int, int], ...] = (),
-                      moe_others: int = 0) -> float:
-        """Token, emit and prefill-attention time of one iteration (no decode attention),
-        with the sustained fractions relieved by its collective waits."""
+    def _busy_time(self, num_tokens: int, num_emit: int, chunks: tuple[tuple[int, int], ...],
+                   moe_others: int = 0) -> float:
+        """Token, emit and prefill-attention time of one iteration at the sustained fractions
+        (everything but decode attention)."""
         t = self.token_time(num_tokens, moe_others) + self.emit_time(num_emit)
         if chunks:
             t += self.prefill_attention_time(chunks)
-        r = self.relief(num_tokens, t, moe_others)
+        return t
+
+    def gpu_busy_time(self, num_tokens: int, num_emit: int, chunks: tuple[tuple[int, int], ...] = (),
+                      moe_others: int = 0) -> float:
+        """_busy_time with the sustained fractions relieved by the iteration's collective waits."""
+        t = self._busy_time(num_tokens, num_emit, chunks, moe_others)
+        return t if self.wait_power is None else self._relieve(t, num_tokens, num_emit, chunks, moe_others)
+
+    def _relieve(self, busy_s: float, num_tokens: int, num_emit: int, chunks: tuple[tuple[int, int], ...],
+                 moe_others: int) -> float:
+        """The same ops' time as `busy_s` at the relief their collective waits give."""
+        r = self.relief(num_tokens, busy_s, moe_others)
         if r <= 1.0:
-            return t
+            return busy_s
         t = (self._relieved(("tokens", num_tokens, moe_others), r,
                             lambda: token_ops(num_tokens, self.sharded, num_tokens + moe_others))
              + self._relieved(("emit", num_emit), r, lambda: emit_ops(num_emit, self.sharded)))
@@ -247,7 +256,7 @@ class IterationCostModel:
         if v is None:
             if len(self._relieved_cache) > 200_000:  # bound memory on very long runs
                 self._relieved_cache.clear()
-            v = self._relieved_cache[key] = self._sum_relieved(ops(), relief)
+            v = self._relieved_cache[key] = self._sum(ops(), relief)
         return v
 
     def cpu_time(self, num_seqs: int) -> float:
@@ -256,12 +265,11 @@ class IterationCostModel:
 
     def iteration_time(self, shape: IterationShape, moe_others: int = 0, from_idle: bool = False) -> float:
         """from_idle: the engine was idle, so no earlier iteration hides this one's CPU work."""
-        if self.wait_power is None:
-            t = self.token_time(shape.num_tokens, moe_others) + self.emit_time(shape.num_emit)
-            if shape.prefill_chunks:
-                t += self.prefill_attention_time(shape.prefill_chunks)
-        else:
-            t = self.gpu_busy_time(shape.num_tokens, shape.num_emit, shape.prefill_chunks, moe_others)
+        t = self.token_time(shape.num_tokens, moe_others) + self.emit_time(shape.num_emit)
+        if shape.prefill_chunks:
+            t += self.prefill_attention_time(shape.prefill_chunks)
+        if self.wait_power is not None:
+            t = self._relieve(t, shape.num_tokens, shape.num_emit, shape.prefill_chunks, moe_others)
         if shape.num_decode:
             t += self.decode_attention_time(shape.num_decode, shape.decode_context)
         cpu = self.cpu_time(shape.num_seqs)
@@ -304,9 +312,7 @@ class IterationCostModel:
         """The power_relief one iteration of `shape` runs at (1.0: none)."""
         if self.wait_power is None:
             return 1.0
-        busy = self.token_time(shape.num_tokens, moe_others) + self.emit_time(shape.num_emit)
-        if shape.prefill_chunks:
-            busy += self.prefill_attention_time(shape.prefill_chunks)
+        busy = self._busy_time(shape.num_tokens, shape.num_emit, shape.prefill_chunks, moe_others)
         return self.relief(shape.num_tokens, busy, moe_others)
 
     @property
@@ -325,8 +331,7 @@ class IterationCostModel:
         out: dict[str, float] = {}
         relief = self.iteration_relief(shape, moe_others)
         for op in self.ops(shape, moe_others):
-            t = self.timer.op_time(op) if relief == 1.0 else self.timer.op_time(op, relief)
-            out[op.name] = out.get(op.name, 0.0) + t * op.count
+            out[op.name] = out.get(op.name, 0.0) + self._sum([op], relief)
         cpu = self.cpu_time(shape.num_seqs)
         if self.overlap_cpu and not from_idle:
             cpu = max(0.0, cpu - sum(out.values()))

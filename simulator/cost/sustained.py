@@ -108,4 +108,3 @@ def power_relief(wait_share: float, wait_power: float) -> float:
     if wait_share <= 0.0:
         return 1.0
     return (1.0 - wait_power * wait_share) / (1.0 - wait_share)
-

@@ -50,7 +50,7 @@ def runs_frame(preds: list[RunPrediction]) -> pd.DataFrame:
         config = p.summary.get("config") or {}
         row = {"run": p.run.label, "source": p.run.source, "group": p.run.group, "family": p.run.family,
                "layout": p.run.layout, "lengths": p.run.lengths,
-               "clients": str(p.run.concurrency) if p.run.layout and p.run.concurrency else "",
+               "clients": str(p.run.concurrency) if p.run.concurrency else "",
                "concurrency": p.run.concurrency, "error": p.error, "note": p.note,
                "kernel_times": config.get("kernel_times"), "api_server": config.get("api_server")}
         means = p.run.measured if p.measured is None else p.measured
