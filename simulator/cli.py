@@ -18,7 +18,7 @@ from rich.text import Text
 
 from calibration.cli import calibrate_app
 from simulator.errors import ServesimError
-from simulator.formatting import percent, significant
+from simulator.formatting import natural_key, percent, significant
 from simulator.layout_text import pool_layout
 from simulator.plan.cli import plan_cmd
 from simulator.terminal import PlainProgress, make_console, widen_piped_help
@@ -484,7 +484,7 @@ def list_gpus() -> None:
         return f"{g.peak_tflops[dtype]:.5g}" if g.peak_tflops.get(dtype) else "—"  # no such tensor cores
 
     rows = []
-    for g in sorted(GPU_CATALOG.values(), key=lambda g: _natural(g.name)):
+    for g in sorted(GPU_CATALOG.values(), key=lambda g: natural_key(g.name)):
         try:
             tables = shipped_profile_for(g)
         except NoShippedProfileError:
@@ -503,7 +503,7 @@ def list_models() -> None:
     from simulator.models import MODEL_CATALOG
 
     rows = []
-    for m in sorted(MODEL_CATALOG.values(), key=lambda m: _natural(m.name)):
+    for m in sorted(MODEL_CATALOG.values(), key=lambda m: natural_key(m.name)):
         ffn = f"{m.num_experts}×{m.moe_ffn_size} top-{m.experts_per_token}" if m.is_moe else str(m.ffn_size)
         if m.is_moe and m.num_shared_experts:
             ffn += f" +{m.num_shared_experts} shared"
@@ -515,13 +515,6 @@ def list_models() -> None:
                               caption="heads: query/KV heads; attention: window N on k/L: k of the L layers "
                                       "attend to the last N tokens (linear, Mamba2 on k/L: k of them are those "
                                       "mixers); ffn: width, or experts × width"))
-
-
-def _natural(name: str) -> list:
-    """Sort key that reads numbers as numbers: llama-3-8b before llama-3.1-8b, qwen3-8b before qwen3-32b."""
-    import re
-
-    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", name) if part]
 
 
 def _attention_kind(m) -> str:

@@ -5,6 +5,7 @@ reads as 100% (nor one above 0 as 0%), and no value reads in exponent form."""
 from __future__ import annotations
 
 import math
+import re
 
 #: Extra decimals a percentage may take to tell 99.95% from 100%.
 _MORE_DECIMALS = 3
@@ -41,3 +42,9 @@ def percent(fraction: float, decimals: int = 1, *, apart_from: float | None = No
             continue
         return f"{text}%"
     return "<100%" if fraction < 1 else ">0%"
+
+
+def natural_key(text: str) -> list:
+    """Sort key that reads numbers as numbers: llama-3-8b before llama-3.1-8b, tp2 before
+    tp16, 1024/8192 before 8192/1024."""
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", text) if part]

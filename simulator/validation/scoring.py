@@ -8,11 +8,10 @@ cliff's TTFT is a queueing time that scales with the benchmark's length.
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pandas as pd
 
+from simulator.formatting import natural_key
 from simulator.validation.measurement import MeasuredSet
 from simulator.validation.occupancy import occupancy_check
 from simulator.validation.runner import METRICS, RunPrediction
@@ -94,7 +93,7 @@ def breakdown(runs: pd.DataFrame, column: str) -> list[dict]:
     if ok[column].nunique() < 2:
         return []
     out = []
-    for value in sorted(ok[column].unique(), key=_natural):
+    for value in sorted(ok[column].unique(), key=natural_key):
         g = ok[ok[column] == value]
         below = g[~g["measured_cliff"]]
         out.append({column: value, "runs": len(g),
@@ -103,12 +102,6 @@ def breakdown(runs: pd.DataFrame, column: str) -> list[dict]:
                     "cliffs_measured": int(g["measured_cliff"].sum()),
                     "cliffs_predicted": int(g["pred_cliff"].sum())})
     return out
-
-
-def _natural(text: str) -> list:
-    """Sort key that orders the numbers in a label as numbers: tp2 before tp16, 1024/8192
-    before 8192/1024."""
-    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text)]
 
 
 def per_request_errors(preds: list[RunPrediction]) -> dict:
