@@ -29,3 +29,17 @@ def first_of(cfg: dict[str, Any], keys: tuple[str, ...], where: str) -> Any:
         if cfg.get(key) is not None:
             return cfg[key]
     return require(cfg, keys[0], where)
+
+
+def decoder_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
+    """The transformers-standard keys every plain decoder shares: widths, vocabulary,
+    context, biases (layer counts and MLP widths, which families spell apart, are not read)."""
+    return {
+        "hidden_size": require(cfg, "hidden_size", where),
+        "num_heads": require(cfg, "num_attention_heads", where),
+        "vocab_size": require(cfg, "vocab_size", where),
+        "tied_embeddings": optional(cfg, "tie_word_embeddings", False),
+        "max_position_embeddings": require(cfg, "max_position_embeddings", where),
+        "attention_bias": optional(cfg, "attention_bias", False),
+        "mlp_bias": optional(cfg, "mlp_bias", False),
+    }

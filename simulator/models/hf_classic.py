@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from simulator.errors import CatalogError
-from simulator.models.config_keys import first_of, optional, require
+from simulator.models.config_keys import decoder_fields, first_of, optional, require
 
 
 def _per_head(hidden: Any, heads: Any) -> int:
@@ -105,17 +105,11 @@ def gpt_bigcode_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
 
 def _plain_decoder(cfg: dict[str, Any], where: str) -> dict[str, Any]:
     """The transformers-standard keys (hidden_size, num_hidden_layers, ...)."""
-    hidden = require(cfg, "hidden_size", where)
-    heads = require(cfg, "num_attention_heads", where)
-    return {
-        "num_layers": require(cfg, "num_hidden_layers", where),
-        "hidden_size": hidden, "num_heads": heads,
-        "num_kv_heads": optional(cfg, "num_key_value_heads", heads),
-        "head_dim": optional(cfg, "head_dim", _per_head(hidden, heads)),
-        "ffn_size": require(cfg, "intermediate_size", where),
-        "vocab_size": require(cfg, "vocab_size", where),
-        "max_position_embeddings": require(cfg, "max_position_embeddings", where),
-    }
+    fields = decoder_fields(cfg, where)
+    return {**fields, "num_layers": require(cfg, "num_hidden_layers", where),
+            "num_kv_heads": optional(cfg, "num_key_value_heads", fields["num_heads"]),
+            "head_dim": optional(cfg, "head_dim", _per_head(fields["hidden_size"], fields["num_heads"])),
+            "ffn_size": require(cfg, "intermediate_size", where)}
 
 
 def starcoder2_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from simulator.errors import CatalogError, not_utf8
 from simulator.models import hf_classic
 from simulator.models.catalog import GEMMA3_VISION_PARAMS, qwen3_vl_encoder_params
 from simulator.models.catalog_extra import KIMI_K3_VISION_PARAMS, STEP37_VISION_PARAMS
+from simulator.models.config_keys import decoder_fields as _decoder_fields
 from simulator.models.config_keys import optional as _optional
 from simulator.models.config_keys import require as _require
 from simulator.models.spec import ModelSpec
@@ -208,20 +209,6 @@ def _architecture_fields(cfg: dict[str, Any], where: str, model_type: str) -> di
             "for other architectures construct a ModelSpec directly",
         )
     return fields
-
-
-def _decoder_fields(cfg: dict[str, Any], where: str) -> dict[str, Any]:
-    """The keys a Nemotron config shares with a plain decoder: widths, vocabulary, context,
-    biases (its layer counts and MLP widths are read apart)."""
-    return {
-        "hidden_size": _require(cfg, "hidden_size", where),
-        "num_heads": _require(cfg, "num_attention_heads", where),
-        "vocab_size": _require(cfg, "vocab_size", where),
-        "tied_embeddings": _optional(cfg, "tie_word_embeddings", False),
-        "max_position_embeddings": _require(cfg, "max_position_embeddings", where),
-        "attention_bias": _optional(cfg, "attention_bias", False),
-        "mlp_bias": _optional(cfg, "mlp_bias", False),
-    }
 
 
 def _nemotron_blocks(cfg: dict[str, Any], where: str) -> list[str]:
