@@ -8,6 +8,7 @@ scenario's model, GPU and layout with the same cost model a run uses.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from simulator.config import LoadedScenario
 from simulator.cost import prefill_attention_rate, sustained_rates_used
 from simulator.cost.model import IterationCostModel
 from simulator.cost.ops import IterationShape, compute_dtypes
-from simulator.cost.releases import untuned_fp8_decode_note
+from simulator.cost.releases import nccl_allreduce_note, untuned_fp8_decode_note
 from simulator.dtypes import tensor_rate_dtype
 from simulator.errors import ConfigError
 from simulator.frontend import describe_api_server, lone_request_delay
@@ -171,5 +172,7 @@ def explain(loaded: LoadedScenario, *, batch: int = 32, context: int | None = No
                   f"the engine sees it, on top of the prefill above ({server})",)
     if decode_pool.cost.older_decode_kernel:
         notes += (untuned_fp8_decode_note(sc.cost_model.engine_version),)
+    if min(prefill_pool.sharded.allreduce_nccl_from, decode_pool.sharded.allreduce_nccl_from) < math.inf:
+        notes += (nccl_allreduce_note(sc.cost_model.engine_version),)
     return Explanation(decode, lone, f"decode: one step of {batch} sequences at {context} tokens of context",
                        f"prefill: {prefill} prompt tokens alone", layout, sources, tuple(dict.fromkeys(notes)))

@@ -6,6 +6,7 @@ run: SimPy until every request has finished or been rejected, then metrics.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,7 +29,9 @@ from simulator.cost import (
 from simulator.cost.ops import compute_dtypes, token_ops
 from simulator.cost.releases import (
     decode_attention_model,
+    nccl_allreduce_note,
     parse_version,
+    release_allreduce,
     release_expert_kernel,
     untuned_fp8_decode_note,
 )
@@ -278,6 +281,8 @@ class Simulation:
             self.kernel_times += f"; not in the profile: {', '.join(missing)}"
         if any(p.cost.older_decode_kernel for p in self.pools.values()):
             self.kernel_times += "; " + untuned_fp8_decode_note(sc.cost_model.engine_version)
+        if any(p.sharded.allreduce_nccl_from < math.inf for p in self.pools.values()):
+            self.kernel_times += "; " + nccl_allreduce_note(sc.cost_model.engine_version)
         self.workload = workload if workload is not None else build_workload(sc.workload, loaded.base_dir)
 
     # DeepSeek Sparse Attention: vLLM's FlashMLA-sparse kernels page the KV cache in 64-token
@@ -366,6 +371,7 @@ class Simulation:
                                      sc.hardware.gpus_per_node, sc.model.expert_weight_dtype, dp,
                                      expert_parallel, sc.model.expert_activation_dtype, expert_kernel)
         _check_triton_rows(sharded, timer, gpu)
+        sharded = release_allreduce(sharded, gpu, sc.cost_model.engine_version)
         decode = decode_attention_model(sharded, gpu, sc.cost_model.engine_version)
         return InstancePlan(tp, pp, replicas, memory, sharded,
                             IterationCostModel(sharded, timer, sc.cost_model,

@@ -1,5 +1,6 @@
 """Kernels of older vLLM releases (simulator/cost/releases.py): FA3's FP8 decode attention
-before its decode tiles were tuned ran at the BF16 kernel's speed."""
+before its decode tiles were tuned ran at the BF16 kernel's speed, and large TP all-reduces
+before symmetric-memory all-reduce ran on NCCL."""
 
 from __future__ import annotations
 
@@ -9,7 +10,12 @@ import pandas as pd
 import pytest
 
 from simulator.api import load
-from simulator.cost.releases import untuned_fp8_decode
+from simulator.cost.ops import token_ops
+from simulator.cost.releases import (
+    CUSTOM_ALLREDUCE_BUFFER_BYTES,
+    release_allreduce,
+    untuned_fp8_decode,
+)
 from simulator.errors import ConfigError
 from simulator.hardware import get_gpu
 from simulator.simulation import Simulation
@@ -119,3 +125,35 @@ def test_the_attention_share_diagnostic_reads_each_rows_own_settings(tmp_path):
                    "h200_sxm,meta-llama/Llama-3.1-70B,fp8,4,1024,8192,32,100.0,10.0,\n")
     short, long, old = tool.attention_shares(pd.read_csv(src), src, BENCH)
     assert 0 < short < long < old < 1
+
+
+@pytest.mark.parametrize(("gpu", "version", "tp", "pinned"), [
+    ("h200", "0.10.2", 8, True),
+    ("h100-sxm", "0.10.2", 2, True),
+    ("b200", "0.10.1", 4, True),
+    ("h200", "0.11.0", 8, False),  # symmetric-memory all-reduce on by default from here
+    ("h200", None, 8, False),  # no release named: the tables' own dispatch
+    ("h200", "0.10.2", 1, False),  # nothing to all-reduce
+    ("rtx-pro-6000", "0.10.2", 4, False),  # PCIe: no multimem, the tables' rows are its own
+    ("a100-80gb-sxm", "0.10.2", 8, False),  # Ampere: no symmetric-memory path in any release
+])
+def test_which_layouts_ran_nccl_for_large_all_reduces(gpu, version, tp, pinned):
+    sim = _sim(f"parallelism.tp={tp}")
+    sharded = release_allreduce(sim.sharded, get_gpu(gpu), version)
+    assert (sharded.allreduce_nccl_from == CUSTOM_ALLREDUCE_BUFFER_BYTES) is pinned
+    assert (sharded is sim.sharded) is not pinned
+
+
+def test_an_older_release_times_large_all_reduces_by_the_nccl_rows():
+    """H200 TP8, 1,024 tokens: each all-reduce moves 16 MiB, which vLLM 0.24 (the tables)
+    sends to symmetric memory (87.2 us) and 0.10.2 to NCCL (121.1 us): 160 of them a step.
+    A 256-token step's 4 MiB fits the custom all-reduce in both and does not move."""
+    sets = ["parallelism.tp=8", "cost_model.backend=auto"]
+    old = Simulation(load(BENCH, [*sets, "cost_model.engine_version='0.10.2'"]))
+    new = Simulation(load(BENCH, sets))
+    [op] = [o for o in token_ops(1024, old.cost.sharded) if o.family == "allreduce" and o.bytes > 1e6]
+    assert op.name == "tp_allreduce:nccl" and op.count == 160 and op.bytes == 16 * 2**20
+    assert "tp_allreduce" in {o.name for o in token_ops(1024, new.cost.sharded)}
+    gap = old.cost.token_time(1024) - new.cost.token_time(1024)
+    assert gap == pytest.approx(160 * (121.1 - 87.17) * 1e-6, rel=0.02)
+    assert old.cost.token_time(256) == pytest.approx(new.cost.token_time(256))

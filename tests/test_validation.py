@@ -96,7 +96,7 @@ def test_silicon_ttft_below_cliff_does_not_grow(silicon):
     result, _ = silicon
     ttft = result["metrics"]["ttft_ms"]["below_cliff"]
     assert ttft["mape"] <= 15.0  # the target
-    assert ttft["mape"] <= 7.5  # measured 5.1% (fidelity.md)
+    assert ttft["mape"] <= 7.5  # measured 5.5% (fidelity.md)
     assert abs(ttft["mean_signed_pct"]) <= 5.0  # measured -0.4%: no systematic bias
 
 

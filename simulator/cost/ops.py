@@ -103,6 +103,9 @@ class ShardedModel:
     moe_link: str = "intra"  # the link the dp x tp MoE group communicates over
     ep: int = 1  # GPUs the routed experts are split over by expert (1: sliced by width instead)
     expert_kernel: str = "auto"  # "marlin"/"triton": that MoE kernel chosen over the default one
+    # TP all-reduces of at least this many bytes run on NCCL alone (releases.py: a release
+    # without symmetric-memory all-reduce); below it, the fastest implementation in the tables.
+    allreduce_nccl_from: float = math.inf
     attn_gate: bool = False  # q_proj also emits a sigmoid gate on the attention output
     head_gate: bool = False  # a hidden -> heads projection gates each head's output (ModelSpec.attn_head_gate)
     shared_gate: bool = False  # a hidden -> 1 sigmoid gate on the shared experts
@@ -281,7 +284,10 @@ def gemm(name: str, m: int, n: int, k: int, sm: ShardedModel, count: int,
 
 
 def tp_allreduce(name: str, nbytes: float, sm: ShardedModel, count: int, dtype: str = "bf16") -> Op:
-    """An all-reduce of nbytes over the TP group, count times per iteration."""
+    """An all-reduce of nbytes over the TP group, count times per iteration. The name's
+    `:nccl` suffix pins the implementation the tables time it by (families._Collective)."""
+    if nbytes >= sm.allreduce_nccl_from:
+        name += ":nccl"
     return Op(name, "allreduce", 0.0, nbytes, count, (nbytes, sm.tp, sm.tp_link), dtype)
 
 

@@ -22,6 +22,16 @@ serving benchmark:
   on (vllm-project/vllm#28788, `vllm/third_party/triton_kernels`). The 0.11.2 wheel has no
   copy, so a stock install of a release before 0.12.0 ran gpt-oss's experts on Marlin
   (`model.expert_kernel: auto` resolves so; docs/fidelity.md item 25).
+
+- TP all-reduce on Hopper and Blackwell. The tables' `vllm_custom_graph` rows time vLLM
+  0.24's own dispatch (aiconfigurator's collector calls `tensor_model_parallel_all_reduce`
+  inside vLLM's graph capture), which sends mid-size messages to torch's symmetric-memory
+  all-reduce: on an H200 at TP8 16 MiB takes 87 us there against NCCL's 121 (multimem;
+  vLLM's own benchmark in vllm-project/vllm#42324 puts them at 0.087 and 0.121 ms). That
+  path is on by default from 0.11.0 (vllm-project/vllm#24111, #25070). Before it, vLLM's
+  custom all-reduce took messages under its 8 MiB buffer and NCCL the rest (the 0.10.2
+  wheel's `cuda_communicator.py`), so a run of an earlier release times all-reduces of
+  8 MiB and more by the NCCL rows (docs/fidelity.md item 31).
 """
 
 from __future__ import annotations
@@ -41,6 +51,22 @@ FP8_DECODE_TUNED_SINCE: dict[int, tuple[int, int, int]] = {64: (0, 11, 0), 128: 
 
 # The first vLLM release that ships OpenAI's triton_kernels (see above).
 TRITON_MOE_SHIPPED_SINCE = (0, 12, 0)
+
+# The first release whose TP all-reduce uses symmetric memory by default, and the custom
+# all-reduce's buffer before it, above which NCCL ran (see above). Multimem needs NVLink.
+SYMM_MEM_ALLREDUCE_SINCE = (0, 11, 0)
+CUSTOM_ALLREDUCE_BUFFER_BYTES = 8 * 1024 * 1024
+SYMM_MEM_ARCHITECTURES = frozenset({"hopper", "blackwell"})
+
+
+def release_allreduce(sharded: ShardedModel, gpu: GPUSpec, engine_version: str | None) -> ShardedModel:
+    """The layout with its all-reduces timed as the release ran them: NCCL from the custom
+    all-reduce's buffer size up, under a release before symmetric-memory all-reduce."""
+    release = parse_version(engine_version)
+    if (release is None or release >= SYMM_MEM_ALLREDUCE_SINCE or sharded.tp < 2
+            or gpu.architecture not in SYMM_MEM_ARCHITECTURES or "NVLink" not in gpu.intra_node_link.name):
+        return sharded
+    return dataclasses.replace(sharded, allreduce_nccl_from=float(CUSTOM_ALLREDUCE_BUFFER_BYTES))
 
 
 def release_expert_kernel(kernel: str, expert_weight_dtype: str | None, activation_dtype: str,
@@ -85,3 +111,9 @@ def untuned_fp8_decode_note(engine_version: str | None) -> str:
     """What a run whose decode attention runs the older FP8 kernel says about it."""
     return (f"FP8-KV decode attention at the BF16 kernel's speed (vLLM {engine_version} ran "
             "FlashAttention-3's FP8 decode tiles before their tuning)")
+
+
+def nccl_allreduce_note(engine_version: str | None) -> str:
+    """What a run whose large all-reduces are pinned to NCCL says about it."""
+    return (f"all-reduces of {CUSTOM_ALLREDUCE_BUFFER_BYTES // 2**20} MiB and more on NCCL (vLLM {engine_version} "
+            "predates symmetric-memory all-reduce)")
