@@ -189,10 +189,11 @@ def test_sweep_outputs_keep_rows(silicon):
     assert "pred_e2e_ms" not in table.columns  # not measured in a sweep
     # Every run says which kernel tables timed it, and the page names them.
     result, _ = silicon
-    assert {r["kernel_times"] for r in result["per_run"]} == {
-        "aiconfigurator:h200_sxm/vllm/0.24.0 (measured on NVIDIA H200); sustained fp8 0.88; prefill attention 0.71; FP8-KV decode "
-        "attention at the BF16 kernel's speed (vLLM 0.10.2 ran FlashAttention-3's FP8 decode tiles before "
-        "their tuning)"}
+    tables = ("aiconfigurator:h200_sxm/vllm/0.24.0 (measured on NVIDIA H200); sustained fp8 0.88; prefill attention "
+              "0.71; FP8-KV decode attention at the BF16 kernel's speed (vLLM 0.10.2 ran FlashAttention-3's FP8 decode "
+              "tiles before their tuning)")
+    nccl = "; all-reduces of 8 MiB and more on NCCL (vLLM 0.10.2 predates symmetric-memory all-reduce)"
+    assert {(r["kernel_times"], "tp1" in r["run"]) for r in result["per_run"]} == {(tables, True), (tables + nccl, False)}
     assert "Kernel times from:</p><ul><li>aiconfigurator:h200_sxm/vllm/0.24.0" in (out / "validation.html").read_text()
 
 
