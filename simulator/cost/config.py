@@ -90,7 +90,8 @@ class CostModelConfig(StrictModel):
     engine_version: str | None = Field(
         None, description="the vLLM release being simulated (MAJOR.MINOR[.PATCH]) where its kernels differ "
         "from those the kernel tables time (vLLM 0.24): before 0.11.1 (0.11.0 for head_dim 64), FP8-KV decode "
-        "attention on Hopper runs at the BF16 kernel's speed (simulator/cost/releases.py); null: the tables' "
+        "attention on Hopper runs at the BF16 kernel's speed; before 0.11.0, TP all-reduces of 8 MiB and more "
+        "on NVLink Hopper/Blackwell run on NCCL (simulator/cost/releases.py); null: the tables' "
         "own release. Scheduler defaults are set by their own fields")
     kernel_latency_us: float | None = Field(
         None, ge=0, description="fixed cost per kernel, µs; default from `engine`")
