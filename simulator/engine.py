@@ -150,7 +150,7 @@ class Engine:
                     used, queued = kv.used, sched.queued
                     yield env.timeout(dt)
                 else:
-                    dt = yield group.join(self, shape, from_idle)
+                    dt = yield group.join(self, shape, from_idle, step.copy_s)
                     used, queued = kv.used, sched.queued
                     yield group.pass_end
                 self._busy = False

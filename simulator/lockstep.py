@@ -29,7 +29,7 @@ class LockstepGroup:
         self.env = env
         self.cost = cost
         self.pass_end: simpy.Event | None = None  # fires when the pass in progress ends
-        self._joined: list[tuple[object, IterationShape, bool]] = []
+        self._joined: list[tuple[object, IterationShape, bool, float]] = []
         self._priced: simpy.Event | None = None  # the pass being formed: fires with its duration
         # Ranks whose step just ended and that have not yet joined the next pass or rested:
         # the next pass is priced only once they have, so it starts with every rank that
@@ -41,12 +41,13 @@ class LockstepGroup:
         """A pass is in progress (a rank with new work waits for its end)."""
         return self.pass_end is not None and not self.pass_end.processed
 
-    def join(self, rank: object, shape: IterationShape, from_idle: bool) -> simpy.Event:
+    def join(self, rank: object, shape: IterationShape, from_idle: bool, copy_s: float = 0.0) -> simpy.Event:
         """Add `rank`'s step to the pass starting now. The event fires, at this instant, with
         the pass's duration once every rank starting a step now has joined; the rank's step
-        then ends with `pass_end`."""
+        then ends with `pass_end`. `copy_s`: KV copies this rank's forward pass waits for
+        (Step.copy_s), which hold up its peers' passes too."""
         self._settling.discard(rank)
-        self._joined.append((rank, shape, from_idle))
+        self._joined.append((rank, shape, from_idle, copy_s))
         if self._priced is None:
             self._priced = self.env.event()
             self.env.timeout(0).callbacks.append(self._price)
@@ -62,10 +63,10 @@ class LockstepGroup:
             return
         joined, priced = self._joined, self._priced
         self._joined, self._priced = [], None
-        total = sum(shape.num_tokens for _, shape, _ in joined)
-        duration = max(self.cost.iteration_time(shape, quantised_tokens(total - shape.num_tokens), from_idle)
-                       for _, shape, from_idle in joined)
+        total = sum(shape.num_tokens for _, shape, _, _ in joined)
+        duration = max(self.cost.iteration_time(shape, quantised_tokens(total - shape.num_tokens), from_idle) + copy_s
+                       for _, shape, from_idle, copy_s in joined)
         self.pass_end = self.env.timeout(duration)
-        ranks = {rank for rank, _, _ in joined}
+        ranks = {rank for rank, _, _, _ in joined}
         self.pass_end.callbacks.append(lambda _event: self._settling.update(ranks))
         priced.succeed(duration)

@@ -20,7 +20,7 @@ from conftest import (
     time_limit,
     uniform,
 )
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from test_cli import cli, no_leftovers
 from test_invariants import PROPERTY_SETTINGS, check_fast_forward_equivalent, check_tokens
@@ -340,8 +340,21 @@ def wide_ep_scenarios(draw) -> dict:
     return d
 
 
+def _pulled_by_a_dp_rank() -> dict:
+    """Found by the property below (session 53): under DistServe's protocol a decode rank
+    pulls the KV before its pass, and with attention-DP ranks the pass lasted as long as
+    the ranks' forward passes alone, so a two-token request finished before its KV arrived."""
+    d = scenario("vllm-v1", model="qwen3-30b-a3b", arrival=poisson(1.0), prompt=uniform(1, 1500),
+                 output=uniform(1, 24), num_requests=2, seed=342, max_model_len=2048)
+    d = disagg(d, prefill=(1, 1, 2), decode=(1, 1, 2), latency_ms=5.0, protocol="distserve")
+    d["disaggregation"]["prefill"].update(dp=2, expert_parallel=False)
+    d["disaggregation"]["decode"].update(dp=3, expert_parallel=False)
+    return d
+
+
 @PROPERTY_SETTINGS
 @given(wide_ep_scenarios())
+@example(_pulled_by_a_dp_rank())
 def test_pools_with_attention_dp_and_expert_parallelism_keep_the_invariants(d):
     sim, res = check_fast_forwarded_and_stepped(d)
     pools = res.summary["disaggregation"]
