@@ -99,8 +99,10 @@ class SmiLog:
     def near(self, t0: float, t1: float) -> dict[str, float]:
         """Medians of the numeric samples taken between two wall-clock instants."""
         names = self.fields.split(",")[1:]
-        picked = [vals for stamp, vals in self.rows if t0 <= stamp <= t1] or \
-                 [min(self.rows, key=lambda r: abs(r[0] - (t0 + t1) / 2))[1]] if self.rows else []
+        # A window shorter than the sampling period takes the samples within 0.5 s of it;
+        # none at all (nvidia-smi absent or stopped) reads as nan, never as a stale sample.
+        picked = [vals for stamp, vals in self.rows if t0 - 0.5 <= stamp <= t1 + 0.5 and (
+            t0 <= stamp <= t1 or t1 - t0 < 1.0)]
         out: dict[str, float] = {}
         for i, name in enumerate(names):
             nums = []
