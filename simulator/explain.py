@@ -8,7 +8,6 @@ scenario's model, GPU and layout with the same cost model a run uses.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -172,7 +171,7 @@ def explain(loaded: LoadedScenario, *, batch: int = 32, context: int | None = No
                   f"the engine sees it, on top of the prefill above ({server})",)
     if decode_pool.cost.older_decode_kernel:
         notes += (untuned_fp8_decode_note(sc.cost_model.engine_version),)
-    if min(prefill_pool.sharded.allreduce_nccl_from, decode_pool.sharded.allreduce_nccl_from) < math.inf:
+    if prefill_pool.sharded.nccl_pinned or decode_pool.sharded.nccl_pinned:
         notes += (nccl_allreduce_note(sc.cost_model.engine_version),)
     return Explanation(decode, lone, f"decode: one step of {batch} sequences at {context} tokens of context",
                        f"prefill: {prefill} prompt tokens alone", layout, sources, tuple(dict.fromkeys(notes)))

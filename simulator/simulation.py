@@ -6,7 +6,6 @@ run: SimPy until every request has finished or been rejected, then metrics.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -281,7 +280,7 @@ class Simulation:
             self.kernel_times += f"; not in the profile: {', '.join(missing)}"
         if any(p.cost.older_decode_kernel for p in self.pools.values()):
             self.kernel_times += "; " + untuned_fp8_decode_note(sc.cost_model.engine_version)
-        if any(p.sharded.allreduce_nccl_from < math.inf for p in self.pools.values()):
+        if any(p.sharded.nccl_pinned for p in self.pools.values()):
             self.kernel_times += "; " + nccl_allreduce_note(sc.cost_model.engine_version)
         self.workload = workload if workload is not None else build_workload(sc.workload, loaded.base_dir)
 

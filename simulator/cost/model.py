@@ -265,6 +265,7 @@ class IterationCostModel:
 
     def iteration_time(self, shape: IterationShape, moe_others: int = 0, from_idle: bool = False) -> float:
         """from_idle: the engine was idle, so no earlier iteration hides this one's CPU work."""
+        # gpu_busy_time, inlined: its two calls cost +0.15-0.3% instructions on this path.
         t = self.token_time(shape.num_tokens, moe_others) + self.emit_time(shape.num_emit)
         if shape.prefill_chunks:
             t += self.prefill_attention_time(shape.prefill_chunks)

@@ -135,6 +135,11 @@ class ShardedModel:
     compressed: object | None = None
 
     @property
+    def nccl_pinned(self) -> bool:
+        """Whether the release pins this layout's large all-reduces to NCCL (releases.py)."""
+        return self.allreduce_nccl_from < math.inf
+
+    @property
     def total_layer_passes(self) -> int:
         """Layer executions one micro-batch waits for: stages run in lockstep, so the
         slowest (largest) stage sets each stage's time."""
