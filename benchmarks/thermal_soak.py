@@ -145,7 +145,7 @@ def main() -> None:
     dev = pick_device(torch, args.device)
     cuda = dev.type == "cuda"
     sync = torch.cuda.synchronize if cuda else torch.cpu.synchronize
-    dtype = args.dtype if args.dtype != "fp8" or fp8_supported(torch, dev) else "bf16"
+    dtype = args.dtype = args.dtype if args.dtype != "fp8" or fp8_supported(torch, dev) else "bf16"  # as reported
     parts = {
         "prefill": layer_parts(torch, dev, "layer", args.tokens, args.tp, dtype, 0),
         "decode": layer_parts(torch, dev, "decode-layer", args.sequences, args.tp, dtype, args.context),
