@@ -24,10 +24,12 @@ mid-ramp). Prints every pair and the fits; nothing is written.
 from __future__ import annotations
 
 import argparse
-import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from calibration.power import KernelPair, fit_wait_power
+from simulator.cost.sustained import power_relief
 
 LOGS = sorted(Path(__file__).resolve().parent.glob("logs/*-duty-cycle-run*.log"))
 KERNELS = ("gate_up GEMM", "down GEMM", "attention")
@@ -61,11 +63,6 @@ def parse(path: Path) -> list[Run]:
     return [r for r in runs if all(k in r.steady for k in KERNELS)]
 
 
-def relief(share: float, q: float) -> float:
-    """r(s): how far the clock rises when a share s of the time draws q of the limit."""
-    return (1.0 - q * share) / (1.0 - share)
-
-
 @dataclass
 class Pair:
     run: Run
@@ -95,11 +92,11 @@ def pairs(logs: list[Path]) -> list[Pair]:
 
 
 def fit(ps: list[Pair]) -> tuple[float, float]:
-    """q minimising the squared log error, and that error's RMS."""
-    def loss(q: float) -> float:
-        return sum(math.log(min(1.0, p.f0 * relief(p.run.share, q)) / p.f) ** 2 for p in ps)
-    best = min((loss(q / 1000), q / 1000) for q in range(0, 1001))
-    return best[1], math.sqrt(best[0] / len(ps))
+    """q minimising the squared log error, and that error's RMS (calibration/power.py)."""
+    found = fit_wait_power(KernelPair(p.kernel, p.run.share, p.f0, p.f) for p in ps)
+    if found is None:
+        raise SystemExit("no throttled kernel stays below its burst speed with the wait: q is only bounded")
+    return found
 
 
 def main() -> None:
@@ -111,7 +108,7 @@ def main() -> None:
     print(f"{'log':38s} {'TP':>2s} {'wait':4s} {'share':>5s} {'kernel':13s} {'f0':>6s} {'f':>6s}  predicted")
     for p in ps:
         q = fits[p.run.wait][0]
-        pred = min(1.0, p.f0 * relief(p.run.share, q))
+        pred = min(1.0, p.f0 * power_relief(p.run.share, q))
         print(f"{p.run.log:38s} {p.run.tp:2d} {p.run.wait:4s} {p.run.share:5.2f} {p.kernel:13s} "
               f"{p.f0:6.3f} {p.f:6.3f}  {pred:6.3f}")
     for wait, (q, rms) in fits.items():

@@ -36,96 +36,10 @@ Defaults are Llama-3.1-70B's gate/up GEMM at TP1 on an 8,192-token chunk. On a C
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
-from functools import partial
 
-from calibration.bench import (
-    Stopwatch,
-    clock_and_power,
-    decode_fn,
-    fp8_supported,
-    gemm_fn,
-    pick_device,
-    prefill_fn,
-    require_torch,
-)
+from calibration.bench import clock_and_power, fp8_supported, pick_device, require_torch
+from calibration.power import IDLE_LABEL, layer_parts
 from calibration.sustained import measure_sequence, measure_sustained
-
-# Llama-3.1-70B: hidden 8192, 64 query and 8 KV heads of 128, MLP 28672.
-HIDDEN, HEADS, KV_HEADS, HEAD_DIM, MLP = 8192, 64, 8, 128, 28672
-
-
-def layer_parts(torch, dev, op: str, tokens: int, tp: int, dtype: str, context: int,
-                idle_us: float = 0.0, idle_copy_mb: float = 0.0) -> list:
-    """(label, callable) for one Llama-3.1-70B layer's kernels on one of `tp` GPUs.
-
-    A prefill of `tokens` prompt tokens, or (decode-layer) one decode step of `tokens`
-    sequences over `context` cached tokens each; with `idle_us`, an idle kernel of that
-    length at each of the layer's two all-reduces (`idle_copy_mb` of it an HBM copy).
-    """
-    heads, kv_heads = HEADS // tp, max(1, KV_HEADS // tp)
-    if op == "decode-layer":
-        attention = ("attention", decode_fn(torch, dev, tokens, context, heads, kv_heads, HEAD_DIM)[0])
-    else:
-        attention = ("attention", prefill_fn(torch, dev, 1, tokens, 0, heads, kv_heads, HEAD_DIM)[0])
-    if op == "attention":
-        return [attention]
-    qkv = (heads + 2 * kv_heads) * HEAD_DIM
-    gemms = {"qkv": (tokens, qkv, HIDDEN), "o": (tokens, HIDDEN, heads * HEAD_DIM),
-             "gate_up": (tokens, 2 * MLP // tp, HIDDEN), "down": (tokens, HIDDEN, MLP // tp)}
-    make = {name: (f"{name} GEMM", gemm_fn(torch, dev, *shape, dtype)) for name, shape in gemms.items()}
-    if idle_us <= 0:
-        return [make["qkv"], attention, make["o"], make["gate_up"], make["down"]]
-    # Where a TP layer all-reduces (after O and after down), the GPU waits on NVLink with its
-    # tensor cores idle: a spinning one-thread kernel stands in, so the power the GEMMs draw
-    # is averaged over the idle share as in a TP prefill.
-    idle = (IDLE_LABEL, idle_fn(torch, dev, idle_us, idle_copy_mb))
-    return [make["qkv"], attention, make["o"], idle, make["gate_up"], make["down"], idle]
-
-
-IDLE_LABEL = "idle (all-reduce)"
-
-
-def idle_fn(torch, dev, idle_us: float, copy_mb: float = 0.0):
-    """A kernel that keeps one thread spinning for ~`idle_us` (sized by timing one spin at
-    the current clock); a sleep on a CPU.
-
-    With `copy_mb`, the wait starts with a device-to-device copy that reads and writes that
-    many MB together: a ring all-reduce is not idle, its kernels stream the message through HBM
-    several times over (each step writes what arrives, reads it and the local chunk, and
-    writes the sum) on a few SMs, so the copy brings that traffic's power into the wait.
-    The spin fills the rest of `idle_us`.
-    """
-    copy = None
-    if copy_mb > 0:
-        n = int(copy_mb * 1e6) // 4  # bf16 elements, each read and written
-        src, dst = (torch.empty(n, dtype=torch.bfloat16, device=dev) for _ in range(2))
-        copy = partial(dst.copy_, src)
-    if dev.type != "cuda":
-        def wait() -> None:
-            if copy is not None:
-                copy()
-            time.sleep(idle_us * 1e-6)
-        return wait
-    copy_us = 0.0
-    if copy is not None:
-        copy_us = statistics.median(Stopwatch(torch, dev, warmup=1, repeats=20, flush_mb=0).samples(copy))
-    probe = 1_000_000
-    torch.cuda._sleep(probe)  # the first kernel pays the context's start-up: time the second
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    torch.cuda._sleep(probe)
-    end.record()
-    torch.cuda.synchronize()
-    cycles = int(max(0.0, idle_us - copy_us) * probe / (start.elapsed_time(end) * 1e3))
-    if copy is None:
-        return lambda: torch.cuda._sleep(cycles)
-
-    def copy_then_spin() -> None:
-        copy()
-        torch.cuda._sleep(cycles)
-    return copy_then_spin
 
 
 def report_sequence(args, torch, dev, dtype: str) -> None:

@@ -7,7 +7,7 @@ The sustained fractions in the GPU catalog (docs/fidelity.md item 16) were measu
 6-8 s of back-to-back load that started from an idle, cool GPU. A benchmark run loads the
 GPU for minutes. Silicon leaks more as it warms, so at the same board power limit less
 power is left for switching and the clock may settle lower than it did in the first
-seconds. This script runs one Llama-3.1-70B layer per GPU (benchmarks/sustained_gemm.py's
+seconds. This script runs one Llama-3.1-70B layer per GPU (calibration/power.py's
 `layer_parts`) through a list of phases and records, beside each timing window, what
 nvidia-smi reports every 250 ms: GPU and memory temperature, SM clock, board power and the
 clock-event reasons.
@@ -37,12 +37,10 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sustained_gemm import layer_parts
-
 from calibration.bench import fp8_supported, pick_device, require_torch
+from calibration.power import layer_parts
 from calibration.sustained import back_to_back, split_pass
 
 SMI_FIELDS = ("timestamp,temperature.gpu,temperature.memory,clocks.sm,clocks.mem,power.draw,"

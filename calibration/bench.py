@@ -24,6 +24,7 @@ from functools import partial
 import numpy as np
 
 from calibration.grid import BenchPlan
+from calibration.power import LayerPower, measure_layer_power
 from calibration.profile import (
     CalibrationError,
     MethodInfo,
@@ -40,6 +41,8 @@ from calibration.sustained import measure_sustained, sustained_fractions
 GRAPH_BELOW_US = 300.0
 # Idle seconds before each sustained-rate run, so the clocks recover from the one before.
 SUSTAINED_REST_S = 2.0
+# The layer-power runs: one prefill layer without and one with all-reduce waits.
+LAYER_POWER_RUNS = 2
 TORCH_MISSING = "calibration needs torch, which is not installed"
 _TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
@@ -587,6 +590,27 @@ def _measure_sustained(torch, dev, plan: list, seconds: float, deadline: float, 
     return sustained_fractions(runs), note if runs else ""
 
 
+def _measure_layer_power(torch, dev, dtype: str | None, seconds: float, deadline: float, not_measured: dict,
+                         progress, done: int, total: int) -> LayerPower | None:
+    """Prefill attention's sustained fraction and the collective wait's power (calibration/power.py)."""
+    if dtype is None:
+        return None
+    if time.perf_counter() + LAYER_POWER_RUNS * (seconds + SUSTAINED_REST_S + 2.0) > deadline:
+        not_measured["layer power"] = "the time budget ran out"
+        return None
+    if progress:
+        progress(done, total, f"layer power ({dtype} prefill layer, with and without all-reduce waits)")
+    try:
+        found = measure_layer_power(torch, dev, dtype, seconds=seconds, rest_s=SUSTAINED_REST_S,
+                                    clocks=clock_and_power)
+    except (RuntimeError, MemoryError) as exc:
+        torch.cuda.empty_cache()
+        not_measured["layer power"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
+        return None
+    not_measured.update(found.missing)
+    return found
+
+
 def clock_and_power() -> str:
     """SM clock and board power against their limits, for notes; nvidia-smi's absence said."""
     vals = _nvidia_smi("clocks.sm,clocks.max.sm,power.draw,power.limit")
@@ -628,7 +652,10 @@ def run_benchmarks(plan: BenchPlan, *, device: str | None = None, budget_s: floa
     dtypes = ["bf16"] + (["fp8"] if fp8_supported(torch, dev) else [])
     sustained_plan = ([(shape, dt) for dt in dtypes for shape in SUSTAINED_SHAPES]
                       if dev.type == "cuda" and sustained_s > 0 and not quick else [])
-    reserve = min(budget_s / 2, len(sustained_plan) * (sustained_s + SUSTAINED_REST_S + 1.0))
+    # The layer-power runs use the fastest tensor dtype, as a serving engine's prefill does.
+    layer_dtype = (dtypes[-1] if dev.type == "cuda" and sustained_s > 0 and not quick else None)
+    runs = len(sustained_plan) + (LAYER_POWER_RUNS if layer_dtype else 0)
+    reserve = min(budget_s / 2, runs * (sustained_s + SUSTAINED_REST_S + 2.0))
     grid_budget = budget_s - reserve
     watch = Stopwatch(torch, dev, warmup=warmup, repeats=repeats, flush_mb=flush_mb,
                       deadline=start + grid_budget, graph_below_us=graph_below_us)
@@ -699,6 +726,8 @@ def run_benchmarks(plan: BenchPlan, *, device: str | None = None, budget_s: floa
             done += 1
         sustained, sustained_note = _measure_sustained(torch, dev, sustained_plan, sustained_s,
                                                        start + budget_s, not_measured, progress, done, total)
+        power = _measure_layer_power(torch, dev, layer_dtype, sustained_s, start + budget_s, not_measured,
+                                     progress, done, total)
         if progress:
             progress(done, total, "done")
     finally:
@@ -721,6 +750,8 @@ def run_benchmarks(plan: BenchPlan, *, device: str | None = None, budget_s: floa
                           rotate_l2_multiple=watch.rotate_l2_multiple if watch.graph_below_us else None,
                           graphed_points=watch.graphed),
         models=plan.models, tp=plan.tp, not_measured=not_measured, sustained_fraction=sustained,
-        notes=[_timing_note(watch), *([sustained_note] if sustained_note else [])],
+        sustained_attention_fraction=power.attention_fraction if power else None,
+        collective_wait_power_fraction=power.wait_power if power else None,
+        notes=[_timing_note(watch), *([sustained_note] if sustained_note else []), *([power.note] if power else [])],
     )
     return Profile(metadata=meta, tables=tables)

@@ -332,9 +332,18 @@ def show_profile(profile: Profile, label: str) -> None:
     if measured:
         said = ", ".join(f"{d} {f:.2f}" for d, f in sorted(measured.items()))
         lines.append(f"           measured back to back {where}, used instead: {said}")
-    if known and meta.device_kind == "cuda" and gpu.sustained_attention_fraction is not None:
-        lines.append(f"           prefill attention: {gpu.sustained_attention_fraction:.2f}, measured inside a "
-                     f"prefill layer for {meta.gpu} (GPU catalog)")
+    on_gpu = meta.device_kind == "cuda"
+    for label, own, catalog in (
+            ("prefill attention", meta.sustained_attention_fraction,
+             gpu.sustained_attention_fraction if known else None),
+            ("collective wait", meta.collective_wait_power_fraction,
+             gpu.collective_wait_power_fraction if known else None)):
+        value, where = (own, "in this run") if own is not None else (catalog, f"for {meta.gpu} (GPU catalog)")
+        if on_gpu and value is not None:
+            what = ("of its burst rate, measured inside a prefill layer" if label == "prefill attention"
+                    else "of the power limit drawn, fitted to a prefill layer with and without such waits "
+                    "(used with cost_model.collective_power_relief)")
+            lines.append(f"           {label}: {value:.2f} {what} {where}")
     if meta.fit:
         lines.append(f"errors are on held-out rows ({_folds(meta.fit)}); η are fractions of "
                      f"{'the datasheet' if known else 'the best measured throughput'}")

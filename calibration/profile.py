@@ -128,6 +128,12 @@ class ProfileMetadata(StrictModel):
     sustained_fraction: dict[str, float] = Field(
         default_factory=dict, description="dtype -> fraction of its short-burst rate a compute-bound GEMM keeps "
         "when run back to back for seconds on this GPU (calibration/sustained.py); overrides the GPU catalog's")
+    sustained_attention_fraction: float | None = Field(
+        None, gt=0, le=1, description="fraction of its short-burst rate prefill attention keeps inside a prefill "
+        "layer run back to back on this GPU (calibration/power.py); overrides the GPU catalog's")
+    collective_wait_power_fraction: float | None = Field(
+        None, ge=0, lt=1, description="share of the power limit a collective's wait draws on this GPU, fitted to "
+        "how much a prefill layer speeds up with such waits (calibration/power.py); overrides the GPU catalog's")
     fit: dict[str, FamilyFit] = Field(default_factory=dict)
     notes: list[str] = Field(default_factory=list)
 

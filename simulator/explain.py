@@ -93,8 +93,9 @@ def _sustained_notes(cost: IterationCostModel) -> tuple[str, ...]:
                   "tables' short-burst rate, "
                   + why(r) for dtype, r in sorted(rates.items()))
     if attention is not None:
+        where = "GPU catalog" if attention.source == "catalog" else "the profile's own measurement"
         notes += (f"prefill attention: compute at {attention.fraction:.2f} of the tables' short-burst rate, "
-                  "as measured inside a prefill layer run back to back on this GPU (GPU catalog)",)
+                  f"as measured inside a prefill layer run back to back on this GPU ({where})",)
     return notes
 
 

@@ -238,14 +238,12 @@ def test_the_sustained_measurement_runs_and_reports_a_fraction():
 
 
 def test_a_tp_layer_with_idle_all_reduces_puts_one_after_o_and_one_after_down():
-    """benchmarks/sustained_gemm.py --idle-us: the duty-cycle experiment's layer (CPU: the
+    """calibration/power.py (sustained_gemm.py --idle-us): the duty-cycle experiment's layer (CPU: the
     composition and the idle part's length, not a GPU finding)."""
     torch = pytest.importorskip("torch")
-    import sys
     import time
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    from sustained_gemm import IDLE_LABEL, layer_parts
+    from calibration.power import IDLE_LABEL, layer_parts
 
     cpu = torch.device("cpu")
     plain = [label for label, _ in layer_parts(torch, cpu, "layer", 16, 8, "bf16", 0)]

@@ -56,8 +56,8 @@ def sustained_rates_used(timer: OpTimer, gemm_dtypes: Iterable[str] | None = Non
 
 
 def prefill_attention_rate(timer: OpTimer):
-    """The timer's own sustained rate for prefill attention (a GPU catalog measurement), or
-    None where prefill attention takes its dtype's rate (or there is none)."""
+    """The timer's own sustained rate for prefill attention (the profile's or the GPU catalog's
+    measurement inside a prefill layer), or None where prefill attention takes its dtype's rate (or there is none)."""
     return getattr(timer, "attention_sustained", None)
 
 

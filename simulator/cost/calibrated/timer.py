@@ -131,8 +131,9 @@ class CalibratedTimer:
         gemm = profile.table("gemm")
         rates = {}
         self.attention_sustained: SustainedRate | None = None
-        # The share of the power limit a collective's wait draws (GPU catalog), where the
-        # sustained fractions come from this GPU's own back-to-back runs: None otherwise.
+        # The share of the power limit a collective's wait draws (the profile's run, else the
+        # GPU catalog), where the sustained fractions come from this GPU's own back-to-back
+        # runs: None otherwise.
         self.collective_wait_power: float | None = None
         if config.sustained_tensor_rate:
             # The GPU's own measurement, where the catalog has one, for profiles timed on a GPU
@@ -141,11 +142,17 @@ class CalibratedTimer:
             rates = with_measured(sustained_rates(gemm.rows) if gemm is not None else {},
                                   gpu.sustained_tensor_fraction if on_gpu else {},
                                   profile.metadata.sustained_fraction)
-            if on_gpu and gpu.sustained_attention_fraction is not None:
-                # Prefill attention's own measured fraction replaces its dtype's.
+            meta = profile.metadata
+            # Prefill attention's own measured fraction replaces its dtype's: this profile's
+            # run's (calibration/power.py), else the GPU catalog's.
+            if on_gpu and meta.sustained_attention_fraction is not None:
+                self.attention_sustained = SustainedRate(meta.sustained_attention_fraction, 0, 0, "profile")
+            elif on_gpu and gpu.sustained_attention_fraction is not None:
                 self.attention_sustained = SustainedRate(gpu.sustained_attention_fraction, 0, 0, "catalog")
             if on_gpu and config.collective_power_relief:
-                self.collective_wait_power = gpu.collective_wait_power_fraction
+                self.collective_wait_power = (meta.collective_wait_power_fraction
+                                              if meta.collective_wait_power_fraction is not None
+                                              else gpu.collective_wait_power_fraction)
         # Only the dtypes that measurably slow down: a lookup miss is the common case.
         self.sustained: dict[str, SustainedRate] = {d: r for d, r in rates.items() if r.fraction < 1.0}
         # The lookup by an op's dtype, with the formats that borrow another's rate (FP16 BF16's).
