@@ -156,16 +156,20 @@ class KernelPair:
         return self.f >= CAPPED_FROM
 
 
-def kernel_pairs(base: SequenceRun, waited: SequenceRun, kernels: Iterable[str] = BIG_KERNELS) -> list[KernelPair]:
-    """Pair each kernel's fractions; both against the faster of the two runs' bursts (a burst
-    caught while the clocks are still ramping reads slow)."""
+def kernel_pairs(base: SequenceRun, waited: SequenceRun, kernels: Iterable[str] = BIG_KERNELS,
+                 alone: dict[str, float] | None = None) -> list[KernelPair]:
+    """Pair each kernel's fractions; both against the fastest of the two runs' bursts and its
+    lone calls' time (`alone`, µs): a burst read while the clocks ramp, or while the power
+    limiter still averages the load before the rest, reads slow (on an H100 after 2 s rests
+    attention's burst read 2,000-2,200 µs where lone calls and 8 s rests read ~1,760)."""
     share = wait_share(waited)
+    alone = alone or {}
     out = []
     for k in kernels:
         if k not in base.labels or k not in waited.labels:
             continue
         i, j = base.labels.index(k), waited.labels.index(k)
-        burst = min(base.burst_us[i], waited.burst_us[j])
+        burst = min(base.burst_us[i], waited.burst_us[j], alone.get(k, math.inf))
         out.append(KernelPair(k, share, min(1.0, burst / base.steady_us[i]), min(1.0, burst / waited.steady_us[j])))
     return out
 
@@ -192,24 +196,33 @@ class LayerPower:
     wait_power: float | None
     note: str
     missing: dict[str, str]
+    base: SequenceRun | None = None  # the layer without waits
+    waited: SequenceRun | None = None  # and with them
+    alone: dict[str, float] | None = None  # the big kernels' lone-call times, µs
 
 
 def measure_layer_power(torch, dev, dtype: str, *, seconds: float = 6.0, rest_s: float = 2.0,
                         tokens: int = 8192, dims: LayerDims = LLAMA_70B, share: float = WAIT_SHARE,
                         window_s: float = 0.05, clocks: Callable[[], str] | None = None) -> LayerPower:
-    """Run the TP1 prefill layer back to back without waits, then with a wait at each of its
-    two all-reduce points sized to `share` of the pass; fit q to the change."""
-    base = measure_sequence(torch, dev, layer_parts(torch, dev, "layer", tokens, 1, dtype, 0, dims=dims),
-                            seconds=seconds, rest_s=rest_s, window_s=window_s, clocks=clocks)
+    """Time the TP1 prefill layer's big kernels in lone calls (the tables' way), run the layer
+    back to back without waits, then with a wait at each of its two all-reduce points sized to
+    `share` of the pass; fit q to the change."""
+    from calibration.bench import Stopwatch
+
+    plain = layer_parts(torch, dev, "layer", tokens, 1, dtype, 0, dims=dims)
+    watch = Stopwatch(torch, dev, warmup=3, repeats=10, flush_mb=256.0 if dev.type == "cuda" else 0.0)
+    time.sleep(rest_s)
+    alone = {label: statistics.median(watch.samples(fn)) for label, fn in plain if label in BIG_KERNELS}
+    base = measure_sequence(torch, dev, plain, seconds=seconds, rest_s=rest_s, window_s=window_s, clocks=clocks)
     missing: dict[str, str] = {}
-    attention = dict(zip(base.labels, base.fractions, strict=True))["attention"]
     # Each of the two waits: share / (1 - share) of the steady busy pass, halved; it opens
     # with a TP2 ring all-reduce's HBM traffic for the layer's output (3 x the message).
     idle_us = share / (1.0 - share) * sum(base.steady_us) / 2
     copy_mb = 3 * tokens * dims.hidden * 2 / 1e6
     parts = layer_parts(torch, dev, "layer", tokens, 1, dtype, 0, idle_us, copy_mb, dims=dims)
     waited = measure_sequence(torch, dev, parts, seconds=seconds, rest_s=rest_s, window_s=window_s, clocks=clocks)
-    pairs = kernel_pairs(base, waited)
+    pairs = kernel_pairs(base, waited, alone=alone)
+    attention = next(p.f0 for p in pairs if p.kernel == "attention")
     fit = fit_wait_power(pairs)
     if fit is None:
         throttled = any(p.f0 < THROTTLED_BELOW for p in pairs)
@@ -222,4 +235,7 @@ def measure_layer_power(torch, dev, dtype: str, *, seconds: float = 6.0, rest_s:
             f"wait of {wait_share(waited):.2f} of the pass: {said}"
             + (f"; q = {fit[0]:.2f} (RMS log error {fit[1]:.3f}) [{waited.clocks_after or 'clocks not read'}]"
                if fit else ""))
-    return LayerPower(round(attention, 2), round(fit[0], 2) if fit else None, note, missing)
+    # Two places, as the catalog's; a q at the grid's top stays below 1 (the waits draw less
+    # than the limit, or the GPU could not run faster while waiting).
+    return LayerPower(round(attention, 2), min(round(fit[0], 2), 0.99) if fit else None, note, missing,
+                      base, waited, alone)

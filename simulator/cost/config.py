@@ -113,12 +113,13 @@ class CostModelConfig(StrictModel):
         True, description="calibrated back end: run the compute-bound part of GEMMs, MoE experts and prefill "
         "attention at the "
         "rate the GPU sustains under its power limit: measured back to back where the GPU catalog has it "
-        "(H100/H200: BF16 and FP8, and prefill attention inside a prefill layer), else the rate the profile's own long (>= 10 ms) GEMM rows of that dtype "
+        "(H100/H200: BF16 and FP8, and prefill attention inside a prefill layer; a `simulate calibrate` profile's own "
+        "measurements first), else the rate the profile's own long (>= 10 ms) GEMM rows of that dtype "
         "reach, where it is measurably below that of its short rows (FP8/FP4 on B200/B300/GB300, and BF16 on GB300); false: every "
         "row's short-burst rate, as measured")
     collective_power_relief: bool = Field(
-        False, description="with sustained_tensor_rate, on a GPU whose catalog entry measures how much "
-        "power a collective's wait draws (H100 SXM, H200): the share of each iteration a TP/PP GPU "
+        False, description="with sustained_tensor_rate, on a GPU whose profile (`simulate calibrate`) or catalog "
+        "entry measures how much power a collective's wait draws (H100 SXM, H200): the share of each iteration a TP/PP GPU "
         "spends waiting on all-reduces lets the clocks, and so the sustained fractions, rise for the rest "
         "of it (docs/fidelity.md item 30). Off by default: measured on kernels, but on the shipped "
         "end-to-end sets it helps only the 8k-prompt TP8 rows")

@@ -100,8 +100,11 @@ _GPUS: list[GPUSpec] = [
         # 8,192 tokens, attention 1,705 -> 2,293 µs after 8 s back to back (0.744; SM clock
         # 1320 MHz). benchmarks/logs/2026-11-26-h100-calibration-and-layers.log.
         sustained_attention_fraction=0.74,
-        # The H200's measurement (below): the same GH100 die under the same 700 W limit.
-        collective_wait_power_fraction=0.58,
+        # calibration/power.py (simulate calibrate's layer-power step) on one H100 SXM, 2026-11-27:
+        # the TP1 layer above with a copy+spin wait at each all-reduce point, 0.17-0.19 of the
+        # pass; four runs fit q = 0.70, 0.78, 0.78, 0.73 (attention 0.73-0.75, as above).
+        # benchmarks/logs/2026-11-27-h100-layer-power-repeat2.log. Until then it borrowed the H200's.
+        collective_wait_power_fraction=0.75,
     ),
     GPUSpec(
         name="h100-pcie",
