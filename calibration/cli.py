@@ -106,7 +106,7 @@ def calibrate(
     cpu_threads: Annotated[int | None, typer.Option("--cpu-threads", min=1, help="torch threads for a CPU run")] = None,
     lock_clocks: Annotated[int | None, typer.Option("--lock-clocks", help="pin the SM clock to this MHz during the run (needs root; reset after)")] = None,
     graph_below_us: Annotated[float, typer.Option("--graph-below-us", min=0, help="time CUDA kernels faster than this back to back in a CUDA graph over L2-overflowing operand copies; 0: every point one call after an L2 flush")] = 300.0,
-    sustained_s: Annotated[float, typer.Option("--sustained-s", min=0, help="GPU runs: seconds of back-to-back GEMMs per dtype and shape (4 runs) to measure the rate kept under the power limit; 0: skip (set aside from --budget-s)")] = 6.0,
+    sustained_s: Annotated[float, typer.Option("--sustained-s", min=0, help="GPU runs: seconds of back-to-back GEMMs per dtype and shape (4 runs), and of a prefill layer without and with all-reduce waits (2 runs), to measure the rates kept under the power limit; 0: skip (set aside from --budget-s)")] = 6.0,
 ) -> None:
     """Measure kernels and write a calibration profile plus a roofline PNG."""
     if ctx.invoked_subcommand is not None:
