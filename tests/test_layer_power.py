@@ -118,3 +118,19 @@ def test_layer_measurements_must_be_fractions():
                        ("collective_wait_power_fraction", 1.0), ("collective_wait_power_fraction", -0.1)):
         with pytest.raises(ValidationError, match=field):
             _own({}).metadata.model_validate(_own({}).metadata.model_dump() | {field: bad})
+
+
+def test_show_says_whose_layer_measurements_a_profile_uses(tmp_path, capsys):
+    from test_calibration import _main
+
+    from calibration.profile import save_profile
+
+    path = save_profile(_own({"sustained_attention_fraction": 0.6, "collective_wait_power_fraction": 0.3}),
+                        tmp_path / "own.json")
+    _main(["calibrate", "show", str(path)])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "prefill attention: 0.60 of its burst rate, measured inside a prefill layer in this run" in text
+    assert "collective wait: 0.30 of the power limit drawn" in text and "in this run" in text
+    _main(["calibrate", "show", "h100_sxm-measured"])  # predates the step: the catalog's
+    text = " ".join(capsys.readouterr().out.split())
+    assert "prefill attention: 0.74" in text and "collective wait: 0.75" in text and "(GPU catalog)" in text
