@@ -332,6 +332,14 @@ def show_profile(profile: Profile, label: str) -> None:
     if measured:
         said = ", ".join(f"{d} {f:.2f}" for d, f in sorted(measured.items()))
         lines.append(f"           measured back to back {where}, used instead: {said}")
+    elif gemm is not None and known and meta.device_kind == "cuda":
+        from simulator.cost.calibrated.timer import hopper_attention_ratio
+        from simulator.cost.sustained import carried_over
+
+        rates, attention = carried_over(sustained_rates(gemm.rows), hopper_attention_ratio())
+        if attention is not None and meta.sustained_attention_fraction is None:
+            lines.append(f"           carried from H100/H200's measurements (not measured on this GPU): bf16 "
+                         f"{rates['bf16'].fraction:.2f}, prefill attention {attention.fraction:.2f} (fidelity item 32)")
     on_gpu = meta.device_kind == "cuda"
     for label, own, catalog in (
             ("prefill attention", meta.sustained_attention_fraction,

@@ -85,6 +85,9 @@ def _sustained_notes(cost: IterationCostModel) -> tuple[str, ...]:
         if r.source in ("catalog", "profile"):
             where = "GPU catalog" if r.source == "catalog" else "the profile's own measurement"
             return f"as measured on this GPU run back to back for seconds ({where})"
+        if r.source == "carried":
+            return (f"FP8's rate in the profile's {r.long_rows} GEMM rows of >= 10 ms, which H100/H200 measured "
+                    "back to back show BF16 shares (not measured on this GPU)")
         return f"as the profile's {r.long_rows} GEMM rows of >= 10 ms sustain it"
 
     attention = prefill_attention_rate(cost.timer)
@@ -92,7 +95,10 @@ def _sustained_notes(cost: IterationCostModel) -> tuple[str, ...]:
     notes = tuple(f"{runs(dtype)} kernels ({kernels}): compute at {r.fraction:.2f} of the "
                   "tables' short-burst rate, "
                   + why(r) for dtype, r in sorted(rates.items()))
-    if attention is not None:
+    if attention is not None and attention.source == "carried":
+        notes += (f"prefill attention: compute at {attention.fraction:.2f} of the tables' short-burst rate, "
+                  "FP8's times the ratio H100/H200 measured inside a prefill layer (not measured on this GPU)",)
+    elif attention is not None:
         where = "GPU catalog" if attention.source == "catalog" else "the profile's own measurement"
         notes += (f"prefill attention: compute at {attention.fraction:.2f} of the tables' short-burst rate, "
                   f"as measured inside a prefill layer run back to back on this GPU ({where})",)

@@ -70,7 +70,7 @@ def test_a_gpus_measured_fraction_overrides_the_tables():
     assert {d: (r.fraction, r.source) for d, r in timer.sustained.items()} == {
         "fp8": (0.88, "catalog"), "bf16": (0.85, "catalog")}
     b200 = calibrated_backend(get_gpu("b200"), CostModelConfig(), "b200_sxm-vllm")
-    assert {r.source for r in b200.sustained.values()} == {"tables"}
+    assert {d: r.source for d, r in b200.sustained.items()} == {"fp8": "tables", "fp4": "tables", "bf16": "carried"}
     assert calibrated_backend(get_gpu("h200"), CostModelConfig(sustained_tensor_rate=False),
                               "h200_sxm-vllm").sustained == {}
 
@@ -156,7 +156,8 @@ def test_prefill_attention_takes_its_own_measured_fraction_where_the_catalog_has
     h200 = calibrated_backend(get_gpu("h200"), CostModelConfig(), "h200_sxm-vllm")
     assert "prefill attention 0.71" in kernel_times_source(h200)
     b200 = calibrated_backend(get_gpu("b200"), CostModelConfig(), "b200_sxm-vllm")
-    assert b200.attention_sustained is None and "prefill attention" not in kernel_times_source(b200)
+    # No direct measurement on a B200: Hopper's relation is carried over, and said to be.
+    assert b200.attention_sustained.source == "carried" and "prefill attention 0.67 (carried)" in kernel_times_source(b200)
     assert calibrated_backend(get_gpu("h200"), CostModelConfig(sustained_tensor_rate=False),
                               "h200_sxm-vllm").attention_sustained is None
     assert CalibratedTimer(synthetic_profile(gpu=None), get_gpu("h200")).attention_sustained is None
@@ -260,3 +261,38 @@ def test_a_tp_layer_with_idle_all_reduces_puts_one_after_o_and_one_after_down():
     t0 = time.perf_counter()
     copying[labels.index(IDLE_LABEL)][1]()
     assert time.perf_counter() - t0 >= 0.002
+
+
+def test_a_gpu_measured_only_through_its_tables_carries_hoppers_relations():
+    """B200-class GPUs: the tables show FP8 slowing, but no one ran BF16 or attention back to
+    back there; H100/H200 measured both, so BF16 takes FP8's rate and prefill attention
+    ~0.85 of it, marked as carried. A GPU whose tables show no FP8 slowdown (A100) gets none,
+    and one with its own measurement keeps it."""
+    from simulator.cost.calibrated.timer import hopper_attention_ratio
+    from simulator.cost.sustained import SustainedRate, carried_over
+
+    ratio = hopper_attention_ratio()
+    h100, h200 = get_gpu("h100-sxm"), get_gpu("h200")
+    assert ratio == pytest.approx((0.74 / 0.83 + 0.71 / 0.88) / 2) and 0.8 < ratio < 0.9
+    assert (h100.sustained_attention_fraction, h200.sustained_attention_fraction) == (0.74, 0.71)
+    b200 = calibrated_backend(get_gpu("b200"), CostModelConfig(), "b200_sxm-vllm")
+    fp8 = b200.sustained["fp8"]
+    assert fp8.source == "tables" and fp8.fraction < 0.9
+    assert (b200.sustained["bf16"].fraction, b200.sustained["bf16"].source) == (fp8.fraction, "carried")
+    assert b200.attention_sustained.source == "carried"
+    assert b200.attention_sustained.fraction == pytest.approx(ratio * fp8.fraction, abs=1e-3)
+    assert calibrated_backend(get_gpu("a100-sxm"), CostModelConfig(), "a100_sxm-vllm").sustained == {}
+    assert calibrated_backend(get_gpu("h200"), CostModelConfig(), "h200_sxm-vllm").sustained["bf16"].source == "catalog"
+    # A BF16 rate of the tables' own that is already slower stays; nothing to carry from none.
+    slow = {"fp8": SustainedRate(0.8, 9, 9), "bf16": SustainedRate(0.75, 9, 9)}
+    assert carried_over(slow, ratio)[0]["bf16"].source == "tables"
+    assert carried_over({"bf16": SustainedRate(1.0, 9, 9)}, ratio) == ({"bf16": SustainedRate(1.0, 9, 9)}, None)
+    # A profile's own back-to-back measurement on that GPU replaces the carried rates.
+    from calibration.profile import load_profile
+
+    prof = load_profile("b200_sxm-vllm")
+    own = prof.model_copy(update={"metadata": prof.metadata.model_copy(update={"sustained_fraction": {"bf16": 0.9}})})
+    from simulator.cost.calibrated import CalibratedTimer
+
+    timer = CalibratedTimer(own, get_gpu("b200"))
+    assert timer.sustained["bf16"].source == "profile" and timer.attention_sustained is None

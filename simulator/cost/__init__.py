@@ -77,11 +77,12 @@ def kernel_times_source(timer: OpTimer, gemm_dtypes: Iterable[str] | None = None
     else:
         where = f"{meta.source} (measured on {meta.gpu_name})"
     sustained = sustained_rates_used(timer, gemm_dtypes)
+    carried = "" if not any(r.source == "carried" for r in sustained.values()) else " (bf16 as fp8's, carried)"
     if sustained:
-        where += "; sustained " + ", ".join(f"{d} {r.fraction:.2f}" for d, r in sorted(sustained.items()))
+        where += "; sustained " + ", ".join(f"{d} {r.fraction:.2f}" for d, r in sorted(sustained.items())) + carried
     attention = prefill_attention_rate(timer)
     if attention is not None:
-        where += f"; prefill attention {attention.fraction:.2f}"
+        where += f"; prefill attention {attention.fraction:.2f}" + (" (carried)" if attention.source == "carried" else "")
     wait_power = getattr(timer, "collective_wait_power", None)
     if wait_power is not None and (sustained or attention is not None):
         where += f"; raised by collective waits at {wait_power:.2f} of the power limit"

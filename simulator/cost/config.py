@@ -115,8 +115,9 @@ class CostModelConfig(StrictModel):
         "rate the GPU sustains under its power limit: measured back to back where the GPU catalog has it "
         "(H100/H200: BF16 and FP8, and prefill attention inside a prefill layer; a `simulate calibrate` profile's own "
         "measurements first), else the rate the profile's own long (>= 10 ms) GEMM rows of that dtype "
-        "reach, where it is measurably below that of its short rows (FP8/FP4 on B200/B300/GB300, and BF16 on GB300); false: every "
-        "row's short-burst rate, as measured")
+        "reach, where it is measurably below that of its short rows (FP8/FP4 on B200/B300/GB300, and BF16 on GB300); "
+        "where those rows show FP8 slowing, BF16 and prefill attention carry the relations H100/H200 measured (BF16 at "
+        "FP8's rate, attention at 0.85 of it; docs/fidelity.md item 32); false: every row's short-burst rate, as measured")
     collective_power_relief: bool = Field(
         False, description="with sustained_tensor_rate, on a GPU whose profile (`simulate calibrate`) or catalog "
         "entry measures how much power a collective's wait draws (H100 SXM, H200): the share of each iteration a TP/PP GPU "

@@ -48,7 +48,8 @@ class SustainedRate:
     long_rows: int
     burst_rows: int
     # "tables": read off the profile's long rows; "catalog": the GPU catalog's measurement;
-    # "profile": the profile's own back-to-back measurement (`simulate calibrate`)
+    # "profile": the profile's own back-to-back measurement (`simulate calibrate`);
+    # "carried": Hopper's measured relations applied to this GPU's table rate (carried_over)
     source: str = "tables"
 
 
@@ -58,6 +59,27 @@ def with_measured(rates: dict[str, SustainedRate], catalog: dict[str, float],
     own first, then the GPU catalog's."""
     return (rates | {d: SustainedRate(f, 0, 0, "catalog") for d, f in catalog.items()}
             | {d: SustainedRate(f, 0, 0, "profile") for d, f in profile.items()})
+
+
+def carried_over(rates: dict[str, SustainedRate], attention_ratio: float) -> tuple[dict[str, SustainedRate],
+                                                                                   SustainedRate | None]:
+    """Hopper's measured relations, carried to a GPU measured only through its tables.
+
+    On H100 and H200, run back to back for seconds, BF16 GEMMs slowed as much as FP8 ones
+    although the tables' BF16 rows show nothing, and prefill attention inside a layer fell
+    to `attention_ratio` (~0.85) of the FP8 fraction (item 16): the power limit lowers the
+    clock of the whole chip. So where the tables show FP8 slowing down, BF16 takes the
+    slower of its own rate and FP8's, and prefill attention that ratio of FP8's, both
+    marked "carried". Elsewhere (no FP8 slowdown: A100, L40S) nothing changes.
+    """
+    fp8 = rates.get("fp8")
+    if fp8 is None or fp8.fraction >= 1.0:
+        return rates, None
+    bf16 = rates.get("bf16")
+    out = dict(rates)
+    if bf16 is None or bf16.fraction > fp8.fraction:
+        out["bf16"] = SustainedRate(fp8.fraction, fp8.long_rows, fp8.burst_rows, "carried")
+    return out, SustainedRate(round(attention_ratio * fp8.fraction, 3), 0, 0, "carried")
 
 
 def sustained_rates(rows: list[list]) -> dict[str, SustainedRate]:

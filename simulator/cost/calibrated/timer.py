@@ -11,9 +11,26 @@ from simulator.cost.calibrated.interpolate import FamilyModel
 from simulator.cost.config import MEASURED_LAUNCH_US, CostModelConfig
 from simulator.cost.ops import Op, elementwise
 from simulator.cost.roofline import RooflineTimer
-from simulator.cost.sustained import SustainedRate, sustained_factor, sustained_rates, with_measured
+from simulator.cost.sustained import (
+    SustainedRate,
+    carried_over,
+    sustained_factor,
+    sustained_rates,
+    with_measured,
+)
 from simulator.dtypes import SAME_TENSOR_RATE
 from simulator.hardware import GPUSpec, get_gpu
+
+# The Hopper GPUs whose catalog entries measured both the FP8 GEMM and the prefill-attention
+# sustained fractions (item 16): their mean ratio is what carried_over applies elsewhere.
+HOPPER_MEASURED = ("h100-sxm", "h200")
+
+
+def hopper_attention_ratio() -> float:
+    """Prefill attention's sustained fraction over FP8 GEMMs', averaged over HOPPER_MEASURED
+    (0.74/0.83 and 0.71/0.88: 0.85)."""
+    gpus = [get_gpu(name) for name in HOPPER_MEASURED]
+    return sum(g.sustained_attention_fraction / g.sustained_tensor_fraction["fp8"] for g in gpus) / len(gpus)
 
 
 def reference_gpu(profile: Profile, template: GPUSpec) -> GPUSpec:
@@ -143,12 +160,18 @@ class CalibratedTimer:
                                   gpu.sustained_tensor_fraction if on_gpu else {},
                                   profile.metadata.sustained_fraction)
             meta = profile.metadata
+            carried = None
+            if on_gpu and not gpu.sustained_tensor_fraction and not meta.sustained_fraction:
+                # Measured only through its tables: carry Hopper's measured relations over.
+                rates, carried = carried_over(rates, hopper_attention_ratio())
             # Prefill attention's own measured fraction replaces its dtype's: this profile's
-            # run's (calibration/power.py), else the GPU catalog's.
+            # run's (calibration/power.py), else the GPU catalog's, else the carried one.
             if on_gpu and meta.sustained_attention_fraction is not None:
                 self.attention_sustained = SustainedRate(meta.sustained_attention_fraction, 0, 0, "profile")
             elif on_gpu and gpu.sustained_attention_fraction is not None:
                 self.attention_sustained = SustainedRate(gpu.sustained_attention_fraction, 0, 0, "catalog")
+            else:
+                self.attention_sustained = carried
             if on_gpu and config.collective_power_relief:
                 self.collective_wait_power = (meta.collective_wait_power_fraction
                                               if meta.collective_wait_power_fraction is not None
