@@ -143,16 +143,17 @@ def test_inferencemax_gpt_oss_on_three_gpus(measured, tmp_path):
     """InferenceMAX's gpt-oss-120b sweeps on B200, H200 and H100, the same grid under vLLM
     0.13.0 (Marlin MoE on Hopper by VLLM_MXFP4_USE_MARLIN=1) and 0.11.2 (Marlin too: that
     release shipped no Triton MoE). Nothing is fitted to them. Measured when set
-    (docs/fidelity.md items 25 and 27): TPOT MAPE 4.1% and 4.0%, within 5% on each GPU; TTFT
-    8.7% and 8.0% (B200 11-13%, its W4A8 experts; Hopper 5.3-7.3%, bias -3% to 0%, where
-    Marlin's prefill now runs at its own compute rate: -15% to -20% before)."""
+    (docs/fidelity.md items 25, 27 and 32): TPOT MAPE 4.2% and 4.1%, within 5% on each GPU; TTFT
+    8.1% and 7.5% (B200 9.5-11%, 11-13% before item 32 carried Hopper's BF16 and attention
+    slow-down to it; Hopper 5.3-7.3%, bias -3% to 0%, where Marlin's prefill now runs at its
+    own compute rate: -15% to -20% before)."""
     result, _ = run_validation([measured], BENCH_SCENARIO, [], tmp_path / "gpt-oss", workers=2)
     assert result["runs"] == 150 and not result["skipped"]
     assert result["metrics"]["tpot_ms"]["all"]["mape"] <= 6.0
     fams = {f["family"].split()[0]: f for f in result["by_family"]}
     assert all(f["tpot_ms"]["mape"] <= 7.0 for f in fams.values())
-    assert fams["b200_sxm"]["ttft_ms_below_cliff"]["mape"] <= 16.0
-    assert result["metrics"]["ttft_ms"]["below_cliff"]["mape"] <= 12.0
+    assert fams["b200_sxm"]["ttft_ms_below_cliff"]["mape"] <= 13.0
+    assert result["metrics"]["ttft_ms"]["below_cliff"]["mape"] <= 10.0
     for hopper in ("h100_sxm", "h200_sxm"):
         assert fams[hopper]["ttft_ms_below_cliff"]["mape"] <= 10.0
         assert abs(fams[hopper]["ttft_ms_below_cliff"]["mean_signed_pct"]) < 8.0
