@@ -57,7 +57,8 @@ def sustained_rates_used(timer: OpTimer, gemm_dtypes: Iterable[str] | None = Non
 
 def prefill_attention_rate(timer: OpTimer):
     """The timer's own sustained rate for prefill attention (the profile's or the GPU catalog's
-    measurement inside a prefill layer), or None where prefill attention takes its dtype's rate (or there is none)."""
+    measurement inside a prefill layer, or Hopper's relation carried over: item 32), or None
+    where prefill attention takes its dtype's rate (or there is none)."""
     return getattr(timer, "attention_sustained", None)
 
 
