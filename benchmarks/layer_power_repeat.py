@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from calibration.bench import clock_and_power, fp8_supported, pick_device, require_torch
-from calibration.power import LayerPower, fit_wait_power, kernel_pairs, measure_layer_power
+from calibration.power import LayerPower, layer_power, measure_layer_power
 from calibration.sustained import SequenceRun
 
 RUN = re.compile(r"^run \d+: attention ([\d.]+), q ([\d.]+|None)")
@@ -49,15 +49,8 @@ def refit(path: Path) -> list[tuple[LayerPower, float | None]]:
             part.labels.append(m.group(1))
             part.burst_us.append(_us(m.group(2)))
             part.steady_us.append(_us(m.group(3)))
-    out = []
-    for run in runs:
-        base, waited = run["parts"]["no wait"], run["parts"]["waits"]
-        pairs = kernel_pairs(base, waited, alone=run["alone"])
-        fit = fit_wait_power(pairs)
-        attention = next(p.f0 for p in pairs if p.kernel == "attention")
-        out.append((LayerPower(round(attention, 2), round(fit[0], 2) if fit else None, "", {}, base, waited,
-                               run["alone"]), run["printed"]))
-    return out
+    return [(layer_power(run["parts"]["no wait"], run["parts"]["waits"], run["alone"]), run["printed"])
+            for run in runs]
 
 
 def main() -> None:

@@ -43,6 +43,9 @@ GRAPH_BELOW_US = 300.0
 SUSTAINED_REST_S = 2.0
 # The layer-power runs: one prefill layer without and one with all-reduce waits.
 LAYER_POWER_RUNS = 2
+# Set-up and lone calls around each sustained-rate or layer-power run, on top of its seconds
+# and rest, when the budget sets their time aside.
+SUSTAINED_RUN_EXTRA_S = 2.0
 TORCH_MISSING = "calibration needs torch, which is not installed"
 _TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
@@ -595,7 +598,7 @@ def _measure_layer_power(torch, dev, dtype: str | None, seconds: float, deadline
     """Prefill attention's sustained fraction and the collective wait's power (calibration/power.py)."""
     if dtype is None:
         return None
-    if time.perf_counter() + LAYER_POWER_RUNS * (seconds + SUSTAINED_REST_S + 2.0) > deadline:
+    if time.perf_counter() + LAYER_POWER_RUNS * (seconds + SUSTAINED_REST_S + SUSTAINED_RUN_EXTRA_S) > deadline:
         not_measured["layer power"] = "the time budget ran out"
         return None
     if progress:
@@ -650,12 +653,12 @@ def run_benchmarks(plan: BenchPlan, *, device: str | None = None, budget_s: floa
     start = time.perf_counter()
     # The sustained-rate runs (after the grid) get their time set aside from the budget.
     dtypes = ["bf16"] + (["fp8"] if fp8_supported(torch, dev) else [])
-    sustained_plan = ([(shape, dt) for dt in dtypes for shape in SUSTAINED_SHAPES]
-                      if dev.type == "cuda" and sustained_s > 0 and not quick else [])
+    under_load = dev.type == "cuda" and sustained_s > 0 and not quick
+    sustained_plan = [(shape, dt) for dt in dtypes for shape in SUSTAINED_SHAPES] if under_load else []
     # The layer-power runs use the fastest tensor dtype, as a serving engine's prefill does.
-    layer_dtype = (dtypes[-1] if dev.type == "cuda" and sustained_s > 0 and not quick else None)
-    runs = len(sustained_plan) + (LAYER_POWER_RUNS if layer_dtype else 0)
-    reserve = min(budget_s / 2, runs * (sustained_s + SUSTAINED_REST_S + 2.0))
+    layer_dtype = dtypes[-1] if under_load else None
+    runs = len(sustained_plan) + (LAYER_POWER_RUNS if under_load else 0)
+    reserve = min(budget_s / 2, runs * (sustained_s + SUSTAINED_REST_S + SUSTAINED_RUN_EXTRA_S))
     grid_budget = budget_s - reserve
     watch = Stopwatch(torch, dev, warmup=warmup, repeats=repeats, flush_mb=flush_mb,
                       deadline=start + grid_budget, graph_below_us=graph_below_us)

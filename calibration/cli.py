@@ -265,6 +265,7 @@ def _achieved(profile: Profile, family: str) -> tuple[str, float | None, str]:
 
 def show_profile(profile: Profile, label: str) -> None:
     from simulator.cost.calibrated import reference_gpu
+    from simulator.cost.calibrated.timer import rates_from_tables_only
     from simulator.cost.sustained import sustained_rates
     from simulator.hardware import get_gpu
 
@@ -332,7 +333,7 @@ def show_profile(profile: Profile, label: str) -> None:
     if measured:
         said = ", ".join(f"{d} {f:.2f}" for d, f in sorted(measured.items()))
         lines.append(f"           measured back to back {where}, used instead: {said}")
-    elif gemm is not None and known and meta.device_kind == "cuda":
+    elif gemm is not None and known and rates_from_tables_only(profile, gpu):
         from simulator.cost.calibrated.timer import hopper_attention_ratio
         from simulator.cost.sustained import carried_over
 

@@ -196,9 +196,9 @@ class LayerPower:
     wait_power: float | None
     note: str
     missing: dict[str, str]
-    base: SequenceRun | None = None  # the layer without waits
-    waited: SequenceRun | None = None  # and with them
-    alone: dict[str, float] | None = None  # the big kernels' lone-call times, µs
+    base: SequenceRun  # the layer without waits
+    waited: SequenceRun  # and with them
+    alone: dict[str, float]  # the big kernels' lone-call times, µs
 
 
 def measure_layer_power(torch, dev, dtype: str, *, seconds: float = 6.0, rest_s: float = 2.0,
@@ -214,25 +214,31 @@ def measure_layer_power(torch, dev, dtype: str, *, seconds: float = 6.0, rest_s:
     time.sleep(rest_s)
     alone = {label: statistics.median(watch.samples(fn)) for label, fn in plain if label in BIG_KERNELS}
     base = measure_sequence(torch, dev, plain, seconds=seconds, rest_s=rest_s, window_s=window_s, clocks=clocks)
-    missing: dict[str, str] = {}
     # Each of the two waits: share / (1 - share) of the steady busy pass, halved; it opens
     # with a TP2 ring all-reduce's HBM traffic for the layer's output (3 x the message).
     idle_us = share / (1.0 - share) * sum(base.steady_us) / 2
     copy_mb = 3 * tokens * dims.hidden * 2 / 1e6
     parts = layer_parts(torch, dev, "layer", tokens, 1, dtype, 0, idle_us, copy_mb, dims=dims)
     waited = measure_sequence(torch, dev, parts, seconds=seconds, rest_s=rest_s, window_s=window_s, clocks=clocks)
+    what = f"Llama-3.1-70B-shaped {dtype} prefill layer of {tokens} tokens, {seconds:g} s back to back"
+    return layer_power(base, waited, alone, what)
+
+
+def layer_power(base: SequenceRun, waited: SequenceRun, alone: dict[str, float],
+                what: str = "logged layer runs") -> LayerPower:
+    """The findings of a layer run without and with waits (`what` heads the note): attention's
+    fraction, and q where the pairs measure it, else why not."""
     pairs = kernel_pairs(base, waited, alone=alone)
     attention = next(p.f0 for p in pairs if p.kernel == "attention")
     fit = fit_wait_power(pairs)
+    missing: dict[str, str] = {}
     if fit is None:
-        throttled = any(p.f0 < THROTTLED_BELOW for p in pairs)
         missing["collective wait power"] = (
-            "the waits relieved every throttled kernel up to its burst speed: q is only bounded" if throttled
-            else "the layer kept its burst speed under load: no power limit to relieve")
+            "the waits relieved every throttled kernel up to its burst speed: q is only bounded"
+            if any(p.throttled for p in pairs) else "the layer kept its burst speed under load: no power limit to relieve")
     said = ", ".join(f"{p.kernel} {p.f0:.3f} -> {p.f:.3f}" for p in pairs)
-    note = (f"layer power: Llama-3.1-70B-shaped {dtype} prefill layer of {tokens} tokens, {seconds:g} s back to "
-            f"back: attention fraction {attention:.3f} [{base.clocks_after or 'clocks not read'}]; with a copy+spin "
-            f"wait of {wait_share(waited):.2f} of the pass: {said}"
+    note = (f"layer power: {what}: attention fraction {attention:.3f} [{base.clocks_after or 'clocks not read'}]; "
+            f"with a copy+spin wait of {wait_share(waited):.2f} of the pass: {said}"
             + (f"; q = {fit[0]:.2f} (RMS log error {fit[1]:.3f}) [{waited.clocks_after or 'clocks not read'}]"
                if fit else ""))
     # Two places, as the catalog's; a q at the grid's top stays below 1 (the waits draw less

@@ -33,6 +33,13 @@ def hopper_attention_ratio() -> float:
     return sum(g.sustained_attention_fraction / g.sustained_tensor_fraction["fp8"] for g in gpus) / len(gpus)
 
 
+def rates_from_tables_only(profile: Profile, gpu: GPUSpec) -> bool:
+    """A GPU-timed profile whose sustained rates come from its tables alone: neither the GPU
+    catalog nor the profile's own run measured them back to back (carried_over applies)."""
+    return profile.metadata.device_kind == "cuda" and not gpu.sustained_tensor_fraction \
+        and not profile.metadata.sustained_fraction
+
+
 def reference_gpu(profile: Profile, template: GPUSpec) -> GPUSpec:
     """The peaks the profile's efficiencies are fitted against.
 
@@ -155,14 +162,12 @@ class CalibratedTimer:
         if config.sustained_tensor_rate:
             # The GPU's own measurement, where the catalog has one, for profiles timed on a GPU
             # (a CPU profile's times have nothing to do with a GPU's power limit).
-            on_gpu = profile.metadata.device_kind == "cuda"
-            rates = with_measured(sustained_rates(gemm.rows) if gemm is not None else {},
-                                  gpu.sustained_tensor_fraction if on_gpu else {},
-                                  profile.metadata.sustained_fraction)
             meta = profile.metadata
+            on_gpu = meta.device_kind == "cuda"
+            rates = with_measured(sustained_rates(gemm.rows) if gemm is not None else {},
+                                  gpu.sustained_tensor_fraction if on_gpu else {}, meta.sustained_fraction)
             carried = None
-            if on_gpu and not gpu.sustained_tensor_fraction and not meta.sustained_fraction:
-                # Measured only through its tables: carry Hopper's measured relations over.
+            if rates_from_tables_only(profile, gpu):  # carry Hopper's measured relations over
                 rates, carried = carried_over(rates, hopper_attention_ratio())
             # Prefill attention's own measured fraction replaces its dtype's: this profile's
             # run's (calibration/power.py), else the GPU catalog's, else the carried one.
