@@ -541,8 +541,8 @@ _SWEEP_HEADER = "system,model,precision,tp_size,isl,osl,concurrency,ttft_ms,tpot
 
 @pytest.mark.parametrize(("text", "match"), [
     ("a,b,c\n1,2,3\n", "unrecognised CSV header"),
-    ("system,model,precision,tp_size,isl,osl,concurrency,ttft_ms\nh200_sxm,x,fp8,1,1,1,1,1\n",
-     "m.csv:1: a sweep CSV without column[(]s[)] tpot_ms"),
+    ("system,model,precision,tp_size,isl,osl,concurrency,e2e_ms\nh200_sxm,x,fp8,1,1,1,1,1\n",
+     "m.csv:1: a sweep CSV without column[(]s[)] ttft_ms, tpot_ms"),
     ("arrival_s,prompt_tokens,output_tokens,ttft_ms\n0,10,5,1\n", "a per-request CSV without column[(]s[)] tpot_ms"),
     (_PER_REQUEST_HEADER + "1,x,5,1,2,3\n", r"m.csv:3: prompt_tokens is 'x', expected a whole number >= 1"),
     (_PER_REQUEST_HEADER + "1,,5,1,2,3\n", "m.csv:3: prompt_tokens is blank"),

@@ -13,7 +13,7 @@ import pytest
 
 from simulator.config import load_scenario
 from simulator.errors import ServesimError
-from simulator.validation import run_validation
+from simulator.validation import prepare_measured, run_validation
 from simulator.validation.measured import read_measured
 from simulator.validation.precision import (
     PRECISIONS,
@@ -23,6 +23,8 @@ from simulator.validation.precision import (
     model_id_overrides,
     precision_overrides,
 )
+from simulator.validation.runner import RunPrediction
+from simulator.validation.scoring import runs_frame
 
 ROOT = Path(__file__).resolve().parent.parent
 DISTSERVE = ROOT / "scenarios" / "validation" / "distserve-opt13b-a100-vllm.yaml"
@@ -392,3 +394,114 @@ def test_red_hat_quantized_release_names_resolve_with_their_format(model_id, mod
     ("nvidia/Llama-3.1-8B-Instruct-FP8", "fp8")])  # ModelOpt: the KV cache quantised too
 def test_an_fp8_checkpoints_kv_cache_follows_its_publishers_naming(model_id, precision):
     assert checkpoint_precision(model_id) == precision
+
+
+# ------------------------------------------------------------------ session 55: a second audit
+
+
+def _predicted(run, ttft: float) -> RunPrediction:
+    return RunPrediction(run, {"ttft_ms": ttft, "tpot_ms": 20.0}, pd.DataFrame(), {})
+
+
+@pytest.mark.parametrize("first", ["", "0"])
+def test_a_cliff_is_judged_against_the_lowest_concurrency_that_measured_a_ttft(tmp_path, first):
+    """A blank or 0 TTFT at the lowest concurrency is no reference: the 40 s row is still a
+    cliff against the next row's 900 ms, and the others are not all called cliffs."""
+    src = _write(tmp_path / "c.csv", f"{SWEEP_HEADER}\n{LLAMA_ROW},4,{first},21\n{LLAMA_ROW},8,900,22\n"
+                                     f"{LLAMA_ROW},64,40000,25\n")
+    runs = read_measured([src]).runs
+    frame = runs_frame([_predicted(r, t) for r, t in zip(runs, (800.0, 950.0, 30000.0), strict=True)])
+    assert frame["measured_cliff"].tolist() == [False, False, True]
+    assert frame["pred_cliff"].tolist() == [False, False, True]
+
+
+def test_a_sweep_latency_of_0_is_not_scored_and_said(tmp_path):
+    src = _write(tmp_path / "z.csv", f"{SWEEP_HEADER}\n{LLAMA_ROW},4,0,21\n")
+    (run,) = read_measured([src]).runs
+    assert run.measured == {"tpot_ms": 21.0}
+    assert "ttft_ms 0" in run.note and "not scored" in run.note
+
+
+def test_a_bad_layout_cell_skips_its_row_not_the_file(tmp_path):
+    src = _write(tmp_path / "l.csv", f"pp_size,{SWEEP_HEADER}\n1,{LLAMA_ROW},4,50,20\ntwo,{LLAMA_ROW},8,60,21\n")
+    first, second = read_measured([src]).runs
+    assert first.error is None
+    assert "pp_size is 'two'" in second.error and "l.csv:3" in second.error
+
+
+def test_a_sweep_may_leave_out_one_latency_column_but_not_both(tmp_path):
+    src = _write(tmp_path / "t.csv", "system,model,precision,tp_size,isl,osl,concurrency,ttft_ms\n"
+                                     f"{LLAMA_ROW},4,50\n")
+    (run,) = read_measured([src]).runs
+    assert run.measured == {"ttft_ms": 50.0}
+    bad = _write(tmp_path / "n.csv", "gpu,model,precision,tp,isl,osl,concurrency,mean_ttft_ms,mean_tpot_ms\n"
+                                     "h200,m,fp8,1,128,16,4,50,20\n")
+    message = _error([bad])
+    assert "gpu for system" in message and "tp for tp_size" in message
+    assert "mean_ttft_ms for ttft_ms" in message and "mean_tpot_ms for tpot_ms" in message
+
+
+def test_comment_lines_are_skipped(tmp_path):
+    src = _write(tmp_path / "c.csv", f"# run of 2026-01-01\n{SWEEP_HEADER}\n{LLAMA_ROW},4,50,20\n# end\n")
+    (run,) = read_measured([src]).runs
+    assert run.measured == {"ttft_ms": 50.0, "tpot_ms": 20.0}
+
+
+def test_rows_of_several_sweep_files_name_their_file(tmp_path):
+    for name in ("a", "b"):
+        _write(tmp_path / f"{name}.csv", f"{SWEEP_HEADER}\n{LLAMA_ROW},4,50,20\n")
+    measured = read_measured([tmp_path / "a.csv", tmp_path / "b.csv"])
+    assert measured.table["source"].tolist() == ["a.csv", "b.csv"]
+
+
+@pytest.mark.parametrize(("version", "async_flag"), [("0.7.3", False), ("0.9.2", False), ("0.10.2", True)])
+def test_a_recipe_passes_async_scheduling_only_to_releases_that_had_the_flag(tmp_path, version, async_flag):
+    """InferenceX's Llama-70B recipe passed --async-scheduling, which vLLM first shipped in
+    0.10.0: a row naming an older release on its grid runs without it, as its note says."""
+    src = _write(tmp_path / "r.csv", f"{SWEEP_HEADER},vllm_version\n"
+                                     f"h200_sxm,meta-llama/Llama-3.1-70B,fp8,1,1024,1024,4,200,21,{version}\n")
+    measured, _ = prepare_measured([src], load_scenario(BENCH), [])
+    (run,) = measured.runs
+    settings = [o for o in run.overrides if o.startswith("scheduler.async_scheduling=")]
+    assert settings[-1] == f"scheduler.async_scheduling={str(async_flag).lower()}"
+    assert ("async_scheduling=true" in run.launch_flags) is async_flag
+
+
+def test_a_set_that_replaces_a_rows_setting_is_said(tmp_path):
+    src = _write(tmp_path / "s.csv", f"{SWEEP_HEADER}\nh200_sxm,meta-llama/Llama-3.1-70B,fp8,1,1024,1024,4,200,21\n")
+    overrides = ["model.kv_dtype=bf16", "hardware.gpu=h100_sxm"]
+    measured, _ = prepare_measured([src], load_scenario(BENCH, overrides), overrides)
+    (run,) = measured.runs
+    assert "--set hardware.gpu=h100_sxm" in run.note and "hardware.gpu=h200_sxm" in run.note
+    assert run.note.count("model.kv_dtype=fp8") == 1
+    assert run.launch_flags.endswith("replaced by --set: model.kv_dtype=fp8")
+    untouched, _ = prepare_measured([src], load_scenario(BENCH), [])
+    assert "--set" not in (untouched.runs[0].note or "")
+
+
+def test_a_per_request_csv_follows_its_model_column_and_names_the_others(tmp_path):
+    src = _write(tmp_path / "m.csv", f"{REQUEST_HEADER},model,system,tp_size\n"
+                                     "0,1000,50,100,20,1080,Qwen/Qwen3-32B,h200_sxm,1\n"
+                                     "1,2000,50,200,20,1180,Qwen/Qwen3-32B,h200_sxm,1\n")
+    (run,) = read_measured([src]).runs
+    assert run.model_id == "Qwen/Qwen3-32B"
+    assert "system (hardware.gpu)" in run.note and "tp_size (parallelism.tp)" in run.note
+
+
+def test_a_vllm_summary_with_a_nan_mean_and_failed_requests(tmp_path):
+    """vLLM saves a mean over no request as NaN (TPOT when every output is one token): that
+    metric is not scored; the failed requests, which the summary does not describe, are said."""
+    src = tmp_path / "s.json"
+    src.write_text('{"backend": "vllm", "num_prompts": 12, "completed": 10, "failed": 2, "request_rate": "inf", '
+                   '"max_concurrency": 4, "total_input_tokens": 10240, "total_output_tokens": 10, '
+                   '"mean_ttft_ms": 60.0, "mean_tpot_ms": NaN, "mean_e2el_ms": 61.0}')
+    (run,) = read_measured([src]).runs
+    assert run.measured == {"ttft_ms": 60.0, "e2e_ms": 61.0}
+    assert "mean_tpot_ms NaN" in run.note and "2 failed request(s)" in run.note
+
+
+@pytest.mark.parametrize(("hw", "gpu"), [("b200-trt", "b200"), ("rtx-pro-6000", "rtx-pro-6000"),
+                                         ("h100-cr", "h100"), ("h200-nvl", "h200-nvl")])
+def test_an_inferencex_runner_label_is_dropped_but_a_dashed_gpu_name_kept(hw, gpu):
+    from simulator.validation.inferencex_json import _gpu_of_runner
+    assert _gpu_of_runner(hw) == gpu

@@ -63,7 +63,34 @@ def prepare_measured(paths: list[Path], base, overrides: list[str], *, rounds: i
     _servers_sized_to_clients(measured, base.scenario)
     release_defaults(measured, base.scenario.scheduler.policy, overrides, engine_version,
                      engine=base.scenario.cost_model.engine)
+    note_replaced_settings(measured, overrides)
     return measured, followed
+
+
+def note_replaced_settings(measured: MeasuredSet, overrides: list[str]) -> None:
+    """Say where the user's --set replaces a setting the measurement gave its run (a sweep
+    row's GPU, model, TP or lengths; a launch recipe's flag): the --set wins, as it does
+    over the base scenario, but the run's label and launch flags still describe the row,
+    so the note and the flags line name what was simulated instead."""
+    keys = {o.split("=", 1)[0].strip(): o.strip() for o in overrides if "=" in o}
+    if not keys:
+        return
+    for run in measured.runs:
+        replaced = list(dict.fromkeys(a.strip() for a in run.overrides
+                                      if any(_same_field(a.split("=", 1)[0].strip(), k) for k in keys)))
+        if not replaced:
+            continue
+        by = sorted({keys[k] for a in replaced for k in keys if _same_field(a.split("=", 1)[0].strip(), k)})
+        note = f"--set {', --set '.join(by)} replaces the run's own {', '.join(replaced)}"
+        run.note = f"{run.note}; {note}" if run.note else note
+        flags = [a for a in replaced if run.launch_flags and a in run.launch_flags]
+        if flags:
+            run.launch_flags = f"{run.launch_flags}; replaced by --set: {', '.join(flags)}"
+
+
+def _same_field(a: str, b: str) -> bool:
+    """Whether two assignment paths write the same setting, or one holds the other."""
+    return a == b or a.startswith(f"{b}.") or b.startswith(f"{a}.")
 
 
 def _check_inputs_outside(paths: list[Path], out_dir: Path) -> None:

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from simulator.errors import CatalogError
+from simulator.hardware import get_gpu
 from simulator.validation.measurement import MeasuredSet, MeasurementError
 from simulator.validation.sweep_csv import check_rounds, sweep_set
 
@@ -130,7 +132,7 @@ def _sweep_row(entry: dict) -> dict:
     image = str(entry.get("image") or "")
     release = _RELEASE.search(image) if framework.lower().startswith("vllm") else None
     row = {
-        "system": str(entry.get("hw") or "").split("-")[0],
+        "system": _gpu_of_runner(str(entry.get("hw") or "")),
         "model": INFERENCEX_MODELS.get(str(entry.get("model")), entry.get("model")),
         "precision": entry.get("precision"),
         "tp_size": entry.get("tp"),
@@ -147,6 +149,20 @@ def _sweep_row(entry: dict) -> dict:
     if isinstance(ep, int | float) and not isinstance(ep, bool) and ep > 1:
         row["moe_ep_size"] = ep
     return row
+
+
+def _gpu_of_runner(hw: str) -> str:
+    """The GPU an InferenceX `hw` names: its runner label (`b200-trt`, `h100-cr`) dropped,
+    but a GPU whose own name has dashes kept whole (`rtx-pro-6000`): the longest leading
+    part the catalog knows, else the first (which the sweep reader reports as unknown)."""
+    parts = hw.strip().split("-")
+    for end in range(len(parts), 1, -1):
+        try:
+            get_gpu("-".join(parts[:end]))
+        except CatalogError:
+            continue
+        return "-".join(parts[:end])
+    return parts[0]
 
 
 def _ms(seconds: object) -> object:

@@ -22,9 +22,15 @@ from simulator.validation.inferencex_json import (
     is_inferencex_aggregate,
     read_inferencex_json,
 )
-from simulator.validation.measurement import MeasuredRun, MeasuredSet, MeasurementError, csv_cells
+from simulator.validation.measurement import (
+    MeasuredRun,
+    MeasuredSet,
+    MeasurementError,
+    csv_cells,
+    near_misses,
+)
 from simulator.validation.per_request_csv import PER_REQUEST_COLUMNS, read_per_request_csv
-from simulator.validation.sweep_csv import SWEEP_COLUMNS, read_sweep_csv
+from simulator.validation.sweep_csv import SWEEP_COLUMNS, SWEEP_LATENCY_COLUMNS, read_sweep_csv
 from simulator.validation.vllm_json import read_vllm_json, vllm_json_documents
 
 
@@ -91,16 +97,15 @@ def read_measured(paths: list[Path], rounds: int = 10, length_ratio: float | str
 
 def _joined(sets: list[MeasuredSet]) -> MeasuredSet:
     """The sets as one, their input rows stacked. Where the rows come from several files or
-    appended runs (not a sweep's rows, whose labels say which they are), a column names
-    each row's: `source`, or the first of SOURCE_COLUMNS the rows lack, so a user's own
-    `source` column is kept as written."""
+    appended runs, a column names each row's: `source`, or the first of SOURCE_COLUMNS the
+    rows lack, so a user's own `source` column is kept as written."""
     runs, tables, row_run = [], [], []
     for s in sets:
         row_run.append(s.row_run + len(runs))
         runs.extend(s.runs)
         tables.append(s.table)
     table = pd.concat(tables, ignore_index=True)
-    if sets[0].kind != "sweep" and len({r.source for r in runs}) > 1:
+    if len({r.source for r in runs}) > 1:
         column = next((c for c in SOURCE_COLUMNS if c not in table.columns), None)
         if column is not None:
             table[column] = [s.runs[0].source for s in sets for _ in range(len(s.table))]
@@ -145,18 +150,22 @@ def _read_one(path: Path, rounds: int, length_ratio: float | None, recipes: bool
     cells = csv_cells(path)  # read once: the header says which reader, which takes the rows
     cols = set(cells.header)
     header = f"{path}:{cells.header_line or 1}"
-    if set(SWEEP_COLUMNS) <= cols:
+    latencies = set(SWEEP_LATENCY_COLUMNS)
+    if set(SWEEP_COLUMNS) - latencies <= cols and cols & latencies:  # one latency may be left out
         return [read_sweep_csv(path, rounds, length_ratio, recipes, engine_version, cells)]
     if set(PER_REQUEST_COLUMNS) <= cols:
         return [read_per_request_csv(path, cells)]
-    # Name what the nearer format lacks: a sweep missing tpot_ms is not a per-request file.
-    sweep_missing = [c for c in SWEEP_COLUMNS if c not in cols]
+    # Name what the nearer format lacks: a sweep missing its layout is not a per-request file.
+    sweep_missing = [c for c in SWEEP_COLUMNS if c not in cols and (c not in latencies or not cols & latencies)]
     request_missing = [c for c in PER_REQUEST_COLUMNS if c not in cols]
     if cols & (set(SWEEP_COLUMNS) - set(PER_REQUEST_COLUMNS)):
-        raise MeasurementError(f"a sweep CSV without column(s) {', '.join(sweep_missing)}", where=header,
-                               fix=f"a sweep CSV needs: {','.join(SWEEP_COLUMNS)}")
+        raise MeasurementError(f"a sweep CSV without column(s) {', '.join(sweep_missing)}"
+                               f"{near_misses(sweep_missing, cells.header, SWEEP_COLUMNS)}", where=header,
+                               fix=f"a sweep CSV needs: {','.join(SWEEP_COLUMNS)} (one of "
+                                   f"{' and '.join(SWEEP_LATENCY_COLUMNS)} may be left out)")
     if cols & (set(PER_REQUEST_COLUMNS) - set(SWEEP_COLUMNS)):
-        raise MeasurementError(f"a per-request CSV without column(s) {', '.join(request_missing)}",
+        raise MeasurementError(f"a per-request CSV without column(s) {', '.join(request_missing)}"
+                               f"{near_misses(request_missing, cells.header, PER_REQUEST_COLUMNS)}",
                                where=header, fix=f"a per-request CSV needs: {','.join(PER_REQUEST_COLUMNS)}[,e2e_ms]")
     raise MeasurementError("unrecognised CSV header", where=header,
                            fix=f"per-request: {','.join(PER_REQUEST_COLUMNS)}[,e2e_ms]; "

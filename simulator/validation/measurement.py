@@ -4,6 +4,7 @@ validation.csv, and the error a malformed file raises; cell helpers the CSV read
 from __future__ import annotations
 
 import csv
+import difflib
 import io
 import math
 import warnings
@@ -103,15 +104,17 @@ class CsvCells(NamedTuple):
 def csv_cells(path: Path) -> CsvCells:
     """A measurement CSV read as the readers see it, or a MeasurementError naming the line.
 
-    Spreadsheet exports add blank lines and rows of empty cells (`,,,,`): those are skipped,
-    before the header too. A header of one cell holding tabs or semicolons is a file in
+    Spreadsheet exports add blank lines and rows of empty cells (`,,,,`), and scripts a
+    `# comment` line (no model, GPU or number starts with `#`): those are skipped, before
+    the header too. A header of one cell holding tabs or semicolons is a file in
     another delimiter. Two header cells that name one column, and `pred_*` columns (the
     names validation.csv adds), are refused. A row with more filled cells than the header
     is refused: pandas would take the extra leading cells as an index and shift every
     other cell into the wrong column; empty extra cells (a trailing comma) are dropped."""
     reader = csv.reader(io.StringIO(read_text(path)), strict=True)
     try:
-        kept = [(reader.line_num, row) for row in reader if any(cell.strip() for cell in row)]
+        kept = [(reader.line_num, row) for row in reader
+                if any(cell.strip() for cell in row) and not row[0].lstrip().startswith("#")]
     except csv.Error as exc:  # an unclosed quote, a character after a closing one
         raise MeasurementError(f"not a readable CSV: {exc}", where=f"{path}:{reader.line_num}",
                                fix="check the file's quoting and delimiters (comma-separated)") from None
@@ -154,6 +157,27 @@ def _check_header(raw: list[str], header: list[str], path: Path, line: int) -> N
             raise MeasurementError(f"header cells {seen[name]!r} and {cell!r} both name column {name}",
                                    where=f"{path}:{line}", fix="rename or drop one of them")
         seen[name] = cell
+
+
+# Header words that other tools use for a measurement column.
+_COLUMN_SYNONYMS = {"system": ("gpu", "hardware", "hw", "device"), "concurrency": ("conc", "clients", "batch"),
+                    "isl": ("input", "prompt"), "osl": ("output", "generation"), "tp_size": ("tp",),
+                    "arrival_s": ("arrival", "timestamp"), "prompt_tokens": ("input", "prompt"),
+                    "output_tokens": ("output", "generated")}
+
+
+def near_misses(missing: list[str], columns, known: tuple[str, ...]) -> str:
+    """` (is mean_ttft_ms for ttft_ms? ...)` for missing columns the header spells another
+    way (`mean_ttft_ms`, `tp`, `gpu`, `input_len`), else nothing."""
+    present = [str(c) for c in columns if c not in known]
+    guesses = []
+    for column in missing:
+        words = {column.removesuffix("_ms").removesuffix("_size").removesuffix("_s"), column,
+                 *_COLUMN_SYNONYMS.get(column, ())}
+        close = [c for c in present if words & set(c.split("_"))] or \
+            difflib.get_close_matches(column, present, n=1, cutoff=0.6)
+        guesses += [f"{close[0]} for {column}"] if close else []
+    return f" (is {', '.join(guesses)}? rename the header cell)" if guesses else ""
 
 
 def read_csv(path: Path, cells: CsvCells | None = None, **options) -> pd.DataFrame:

@@ -79,10 +79,35 @@ def read_per_request_csv(path: Path, cells: CsvCells | None = None) -> MeasuredS
     # vLLM leaves TPOT undefined for single-token outputs.
     req.loc[req["output_tokens"] <= 1, "tpot_ms"] = np.nan
     note = _failed_requests(req, path)  # before the means: a failed request's latencies are left out
-    note = "; ".join(filter(None, [note, _arrival_unit_note(req)])) or None
+    model_id, config_note = _server_columns(df)
+    note = "; ".join(filter(None, [note, _arrival_unit_note(req), config_note])) or None
     run = MeasuredRun(label=path.stem, source=path.name, kind="trace", measured=mean_latencies(req),
-                      requests=req, note=note)
+                      requests=req, note=note, model_id=model_id)
     return MeasuredSet("per_request", [run], df, np.zeros(len(df), dtype=int))
+
+
+# Columns that describe the server rather than the request, as a sweep CSV's do: column ->
+# the scenario field a user sets instead. `model` is followed as a vLLM JSON's model_id is.
+_SERVER_COLUMNS = {"system": "hardware.gpu", "gpu": "hardware.gpu", "tp_size": "parallelism.tp",
+                   "precision": "model.weight_dtype"}
+
+
+def _server_columns(df: pd.DataFrame) -> tuple[str | None, str | None]:
+    """The model a per-request CSV's `model` column names (one value in every row), and a
+    note for the server columns it carries that the replay does not follow: the base
+    scenario describes the server, so the note names the field to --set instead."""
+    model_id, ignored = None, []
+    if "model" in df.columns:
+        names = df["model"].str.strip().replace("", np.nan).dropna().unique()
+        if len(names) == 1:
+            model_id = str(names[0])
+        elif len(names) > 1:
+            ignored.append("model (model.name; it names several models)")
+    ignored += [f"{c} ({field})" for c, field in _SERVER_COLUMNS.items() if c in df.columns]
+    if not ignored:
+        return model_id, None
+    return model_id, (f"column(s) {', '.join(ignored)} not followed: the base scenario describes the server; "
+                      "--set the field in brackets to match the measured one")
 
 
 # Arrival gaps this many times the requests' own mean E2E (or TTFT), over at least an hour,

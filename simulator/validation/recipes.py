@@ -83,7 +83,7 @@ class LaunchRecipe:
             out.append(f"scheduler.max_num_batched_tokens={self.batched_tokens_per_isl * isl}")
         if self.expert_parallel:
             out.append("parallelism.expert_parallel=true")
-        if self.async_scheduling is not None:
+        if self.async_scheduling is not None and _at_least(version, ASYNC_FLAG_SINCE):
             out.append(f"scheduler.async_scheduling={str(self.async_scheduling).lower()}")
         return out
 
@@ -102,6 +102,9 @@ def _at_least(version: str | None, since: str | None) -> bool:
     return release is None or release >= parse_version(since)
 
 
+# `--async-scheduling` first shipped in vLLM 0.10.0 (vllm-project/vllm#19970): a row naming an
+# older release cannot have passed it, whatever the script's later versions did.
+ASYNC_FLAG_SINCE = "0.10.0"
 BLACKWELL = frozenset({"b200", "b300"})
 INFERENCEX_RECIPES: tuple[LaunchRecipe, ...] = (
     # InferenceMAX's first Llama 70B sweeps (Oct 2025): `.github/workflows/70b-tmpl.yml` ran

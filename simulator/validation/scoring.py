@@ -65,10 +65,17 @@ def runs_frame(preds: list[RunPrediction]) -> pd.DataFrame:
     df["pred_cliff"] = False
     if df["group"].astype(bool).any():
         for _, g in df[df["error"].isna()].groupby("group"):
-            base = g.sort_values("concurrency").iloc[0]
-            df.loc[g.index, "measured_cliff"] = g["measured_ttft_ms"] >= CLIFF_FACTOR * base["measured_ttft_ms"]
-            df.loc[g.index, "pred_cliff"] = g["pred_ttft_ms"] >= CLIFF_FACTOR * base["pred_ttft_ms"]
+            g = g.sort_values("concurrency")
+            df.loc[g.index, "measured_cliff"] = g["measured_ttft_ms"] >= CLIFF_FACTOR * _lowest(g["measured_ttft_ms"])
+            df.loc[g.index, "pred_cliff"] = g["pred_ttft_ms"] >= CLIFF_FACTOR * _lowest(g["pred_ttft_ms"])
     return df
+
+
+def _lowest(ttfts: pd.Series) -> float:
+    """A configuration's reference TTFT for its cliffs: at its lowest concurrency that has one
+    (a blank or 0 cell is no reference; then nothing is a cliff)."""
+    usable = ttfts[ttfts > 0]
+    return float(usable.iloc[0]) if len(usable) else float("inf")
 
 
 def _err_block(errs: np.ndarray) -> dict:

@@ -23,6 +23,7 @@ from simulator.validation.measurement import (
     blank_cell,
     csv_cells,
     missing_cell,
+    near_misses,
     read_as_written,
     read_csv,
     shown_cell,
@@ -41,6 +42,7 @@ from simulator.validation.versions import VERSION_COLUMNS
 
 SWEEP_COLUMNS = ("system", "model", "precision", "tp_size", "isl", "osl", "concurrency",
                  "ttft_ms", "tpot_ms")
+SWEEP_LATENCY_COLUMNS = ("ttft_ms", "tpot_ms")
 
 
 # Optional sweep columns for layouts beyond tp_size (aiconfigurator's names and short ones):
@@ -63,10 +65,15 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None,
     check_rounds(rounds)
     cells = csv_cells(path) if cells is None else cells  # `cells`: where the caller has read them
     df = read_csv(path, cells)
-    missing = [c for c in SWEEP_COLUMNS if c not in df.columns]
+    latencies = [c for c in SWEEP_LATENCY_COLUMNS if c in df.columns]
+    missing = [c for c in SWEEP_COLUMNS if c not in df.columns and (c not in SWEEP_LATENCY_COLUMNS or not latencies)]
     if missing:
-        raise MeasurementError(f"missing column(s) {', '.join(missing)}", where=str(path),
-                               fix=f"a sweep CSV needs: {', '.join(SWEEP_COLUMNS)}")
+        raise MeasurementError(f"missing column(s) {', '.join(missing)}{near_misses(missing, df.columns, SWEEP_COLUMNS)}",
+                               where=str(path), fix=f"a sweep CSV needs: {', '.join(SWEEP_COLUMNS)} (one of "
+                                                    f"{' and '.join(SWEEP_LATENCY_COLUMNS)} may be left out)")
+    for column in SWEEP_LATENCY_COLUMNS:  # a latency not measured is not scored, as a blank cell
+        if column not in df.columns:
+            df[column] = np.nan
     if df.empty:
         raise MeasurementError("the file has no rows", where=str(path),
                                fix="point to a CSV with one row per measured configuration and concurrency")
@@ -112,8 +119,8 @@ def sweep_set(df: pd.DataFrame, source: str, wheres: list[str], rounds: int, len
             system, model = (_name_cell(getattr(text, c), c, where) for c in ("system", "model"))
             conc, isl, osl, tp = (_whole_cell(getattr(row, c), c, where)
                                   for c in ("concurrency", "isl", "osl", "tp_size"))
-            measured = {c: ms for c in ("ttft_ms", "tpot_ms")
-                        if (ms := _latency_cell(getattr(row, c), c, where)) is not None}
+            latencies = {c: _latency_cell(getattr(row, c), c, where) for c in ("ttft_ms", "tpot_ms")}
+            layout = _row_layout(row, df.columns, where)
         except MeasurementError as exc:
             # One unreadable row among readable ones is reported and skipped, as an unknown
             # model is; a file with no readable row is an error (below).
@@ -127,11 +134,14 @@ def sweep_set(df: pd.DataFrame, source: str, wheres: list[str], rounds: int, len
         shown_system, shown_model = spellings.setdefault((*_catalog_key(system, model), prec), (system, model))
         family = (f"{shown_system} {shown_model} {prec or str(text.precision).strip()}"
                   f"{f' {other_engine}' if other_engine else ''}")
-        layout = _row_layout(row, df.columns, where)
+        measured = {c: ms for c, ms in latencies.items() if ms}
+        zeros = [c for c, ms in latencies.items() if ms == 0]
         release = _row_version(text, df.columns)
         parallel = f"tp{tp}{''.join(f' {label}' for label in layout.labels)}"
         group = f"{family} {parallel} isl{isl} osl{osl}{_release_label(release)}"
-        note = "; ".join(filter(None, [_expert_parallel_note(layout, tp, model), precision_note])) or None
+        zero_note = (f"{' and '.join(zeros)} 0, which no server measures (a failed run?): not scored"
+                     if zeros else None)
+        note = "; ".join(filter(None, [_expert_parallel_note(layout, tp, model), precision_note, zero_note])) or None
         if other_engine:  # its version is not a vLLM release, and vLLM's recipes are not its flags
             note = "; ".join(filter(None, [note, f"measured on {other_engine}, simulated with the base "
                                                  "scenario's scheduler, without vLLM's release rules or recipes"]))
@@ -245,7 +255,8 @@ def _whole_cell(cell: object, column: str, where: str) -> int:
 
 
 def _latency_cell(cell: object, column: str, where: str) -> float | None:
-    """A sweep row's measured latency in ms, or None when blank (that metric is not scored)."""
+    """A sweep row's measured latency in ms, or None when blank (that metric is not scored;
+    nor is a 0, which the row's note reports)."""
     if blank_cell(cell):
         return None
     value = _cell_number(cell)

@@ -303,6 +303,19 @@ def _completed(data: dict, where: str) -> int | None:
     return int(count) if count else None
 
 
+def _failed_note(data: dict, completed: int | None, where: str) -> str | None:
+    """What a summary says of requests that failed: they are not simulated (the file gives
+    neither their lengths nor when they failed), though they loaded the measured server."""
+    failed = _summary_number(data, "failed", where) if not isinstance(data.get("failed"), list) else None
+    prompts = _summary_number(data, "num_prompts", where)
+    if not failed and completed and prompts and prompts > completed:
+        failed = prompts - completed
+    if not failed:
+        return None
+    return (f"{failed:g} failed request(s) not simulated: the summary averages the {completed} completed ones, "
+            "and gives neither the failed ones' lengths nor when they failed")
+
+
 def _vllm_summary_run(data: dict, where: str, label: str, source: str) -> MeasuredSet:
     """A result saved without per-request details (`vllm bench serve --save-result` without
     `--save-detailed`, the default): only run-level figures are known.
@@ -314,9 +327,12 @@ def _vllm_summary_run(data: dict, where: str, label: str, source: str) -> Measur
     completed = _completed(data, where)
     tokens_in = _summary_number(data, "total_input_tokens", where)
     tokens_out = _summary_number(data, "total_output_tokens", where)
-    measured = {}
+    measured, undefined = {}, []
     for metric, keys in SUMMARY_MEANS.items():
-        value = next((v for v in (_summary_number(data, k, where) for k in keys) if v is not None), None)
+        # vLLM saves a mean over no sample as NaN (TPOT where every output was one token).
+        undefined += [k for k in keys if str(data.get(k)).strip().lower() == "nan"]
+        value = next((v for v in (_summary_number(data, k, where) for k in keys if k not in undefined)
+                      if v is not None), None)
         if value is not None:
             measured[metric] = value
     latencies = data.get("latencies")
@@ -334,6 +350,10 @@ def _vllm_summary_run(data: dict, where: str, label: str, source: str) -> Measur
         note = ("written by vLLM 0.3.3-0.4.x's benchmark (its `request_inthroughput` key), whose mean_tpot_ms "
                 "is latency / output tokens (first token included), so TPOT is not scored; that vLLM ran the V0 "
                 "engine: a scenario with scheduler.policy vllm-v0 and --engine-version describe it")
+    notes = [note,
+             f"{', '.join(undefined)} NaN (a mean over no request): not scored" if undefined else None,
+             _failed_note(data, completed, where)]
+    note = "; ".join(filter(None, notes)) or None
     if not completed or tokens_in is None or tokens_out is None or not {"ttft_ms", "e2e_ms"} & set(measured):
         raise MeasurementError(
             "neither per-request details (input_lens, output_lens, ttfts) nor the run summary "
