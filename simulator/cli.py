@@ -381,7 +381,7 @@ def validate_cmd(
     for hint in (mismatch_hint(result), occupancy_hint(result.get("kv_occupancy"))):
         if hint:
             console.print(hint, highlight=False)
-    console.print(f"output     {out}/  (validation.html, validation.json, validation.csv)")
+    console.print(f"output     {out}/  (validation.html, validation.json, validation.csv, figures *.png)")
 
 
 def _print_skipped(result: dict) -> None:
@@ -421,7 +421,7 @@ def _breakdown_table(parts: list[dict], column: str, heading: str) -> Table:
 def explain_cmd(
     scenario: Annotated[Path, typer.Argument(help="scenario YAML file")],
     set_: Annotated[list[str] | None, typer.Option("--set", help="override a field: dotted.path=value, or ~dotted.path to remove one (repeatable)")] = None,
-    batch: Annotated[int, typer.Option(help="decode step: sequences in the batch")] = 32,
+    batch: Annotated[int | None, typer.Option(help="decode step: sequences in the batch (default: 32, or fewer to fit the KV cache)")] = None,
     context: Annotated[int | None, typer.Option(help="decode step: tokens of context per sequence (default: 2048, or less to fit max_model_len)")] = None,
     prefill: Annotated[int | None, typer.Option(help="prefill: prompt tokens of one lone prefill (default: 2048, or less to fit max_model_len)")] = None,
 ) -> None:

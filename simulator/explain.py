@@ -109,11 +109,15 @@ def _sustained_notes(cost: IterationCostModel) -> tuple[str, ...]:
 DEFAULT_TOKENS = 2048
 
 
-def explain(loaded: LoadedScenario, *, batch: int = 32, context: int | None = None,
+DEFAULT_BATCH = 32
+
+
+def explain(loaded: LoadedScenario, *, batch: int | None = None, context: int | None = None,
             prefill: int | None = None) -> Explanation:
     """Time a decode step of `batch` sequences at `context` tokens each, and one prefill of
     `prefill` tokens, on the scenario's layout (its decode and prefill pools when
-    disaggregated). Sums run over every pipeline stage: one micro-batch's path."""
+    disaggregated). Sums run over every pipeline stage: one micro-batch's path. Sizes not
+    asked for are DEFAULT_TOKENS and DEFAULT_BATCH, shortened to what the server holds."""
     for name, value in (("--batch", batch), ("--context", context), ("--prefill", prefill)):
         if value is not None and value < 1:
             raise ConfigError(f"must be >= 1, got {value}", where=name, fix="pass a positive count")
@@ -129,6 +133,8 @@ def explain(loaded: LoadedScenario, *, batch: int = 32, context: int | None = No
     decode_pool = sim.batch_pool
     prefill_pool = sim.pools.get("serve") or sim.pools["prefill"]
     fits = decode_pool.memory.sequences_at(context + 1)  # each holds its context and the token it makes
+    shortened = batch is None and 0 < fits < DEFAULT_BATCH
+    batch = (min(DEFAULT_BATCH, fits) or DEFAULT_BATCH) if batch is None else batch
     if batch > fits:  # a step the engine could never run: its KV cache cannot hold the batch
         raise ConfigError(f"{batch} sequences at {context} tokens of context do not fit this layout's KV cache "
                           f"({decode_pool.memory.capacity_tokens:,} tokens, {fits:,} such sequences)", where="--batch",
@@ -180,5 +186,8 @@ def explain(loaded: LoadedScenario, *, batch: int = 32, context: int | None = No
         notes += (untuned_fp8_decode_note(sc.cost_model.engine_version),)
     if prefill_pool.sharded.nccl_pinned or decode_pool.sharded.nccl_pinned:
         notes += (nccl_allreduce_note(sc.cost_model.engine_version),)
+    if shortened:
+        notes += (f"the decode step holds {batch} sequences, not the default {DEFAULT_BATCH}: no more fit "
+                  "the KV cache at this context (--batch, --context choose)",)
     return Explanation(decode, lone, f"decode: one step of {batch} sequences at {context} tokens of context",
                        f"prefill: {prefill} prompt tokens alone", layout, sources, tuple(dict.fromkeys(notes)))

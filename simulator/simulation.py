@@ -35,7 +35,13 @@ from simulator.cost.releases import (
     untuned_fp8_decode_note,
 )
 from simulator.engine import Engine
-from simulator.errors import ConfigError, DoesNotFitError, ExpertSplitError, ServesimError
+from simulator.errors import (
+    CatalogError,
+    ConfigError,
+    DoesNotFitError,
+    ExpertSplitError,
+    ServesimError,
+)
 from simulator.frontend import ApiServer, describe_api_server
 from simulator.hardware import LINKS, GPUSpec, get_gpu
 from simulator.kv_cache import BlockManager
@@ -89,7 +95,11 @@ def resolve_model(scenario: Scenario, base_dir) -> ModelSpec:
     m = scenario.model
     if m.config_json is not None:
         path = base_dir / m.config_json if not str(m.config_json).startswith("/") else m.config_json
-        return load_hf_config(path)
+        try:
+            return load_hf_config(path)
+        except CatalogError as exc:  # name the field, so the error also names a --set behind it
+            raise CatalogError(f"{exc.where}: {exc.message}" if exc.where else exc.message,
+                               where="model.config_json", fix=exc.fix) from None
     return get_model(m.name)
 
 
@@ -111,11 +121,11 @@ def check_parallelism(model: ModelSpec, gpu: GPUSpec, scenario: Scenario, *,
     if model.num_heads % tp:
         divisors = [d for d in range(1, model.num_heads + 1) if model.num_heads % d == 0 and d <= 64]
         raise ConfigError(f"tp={tp} does not divide the {model.num_heads} attention heads of {model.name}",
-                          where=f"{where}.tp", fix=f"use a tp that divides {model.num_heads}: {divisors}")
+                          where=f"{where}.tp", fix=f"set {where}.tp to one that divides {model.num_heads}: {divisors}")
     kvh = model.num_kv_heads
     if kvh % tp and tp % kvh:
         raise ConfigError(f"tp={tp} neither divides nor is a multiple of the {kvh} KV heads of {model.name}",
-                          where=f"{where}.tp", fix="use a tp that divides the KV heads, or a multiple of them")
+                          where=f"{where}.tp", fix=f"set {where}.tp to one that divides the {kvh} KV heads, or a multiple of them")
     if layout.dp > 1 and pp > 1:
         raise ConfigError("attention data parallelism (dp > 1) with pipeline stages (pp > 1) is not modelled",
                           where=f"{where}.dp", fix="use pp: 1 with dp, or dp: 1 with pp")

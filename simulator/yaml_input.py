@@ -60,6 +60,8 @@ def load_yaml(text: str):
 def yaml_error(exc: yaml.YAMLError, source: str) -> ConfigError:
     """A parse failure as a user-facing error at its line."""
     mark = getattr(exc, "problem_mark", None)
+    if "simple key" in str(getattr(exc, "context", "")) and getattr(exc, "context_mark", None):
+        mark = exc.context_mark  # a key without its ':' is found a line late; name the key's line
     where = f"{source}:{mark.line + 1}" if mark else source
     fix = ("keep one of them (merge their fields)" if isinstance(exc, DuplicateKeyError)
            else "fix the YAML syntax at that line (indentation, a missing ':')")

@@ -69,3 +69,16 @@ def test_explain_refuses_a_batch_the_kv_cache_cannot_hold():
     assert exc.value.where == "--batch" and "do not fit" in exc.value.message
     assert f"at most --batch {fits} " in exc.value.fix
     explain(loaded, batch=fits, context=2048)  # the largest batch it names runs
+
+
+def test_explains_default_batch_shrinks_to_what_the_kv_cache_holds():
+    """A bare `simulate explain` works on every shipped scenario: where 32 sequences of 2,048
+    tokens do not fit (OPT-13B on one A100 holds about 26), the default batch is what fits, and
+    the notes say so; an explicit --batch is still refused when it cannot run."""
+    loaded = api.load(CHATBOT, ["model.name=opt-13b", "hardware.gpu=a100-80gb-sxm"])
+    fits = Simulation(loaded).memory.sequences_at(2048)  # the default context: max_model_len 2048 - 1
+    assert 0 < fits < 32
+    e = explain(loaded)
+    assert e.decode_label.startswith(f"decode: one step of {fits} sequences")
+    assert any(f"holds {fits} sequences, not the default 32" in n for n in e.notes)
+    assert not any("not the default" in n for n in explain(api.load(CHATBOT)).notes)

@@ -93,7 +93,7 @@ def test_a_pool_fix_reads_in_plan_terms():
     fix = ("set one of: disaggregation.prefill.tp: 4; parallelism.tp: 2; disaggregation.decode.gpu: b200; "
            "memory.gpu_memory_utilization: 0.92")
     assert plan_fix(fix) == ("set one of: space.disaggregation.prefill.tp: [4]; space.tp: [2]; "
-                             "space.disaggregation.decode.gpu: [b200]; memory.gpu_memory_utilization: 0.92")
+                             "space.disaggregation.decode.gpu: [b200]; base.memory.gpu_memory_utilization: 0.92")
 
 
 def test_a_disaggregated_bases_pool_prices_and_placeholder_layout():

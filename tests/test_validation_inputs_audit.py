@@ -505,3 +505,14 @@ def test_a_vllm_summary_with_a_nan_mean_and_failed_requests(tmp_path):
 def test_an_inferencex_runner_label_is_dropped_but_a_dashed_gpu_name_kept(hw, gpu):
     from simulator.validation.inferencex_json import _gpu_of_runner
     assert _gpu_of_runner(hw) == gpu
+
+
+@pytest.mark.parametrize("spelling", ["fp4", "w4a16_mxfp4", "mxfp4"])
+def test_gpt_oss_in_any_spelling_of_its_own_format_gets_its_harness_flags(spelling):
+    """gpt-oss's MXFP4 experts are `fp4` in InferenceX's rows and `w4a16_mxfp4` in
+    aiconfigurator's terms: one checkpoint, so one launch recipe, and one prediction."""
+    from simulator.validation.precision import canonical_precision
+    from simulator.validation.recipes import launch_recipe
+    recipe = launch_recipe("openai/gpt-oss-120b", "h200_sxm", canonical_precision(spelling), 1024, 1024)
+    assert recipe is not None and "gptoss_fp4_{h100,h200}" in recipe.source
+    assert launch_recipe("openai/gpt-oss-120b", "h200_sxm", "bf16", 1024, 1024) is None

@@ -51,3 +51,15 @@ def test_infinite_values_are_refused_at_load(override):
     """An infinite limit passes every `> 0` bound and used to break the run after it ran."""
     with pytest.raises(ConfigError, match="finite"):
         load_scenario(CHATBOT, [override])
+
+
+def test_a_key_without_its_colon_is_named_at_its_own_line(tmp_path):
+    """The parser finds a missing ':' on the line after the key; the error names the key's."""
+    lines = CHATBOT.read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.strip().startswith("num_requests:"))
+    lines[at] = lines[at].replace("num_requests:", "num_requests")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ConfigError) as exc:
+        load_scenario(bad)
+    assert exc.value.where == f"{bad}:{at + 1}" and "expected ':'" in exc.value.message

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from simulator import __version__
 from simulator.config import (
@@ -195,17 +195,24 @@ class SearchSpace(StrictModel):
         "auto", description="`auto`: W8A8 where the GPU has tensor cores for an 8-bit weight "
         "dtype (what vLLM runs), else the base's activation dtype (weight-only)")
 
-    @model_validator(mode="after")
-    def _positive(self) -> SearchSpace:
-        for name in ("tp", "pp", "dp"):
-            for v in getattr(self, name) or []:
-                if v < 1:
-                    raise ValueError(f"{name} values must be >= 1 (got {v}): list whole numbers such as [1, 2, 4]")
-        if isinstance(self.replicas, list) and not self.replicas:
-            raise ValueError("replicas is an empty list: give the counts to try, e.g. [1, 2, 4], or minimise")
-        if isinstance(self.replicas, list) and any(r < 1 for r in self.replicas):
-            raise ValueError("replicas values must be >= 1: list whole numbers such as [1, 2, 4], or write minimise")
-        return self
+    # Field validators, not one for the model: the error then names `space.tp`, and the
+    # --set that wrote it.
+    @field_validator("tp", "pp", "dp")
+    @classmethod
+    def _positive_sizes(cls, values: list[int] | None) -> list[int] | None:
+        for v in values or []:
+            if v < 1:
+                raise ValueError("values must be >= 1: list whole numbers such as [1, 2, 4]")
+        return values
+
+    @field_validator("replicas")
+    @classmethod
+    def _positive_replicas(cls, replicas):
+        if isinstance(replicas, list) and not replicas:
+            raise ValueError("an empty list: give the counts to try, e.g. [1, 2, 4], or minimise")
+        if isinstance(replicas, list) and any(r < 1 for r in replicas):
+            raise ValueError("values must be >= 1: list whole numbers such as [1, 2, 4], or write minimise")
+        return replicas
 
 
 class Target(StrictModel):

@@ -17,6 +17,11 @@ MAX_LABELS = 3
 _SPACE_FIELD = re.compile(r"\b(?:parallelism|hardware|model)\.(tp|pp|dp|expert_parallel|gpu|weight_dtype|kv_dtype): "
                           r"([\w.-]+)")
 _POOL_FIELD = re.compile(r"\bdisaggregation\.(prefill|decode)\.(tp|pp|dp|replicas|expert_parallel|gpu): ([\w.-]+)")
+#: The same fields named without a value ("set parallelism.tp to one that divides 32").
+_SPACE_NAMED = re.compile(r"(?<![\w.])parallelism\.(tp|pp|dp|expert_parallel)\b")
+_POOL_NAMED = re.compile(r"(?<![\w.])disaggregation\.(prefill|decode)\.(tp|pp|dp|replicas|expert_parallel|gpu)\b")
+#: Any other scenario field: the plan sets it in its base scenario.
+_BASE_FIELD = re.compile(r"(?<![\w.])((?:memory|scheduler|cost_model|workload|model|hardware|parallelism)\.\w[\w.]*)")
 
 
 @dataclass
@@ -78,7 +83,12 @@ def none_feasible(groups: list[ReasonGroup]) -> str:
 
 
 def plan_fix(fix: str) -> str:
-    """A scenario fix in plan terms: 'parallelism.tp: 4' is the plan's 'space.tp: [4]', and
-    'disaggregation.prefill.tp: 4' its 'space.disaggregation.prefill.tp: [4]'."""
+    """A scenario fix in plan terms: 'parallelism.tp: 4' is the plan's 'space.tp: [4]',
+    'disaggregation.prefill.tp: 4' its 'space.disaggregation.prefill.tp: [4]', a layout
+    field named without a value its space list, and any other scenario field (the memory
+    budget, a scheduler knob) one of the plan's `base`."""
     fix = _POOL_FIELD.sub(lambda m: f"space.disaggregation.{m[1]}.{m[2]}: [{m[3]}]", fix)
-    return _SPACE_FIELD.sub(lambda m: f"space.{m[1]}: [{m[2]}]", fix)
+    fix = _SPACE_FIELD.sub(lambda m: f"space.{m[1]}: [{m[2]}]", fix)
+    fix = _POOL_NAMED.sub(lambda m: f"space.disaggregation.{m[1]}.{m[2]}", fix)
+    fix = _SPACE_NAMED.sub(lambda m: f"space.{m[1]}", fix)
+    return _BASE_FIELD.sub(lambda m: f"base.{m[1]}", fix)

@@ -32,6 +32,7 @@ from simulator.errors import CatalogError
 from simulator.hardware import get_gpu
 from simulator.models import get_model
 from simulator.validation.lengths import HARNESS_LENGTH_RATIO, INFERENCEMAX_GRID
+from simulator.validation.precision import precision_overrides
 
 
 @dataclass(frozen=True)
@@ -204,7 +205,16 @@ def launch_recipe(model: str, gpu: str, precision: str, isl: int, osl: int,
     except CatalogError:  # reported later as unsimulatable, with the catalog's reason
         return None
     for recipe in (*INFERENCEX_RECIPES, *AICONFIGURATOR_RECIPES):
-        if (model_name in recipe.models and gpu_name in recipe.gpus and precision in recipe.precisions
+        if (model_name in recipe.models and gpu_name in recipe.gpus
+                and any(_same_checkpoint(precision, p, model, gpu) for p in recipe.precisions)
                 and (isl, osl) in recipe.grid and recipe.covers(version)):
             return recipe
     return None
+
+
+def _same_checkpoint(precision: str, recipe_precision: str, model: str, gpu: str) -> bool:
+    """Whether a row's precision names the checkpoint a recipe's does: the same name, or
+    another that runs the model in the same formats (gpt-oss's own MXFP4 experts are `fp4`
+    in InferenceX's rows and `w4a16_mxfp4` in aiconfigurator's terms)."""
+    return precision == recipe_precision or (
+        precision_overrides(precision, model, gpu) == precision_overrides(recipe_precision, model, gpu))
