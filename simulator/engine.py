@@ -36,7 +36,9 @@ class Engine:
                  lockstep: LockstepGroup | None = None, dp_rank: int = 0):
         self.env = env
         self.replica = replica
-        self.dp_rank = dp_rank  # attention-DP rank within the replica, for the records
+        # Its attention-DP rank within the replica, or its pipeline virtual engine (the two do
+        # not combine), for the records.
+        self.dp_rank = dp_rank
         self.scheduler = scheduler
         self.cost = cost
         self.log = log
@@ -65,7 +67,7 @@ class Engine:
         return self.scheduler.outstanding + len(self._inbox)
 
     def submit(self, req: Request) -> None:
-        req.dp_rank = self.dp_rank  # the DP rank that serves it, for the records (0 without DP)
+        req.dp_rank = self.dp_rank  # the DP rank (or virtual engine) that serves it, for the records
         if self.async_scheduling and self._busy:  # held for the iteration after next
             reason = self.scheduler.admission_error(req)
             if reason is None:

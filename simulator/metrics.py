@@ -29,9 +29,11 @@ class IterationLog:
     def __init__(self, enabled: bool = True):
         self.enabled = enabled
         self.replica = array("i")
-        # Attention-DP runs only (`record_ranks`): each row's rank; the engines of other runs
-        # log through `add`/`add_stretch`, which leave it out of the per-iteration work.
+        # Runs with several engines per replica only (`record_ranks`): each row's attention-DP
+        # rank, or its pipeline virtual engine; the engines of other runs log through
+        # `add`/`add_stretch`, which leave it out of the per-iteration work.
         self.dp_rank: array | None = None
+        self.rank_column = "dp_rank"
         self.start = array("d")
         self.duration = array("d")
         self.prefill = array("q")
@@ -46,8 +48,11 @@ class IterationLog:
         # log-less run, paid per step of every stretch: its KV mean is null instead.)
         self.iterations: dict[int, int] = {}
 
-    def record_ranks(self) -> None:
+    def record_ranks(self, column: str = "dp_rank") -> None:
+        """Log each row's engine within its replica, under `column`: `dp_rank`, or
+        `virtual_engine` for a pipeline's micro-batch engines (DP and PP do not combine)."""
         self.dp_rank = array("i")
+        self.rank_column = column
 
     def add(self, replica: int, start: float, duration: float, prefill: int, decode: int,
             seqs: int, kv_used: int, kv_total: int, queue: int) -> None:
@@ -87,12 +92,12 @@ class IterationLog:
         return sum(self.iterations.get(r, 0) for r in replicas)
 
     def add_rank(self, dp_rank: int, n: int = 1) -> None:
-        """The rank of the `n` rows just added (attention-DP runs)."""
+        """The rank (or virtual engine) of the `n` rows just added."""
         if self.enabled:
             self.dp_rank.extend([dp_rank] * n)
 
     def frame(self) -> pd.DataFrame:
-        """With ranks recorded, a `dp_rank` column follows `replica`."""
+        """With ranks recorded, a `dp_rank` (or `virtual_engine`) column follows `replica`."""
         frame = pd.DataFrame({
             "replica": np.frombuffer(self.replica, dtype=np.int32),
             "start_s": np.frombuffer(self.start, dtype=np.float64),
@@ -105,12 +110,12 @@ class IterationLog:
             "queue_len": np.frombuffer(self.queue, dtype=np.int32),
         }, columns=list(ITERATION_COLUMNS))
         if self.dp_rank is not None:
-            frame.insert(1, "dp_rank", np.frombuffer(self.dp_rank, dtype=np.int32))
+            frame.insert(1, self.rank_column, np.frombuffer(self.dp_rank, dtype=np.int32))
         return frame
 
 
 def requests_frame(requests: list[Request], *, disaggregated: bool = False,
-                   dp_ranks: bool = False) -> pd.DataFrame:
+                   rank_column: str | None = None) -> pd.DataFrame:
     """One row per request, latencies in ms (NaN where undefined, as vLLM leaves them out).
 
     Disaggregated runs add `prefill_replica` and `kv_transfer_ms`; `replica` is then the
@@ -142,8 +147,8 @@ def requests_frame(requests: list[Request], *, disaggregated: bool = False,
         "status": status,
         "reject_reason": [r.reject_reason for r in requests],
     })
-    if dp_ranks:  # which attention-DP rank of its replica served it
-        frame.insert(2, "dp_rank", np.array([r.dp_rank for r in requests], dtype=np.int64))
+    if rank_column:  # which attention-DP rank (or virtual engine) of its replica served it
+        frame.insert(2, rank_column, np.array([r.dp_rank for r in requests], dtype=np.int64))
     if disaggregated:
         frame.insert(2, "prefill_replica", np.array([r.prefill_replica for r in requests], dtype=np.int64))
         frame.insert(8, "kv_transfer_ms", np.array([r.kv_transfer_s for r in requests], dtype=np.float64) * 1e3)

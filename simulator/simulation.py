@@ -423,7 +423,7 @@ class Simulation:
                 engines.append(Engine(env, r, sched, plan.cost, log, self._on_finish, self._on_reject,
                                       fast_forward=self._fast_forward, lockstep=lockstep,
                                       settle_after_finish=isinstance(self.workload, ClosedLoopWorkload),
-                                      dp_rank=k // pp))
+                                      dp_rank=k // pp if plan.dp > 1 else k % pp))
             replicas.append(Replica(r, engines))
         return replicas
 
@@ -548,6 +548,8 @@ class Simulation:
         log = IterationLog(record_iterations)
         if any(p.dp > 1 for p in self.pools.values()):
             log.record_ranks()
+        elif any(p.pp > 1 for p in self.pools.values()):
+            log.record_ranks("virtual_engine")
         self.router = make_router(self.scenario.router)
         # Late-bound: a disaggregated run rebinds _route to its cluster just below.
         self.api_server = ApiServer(env, self.scenario.cost_model, lambda req: self._route(req))
@@ -592,7 +594,8 @@ class Simulation:
     def _result(self, itl: ItlSink, log: IterationLog, wall: float) -> SimulationResult:
         sc = self.scenario
         dis = sc.disaggregation is not None
-        req_df = requests_frame(self.requests, disaggregated=dis, dp_ranks=log.dp_rank is not None)
+        req_df = requests_frame(self.requests, disaggregated=dis,
+                                rank_column=log.rank_column if log.dp_rank is not None else None)
         it_df = log.frame()
         slo = sc.slo.model_dump()
         summary: dict = {"scenario": self.loaded.name}

@@ -216,6 +216,10 @@ def test_a_static_batch_reserves_its_padded_cache():
     for batch, (_, step) in zip(batches, prefills.iterrows(), strict=True):
         padded = len(batch) * -(-(batch["prompt_tokens"].max() + batch["output_tokens"].max()) // 16)
         assert step["kv_blocks_used"] == padded <= total
+    # Finished rows keep their padded KV until the batch ends (generate() returns at once):
+    # every step of a batch holds what its prefill reserved.
+    batch_of_step = (it["prefill_tokens"] > 0).cumsum()
+    assert (it.groupby(batch_of_step)["kv_blocks_used"].nunique() == 1).all()
 
 
 # -- routers -------------------------------------------------------------------------------
@@ -271,6 +275,14 @@ def test_pipeline_parallel_engines_latency_and_throughput():
     assert (sat2.requests["status"] == "completed").all()
     assert (sat2.summary["throughput"]["output_tokens_per_s"]
             > sat1.summary["throughput"]["output_tokens_per_s"])
+    # Each virtual engine's rows are its own: named, in time order, within its KV share;
+    # a run without PP has no such column.
+    it, req = sat2.iterations, sat2.requests
+    assert set(it["virtual_engine"]) == set(req["virtual_engine"]) == {0, 1}
+    for _, rows in it.groupby(["replica", "virtual_engine"]):
+        assert rows["start_s"].is_monotonic_increasing
+        assert (rows["kv_blocks_used"] <= rows["kv_blocks_total"]).all()
+    assert "virtual_engine" not in sat1.iterations.columns and "virtual_engine" not in sat1.requests.columns
 
 
 def _cost(model: str, gpu: str, tp: int) -> IterationCostModel:

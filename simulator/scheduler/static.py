@@ -145,6 +145,18 @@ class StaticScheduler(_BatchRunner):
     def can_fast_forward(self, step: Step) -> bool:
         return False  # padded rows keep computing after a request finishes
 
+    def _retire(self, finished, end):
+        """A finished row keeps its padded KV until the whole batch ends: a `generate()`
+        call frees its cache when it returns, not row by row."""
+        for req in finished:
+            req.finish_time = end
+            req.status = "finished"
+        self.running = [r for r in self.running if r.status != "finished"]
+        if not self.running:
+            for req in self.batch:
+                self._release(req)
+            self.batch = []
+
 
 class DynamicScheduler(_BatchRunner):
     name = "dynamic"
