@@ -188,8 +188,12 @@ def fit_warnings(profile: Profile, budget_s: float) -> list[str]:
         if error is not None and error > NOISY_FIT_PCT:
             out.append(f"{family}: held-out error {error:.0f}% (median): the timings look noisy; measure on an "
                        "idle machine" + (" (on a CPU, with --cpu-threads 1)" if profile.metadata.device_kind == "cpu"
-                                         else ""))
+                                         and profile.metadata.compute_units != 1 else ""))
     return out
+
+
+def _threads(count: int | None) -> str:
+    return "? threads" if count is None else f"{count} thread{'s' if count != 1 else ''}"
 
 
 def _write_outputs(profile: Profile, out: Path) -> Path:
@@ -298,7 +302,7 @@ def show_profile(profile: Profile, label: str) -> None:
     attn = "; ".join(f"{k}: {v}" for k, v in meta.attention_backend.items()) or "—"
     lines = [
         f"source     {meta.source}   ({meta.device_kind}, catalog GPU: {meta.gpu or 'none'})",
-        *([f"           measured on a CPU ({meta.compute_units or '?'} threads): a development profile, its "
+        *([f"           measured on a CPU ({_threads(meta.compute_units)}): a development profile, its "
            "kernel times are this CPU's, not a GPU's"] if meta.device_kind == "cpu" else []),
         f"software   torch {meta.torch or '—'}, CUDA {meta.cuda or '—'}, driver {meta.driver or '—'}; "
         + ", ".join(f"{k} {v}" for k, v in meta.versions.items() if not k.startswith("kernels.") and k != "torch"),

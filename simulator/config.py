@@ -335,6 +335,13 @@ def _fix_for(err: dict) -> str:
         field = _plain(loc)
         return ("quote the value to keep it text (unquoted, YAML reads 123, true and `a: b` as a number, a "
                 f"boolean and a mapping): '...' in the file, or --set \"{field}='...'\"")
+    if kind in ("int_type", "int_from_float") and isinstance(err.get("input"), float):
+        value = err["input"]  # `1e3` reads as a number, but a count is written whole
+        whole = f": {int(value)}" if value.is_integer() else ""
+        return f"write a whole number{whole} (a count takes no exponent or decimal point)"
+    if kind in ("model_type", "dict_type"):  # a section given a scalar or a list
+        return f"give `{_plain(loc)}` as a section of fields (`key: value` lines under it), or set one of " \
+               f"them with --set {_plain(loc)}.FIELD=VALUE"
     return "see the scenario reference in README for this field's type"
 
 
@@ -379,7 +386,10 @@ def _message_for(err: dict) -> str:
 
 
 def plain_message(err: dict) -> str:
-    """pydantic's message without its "Value error, " prefix (our validators' own words)."""
+    """pydantic's message without its "Value error, " prefix (our validators' own words),
+    and without the class a section is read into (`instance of ModelConfig`)."""
+    if err["type"] == "model_type":
+        return "expected a section of fields"
     return err["msg"].removeprefix("Value error, ")
 
 

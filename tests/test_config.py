@@ -152,6 +152,10 @@ def test_knob_of_another_policy_is_rejected():
     ("description=a: b", ["description", "quote the value"]),
     # A field of another variant of the section: that variant is named.
     ("workload.arrival.burstiness=0.5", ["burstiness", "belongs to type: gamma"]),
+    # A count written as a decimal number; a section given a value: said in the scenario's terms.
+    ("workload.num_requests=1e3", ["workload.num_requests", "write a whole number: 1000"]),
+    ("workload.num_requests=2.5", ["workload.num_requests", "write a whole number ("]),
+    ("model=3", ["model: expected a section of fields", "--set model.FIELD=VALUE"]),
 ])
 def test_bad_values_name_field_and_value(override, words):
     with pytest.raises(ConfigError) as exc:
