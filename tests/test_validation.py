@@ -701,8 +701,8 @@ def test_sweep_errors_are_broken_down_by_system_model_and_precision(tmp_path, ca
         assert f["ttft_ms_below_cliff"]["mean_signed_pct"] == pytest.approx(
             np.mean([r["err_pct_ttft_ms"] for r in mine if not r["measured_cliff"]]))
     assert "h100_sxm Llama-3.1-8B fp8" in printed and "by system, model and precision" in printed
-    for k in (1, 2):
-        assert (tmp_path / "out" / f"curves_ttft_ms_{k}.png").is_file()
+    for gpu in ("h200_sxm", "h100_sxm"):  # each family's figure is named by it
+        assert (tmp_path / "out" / f"curves_ttft_ms_{gpu}-Llama-3.1-8B-fp8.png").is_file()
     assert "By system, model and precision" in (tmp_path / "out" / "validation.html").read_text()
 
     one = _write(tmp_path / "one.csv", "system,model,precision,tp_size,isl,osl,concurrency,ttft_ms,tpot_ms\n"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import re
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -102,6 +104,17 @@ def _scatter(runs: pd.DataFrame, metric: str, label: str, path: Path) -> Path:
     return path
 
 
+def _file_stems(families: list[str]) -> list[str]:
+    """A file-name part per family that says which it is (`h100_sxm-Llama-3.1-8B-fp8`: the
+    model without its organisation), numbered only where two would read the same."""
+    stems = []
+    for family in families:
+        words = [w.rsplit("/", 1)[-1] for w in family.split()]
+        stem = re.sub(r"[^A-Za-z0-9._]+", "-", "-".join(words)).strip("-")[:80] or "family"
+        stems.append(stem if stem not in stems else f"{stem}-{len(stems) + 1}")
+    return stems
+
+
 def _small_multiples(n: int):
     """A grid of up to 4 columns for n panels; unused panels are hidden by the caller."""
     cols = min(4, n)
@@ -116,8 +129,9 @@ def _finish_small_multiples(fig, axes, used: int, path: Path, xlabel: str, ylabe
         ax.axis("off")
     if axes.flat[0].get_legend_handles_labels()[0]:  # none when no run has this metric (one-token outputs)
         axes.flat[0].legend(fontsize=7)
-    if title:
-        fig.suptitle(title, fontsize=10)
+    if title:  # wrapped to the figure's width: a one-panel figure is narrower than a family's name
+        fig.suptitle(textwrap.fill(title, width=max(40, int(fig.get_figwidth() * 13)), break_on_hyphens=False),
+                     fontsize=10)
     fig.supxlabel(xlabel, fontsize=9)
     if ylabel is not None:
         fig.supylabel(ylabel, fontsize=9)
@@ -244,18 +258,19 @@ def write_validation_report(out_dir: Path, result: dict, runs: pd.DataFrame, pre
     for metric, label in (("ttft_ms", "TTFT (ms)"), ("tpot_ms", "TPOT (ms)"), ("e2e_ms", "E2E (ms)")):
         if runs[f"measured_{metric}"].notna().any():
             figs.append((f"{label}: predicted vs measured", _scatter(runs, metric, label, out_dir / f"scatter_{metric}.png")))
-    families = [f for f in dict.fromkeys(runs.get("family", pd.Series(dtype=str))) if f]
+    simulated = runs[runs["error"].isna()] if "error" in runs else runs  # a skipped row has no curve
+    families = [f for f in dict.fromkeys(simulated.get("family", pd.Series(dtype=str))) if f]
     if len(families) > 1:  # one figure per system/model/precision, not one of hundreds of panels
-        for k, family in enumerate(families, start=1):
+        for family, stem in zip(families, _file_stems(families), strict=True):
             for metric, label in (("ttft_ms", "TTFT (ms)"), ("tpot_ms", "TPOT (ms)")):
-                p = _curves(runs[runs["family"] == family], metric, label,
-                            out_dir / f"curves_{metric}_{k}.png", family=family)
+                p = _curves(simulated[simulated["family"] == family], metric, label,
+                            out_dir / f"curves_{metric}_{stem}.png", family=family)
                 if p is not None:
                     figs.append((f"{label} vs concurrency: {family}", p))
     for metric, label in (("ttft_ms", "TTFT (ms)"), ("tpot_ms", "TPOT (ms)")):
         if len(families) <= 1:
             family = families[0] if families else ""
-            p = _curves(runs, metric, label, out_dir / f"curves_{metric}.png", family=family)
+            p = _curves(simulated, metric, label, out_dir / f"curves_{metric}.png", family=family)
             if p is not None:
                 figs.append((f"{label} vs concurrency per configuration" + (f": {family}" if family else ""), p))
         c = _cdfs(preds, metric, label, out_dir / f"cdf_{metric}.png")
