@@ -12,9 +12,11 @@ import pytest
 import yaml
 from conftest import ROOT
 
+from simulator.plan import runner
 from simulator.plan.config import load_plan
-from simulator.plan.runner import run_plan
+from simulator.plan.runner import PlanOutcome, run_plan
 from simulator.plan.search import burst_factor
+from simulator.plan.slo import Verdict
 from simulator.workload.arrivals import ConstantArrival, GammaArrival, PoissonArrival
 
 TINY = ROOT / "scenarios" / "plans" / "tiny.yaml"
@@ -39,8 +41,8 @@ def test_a_rate_target_trims_the_replica_pooling_makes_spare(tmp_path):
     steps = [(v["replicas"], v["check"], v["passed"]) for v in outcome.verification]
     assert steps[0] == (derived, "the ranking's top", True)
     assert best["replicas"] < derived and best["verified"]
-    assert (best["replicas"], "one replica fewer", True) in steps
-    assert (best["replicas"] - 1, "one replica fewer", False) in steps  # why it stopped there
+    assert (best["replicas"], "fewer replicas", True) in steps
+    assert (best["replicas"] - 1, "fewer replicas", False) in steps  # why it stopped there
     assert best["gpus"] == best["replicas"] and best["usd_per_hour"] == pytest.approx(best["replicas"] * 2.99)
     rec = json.loads((tmp_path / "plan" / "recommended" / "summary.json").read_text())
     assert rec["config"]["replicas"] == best["replicas"]
@@ -55,7 +57,7 @@ def test_every_whole_deployment_run_is_announced(tmp_path):
                        on_check=said.append)
     assert len(said) == len(outcome.verification) >= 2
     assert said[0].startswith("checking h100-sxm TP1 × 3 at 250 req/s (the ranking's top)")
-    assert said[1].startswith("checking h100-sxm TP1 × 2 at 250 req/s (one replica fewer)")
+    assert said[1].startswith("checking h100-sxm TP1 × 2 at 250 req/s (fewer replicas)")
 
 
 def test_no_refinement_runs_keeps_the_derived_count(tmp_path):
@@ -181,3 +183,30 @@ def test_the_refinement_budget_is_not_part_of_the_search(tmp_path):
     again = run_plan(load(TINY, data=h100_plan({"rate": 250}, max_refine_runs=0)), tmp_path / "plan", workers=1,
                      resume=True)
     assert again.searched == 0 and again.reused == 1
+
+
+@pytest.mark.parametrize(("derived", "needed", "runs", "found", "cut_short"),
+                         [(17, 9, 6, 9, False), (17, 9, 3, 12, True), (5, 5, 6, 5, False), (40, 1, 8, 1, False)])
+def test_trimming_bisects_to_the_fewest_replicas(monkeypatch, derived, needed, runs, found, cut_short):
+    """One replica fewer first (pooling usually buys one at most: 5 -> 4 misses, one run);
+    once that passes, bisection, so a deployment derived far above what pooling needs reaches
+    its minimum in a few runs (17 -> 16 -> 8 miss -> 12 -> 10 -> 9), not one replica a run;
+    with too few runs it stops where the last one passed, and says it was cut short."""
+    loaded = load_plan(TINY, data=h100_plan({"rate": 250}))
+    tried = []
+
+    def deployment(_loaded, row, _rate):
+        tried.append(row["replicas"])
+        passed = row["replicas"] >= needed
+        return (type("Run", (), {"summary": {"cost": {"usd_per_million_output_tokens": 1.0}}})(),
+                Verdict(passed, "" if passed else "p99 TPOT over", {}))
+
+    monkeypatch.setattr(runner, "simulate_deployment", deployment)
+    row = {"key": "k", "label": "h100-sxm TP1", "rank": 1, "replicas": derived, "tp": 1, "pp": 1,
+           "usd_per_gpu_hour": 2.99, "max_rate_per_replica": 250 / derived * 1.01, "mean_output_tokens": 50}
+    row["usd_per_hour"] = derived * 2.99
+    outcome = PlanOutcome(out_dir=None, rows=[row], records={}, reused=0, searched=1, wall_s=0.0)
+    best, _ = runner._trim(loaded, outcome, row, None, runs)
+    assert best["replicas"] == found and best["usd_per_hour"] == pytest.approx(found * 2.99)
+    assert len(tried) <= runs and bool(best.get("trim_cut_short")) is cut_short
+    assert all(t < derived for t in tried)

@@ -127,6 +127,10 @@ def plan_cmd(
                       markup=False, highlight=False)
     else:
         console.print(f"recommended: {headline(best, loaded)}", soft_wrap=True)
+        if best.get("trim_cut_short"):
+            console.print(f"             fewer replicas may carry it too: trimming stopped after "
+                          f"search.max_refine_runs ({loaded.plan.search.max_refine_runs}) runs; raise it to go on",
+                          soft_wrap=True, highlight=False)
         if not quiet and best.get("weights_gib_per_gpu") is not None:
             console.print(f"             {why_it_fits(best)}", soft_wrap=True, highlight=False)
         if second is not None:

@@ -252,7 +252,7 @@ class SearchSettings(StrictModel):
     verify_requests: int | None = Field(None, ge=100, description="requests of that run; default requests_per_point × replicas, 2000 to 20000")
     max_verify_bumps: int = Field(3, ge=0, description="replicas the verification may add before trying the runner-up")
     max_refine_runs: int = Field(6, ge=0, description="whole-deployment runs after the verification that test what "
-                                 "pooling replicas buys: one replica fewer (rate target) or a higher rate (budget)")
+                                 "pooling replicas buys: fewer replicas (rate target) or a higher rate (budget)")
 
     @model_validator(mode="after")
     def _cap_above_floor(self) -> SearchSettings:

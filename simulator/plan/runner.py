@@ -289,8 +289,8 @@ def refine(loaded: LoadedPlan, outcome: PlanOutcome, best: dict, result):
     """Replicas behind a router pool their traffic, so N of them carry more than N × one
     replica's rate and the derived deployments are conservative (analysis.py). With the
     best one verified, whole-deployment runs (at most `search.max_refine_runs`) test what
-    that pooling may buy: for a rate target, one replica fewer, cheapest first, of every
-    deployment that would then cost less than the best; for a budget, a higher rate for the
+    that pooling may buy: for a rate target, fewer replicas (one fewer, then bisected),
+    cheapest first, of every deployment that would then cost less than the best; for a budget, a higher rate for the
     best, raised by the tolerance's doubling steps until a miss and bisected; then, highest
     claim first, whether another deployment passes above that rate, and if so how far.
     Returns the run of the deployment recommended at its carried rate."""
@@ -306,13 +306,6 @@ def refine(loaded: LoadedPlan, outcome: PlanOutcome, best: dict, result):
         r["rank"] = i
     outcome.rows.sort(key=lambda r: (r["rank"] is None, r["rank"] or 0))
     return result
-
-
-def _fewer(plan, replicas: int) -> int | None:
-    """The next smaller replica count the space allows, or None."""
-    allowed = allowed_replicas(plan)
-    fits = [n for n in (allowed or range(1, replicas)) if n < replicas]
-    return max(fits) if fits else None
 
 
 def _more(plan, replicas: int) -> int | None:
@@ -331,38 +324,67 @@ def _seen_failing(outcome: PlanOutcome, row: dict, replicas: int, rate: float) -
 
 
 def _trim(loaded: LoadedPlan, outcome: PlanOutcome, best: dict, result, runs: int):
+    """Fewer replicas for a rate target, cheapest deployment first. Each deployment first
+    tries one replica fewer (pooling usually buys one at most); once that passes, its count
+    is bisected between its last pass and the largest count known to miss, so one derived
+    far above its minimum reaches it within a few runs. A search that runs out of runs while
+    fewer replicas might still pass says so (`trim_cut_short`)."""
     plan = loaded.plan
     target = plan.target.rate
     checked = target * (1 + plan.target.headroom)  # a trimmed deployment keeps the headroom
     cost = 1 if checked == target else 2  # and is then run at the target itself, for the report
     failed: set[str] = set()
-    while runs >= cost:
+    steps: dict[str, int] = {}  # 1: try one fewer (a deployment's first trial); 0: bisect
+    misses: dict[str, int] = {}  # a deployment's largest count known to miss
+    while True:
         options = []
         for r in outcome.rows:
-            if r["rank"] is None or r["key"] in failed or (n := _fewer(plan, r["replicas"])) is None:
+            if r["rank"] is None or r["key"] in failed:
+                continue
+            n = _fewer_by(plan, r["replicas"], steps.get(r["key"], 1), misses.get(r["key"], 0))
+            if n is None:
                 continue
             usd = n * gpus_per_replica(r) * r["usd_per_gpu_hour"]
             if usd < best["usd_per_hour"] * (1 - 1e-9) and not _seen_failing(outcome, r, n, checked):
                 options.append((usd, r["label"], r, n))
         if not options:
             break
+        if runs < cost:
+            best["trim_cut_short"] = True
+            break
         _usd, _label, row, n = min(options, key=lambda o: o[:2])
         trial = {**row, "replicas": n}
         runs -= 1
-        res, verdict, step = _check(loaded, outcome, trial, checked, "one replica fewer")
+        res, verdict, step = _check(loaded, outcome, trial, checked, "fewer replicas")
+        steps[row["key"]] = 0
         if not verdict.passed:
-            failed.add(row["key"])
+            misses[row["key"]] = max(misses.get(row["key"], 0), n)
+            if _fewer_by(plan, row["replicas"], 0, misses[row["key"]]) is None:
+                failed.add(row["key"])
             continue
         if cost == 2:
             runs -= 1
-            res, _verdict, step = _check(loaded, outcome, trial, target, "one replica fewer, at the target")
+            res, _verdict, step = _check(loaded, outcome, trial, target, "fewer replicas, at the target")
         row["replicas"] = n
         _reprice(row, target)
         _unmark_verified(best)
+        best.pop("trim_cut_short", None)
         _mark_verified(row, step, res)
         row["ttft_p99_ms"], row["tpot_p99_ms"] = step["ttft_p99_ms"], step["tpot_p99_ms"]  # no probe bounds it now
         best, result = row, res
     return best, result
+
+
+def _fewer_by(plan, replicas: int, step: int, miss: int) -> int | None:
+    """The count to try below `replicas`, above `miss` (a count known to miss; 0: none): the
+    next smaller allowed one (step 1), or the middle one (step 0, bisecting); None when no
+    allowed count lies between."""
+    allowed = allowed_replicas(plan)
+    between = [n for n in (allowed or range(1, replicas)) if miss < n < replicas]
+    if not between:
+        return None
+    between.sort()
+    return between[len(between) // 2] if step == 0 else between[-1]
 
 
 def _raise_all(loaded: LoadedPlan, outcome: PlanOutcome, best: dict, result, runs: int):
