@@ -141,8 +141,11 @@ class Comparison:
             values = [self.value(i, path) for i in range(len(self.variants))]
             base = values[0]
             changes = [None if v is None or not base else (v - base) / base * 100.0 for v in values]
+            # A fraction's change is shown in percentage points; the files carry that figure too.
+            points = [None if unit != "fraction" or v is None or base is None else (v - base) * 100.0
+                      for v in values]
             out.append({"metric": label, "unit": unit, "lower_is_better": lower_better,
-                        "values": values, "change_pct": changes})
+                        "values": values, "change_pct": changes, "change_pts": points})
         return out
 
 
@@ -243,10 +246,12 @@ def write_comparison(comparison: Comparison, final: Path, unique: bool = False) 
             "warnings": [w for v in comparison.variants[1:] if (w := v.unlike(base))]})
         with open(tmp / "compare.csv", "w", newline="") as f:
             out = csv.writer(f, lineterminator="\n")
-            out.writerow(["metric", "unit", *names, *(f"{n} change %" for n in names[1:])])
+            out.writerow(["metric", "unit", *names, *(f"{n} change %" for n in names[1:]),
+                          *(f"{n} change pts" for n in names[1:])])
             for r in table:
                 out.writerow([r["metric"], r["unit"], *("" if v is None else repr(v) for v in r["values"]),
-                              *("" if c is None else repr(c) for c in r["change_pct"][1:])])
+                              *("" if c is None else repr(c) for c in r["change_pct"][1:]),
+                              *("" if c is None else repr(c) for c in r["change_pts"][1:])])
         write_compare_page(tmp, f"servesim compare: {base.loaded.name}", names, table,
                            [(base.name, str(base.loaded.path or "the base scenario")),
                             *((v.name, v.changes(base)) for v in comparison.variants[1:])])

@@ -31,7 +31,11 @@ def test_each_column_is_the_run_simulate_makes(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "tp2: parallelism.tp=2" in out and "(+100.0%)" in out  # twice the GPUs, in red
     csv = (tmp_path / "out" / "compare.csv").read_text().splitlines()
-    assert csv[0] == "metric,unit,base,slow,tp2,slow change %,tp2 change %"
+    assert csv[0] == "metric,unit,base,slow,tp2,slow change %,tp2 change %,slow change pts,tp2 change pts"
+    # A fraction's change is the percentage points the table shows, in the files too.
+    peak = next(r for r in doc["table"] if r["metric"] == "KV peak")
+    assert peak["change_pts"][1] == pytest.approx((peak["values"][1] - peak["values"][0]) * 100)
+    assert ttft["change_pts"] == [None, None, None]
     assert len(csv) == 1 + len(METRICS)
     page = (tmp_path / "out" / "compare.html").read_text(encoding="utf-8")
     assert "<th>base</th><th>slow</th><th>tp2</th>" in page and "data:image/png;base64," in page

@@ -381,3 +381,12 @@ def test_output_tokens_are_counted_as_they_are_made_not_at_finish() -> None:
     edges, _, tokens_per_s = bin_completions(requests, max_bins=6)
     assert np.diff(edges) @ tokens_per_s == pytest.approx(1200.0)
     assert tokens_per_s.min() > 0.5 * tokens_per_s.max()  # no empty bins between the finishes
+
+
+def test_kv_capacity_is_said_per_replica_when_there_are_several(tmp_path: Path) -> None:
+    """The terminal says 'tokens per replica'; the page says so too (the summary's
+    capacity_tokens is one replica's), and a one-replica page adds no scope."""
+    two = _page(api.run(SCENARIOS / "chatbot.yaml", [FEW, "parallelism.replicas=2"]), tmp_path / "two")
+    one = _page(api.run(SCENARIOS / "chatbot.yaml", [FEW]), tmp_path / "one")
+    assert "KV capacity per replica" in two and "KV capacity per replica" not in one
+    assert "KV capacity</td>" in one

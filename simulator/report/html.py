@@ -171,12 +171,16 @@ def _cards(summary: Mapping) -> str:
 
 def _kv_scopes(summary: Mapping) -> tuple[str, str]:
     """Label suffixes for (KV capacity, KV utilization): a disaggregated run's figures are the
-    decode pool's (the pools table has both); with attention DP capacity is per rank."""
+    decode pool's (the pools table has both); with attention DP capacity is per rank, and
+    with several replicas per replica (as the terminal says)."""
     if get(summary, "disaggregation"):
         dp = _number(get(summary, "disaggregation", "decode", "dp"))
         return (" (decode pool, per DP rank)" if dp is not None and dp > 1 else " (decode pool)"), " (decode pool)"
     dp = _number(get(summary, "config", "dp"))
-    return (" per DP rank" if dp is not None and dp > 1 else ""), ""
+    if dp is not None and dp > 1:
+        return " per DP rank", ""
+    replicas = _number(get(summary, "config", "replicas"))
+    return (" per replica" if replicas is not None and replicas > 1 else ""), ""
 
 
 def _overview_table(summary: Mapping) -> str:
