@@ -36,7 +36,8 @@ def mismatch_hint(result: dict) -> str | None:
               "and prefix_tokens columns." if "kv_occupancy" in result else "")
     return (f"An error of {worst:.0f}% usually means the inputs disagree, not the model: check that the "
             "base scenario's model, GPU, parallelism, precision and engine are the measured server's"
-            f"{sweep}.{resent}")
+            f"{sweep}.{resent} Where they match, docs/fidelity.md's Known gaps lists the cases the model "
+            "itself reads far off (pipeline parallelism under DistServe, speculative decoding).")
 
 
 def pct(pred: float, meas: float) -> float:
