@@ -210,3 +210,29 @@ def test_trimming_bisects_to_the_fewest_replicas(monkeypatch, derived, needed, r
     assert best["replicas"] == found and best["usd_per_hour"] == pytest.approx(found * 2.99)
     assert len(tried) <= runs and bool(best.get("trim_cut_short")) is cut_short
     assert all(t < derived for t in tried)
+
+
+@pytest.mark.parametrize(("b_ttft", "winner"), [(143.0, "b"), (400.0, "a")])
+def test_a_same_cost_trim_wins_only_on_a_lower_p99_ttft(monkeypatch, b_ttft, winner):
+    """The ranking breaks cost ties by p99 TTFT, so once nothing cheaper is left, a
+    deployment that trimmed would cost the same as the best is run too (its probes read a
+    lower TTFT) and replaces the best only where its own run's p99 TTFT is lower."""
+    loaded = load_plan(TINY, data=h100_plan({"rate": 250}))
+
+    def deployment(_loaded, row, _rate):
+        passed = row["key"] == "a" or row["replicas"] >= 2
+        ttft = 293.0 if row["key"] == "a" else b_ttft
+        return (type("Run", (), {"summary": {"cost": {"usd_per_million_output_tokens": 1.0}}})(),
+                Verdict(passed, "" if passed else "p99 TPOT over", {"ttft_p99_ms": ttft, "tpot_p99_ms": 5.0}))
+
+    monkeypatch.setattr(runner, "simulate_deployment", deployment)
+    common = {"rank": 1, "pp": 1, "usd_per_gpu_hour": 2.99, "mean_output_tokens": 50, "max_rate_per_replica": 100.0}
+    a = {**common, "key": "a", "label": "a TP4", "tp": 4, "replicas": 1, "usd_per_hour": 4 * 2.99,
+         "verified": True, "verified_ttft_p99_ms": 293.0, "ttft_p99_ms": 425.0}
+    b = {**common, "key": "b", "label": "b TP2", "tp": 2, "replicas": 3, "usd_per_hour": 6 * 2.99, "rank": 2,
+         "ttft_p99_ms": 150.0}
+    outcome = PlanOutcome(out_dir=None, rows=[a, b], records={}, reused=0, searched=2, wall_s=0.0)
+    best, _ = runner._trim(loaded, outcome, a, None, 6)
+    assert best["key"] == winner and best["usd_per_hour"] == pytest.approx(4 * 2.99)
+    assert [(v["label"], v["replicas"], v["check"]) for v in outcome.verification][:2] == [
+        ("b TP2", 2, "fewer replicas, same cost"), ("b TP2", 1, "fewer replicas")]

@@ -327,8 +327,11 @@ def _trim(loaded: LoadedPlan, outcome: PlanOutcome, best: dict, result, runs: in
     """Fewer replicas for a rate target, cheapest deployment first. Each deployment first
     tries one replica fewer (pooling usually buys one at most); once that passes, its count
     is bisected between its last pass and the largest count known to miss, so one derived
-    far above its minimum reaches it within a few runs. A search that runs out of runs while
-    fewer replicas might still pass says so (`trim_cut_short`)."""
+    far above its minimum reaches it within a few runs. With no cheaper trial left, a
+    deployment that trimmed would cost the same as the best, and whose probes read a lower
+    p99 TTFT, is tried too, and wins the tie if its run's p99 TTFT is lower (the ranking's
+    tie-break). A search that runs out of runs while fewer replicas might still pass says
+    so (`trim_cut_short`)."""
     plan = loaded.plan
     target = plan.target.rate
     checked = target * (1 + plan.target.headroom)  # a trimmed deployment keeps the headroom
@@ -336,35 +339,50 @@ def _trim(loaded: LoadedPlan, outcome: PlanOutcome, best: dict, result, runs: in
     failed: set[str] = set()
     steps: dict[str, int] = {}  # 1: try one fewer (a deployment's first trial); 0: bisect
     misses: dict[str, int] = {}  # a deployment's largest count known to miss
+    passes: dict[str, int] = {}  # a deployment's smallest count known to pass
+    ties_tried: set[str] = set()
     while True:
-        options = []
+        cheaper, ties = [], []
+        best_usd = best["usd_per_hour"]
         for r in outcome.rows:
             if r["rank"] is None or r["key"] in failed:
                 continue
-            n = _fewer_by(plan, r["replicas"], steps.get(r["key"], 1), misses.get(r["key"], 0))
-            if n is None:
+            upper = passes.get(r["key"], r["replicas"])
+            n = _fewer_by(plan, upper, steps.get(r["key"], 1), misses.get(r["key"], 0))
+            if n is None or _seen_failing(outcome, r, n, checked):
                 continue
             usd = n * gpus_per_replica(r) * r["usd_per_gpu_hour"]
-            if usd < best["usd_per_hour"] * (1 - 1e-9) and not _seen_failing(outcome, r, n, checked):
-                options.append((usd, r["label"], r, n))
+            if usd < best_usd * (1 - 1e-9):
+                cheaper.append((usd, r["label"], r, n))
+            elif (usd <= best_usd * (1 + 1e-9) and r is not best and r["key"] not in ties_tried
+                  and _ttft(r) < _ttft(best)):
+                ties.append((_ttft(r), r["label"], r, n))
+        options = cheaper or ties
         if not options:
             break
         if runs < cost:
-            best["trim_cut_short"] = True
+            if cheaper:
+                best["trim_cut_short"] = True
             break
-        _usd, _label, row, n = min(options, key=lambda o: o[:2])
+        _first, _label, row, n = min(options, key=lambda o: o[:2])
+        tie = not cheaper
         trial = {**row, "replicas": n}
         runs -= 1
-        res, verdict, step = _check(loaded, outcome, trial, checked, "fewer replicas")
+        res, verdict, step = _check(loaded, outcome, trial, checked, "fewer replicas" + (", same cost" if tie else ""))
         steps[row["key"]] = 0
         if not verdict.passed:
             misses[row["key"]] = max(misses.get(row["key"], 0), n)
-            if _fewer_by(plan, row["replicas"], 0, misses[row["key"]]) is None:
+            if _fewer_by(plan, passes.get(row["key"], row["replicas"]), 0, misses[row["key"]]) is None:
                 failed.add(row["key"])
             continue
+        passes[row["key"]] = n
         if cost == 2:
             runs -= 1
             res, _verdict, step = _check(loaded, outcome, trial, target, "fewer replicas, at the target")
+        if tie:
+            ties_tried.add(row["key"])
+            if not (step["ttft_p99_ms"] if step["ttft_p99_ms"] is not None else math.inf) < _ttft(best):
+                continue  # it carries the target as well, for the same price, but no faster
         row["replicas"] = n
         _reprice(row, target)
         _unmark_verified(best)
@@ -373,6 +391,14 @@ def _trim(loaded: LoadedPlan, outcome: PlanOutcome, best: dict, result, runs: in
         row["ttft_p99_ms"], row["tpot_p99_ms"] = step["ttft_p99_ms"], step["tpot_p99_ms"]  # no probe bounds it now
         best, result = row, res
     return best, result
+
+
+def _ttft(row: dict) -> float:
+    """A deployment's p99 TTFT: its verified run's, else its probes' bound at the target."""
+    for column in ("verified_ttft_p99_ms", "ttft_p99_ms"):
+        if row.get(column) is not None:
+            return row[column]
+    return math.inf
 
 
 def _fewer_by(plan, replicas: int, step: int, miss: int) -> int | None:
