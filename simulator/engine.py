@@ -22,6 +22,7 @@ import simpy
 from simulator.cost.model import IterationCostModel
 from simulator.lockstep import LockstepGroup
 from simulator.metrics import IterationLog
+from simulator.pipeline import PipelineStages
 from simulator.request import Request
 from simulator.scheduler.base import Scheduler
 
@@ -33,13 +34,18 @@ class Engine:
                  cost: IterationCostModel, log: IterationLog,
                  on_finish: Callable[[Request], None], on_reject: Callable[[Request, str], None],
                  *, fast_forward: bool = True, settle_after_finish: bool = False,
-                 lockstep: LockstepGroup | None = None, dp_rank: int = 0):
+                 lockstep: LockstepGroup | None = None, dp_rank: int = 0,
+                 stages: PipelineStages | None = None):
         self.env = env
         self.replica = replica
         # Its attention-DP rank within the replica, or its pipeline virtual engine (the two do
         # not combine), for the records.
         self.dp_rank = dp_rank
         self.scheduler = scheduler
+        # A pipeline-parallel replica's stages, shared with its other virtual engines: a
+        # micro-batch waits for a stage another one holds (pipeline.py), so each iteration
+        # is its own event (no decode fast-forward, which could not see the other engines).
+        self.stages = stages
         self.cost = cost
         self.log = log
         self.on_finish = on_finish
@@ -141,7 +147,8 @@ class Engine:
                 self._from_idle = True
                 continue
             shape = step.shape
-            k = sched.stretch_limit(step) if step.decode_only and self.fast_forward and not self._inbox else 1
+            k = sched.stretch_limit(step) if (step.decode_only and self.fast_forward and not self._inbox
+                                              and self.stages is None) else 1
             self._steps += 1
             self._busy = True
             from_idle, self._from_idle = self._from_idle, False
@@ -150,7 +157,11 @@ class Engine:
                     # copy_s: KV copies (host swaps, pulled prompts) the forward pass waits for.
                     dt = cost.iteration_time(shape, from_idle=from_idle) + step.copy_s
                     used, queued = kv.used, sched.queued
-                    yield env.timeout(dt)
+                    if self.stages is None:
+                        yield env.timeout(dt)
+                    else:  # its pass, plus any wait for a stage another micro-batch holds
+                        yield from self.stages.traverse(dt)
+                        dt = env.now - now
                 else:
                     dt = yield group.join(self, shape, from_idle, step.copy_s)
                     used, queued = kv.used, sched.queued

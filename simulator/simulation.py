@@ -52,6 +52,7 @@ from simulator.memory import MemoryPlan, plan_memory
 from simulator.metrics import IterationLog, describe, requests_frame, summarize
 from simulator.models import ModelSpec, get_model, load_hf_config
 from simulator.models.spec import FP8_WEIGHT_BLOCK
+from simulator.pipeline import PipelineStages
 from simulator.request import Request
 from simulator.router import make_router
 from simulator.scheduler import POLICIES, ItlSink
@@ -413,6 +414,7 @@ class Simulation:
         for r in range(first, first + plan.replicas):
             engines = []
             lockstep = LockstepGroup(env, plan.cost) if coupled else None
+            stages = PipelineStages(env, pp) if pp > 1 else None
             for k in range(plan.dp * pp):  # each DP rank's virtual engines; ranks pick by load as vLLM's DP balancer does
                 kv = BlockManager(blocks_per_engine, self.block_size,
                                   getattr(sc.scheduler, "watermark", 0.0), plan.memory.state_blocks, swap_blocks,
@@ -423,7 +425,7 @@ class Simulation:
                 engines.append(Engine(env, r, sched, plan.cost, log, self._on_finish, self._on_reject,
                                       fast_forward=self._fast_forward, lockstep=lockstep,
                                       settle_after_finish=isinstance(self.workload, ClosedLoopWorkload),
-                                      dp_rank=k // pp if plan.dp > 1 else k % pp))
+                                      dp_rank=k // pp if plan.dp > 1 else k % pp, stages=stages))
             replicas.append(Replica(r, engines))
         return replicas
 

@@ -285,6 +285,41 @@ def test_pipeline_parallel_engines_latency_and_throughput():
     assert "virtual_engine" not in sat1.iterations.columns and "virtual_engine" not in sat1.requests.columns
 
 
+def _pp_trace_run(tmp_path, rows: str, pp: int):
+    from simulator import api
+
+    trace = tmp_path / f"pp{pp}.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n" + rows)
+    d = {"model": {"name": "llama-3.1-8b", "max_model_len": 8192}, "hardware": {"gpu": "h100-sxm"},
+         "parallelism": {"pp": pp}, "scheduler": {"policy": "vllm-v1", "max_num_batched_tokens": 8192},
+         "workload": {"arrival": {"type": "trace", "path": str(trace)}}, "output": {"report": False}}
+    return api.run(d)
+
+
+def test_pipeline_stages_hold_one_micro_batch_at_a_time(tmp_path):
+    """Two prompts arriving together go to the two virtual engines, but the second leaves
+    the first stage only when the first has: its TTFT is 1.5 passes, not one (DESIGN.md §5)."""
+    alone = _pp_trace_run(tmp_path, "0,1000,2\n", 2)
+    lone = alone.requests["ttft_ms"].iloc[0]
+    pass_ms = alone.iterations["duration_ms"].iloc[0]  # the prefill's pass over both stages
+    both = _pp_trace_run(tmp_path, "0,1000,2\n0,1000,2\n", 2).requests["ttft_ms"].sort_values().to_numpy()
+    assert both[0] == pytest.approx(lone, rel=1e-9)
+    assert both[1] - both[0] == pytest.approx(0.5 * pass_ms, rel=1e-6)
+
+
+def test_a_long_prefill_holds_up_the_other_virtual_engines_decode(tmp_path):
+    """A decode step on one virtual engine waits at each stage the other's 8,000-token
+    prefill holds: one inter-token gap as long as the prefill, where independent engines
+    would have kept decoding beside it."""
+    res = _pp_trace_run(tmp_path, "0,100,300\n0.5,8000,2\n", 2)
+    it = res.iterations
+    prefill = it[it["prefill_tokens"] == 8000]["duration_ms"].iloc[0]
+    held = it[(it["virtual_engine"] != it.loc[it["prefill_tokens"] == 8000, "virtual_engine"].iloc[0])
+              & (it["duration_ms"] > 0.9 * prefill)]
+    assert len(held) == 1  # the decode step that met the prefill at the first stage
+    assert (it.groupby("virtual_engine")["start_s"].apply(lambda s: s.is_monotonic_increasing)).all()
+
+
 def _cost(model: str, gpu: str, tp: int) -> IterationCostModel:
     cfg = CostModelConfig()
     g = get_gpu(gpu)
