@@ -177,15 +177,24 @@ NOISY_FIT_PCT = 25.0
 def fit_warnings(profile: Profile, budget_s: float) -> list[str]:
     """What makes a fresh profile untrustworthy: a budget that cut the grid (ops beyond the
     measured shapes are extrapolated) and families whose held-out error says the timings
-    were noisy (a busy machine, a CPU sharing its cores)."""
+    were noisy (a busy machine, a CPU sharing its cores), or, on a sparse grid (--quick, a
+    cut budget), that the grid is too coarse for the error to say."""
     m = profile.metadata.method
     out = []
     if m.truncated:
         out.append(f"the {budget_s:g} s budget cut the grid ({m.skipped} points not measured): shapes beyond "
                    "those measured are extrapolated; give it more time (--budget-s)")
+    sparse = m.quick or m.truncated  # few points a family: leaving one out tests interpolation
     for family, fit in (profile.metadata.fit or {}).items():
         error = fit.cv_median_ape_pct
-        if error is not None and error > NOISY_FIT_PCT:
+        if error is None or error <= NOISY_FIT_PCT:
+            continue
+        if sparse:
+            out.append(f"{family}: held-out error {error:.0f}% (median) on a sparse grid ("
+                       f"{'--quick' if m.quick else 'cut by the budget'}): a point left out is interpolated "
+                       "across wide gaps, so this measures the grid more than the timings; the full grid "
+                       "(no --quick, enough --budget-s) says whether they are noisy")
+        else:
             out.append(f"{family}: held-out error {error:.0f}% (median): the timings look noisy; measure on an "
                        "idle machine" + (" (on a CPU, with --cpu-threads 1)" if profile.metadata.device_kind == "cpu"
                                          and profile.metadata.compute_units != 1 else ""))

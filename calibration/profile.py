@@ -228,8 +228,8 @@ def resolve_profile(ref: str | os.PathLike, *, where: str = "hardware.profile") 
         raise CalibrationError(f"calibration profile {name!r} is a folder, not a profile file", where=where,
                                fix="pass one profile JSON" + (f", e.g. {found}" if found else ""))
     raise CalibrationError(
-        f"calibration profile {name!r} not found (neither a file from the working directory {Path.cwd()}, "
-        "nor beside the scenario file, nor a shipped profile)",
+        f"calibration profile {name!r} not found (neither a file from the working directory {Path.cwd()} "
+        "nor a shipped profile; a path written in a scenario file is also looked for beside that file)",
         where=where,
         fix=f"give a profile path, or one of the shipped names: {', '.join(names) or '(none)'}; "
         "make one with `simulate calibrate --model NAME --out PATH`",

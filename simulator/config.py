@@ -667,8 +667,8 @@ def _unread_profile(scenario: Scenario) -> tuple[str, ...]:
 
 def _profile_beside_the_file(data: dict, as_written: dict, folder: Path) -> None:
     """A `hardware.profile` the file names by a relative path is read from the file's folder,
-    as its trace and config.json are, when it is there and not in the working directory (where
-    calibration looks, and where a `--set` path is meant)."""
+    as its trace and config.json are, when it is there; else from the working directory
+    (where calibration writes it, and where a `--set` path is meant)."""
     hardware, written = data.get("hardware"), as_written.get("hardware")
     if not isinstance(hardware, dict) or not isinstance(written, dict):
         return
@@ -676,12 +676,13 @@ def _profile_beside_the_file(data: dict, as_written: dict, folder: Path) -> None
     if not isinstance(value, str) or value != written.get("profile") or Path(value).expanduser().is_absolute():
         return
     beside = folder / value
-    if beside.is_file() and not Path(value).is_file():
+    if beside.is_file():
         hardware["profile"] = str(beside)
 
 
 # The scenario's file fields: (section path, key, whether it is read from the scenario's
-# folder; hardware.profile is read from the working directory, as calibration does).
+# folder; a hardware.profile found beside the file was made absolute above, and any other is
+# read from the working directory, where calibration writes it).
 _FILE_FIELDS = ((("workload", "arrival"), "path", True), (("workload", "prompt_tokens"), "path", True),
                 (("workload", "output_tokens"), "path", True), (("model",), "config_json", True),
                 (("hardware",), "profile", False))

@@ -79,9 +79,14 @@ class PrefixCache:
             key = 0
             prev_blocks = 0
             for seg, end in req.prefix or ():
+                cut = end > req.prompt_tokens
                 end = min(end, req.prompt_tokens)
-                key = hash((key, seg))
                 full = end // bs
+                # A prompt that stops inside the segment holds only its first `full` blocks:
+                # cached under a key of its own, so a short prompt neither caps the segment at
+                # its size for the longer prompts that follow (a segment never grows) nor
+                # finds one larger than it can reference; short prompts of one length share.
+                key = hash((key, seg, full)) if cut else hash((key, seg))
                 keys.append(key)
                 ends.append(end)
                 blocks.append(max(full - prev_blocks, 0))

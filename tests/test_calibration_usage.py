@@ -36,7 +36,13 @@ def test_a_fresh_profile_with_noisy_or_cut_timings_is_flagged():
     noisy = profile.model_copy(update={"metadata": profile.metadata.model_copy(update={"fit": fit, "method": method})})
     warnings = fit_warnings(noisy, 5)
     assert any("budget cut the grid (40 points not measured)" in w for w in warnings)
-    assert any(w.startswith("gemm: held-out error 96%") for w in warnings)
+    # On a cut (sparse) grid a large held-out error is the grid's, not noise.
+    assert any(w.startswith("gemm: held-out error 96% (median) on a sparse grid (cut by the budget)")
+               for w in warnings)
+    full = noisy.model_copy(update={"metadata": noisy.metadata.model_copy(
+        update={"method": method.model_copy(update={"truncated": False, "skipped": 0})})})
+    assert fit_warnings(full, 600) == ["gemm: held-out error 96% (median): the timings look noisy; measure on an "
+                                       "idle machine"]
 
 
 def test_a_profile_the_scenario_names_beside_itself_is_found(tmp_path, monkeypatch):
@@ -47,6 +53,12 @@ def test_a_profile_the_scenario_names_beside_itself_is_found(tmp_path, monkeypat
     monkeypatch.chdir(PROFILES_DIR)  # another folder: the file's relative path is read beside it
     loaded = load_scenario(tmp_path / "s.yaml")
     assert loaded.scenario.hardware.profile == str(tmp_path / "mine.json")
+    # Beside the file wins over a file of that name in the working directory (docs: "beside
+    # this file, else the working directory").
+    d["hardware"]["profile"] = "h200_sxm-vllm.json"  # also in PROFILES_DIR, the working directory
+    (tmp_path / "h200_sxm-vllm.json").write_text((PROFILES_DIR / "h100_sxm-vllm.json").read_text())
+    (tmp_path / "b.yaml").write_text(yaml.safe_dump(d))
+    assert load_scenario(tmp_path / "b.yaml").scenario.hardware.profile == str(tmp_path / "h200_sxm-vllm.json")
     d["cost_model"]["backend"] = "roofline"  # a profile the roofline never reads is said
     (tmp_path / "r.yaml").write_text(yaml.safe_dump(d))
     assert any("is not read: cost_model.backend is roofline" in w for w in load_scenario(tmp_path / "r.yaml").warnings)

@@ -371,3 +371,21 @@ def test_the_hit_rate_counts_only_the_prompts_of_admitted_requests():
     frame = pd.DataFrame({"prompt_tokens": [1000, 1000, 9000], "cached_tokens": [0, 800, 0],
                           "status": ["completed", "completed", "rejected"]})
     assert _prefix_hit_rate(frame) == pytest.approx(800 / 2000)
+
+
+@pytest.mark.parametrize(("seed", "prompts", "cached"), [(16, [100, 1000, 1000, 1000], [0, 0, 592, 592]),
+                                                         (7, [1000, 100, 100, 100], [0, 0, 96, 96])])
+def test_a_short_prompt_does_not_cap_the_shared_prefix_for_longer_ones(seed, prompts, cached):
+    """A 600-token shared prefix: the first prompt, 100 tokens, holds 6 of its 37 blocks.
+    Cached under a key of its own, it no longer fixes the segment at 6 blocks for the
+    full-length prompts that follow (they read 37 once one has stored them), and short
+    prompts of one length share theirs (found by a workload audit; vLLM's per-block hashes
+    would also let the short prompts read the full segment's first 6 blocks)."""
+    d = scenario("vllm-v1", arrival={"type": "constant", "rate": 2.0},
+                 prompt={"type": "empirical", "values": [100, 1000]}, output=fixed(10),
+                 num_requests=4, seed=seed, max_model_len=8192)
+    d["workload"]["shared_prefix"] = {"tokens": 600}
+    sim, res = simulate(d)
+    assert list(res.requests["prompt_tokens"]) == prompts
+    assert list(res.requests["cached_tokens"]) == cached
+    check_kv(sim, res.iterations)
