@@ -516,3 +516,20 @@ def test_gpt_oss_in_any_spelling_of_its_own_format_gets_its_harness_flags(spelli
     recipe = launch_recipe("openai/gpt-oss-120b", "h200_sxm", canonical_precision(spelling), 1024, 1024)
     assert recipe is not None and "gptoss_fp4_{h100,h200}" in recipe.source
     assert launch_recipe("openai/gpt-oss-120b", "h200_sxm", "bf16", 1024, 1024) is None
+
+
+def test_a_vllm_jsons_failed_request_keeps_its_row_without_a_prediction(tmp_path):
+    """A JSON's requests have no id, only their order: a failed request (an entry in
+    `errors`) is neither replayed nor scored, but keeps its row in validation.csv, so the
+    rows after it still pair with the file's requests (found by an output audit)."""
+    doc = {"backend": "vllm", "request_rate": "inf", "max_concurrency": 2,
+           "input_lens": [300, 400, 500, 600], "output_lens": [8, 0, 40, 120], "ttfts": [0.05, 0.0, 0.06, 0.07],
+           "itls": [[0.01] * 7, [], [0.01] * 39, [0.01] * 119], "errors": ["", "Timeout", "", ""]}
+    src = tmp_path / "r.json"
+    src.write_text(json.dumps(doc))
+    _result, out = run_validation([src], BENCH, [], tmp_path / "out", workers=1)
+    table = pd.read_csv(out / "validation.csv")
+    assert list(table["prompt_tokens"]) == [300, 400, 500, 600]
+    assert table["pred_ttft_ms"].isna().tolist() == [False, True, False, False]
+    simulated = table.dropna(subset=["pred_e2e_ms"])
+    assert simulated["pred_e2e_ms"].is_monotonic_increasing  # each row's own output: 8, 40, 120 tokens

@@ -101,7 +101,7 @@ def _joined(sets: list[MeasuredSet]) -> MeasuredSet:
     rows lack, so a user's own `source` column is kept as written."""
     runs, tables, row_run = [], [], []
     for s in sets:
-        row_run.append(s.row_run + len(runs))
+        row_run.append(np.where(s.row_run < 0, -1, s.row_run + len(runs)))  # -1: a row without a run
         runs.extend(s.runs)
         tables.append(s.table)
     table = pd.concat(tables, ignore_index=True)

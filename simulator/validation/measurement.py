@@ -64,7 +64,7 @@ class MeasuredSet:
     kind: str  # "per_request" | "sweep" | "vllm_json"
     runs: list[MeasuredRun]
     table: pd.DataFrame  # the input rows, unchanged, for validation.csv
-    row_run: np.ndarray  # for each table row, the index of its run
+    row_run: np.ndarray  # for each table row, the index of its run (-1: none, a failed request)
 
 
 def mean_latencies(df: pd.DataFrame) -> dict[str, float]:

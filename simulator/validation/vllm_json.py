@@ -175,6 +175,7 @@ def _vllm_run(data: object, path: Path, label: str, source: str) -> MeasuredSet:
     if starts is not None and not conc:
         kind = "trace"  # exact send times
         req.insert(0, "arrival_s", starts)
+    table = req  # every request as the file gives it, failed ones included (validation.csv's rows)
     req = req[ok].reset_index(drop=True)
     if kind == "trace" and len(req):
         req["arrival_s"] -= req["arrival_s"].min()
@@ -185,7 +186,9 @@ def _vllm_run(data: object, path: Path, label: str, source: str) -> MeasuredSet:
     run = MeasuredRun(label=label, source=source, kind=kind, measured=mean_latencies(req), requests=req,
                       concurrency=conc, rate=rate, burstiness=burst, ramp=ramp,
                       model_id=str(model_id) if model_id else None, engine_version=_release(data), note=note)
-    return MeasuredSet("vllm_json", [run], req, np.zeros(len(req), dtype=int))
+    # A failed request keeps its row, with no run (-1): no prediction, and the rows after it
+    # stay in the file's order, the only key a JSON's requests have.
+    return MeasuredSet("vllm_json", [run], table, np.where(ok, 0, -1))
 
 
 def _release(data: dict) -> str | None:
