@@ -29,14 +29,17 @@ class StaticConfig(_BatchConfig):
     """Wait for a full batch; pad to the longest prompt and output; run it to completion."""
 
     policy: Literal["static"] = "static"
-    max_batch_size: int = Field(8, ge=1, description="requests per batch")
+    max_batch_size: int = Field(8, ge=1, description="requests per batch; the memory plan also reserves "
+                                "activations for a whole batch of prompts (up to 2,048 tokens each), "
+                                "prefilled at once, so a large batch leaves less KV cache")
 
 
 class DynamicConfig(_BatchConfig):
     """Dispatch at max_batch_size or after max_wait_ms; no padding, no joins mid-batch."""
 
     policy: Literal["dynamic"] = "dynamic"
-    max_batch_size: int = Field(8, ge=1, description="dispatch as soon as this many are queued")
+    max_batch_size: int = Field(8, ge=1, description="dispatch as soon as this many are queued; sizes the "
+                                "memory plan's activation reserve as static batching's does")
     max_wait_ms: float = Field(50.0, ge=0, description="or when the oldest queued request has waited this long, ms")
 
 
