@@ -34,13 +34,13 @@ class Engine:
                  cost: IterationCostModel, log: IterationLog,
                  on_finish: Callable[[Request], None], on_reject: Callable[[Request, str], None],
                  *, fast_forward: bool = True, settle_after_finish: bool = False,
-                 lockstep: LockstepGroup | None = None, dp_rank: int = 0,
+                 lockstep: LockstepGroup | None = None, rank: int = 0,
                  stages: PipelineStages | None = None):
         self.env = env
         self.replica = replica
-        # Its attention-DP rank within the replica, or its pipeline virtual engine (the two do
-        # not combine), for the records.
-        self.dp_rank = dp_rank
+        # Its place within the replica, for the records: its attention-DP rank, or its
+        # pipeline virtual engine (the two do not combine).
+        self.rank = rank
         self.scheduler = scheduler
         # A pipeline-parallel replica's stages, shared with its other virtual engines: a
         # micro-batch waits for a stage another one holds (pipeline.py), so each iteration
@@ -73,7 +73,7 @@ class Engine:
         return self.scheduler.outstanding + len(self._inbox)
 
     def submit(self, req: Request) -> None:
-        req.dp_rank = self.dp_rank  # the DP rank (or virtual engine) that serves it, for the records
+        req.rank = self.rank  # the DP rank (or virtual engine) that serves it, for the records
         if self.async_scheduling and self._busy:  # held for the iteration after next
             reason = self.scheduler.admission_error(req)
             if reason is None:
@@ -121,7 +121,7 @@ class Engine:
         group = self.lockstep
         # Runs with DP ranks log each row's rank: attention-DP ranks (in lockstep) and a
         # dense model's DP ranks (independent engines, which may fast-forward) alike.
-        ranks = log.dp_rank is not None
+        ranks = log.ranks is not None
         while True:
             if group is not None and group.busy:  # join the next pass, as vLLM's DP ranks do
                 group.rest(self)
@@ -171,7 +171,7 @@ class Engine:
                 log.add(replica, now, dt, shape.num_tokens - shape.num_decode, shape.num_decode,
                         shape.num_seqs, used, kv.total, queued)
                 if ranks:
-                    log.add_rank(self.dp_rank)
+                    log.add_rank(self.rank)
             else:
                 queued = sched.queued
                 durations = cost.decode_step_times(shape.num_decode, shape.decode_context, k, from_idle=from_idle)
@@ -213,7 +213,7 @@ class Engine:
                 log.add_stretch(replica, starts, durations[:n], shape.num_decode, kv_steps,
                                 kv.total, queued)
                 if ranks:
-                    log.add_rank(self.dp_rank, n)
+                    log.add_rank(self.rank, n)
             for req in finished:
                 self.on_finish(req)
             if finished and self.settle_after_finish:

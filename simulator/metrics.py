@@ -32,7 +32,7 @@ class IterationLog:
         # Runs with several engines per replica only (`record_ranks`): each row's attention-DP
         # rank, or its pipeline virtual engine; the engines of other runs log through
         # `add`/`add_stretch`, which leave it out of the per-iteration work.
-        self.dp_rank: array | None = None
+        self.ranks: array | None = None
         self.rank_column = "dp_rank"
         self.start = array("d")
         self.duration = array("d")
@@ -51,7 +51,7 @@ class IterationLog:
     def record_ranks(self, column: str = "dp_rank") -> None:
         """Log each row's engine within its replica, under `column`: `dp_rank`, or
         `virtual_engine` for a pipeline's micro-batch engines (DP and PP do not combine)."""
-        self.dp_rank = array("i")
+        self.ranks = array("i")
         self.rank_column = column
 
     def add(self, replica: int, start: float, duration: float, prefill: int, decode: int,
@@ -91,10 +91,10 @@ class IterationLog:
         """Iterations these replicas ran."""
         return sum(self.iterations.get(r, 0) for r in replicas)
 
-    def add_rank(self, dp_rank: int, n: int = 1) -> None:
+    def add_rank(self, rank: int, n: int = 1) -> None:
         """The rank (or virtual engine) of the `n` rows just added."""
         if self.enabled:
-            self.dp_rank.extend([dp_rank] * n)
+            self.ranks.extend([rank] * n)
 
     def frame(self) -> pd.DataFrame:
         """With ranks recorded, a `dp_rank` (or `virtual_engine`) column follows `replica`."""
@@ -109,8 +109,8 @@ class IterationLog:
             "kv_blocks_total": np.frombuffer(self.kv_total, dtype=np.int64),
             "queue_len": np.frombuffer(self.queue, dtype=np.int32),
         }, columns=list(ITERATION_COLUMNS))
-        if self.dp_rank is not None:
-            frame.insert(1, self.rank_column, np.frombuffer(self.dp_rank, dtype=np.int32))
+        if self.ranks is not None:
+            frame.insert(1, self.rank_column, np.frombuffer(self.ranks, dtype=np.int32))
         return frame
 
 
@@ -148,7 +148,7 @@ def requests_frame(requests: list[Request], *, disaggregated: bool = False,
         "reject_reason": [r.reject_reason for r in requests],
     })
     if rank_column:  # which attention-DP rank (or virtual engine) of its replica served it
-        frame.insert(2, rank_column, np.array([r.dp_rank for r in requests], dtype=np.int64))
+        frame.insert(2, rank_column, np.array([r.rank for r in requests], dtype=np.int64))
     if disaggregated:
         frame.insert(2, "prefill_replica", np.array([r.prefill_replica for r in requests], dtype=np.int64))
         frame.insert(8, "kv_transfer_ms", np.array([r.kv_transfer_s for r in requests], dtype=np.float64) * 1e3)

@@ -15,7 +15,6 @@ class Request:
         "block_count",
         "cached_tokens",
         "client",
-        "dp_rank",
         "finish_time",
         "first_token_time",
         "id",
@@ -33,6 +32,7 @@ class Request:
         "prefix_refs",
         "prefix_tail",
         "prompt_tokens",
+        "rank",
         "reject_reason",
         "replica",
         "session_id",
@@ -71,7 +71,7 @@ class Request:
         self.shared_blocks = 0  # of block_count, the blocks owned by cached segments
         self.cached_tokens = 0  # prompt tokens found in the prefix cache at first admission
         self.replica = -1
-        self.dp_rank = 0  # attention-DP rank within its replica (0 without DP)
+        self.rank = 0  # its engine's place in the replica: attention-DP rank or PP virtual engine
         # Disaggregated serving only: the prefill instance, and the KV transfer's duration.
         self.prefill_replica = -1
         self.kv_transfer_s = math.nan

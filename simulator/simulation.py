@@ -425,7 +425,7 @@ class Simulation:
                 engines.append(Engine(env, r, sched, plan.cost, log, self._on_finish, self._on_reject,
                                       fast_forward=self._fast_forward, lockstep=lockstep,
                                       settle_after_finish=isinstance(self.workload, ClosedLoopWorkload),
-                                      dp_rank=k // pp if plan.dp > 1 else k % pp, stages=stages))
+                                      rank=k // pp if plan.dp > 1 else k % pp, stages=stages))
             replicas.append(Replica(r, engines))
         return replicas
 
@@ -597,7 +597,7 @@ class Simulation:
         sc = self.scenario
         dis = sc.disaggregation is not None
         req_df = requests_frame(self.requests, disaggregated=dis,
-                                rank_column=log.rank_column if log.dp_rank is not None else None)
+                                rank_column=log.rank_column if log.ranks is not None else None)
         it_df = log.frame()
         slo = sc.slo.model_dump()
         summary: dict = {"scenario": self.loaded.name}

@@ -341,14 +341,17 @@ def _trim(loaded: LoadedPlan, outcome: PlanOutcome, best: dict, result, runs: in
     misses: dict[str, int] = {}  # a deployment's largest count known to miss
     passes: dict[str, int] = {}  # a deployment's smallest count known to pass
     ties_tried: set[str] = set()
+
+    def upper(r: dict) -> int:  # the fewest replicas seen to pass, the trials' ceiling
+        return passes.get(r["key"], r["replicas"])
+
     while True:
         cheaper, ties = [], []
         best_usd = best["usd_per_hour"]
         for r in outcome.rows:
             if r["rank"] is None or r["key"] in failed:
                 continue
-            upper = passes.get(r["key"], r["replicas"])
-            n = _fewer_by(plan, upper, steps.get(r["key"], 1), misses.get(r["key"], 0))
+            n = _fewer_by(plan, upper(r), steps.get(r["key"], 1), misses.get(r["key"], 0))
             if n is None or _seen_failing(outcome, r, n, checked):
                 continue
             usd = n * gpus_per_replica(r) * r["usd_per_gpu_hour"]
@@ -372,7 +375,7 @@ def _trim(loaded: LoadedPlan, outcome: PlanOutcome, best: dict, result, runs: in
         steps[row["key"]] = 0
         if not verdict.passed:
             misses[row["key"]] = max(misses.get(row["key"], 0), n)
-            if _fewer_by(plan, passes.get(row["key"], row["replicas"]), 0, misses[row["key"]]) is None:
+            if _fewer_by(plan, upper(row), 0, misses[row["key"]]) is None:
                 failed.add(row["key"])
             continue
         passes[row["key"]] = n

@@ -76,11 +76,12 @@ def note_replaced_settings(measured: MeasuredSet, overrides: list[str]) -> None:
     if not keys:
         return
     for run in measured.runs:
-        replaced = list(dict.fromkeys(a.strip() for a in run.overrides
-                                      if any(_same_field(a.split("=", 1)[0].strip(), k) for k in keys)))
-        if not replaced:
+        hits = [(a.strip(), set_) for a in run.overrides for k, set_ in keys.items()
+                if _same_field(a.split("=", 1)[0].strip(), k)]
+        if not hits:
             continue
-        by = sorted({keys[k] for a in replaced for k in keys if _same_field(a.split("=", 1)[0].strip(), k)})
+        replaced = list(dict.fromkeys(a for a, _ in hits))
+        by = sorted({set_ for _, set_ in hits})
         note = f"--set {', --set '.join(by)} replaces the run's own {', '.join(replaced)}"
         run.note = f"{run.note}; {note}" if run.note else note
         flags = [a for a in replaced if run.launch_flags and a in run.launch_flags]

@@ -30,7 +30,12 @@ from simulator.validation.measurement import (
     near_misses,
 )
 from simulator.validation.per_request_csv import PER_REQUEST_COLUMNS, read_per_request_csv
-from simulator.validation.sweep_csv import SWEEP_COLUMNS, SWEEP_LATENCY_COLUMNS, read_sweep_csv
+from simulator.validation.sweep_csv import (
+    SWEEP_COLUMNS,
+    SWEEP_LATENCY_COLUMNS,
+    missing_sweep_columns,
+    read_sweep_csv,
+)
 from simulator.validation.vllm_json import read_vllm_json, vllm_json_documents
 
 
@@ -150,13 +155,12 @@ def _read_one(path: Path, rounds: int, length_ratio: float | None, recipes: bool
     cells = csv_cells(path)  # read once: the header says which reader, which takes the rows
     cols = set(cells.header)
     header = f"{path}:{cells.header_line or 1}"
-    latencies = set(SWEEP_LATENCY_COLUMNS)
-    if set(SWEEP_COLUMNS) - latencies <= cols and cols & latencies:  # one latency may be left out
+    sweep_missing = missing_sweep_columns(cols)
+    if not sweep_missing:
         return [read_sweep_csv(path, rounds, length_ratio, recipes, engine_version, cells)]
     if set(PER_REQUEST_COLUMNS) <= cols:
         return [read_per_request_csv(path, cells)]
     # Name what the nearer format lacks: a sweep missing its layout is not a per-request file.
-    sweep_missing = [c for c in SWEEP_COLUMNS if c not in cols and (c not in latencies or not cols & latencies)]
     request_missing = [c for c in PER_REQUEST_COLUMNS if c not in cols]
     if cols & (set(SWEEP_COLUMNS) - set(PER_REQUEST_COLUMNS)):
         raise MeasurementError(f"a sweep CSV without column(s) {', '.join(sweep_missing)}"

@@ -65,8 +65,7 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None,
     check_rounds(rounds)
     cells = csv_cells(path) if cells is None else cells  # `cells`: where the caller has read them
     df = read_csv(path, cells)
-    latencies = [c for c in SWEEP_LATENCY_COLUMNS if c in df.columns]
-    missing = [c for c in SWEEP_COLUMNS if c not in df.columns and (c not in SWEEP_LATENCY_COLUMNS or not latencies)]
+    missing = missing_sweep_columns(df.columns)
     if missing:
         raise MeasurementError(f"missing column(s) {', '.join(missing)}{near_misses(missing, df.columns, SWEEP_COLUMNS)}",
                                where=str(path), fix=f"a sweep CSV needs: {', '.join(SWEEP_COLUMNS)} (one of "
@@ -80,6 +79,14 @@ def read_sweep_csv(path: Path, rounds: int, length_ratio: float | None = None,
     return sweep_set(df, path.name, [f"{path}:{line}" for line in cells.lines], rounds, length_ratio,
                      recipes, read_as_written(path, cells), default_version=default_version,
                      row_numbers=cells.lines)
+
+
+def missing_sweep_columns(columns) -> list[str]:
+    """The sweep columns a header lacks; one of the two latencies may be left out (that
+    metric is not scored), not both."""
+    present = set(columns)
+    latency_given = bool(present & set(SWEEP_LATENCY_COLUMNS))
+    return [c for c in SWEEP_COLUMNS if c not in present and not (latency_given and c in SWEEP_LATENCY_COLUMNS)]
 
 
 def check_rounds(rounds: int) -> None:
