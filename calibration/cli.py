@@ -94,7 +94,7 @@ def with_fit(profile: Profile) -> Profile:
 @calibrate_app.callback()
 def calibrate(
     ctx: typer.Context,
-    model: Annotated[list[str] | None, typer.Option("--model", "-m", help="catalog model(s) whose shapes to measure; repeat or comma-separate")] = None,
+    model: Annotated[list[str] | None, typer.Option("--model", "-m", metavar="MODEL", help="catalog model(s) whose shapes to measure; repeat or comma-separate")] = None,
     scenario: Annotated[Path | None, typer.Option("--scenario", help="take the model and TP degree(s) from a scenario file (disaggregated: both pools')")] = None,
     tp: Annotated[str | None, typer.Option("--tp", help="tensor-parallel degrees whose per-GPU shapes to measure, e.g. 1,2,4,8 (default: the scenario's, else 1)")] = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="profile file to write (the PNG goes next to it)")] = None,

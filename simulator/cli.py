@@ -208,7 +208,7 @@ def print_warnings(warnings: tuple[str, ...]) -> None:
 @app.command("run")
 def run_cmd(
     scenario: Annotated[Path, typer.Argument(help="scenario YAML file")],
-    set_: Annotated[list[str] | None, typer.Option("--set", help="override a field: dotted.path=value, or ~dotted.path to remove one (repeatable)")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", metavar="PATH=VALUE", help="override a field: dotted.path=value, or ~dotted.path to remove one (repeatable)")] = None,
     output_dir: Annotated[Path | None, typer.Option("--output-dir", "-o", help="where to write results; default reports/<scenario>-<timestamp>/")] = None,
     no_report: Annotated[bool, typer.Option("--no-report", help="skip report.html and PNG figures")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no table, no progress bar")] = False,
@@ -240,9 +240,9 @@ def run_cmd(
 def compare_cmd(
     scenario: Annotated[Path, typer.Argument(help="base scenario YAML file")],
     variant: Annotated[list[str] | None, typer.Option(
-        "--variant", help="a variant: 'NAME: dotted.path=value; other.path=value' (the base with these "
+        "--variant", metavar="'NAME: PATH=VALUE; ...'", help="a variant: 'NAME: dotted.path=value; other.path=value' (the base with these "
                                 "edits), or another scenario file (repeatable)")] = None,
-    set_: Annotated[list[str] | None, typer.Option("--set", help="override a field of the base and of every variant: dotted.path=value, or ~dotted.path to remove one (repeatable)")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", metavar="PATH=VALUE", help="override a field of the base and of every variant: dotted.path=value, or ~dotted.path to remove one (repeatable)")] = None,
     output_dir: Annotated[Path | None, typer.Option("--output-dir", "-o", help="default reports/compare-<scenario>-<timestamp>/")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no table, no progress bar; the files only")] = False,
 ) -> None:
@@ -297,9 +297,9 @@ def _comparison_table(comparison) -> Table:
 
 @app.command("validate")
 def validate_cmd(
-    measured: Annotated[list[Path], typer.Argument(help="measured results: per-request CSV(s), a sweep CSV, a vLLM bench JSON, InferenceX results (agg_bmk.json or its API's rows), or a folder (its .csv/.json/.jsonl files, in any case; vLLM's *.pytorch.json side files are skipped)")],
+    measured: Annotated[list[Path], typer.Argument(metavar="MEASURED", help="measured results: per-request CSV(s), a sweep CSV, a vLLM bench JSON, InferenceX results (agg_bmk.json or its API's rows), or a folder (its .csv/.json/.jsonl files, in any case; vLLM's *.pytorch.json side files are skipped)")],
     scenario: Annotated[Path, typer.Option("--scenario", "-s", help="base scenario: model, GPU, scheduler, SLOs")],
-    set_: Annotated[list[str] | None, typer.Option("--set", help="override a field of the base scenario: dotted.path=value, or ~dotted.path to remove one (repeatable)")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", metavar="PATH=VALUE", help="override a field of the base scenario: dotted.path=value, or ~dotted.path to remove one (repeatable)")] = None,
     output_dir: Annotated[Path | None, typer.Option("--output-dir", "-o", help="default reports/validate-<scenario>-<timestamp>/")] = None,
     rounds: Annotated[int, typer.Option(min=1, help="closed-loop sweeps: requests per client in each simulated run")] = 10,
     length_ratio: Annotated[str, typer.Option(
@@ -420,7 +420,7 @@ def _breakdown_table(parts: list[dict], column: str, heading: str) -> Table:
 @app.command("explain")
 def explain_cmd(
     scenario: Annotated[Path, typer.Argument(help="scenario YAML file")],
-    set_: Annotated[list[str] | None, typer.Option("--set", help="override a field: dotted.path=value, or ~dotted.path to remove one (repeatable)")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", metavar="PATH=VALUE", help="override a field: dotted.path=value, or ~dotted.path to remove one (repeatable)")] = None,
     batch: Annotated[int | None, typer.Option(help="decode step: sequences in the batch (default: 32, or fewer to fit the KV cache)")] = None,
     context: Annotated[int | None, typer.Option(help="decode step: tokens of context per sequence (default: 2048, or less to fit max_model_len)")] = None,
     prefill: Annotated[int | None, typer.Option(help="prefill: prompt tokens of one lone prefill (default: 2048, or less to fit max_model_len)")] = None,

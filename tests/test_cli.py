@@ -142,6 +142,15 @@ def test_help_exits_zero(capsys):
     assert "run" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("command", ["run", "compare", "validate", "plan", "explain"])
+def test_set_option_reads_as_path_value_in_help(command, capsys, monkeypatch):
+    """Typer would print the Python type (`<list[str]>`); the help names the form instead."""
+    monkeypatch.setenv("COLUMNS", "200")
+    assert cli(command, "--help") == 0
+    out = capsys.readouterr().out
+    assert "PATH=VALUE" in out and "list[str]" not in out
+
+
 # -- bad input: exit 2, one message, nothing written ---------------------------------------
 def bad_trace(tmp_path):
     trace = tmp_path / "bad.csv"

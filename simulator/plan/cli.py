@@ -80,7 +80,7 @@ def plan_cmd(
     executor: Annotated[str, typer.Option("--executor", help="local (processes) or ray")] = "local",
     address: Annotated[str | None, typer.Option("--address", help="Ray cluster address (with --executor ray); default a local Ray")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="continue a sweep: skip configurations already in results.jsonl")] = False,
-    set_: Annotated[list[str] | None, typer.Option("--set", help="override a plan field: dotted.path=value, or ~dotted.path to remove one (repeatable)")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", metavar="PATH=VALUE", help="override a plan field: dotted.path=value, or ~dotted.path to remove one (repeatable)")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar, no table")] = False,
 ) -> None:
     """Find the cheapest deployment that meets an SLO (or the most traffic a budget carries)."""
