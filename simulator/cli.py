@@ -109,6 +109,7 @@ def trace_notes(trace: dict | None) -> tuple[str, ...]:
     if trace["skipped_failed_rows"]:
         notes.append(f"left out {trace['skipped_failed_rows']:,} failed request(s) of the trace (0 prompt or "
                      "output tokens)")
+    notes += [f"did not use the trace's {unused}" for unused in trace.get("unused_columns", ())]
     return tuple(notes)
 
 

@@ -105,8 +105,8 @@ class DisaggregatedCluster:
 
     def _migrated(self, req: Request) -> None:
         """A decode instance has copied the KV: free the prefill side's blocks."""
-        source, blocks = self._source.pop(req.id)
-        source.scheduler.end_pull(blocks)
+        source, held = self._source.pop(req.id)
+        source.scheduler.end_pull(held)
         source.wake()
 
     def _move(self, req: Request, source: Engine):

@@ -185,9 +185,13 @@ class PrefixCache:
                     refs = req.prefix_refs = []
                 refs.append(keys[i])
                 req.shared_blocks += nb
-            elif seg is not None and seg.size == nb and seg.blocks < nb and refs and refs[-1] == keys[i]:
+            elif seg is not None and seg.blocks < nb and refs and refs[-1] == keys[i]:
+                # Its evicted tail, or a conversation turn's last block that the turn before
+                # never computed (its last token's KV is never written): this request
+                # computed it, so the segment holds it from now on, as vLLM's block hash
+                # chain goes on through it.
                 req.shared_blocks += nb - seg.blocks
-                seg.blocks = nb
+                seg.blocks = seg.size = nb
             i += 1
         req.prefix_published = i
 
@@ -218,18 +222,23 @@ class PrefixCache:
 
     def release(self, req: Request) -> int:
         """Drop `req`'s references; returns how many of its blocks were its own."""
+        self.drop(req.prefix_refs)
+        own = req.block_count - req.shared_blocks
+        req.prefix_refs = None
+        req.shared_blocks = 0
+        return own
+
+    def drop(self, refs: list[int]) -> None:
+        """Drop one reference to each of these segments: one no one references any more
+        stays cached as free blocks, the tail of the list first (evicted first)."""
         kv = self.kv
         segments, idle = self.segments, self.idle
-        for key in reversed(req.prefix_refs):
+        for key in reversed(refs):
             seg = segments[key]
             seg.refs -= 1
             if seg.refs == 0:
                 idle[key] = None
                 kv.park(seg.blocks)
-        own = req.block_count - req.shared_blocks
-        req.prefix_refs = None
-        req.shared_blocks = 0
-        return own
 
     def evict(self, blocks: int) -> None:
         """Free at least `blocks` cached blocks: least recently released first, and of a

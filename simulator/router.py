@@ -65,9 +65,11 @@ class PrefixAffinity:
 
     def choose(self, replicas: Sequence[Routable], req: Request) -> int:
         best, best_load = least_outstanding(replicas)
-        if not req.prefix:
+        # A conversation's first turn shares nothing yet, but its context (`prefix_tail`) opens
+        # every later turn's prompt: it is the segment that places the conversation.
+        seg = req.prefix[0][0] if req.prefix else req.prefix_tail
+        if seg is None:
             return best
-        seg = req.prefix[0][0]
         home = self.home.get(seg)
         if home is None:
             self.home[seg] = best

@@ -629,7 +629,8 @@ class Simulation:
             summary["trace"] = {"rows": int(self.workload.trace_rows),
                                 "replayed": int(self.workload.arrival_s.size),
                                 "skipped_failed_rows": int(self.workload.skipped_rows),
-                                "cut_by": list(self.workload.trace_cut_by)}
+                                "cut_by": list(self.workload.trace_cut_by),
+                                "unused_columns": list(self.workload.trace_unused)}
         summary["memory_gib"] = {
             "gpu": self.memory.gpu_memory_gib,
             "weights": self.memory.weights_gib,

@@ -389,3 +389,95 @@ def test_a_short_prompt_does_not_cap_the_shared_prefix_for_longer_ones(seed, pro
     assert list(res.requests["prompt_tokens"]) == prompts
     assert list(res.requests["cached_tokens"]) == cached
     check_kv(sim, res.iterations)
+
+
+def test_a_turn_ending_on_a_block_boundary_still_lets_later_turns_reuse_the_history(tmp_path):
+    """Regression (session-56 audit): turn 1's context is 112 tokens, 7 whole blocks, of which
+    it computed 6 (its answer's last token never had its KV written). Turn 2 reads those 6
+    and computes the 7th, which vLLM's hash chain then carries: turn 3 reuses all of turn
+    2's context (208 = 13 blocks), turn 4 all of turn 3's (304). Before, the segment stayed
+    at 6 blocks and every later turn stopped there (96 tokens)."""
+    path = tmp_path / "c.csv"
+    path.write_text("arrival_s,prompt_tokens,output_tokens,session_id\n"
+                    "0,100,12,1\n5,200,10,1\n10,300,10,1\n15,400,10,1\n")
+    d = scenario("vllm-v1")
+    d["workload"] = {"arrival": {"type": "trace", "path": str(path)}}
+    sim, res = simulate(d)
+    assert list(res.requests["cached_tokens"]) == [0, 96, 208, 304]
+    check_kv(sim, res.iterations)
+    kv = sim.replicas[0].engines[0].scheduler.kv
+    assert kv.used == 0 and kv.cached == sum(s.blocks for s in kv.prefix_cache.segments.values())
+
+
+def test_prefix_affinity_keeps_a_conversation_where_its_first_turn_ran(tmp_path):
+    """A conversation's first turn shares nothing yet; its context opens the next turn's
+    prompt, so the next turn goes to the replica that holds it (here the idle-looking one
+    would be the other replica: a long request keeps replica 0 busy)."""
+    path = tmp_path / "s.csv"
+    path.write_text("arrival_s,prompt_tokens,output_tokens,session_id\n"
+                    "0.0,1000,400,\n0.01,1000,10,7\n3.0,1100,10,7\n")
+    d = scenario("vllm-v1", replicas=2, router="prefix_affinity")
+    d["workload"] = {"arrival": {"type": "trace", "path": str(path)}}
+    req = simulate(d)[1].requests
+    assert list(req["replica"]) == [0, 1, 1]
+    assert list(req["cached_tokens"]) == [0, 0, 1008]
+
+
+def test_a_prefill_held_for_a_distserve_pull_keeps_its_prefix_referenced_not_cached():
+    """Regression (session-56 audit): while a decode instance had yet to pull a prompt's KV,
+    its shared prefix blocks were counted both as held and as cached-free, and a later hit
+    on them counted them again. Two 1,000-token prompts sharing 800 tokens (50 blocks) hold
+    50 + 13 + 13 blocks, with nothing cached-free."""
+    d = scenario("vllm-v1", arrival=constant(1000.0), prompt=fixed(1000), output=fixed(200), num_requests=2)
+    d["workload"]["shared_prefix"] = {"tokens": 800}
+    d["disaggregation"] = {"prefill": {"tp": 1, "replicas": 1}, "decode": {"tp": 1, "replicas": 1},
+                           "kv_transfer": {"protocol": "distserve", "bandwidth_gbps": 1.0}}
+    seen = []
+    from simulator.scheduler import roles
+
+    original = roles.PrefillRole.hold_for_pull
+
+    def hold(self, req):
+        held = original(self, req)
+        seen.append((self.kv.used, self.kv.cached))
+        return held
+
+    roles.PrefillRole.hold_for_pull = hold
+    try:
+        sim, res = simulate(d)
+    finally:
+        roles.PrefillRole.hold_for_pull = original
+    assert seen == [(63, 0), (76, 0)]
+    assert set(res.requests["status"]) == {"completed"}
+    kv = sim.cluster.prefill[0].engines[0].scheduler.kv
+    assert kv.used == 0 and kv.cached == 50
+
+
+@pytest.mark.parametrize(("ids", "expected"), [
+    (["sys-a", "-1", "-1", ""], [0, -1, -1, -1]),  # text labels: -1 is still "none"
+    (["18446744073709551615", "18446744073709551615", "3"], [0, 0, 1]),  # a uint64 hash: a label
+    (["-5", "-5", "-1"], [0, 0, -1]),  # signed hashes are labels; only -1 means none
+    (["7", "", "7", "-1"], [7, -1, 7, -1]),
+])
+def test_prefix_ids_are_labels_and_only_blank_or_minus_one_means_none(tmp_path, ids, expected):
+    path = tmp_path / "t.csv"
+    path.write_text("arrival_s,prompt_tokens,output_tokens,session_id,prefix_id,prefix_tokens\n"
+                    + "".join(f"{i},1000,10,{pid},{pid},800\n" for i, pid in enumerate(ids)))
+    t = read_trace(path)
+    assert t.prefix_id.tolist() == expected and t.session_id.tolist() == expected
+
+
+def test_prefix_tokens_zero_means_nothing_shared(tmp_path):
+    d = _trace(tmp_path, "0,1000,10,-1,5,0\n1,1000,10,-1,5,0\n")
+    assert list(simulate(d)[1].requests["cached_tokens"]) == [0, 0]
+
+
+def test_a_prefix_id_without_its_length_is_said_to_be_unused(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("arrival_s,prompt_tokens,output_tokens,prefix_id\n0,1000,10,5\n1,1000,10,5\n")
+    d = scenario("vllm-v1")
+    d["workload"] = {"arrival": {"type": "trace", "path": str(path)}}
+    res = simulate(d)[1]
+    assert list(res.requests["cached_tokens"]) == [0, 0]
+    (unused,) = res.summary["trace"]["unused_columns"]
+    assert unused.startswith("prefix_id:") and "prefix_tokens" in unused

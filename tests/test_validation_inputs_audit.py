@@ -533,3 +533,13 @@ def test_a_vllm_jsons_failed_request_keeps_its_row_without_a_prediction(tmp_path
     assert table["pred_ttft_ms"].isna().tolist() == [False, True, False, False]
     simulated = table.dropna(subset=["pred_e2e_ms"])
     assert simulated["pred_e2e_ms"].is_monotonic_increasing  # each row's own output: 8, 40, 120 tokens
+
+
+def test_a_per_request_csvs_prefix_ids_are_labels_as_a_traces_are(tmp_path):
+    """A uint64 content hash or a text id names shared text; blank and -1 name none (as
+    in a csv trace: `simulator.workload.traces.id_labels`)."""
+    head = "arrival_s,prompt_tokens,output_tokens,ttft_ms,tpot_ms,prefix_id,prefix_tokens\n"
+    rows = "".join(f"{i},100,10,20,5,{pid},50\n" for i, pid in
+                   enumerate(["18446744073709551615", "18446744073709551615", "sys", "-1", ""]))
+    req = read_measured([_write(tmp_path / "m.csv", head + rows)]).runs[0].requests
+    assert req["prefix_id"].tolist() == [0, 0, 1, -1, -1]

@@ -342,7 +342,7 @@ def test_a_trace_cut_by_the_scenarios_request_count_says_so(tmp_path, capsys):
                "--set", "workload.num_requests=30", "-q", "--no-report", "-o", tmp_path / "out") == 0
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["trace"] == {"rows": 40, "replayed": 30, "skipped_failed_rows": 0,
-                                "cut_by": ["workload.num_requests: 30"]}
+                                "cut_by": ["workload.num_requests: 30"], "unused_columns": []}
     err = " ".join(capsys.readouterr().err.split())
     assert "replayed 30 of the trace's 40 requests, cut by workload.num_requests: 30" in err
     assert "--set '~workload.num_requests'" in err

@@ -63,18 +63,23 @@ class PrefillRole(Scheduler):
         """The KV has left this instance: free its blocks."""
         self._release(req)
 
-    def hold_for_pull(self, req: Request) -> int:
+    def hold_for_pull(self, req: Request) -> tuple[int, list[int] | None]:
         """Let the request go but keep its KV blocks until a decode instance has pulled them
-        (`kv_transfer.protocol: distserve`). Returns the blocks kept, for `end_pull`."""
-        before = self.kv.used
-        self._release(req)
-        kept = before - self.kv.used
-        self.kv.allocate(kept)
-        return kept
+        (`kv_transfer.protocol: distserve`): its own blocks stay allocated, and the cached
+        prefix segments it reads stay referenced (counted once, not evictable). Returns
+        what is kept, for `end_pull`."""
+        refs = req.prefix_refs
+        own = (req.block_count if refs is None else req.block_count - req.shared_blocks) + self.kv.beside(req)
+        req.prefix_refs = None
+        req.shared_blocks = req.block_count = req.prefix_published = 0
+        return own, refs
 
-    def end_pull(self, blocks: int) -> None:
+    def end_pull(self, held: tuple[int, list[int] | None]) -> None:
         """A decode instance has copied the KV kept by `hold_for_pull`."""
-        self.kv.release(blocks)
+        own, refs = held
+        if refs:
+            self.kv.prefix_cache.drop(refs)
+        self.kv.release(own)
 
 
 class DecodeRole(Scheduler):

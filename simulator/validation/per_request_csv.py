@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from simulator.workload.traces import id_labels
+
 from simulator.validation.measurement import (
     FIX_ROW,
     CsvCells,
@@ -150,27 +152,25 @@ def _failed_requests(req: pd.DataFrame, path: Path) -> str | None:
 
 
 def _checked_prefix_columns(text: pd.DataFrame, req: pd.DataFrame, path: Path, lines: list[int]) -> pd.DataFrame:
-    """The optional shared-prefix columns made numeric (prefix_id -1 and prefix_tokens 0 where
-    blank), or a MeasurementError naming the first bad cell's line."""
+    """The optional shared-prefix columns made numeric (prefix_id's labels numbered, -1 and
+    prefix_tokens 0 where blank), or a MeasurementError naming the first bad cell's line."""
     if "prefix_tokens" in text.columns and "prefix_id" not in text.columns:
         raise MeasurementError("column prefix_tokens needs a prefix_id column: it says how long the shared "
                                "prefix named by prefix_id is", where=str(path),
                                fix="add a prefix_id column (equal ids mean equal prefix text), or drop prefix_tokens")
-    for column, blank_value in (("prefix_id", -1), ("prefix_tokens", 0)):
-        if column not in text.columns:
-            continue
-        cells = text[column].str.strip()
+    if "prefix_id" in text.columns:  # labels, as a csv trace's: blank or -1 is none
+        cells = text["prefix_id"].str.strip()
+        req["prefix_id"] = np.asarray(id_labels(cells.where(~missing_cells(cells), "").tolist()), dtype=np.int64)
+    if "prefix_tokens" in text.columns:
+        cells = text["prefix_tokens"].str.strip()
         blank = missing_cells(cells)
         values = pd.to_numeric(cells, errors="coerce")
-        bad = ~blank & (values.isna() | np.isinf(values) | (values != values.round()) | (values < blank_value))
-        if column == "prefix_tokens":
-            bad |= ~blank & (values > req["prompt_tokens"])
+        bad = ~blank & (values.isna() | np.isinf(values) | (values != values.round()) | (values < 0)
+                        | (values > req["prompt_tokens"]))
         if bad.any():
             i = int(np.flatnonzero(bad.to_numpy())[0])
-            what = ("a whole number >= -1 (equal ids mean equal prefix text), or blank" if column == "prefix_id"
-                    else f"a whole number from 0 to the row's prompt_tokens ({int(req['prompt_tokens'].iloc[i])}), "
-                         "or blank")
-            raise MeasurementError(f"{column} is {shown_cell(cells.iloc[i])}, expected {what}",
+            raise MeasurementError(f"prefix_tokens is {shown_cell(cells.iloc[i])}, expected a whole number from 0 "
+                                   f"to the row's prompt_tokens ({int(req['prompt_tokens'].iloc[i])}), or blank",
                                    where=f"{path}:{lines[i]}", fix=FIX_ROW)
-        req[column] = values.where(~blank, blank_value).astype(np.int64)
+        req["prefix_tokens"] = values.where(~blank, 0).astype(np.int64)
     return req

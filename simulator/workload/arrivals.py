@@ -260,7 +260,7 @@ class TraceArrival(StrictModel):
             "input_length, output_length[, hash_ids]. auto: .jsonl means mooncake, else "
             "decided by the header. A row of the public traces (azure, burstgpt, mooncake) with 0 "
             "prompt or output tokens is a failed request: left out, and counted in summary.json's "
-            "`trace` (rows, replayed, skipped_failed_rows, cut_by)."
+            "`trace` (rows, replayed, skipped_failed_rows, cut_by, unused_columns)."
         ),
     )
     rate_scale: float = Field(

@@ -56,8 +56,8 @@ class SharedPrefixes:
         return SharedPrefixes(self.ids[lo:hi], scale_lengths(self.tokens[lo:hi], scale))
 
     def chain(self, i: int) -> tuple[tuple[int, int], ...] | None:
-        pid = int(self.ids[i])
-        return None if pid < 0 else ((pid, int(self.tokens[i])),)
+        pid, tokens = int(self.ids[i]), int(self.tokens[i])
+        return None if pid < 0 or tokens <= 0 else ((pid, tokens),)
 
     def tail(self, i: int) -> int | None:
         return None
@@ -161,6 +161,7 @@ class OpenLoopWorkload:
     prefixes: PromptPrefixes | None = None  # shared prompt content, for prefix caching
     trace_rows: int | None = None
     trace_cut_by: tuple[str, ...] = ()  # the fields that left trace rows out, as `field: value`
+    trace_unused: tuple[str, ...] = ()  # the trace's columns the run could not use, and why
 
     def __post_init__(self) -> None:
         for name, dtype in (
@@ -359,7 +360,17 @@ def _build_trace_workload(
         prefixes=prefixes,
         trace_rows=trace.arrival_s.size,
         trace_cut_by=tuple(cut_by),
+        trace_unused=_unused_trace_columns(trace),
     )
+
+
+def _unused_trace_columns(trace: Trace) -> tuple[str, ...]:
+    """Columns a trace gives that mean nothing on their own (said in the run's notes)."""
+    if (trace.prefix_id is not None and trace.prefix_tokens is None and trace.hash_ids is None
+            and (trace.prefix_id >= 0).any()):
+        return ("prefix_id: the prefix cache needs each shared prefix's length too; add a prefix_tokens "
+                "column (the request's first prefix_tokens prompt tokens are the text prefix_id names)",)
+    return ()
 
 
 def _trace_prefixes(trace: Trace, arrival: TraceArrival) -> SharedPrefixes | HashedBlocks | None:

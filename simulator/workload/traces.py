@@ -145,16 +145,21 @@ def _tokens(text: str | float, column: str, loc: Loc, minimum: int = 1) -> int:
     return value
 
 
-def _ids(cells: list[str]) -> list[int]:
-    """An optional id column as integers, blank meaning "none" (-1). Ids are labels, compared
-    for equality only: whole numbers keep their values; a column with any other label (a
-    conversation's UUID, `conv-a1b2`) numbers its distinct labels in order of appearance."""
+def id_labels(cells: list[str]) -> list[int]:
+    """An optional id column as integers, blank or -1 meaning "none" (-1). Ids are labels,
+    compared for equality only: a column of whole numbers in 0 .. 2**63 - 1 keeps their values;
+    any other column (a conversation's UUID, `conv-a1b2`, a signed or 64-bit unsigned hash)
+    numbers its distinct labels in order of appearance."""
     texts = [c.strip() for c in cells]
+    none = ("", "-1")
     try:
-        return [int(t) if t else -1 for t in texts]
+        values = [int(t) if t not in none else -1 for t in texts]
+        if all(-1 <= v < 2**63 for v in values):
+            return values
     except ValueError:
-        numbered: dict[str, int] = {}
-        return [numbered.setdefault(t, len(numbered)) if t else -1 for t in texts]
+        pass
+    numbered: dict[str, int] = {}
+    return [numbered.setdefault(t, len(numbered)) if t not in none else -1 for t in texts]
 
 
 def _csv_header(reader: Any, label: str, fmt: str, required: tuple[str, ...],
@@ -238,16 +243,16 @@ def _parse_plain_csv(path: Path, label: str) -> _Rows:
                 out.prefix.append(row[ipre])
             if out.prefix_tokens is not None:
                 text = row[iptok].strip()
-                shared = _tokens(text, "prefix_tokens", loc) if text else 0
+                shared = _tokens(text, "prefix_tokens", loc, minimum=0) if text else 0  # 0: none shared
                 if shared > out.prompt[-1]:  # the prefix is the prompt's first prefix_tokens tokens
                     raise TraceError(f"prefix_tokens {shared} is longer than the row's prompt ({out.prompt[-1]} "
                                      "tokens)", where=_where(loc),
                                      fix="give prefix_tokens as the shared start of the prompt, at most prompt_tokens")
                 out.prefix_tokens.append(shared)
     if out.session is not None:
-        out.session = _ids(out.session)
+        out.session = id_labels(out.session)
     if out.prefix is not None:
-        out.prefix = _ids(out.prefix)
+        out.prefix = id_labels(out.prefix)
     return out
 
 
