@@ -15,8 +15,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from simulator.workload.traces import id_labels
-
 from simulator.validation.measurement import (
     FIX_ROW,
     CsvCells,
@@ -29,6 +27,7 @@ from simulator.validation.measurement import (
     read_as_written,
     shown_cell,
 )
+from simulator.workload.traces import id_labels
 
 PER_REQUEST_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens", "ttft_ms", "tpot_ms")
 
