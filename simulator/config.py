@@ -587,7 +587,7 @@ def load_scenario(path: str | Path | None = None, overrides: list[str] | None = 
     text = yaml.safe_dump(_with_absolute_paths(data, base), sort_keys=False)
     return LoadedScenario(scenario, Path(path) if path is not None else None, base, text,
                           switched_arrival_leftovers(as_written, overrides or []) + _unread_profile(scenario)
-                          + _surprising_defaults(scenario, data),
+                          + _swap_without_space(scenario) + _surprising_defaults(scenario, data),
                           tuple(overrides or ()) if overrides_label == "--set" else ())
 
 
@@ -654,6 +654,15 @@ def _surprising_defaults(scenario: Scenario, data: dict) -> tuple[str, ...]:
                        f"measured kernel tables ({tables}), which docs/fidelity.md finds closer to measurements: "
                        "set cost_model.backend: auto to use them")
     return tuple(out)
+
+
+def _swap_without_space(scenario: Scenario) -> tuple[str, ...]:
+    """Swap preemption with no host space: valid, but every preemption then recomputes."""
+    sched = scenario.scheduler
+    if getattr(sched, "preemption_mode", None) != "swap" or sched.swap_space_gib > 0:
+        return ()
+    return ("scheduler.preemption_mode swap with swap_space_gib 0: no KV block fits in host memory, so every "
+            "preemption recomputes (vLLM aborts the engine at the first one): give swap_space_gib > 0",)
 
 
 def _unread_profile(scenario: Scenario) -> tuple[str, ...]:

@@ -265,6 +265,8 @@ class Simulation:
                                           None if dis is None else role, dp=layout.dp,
                                           expert_parallel=layout.expert_parallel,
                                           price=getattr(layout, "cost_per_gpu_hour", None))
+        for role, plan in self.pools.items():
+            self._check_swap(plan, role)
         if dis is not None:
             self.kv_transfer = build_kv_transfer(dis, self.model, gpus["prefill"], sc.model.kv_dtype,
                                                  sc.hardware.gpus_per_node, decode_gpu=gpus["decode"])
@@ -402,11 +404,6 @@ class Simulation:
         coupled = plan.sharded.dp > 1  # MoE layers shared by the DP ranks
         swap_blocks, swap_s = 0, 0.0
         if getattr(sc.scheduler, "preemption_mode", "recompute") == "swap":
-            if coupled:
-                raise ConfigError("swap preemption is not modelled with attention data parallelism (ranks "
-                                  "stepping in lockstep)", where="scheduler.preemption_mode",
-                                  fix="use preemption_mode: recompute, or "
-                                      f"{'parallelism' if role is None else f'disaggregation.{role}'}.dp: 1")
             per_token = plan.memory.kv_bytes_per_token
             swap_blocks = host_swap_blocks(sc.scheduler.swap_space_gib, self.block_size, per_token, pp)
             swap_s = seconds_per_block(self.block_size, per_token, plan.gpu.pcie)
@@ -428,6 +425,15 @@ class Simulation:
                                       rank=k // pp if plan.dp > 1 else k % pp, stages=stages))
             replicas.append(Replica(r, engines))
         return replicas
+
+    def _check_swap(self, plan: InstancePlan, role: str) -> None:
+        """Swap preemption with attention DP is refused while the scenario is read, so the
+        error names the file like every other (api.run)."""
+        if plan.sharded.dp > 1 and getattr(self.scenario.scheduler, "preemption_mode", "recompute") == "swap":
+            raise ConfigError("swap preemption is not modelled with attention data parallelism (ranks "
+                              "stepping in lockstep)", where="scheduler.preemption_mode",
+                              fix="use preemption_mode: recompute, or "
+                                  f"{'parallelism' if role == 'serve' else f'disaggregation.{role}'}.dp: 1")
 
     def _build_cluster(self, env, itl, log) -> DisaggregatedCluster:
         prefill = self._build_engines(env, itl, log, self.pools["prefill"], 0, "prefill")
@@ -589,7 +595,9 @@ class Simulation:
         for req in self.requests:
             if req.status not in ("finished", "rejected"):
                 req.status = "rejected"
-                req.reject_reason = "never scheduled: still queued when nothing else could happen (deadlock)"
+                req.reject_reason = ("stopped mid-run: still waiting to resume when nothing else could happen "
+                                     "(deadlock)" if req.num_generated else
+                                     "never scheduled: still queued when nothing else could happen (deadlock)")
         wall = time.perf_counter() - t0
         return self._result(itl, log, wall)
 

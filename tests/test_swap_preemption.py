@@ -126,6 +126,97 @@ def test_swap_with_attention_data_parallelism_is_one_clean_error(tmp_path, capsy
     path.write_text(yaml.safe_dump(d))
     assert cli(path, "-o", tmp_path / "out", "--quiet") == 2
     err = " ".join(capsys.readouterr().err.split())
-    assert "error: scheduler.preemption_mode:" in err and "fix:" in err and "Traceback" not in err
+    assert f"error: {path}: scheduler.preemption_mode:" in err and "fix:" in err and "Traceback" not in err
     assert err.count("error:") == 1  # one error; a warning on the roofline default may precede it
     assert not (tmp_path / "out").exists()
+
+
+def _watch_swaps(monkeypatch):
+    """Record each swap preemption's victim against the running requests, each swap-in's
+    choice against the swapped queue, and each step that both preempted and swapped in."""
+    from simulator.scheduler.vllm_v0 import VllmV0Scheduler as S
+
+    seen = {"victims": [], "swap_ins": [], "both": 0}
+    preempt, swap_in, schedule = S._preempt, S._swap_in, S.schedule
+
+    def watched_preempt(self, req):
+        seen["victims"].append((req.arrival, max(r.arrival for r in [*self.running, req])))
+        preempt(self, req)
+
+    def watched_swap_in(self, entries):
+        queue = [r.arrival for r in self.swapped]
+        swap_in(self, entries)
+        taken = len(queue) - len(self.swapped)
+        if taken:
+            seen["swap_ins"].append((queue[:taken], sorted(queue)[:taken]))
+
+    def watched_schedule(self, now):
+        waiting = {id(r) for r in self.swapped}
+        step = schedule(self, now)
+        if step is not None and step.preempted and any(id(r) in waiting for r, _ in step.entries):
+            seen["both"] += 1
+        return step
+
+    monkeypatch.setattr(S, "_preempt", watched_preempt)
+    monkeypatch.setattr(S, "_swap_in", watched_swap_in)
+    monkeypatch.setattr(S, "schedule", watched_schedule)
+    return seen
+
+
+def test_swap_victims_are_the_latest_arrivals_and_come_back_earliest_first(monkeypatch):
+    """vLLM 0.2-0.5.3 sorts `running` and `swapped` by arrival each step: the victim is the
+    latest-arrived running request, and swap-in takes the earliest. Regression (session-56
+    audit): the queue came back newest first, and a request swapped back in became the
+    next victim ahead of later arrivals."""
+    seen = _watch_swaps(monkeypatch)
+    d = scenario("vllm-v0", arrival={"type": "poisson", "rate": 1e9}, prompt=uniform(16, 64), output=fixed(200),
+                 num_requests=6, kv_tokens=16 * 32, max_model_len=512, seed=0, sched={"preemption_mode": "swap"})
+    sim, res = simulate(d)
+    assert (res.requests["status"] == "completed").all()
+    assert len(seen["swap_ins"]) >= 2
+    assert all(victim == latest for victim, latest in seen["victims"])
+    assert all(taken == earliest for taken, earliest in seen["swap_ins"])
+
+
+def test_a_step_that_preempted_swaps_nothing_in(monkeypatch):
+    """vLLM swaps in only in a decode step that preempted nothing, by swap or by recompute
+    (a full host space turns swaps into recomputes)."""
+    seen = _watch_swaps(monkeypatch)
+    _, res = simulate(crowded("swap", swap_gib=0.05))
+    assert res.summary["preemptions"] > res.summary["swaps"] > 0
+    assert seen["both"] == 0
+
+
+def test_a_request_that_could_never_be_swapped_back_in_is_refused_up_front(tmp_path):
+    """Swap-in needs one block more than the request holds: a request whose full length
+    fills the cache to the watermark would, once swapped out, stay out for good, and hold
+    every later prompt back (none is admitted while anything is swapped out). Recompute
+    mode can still serve it."""
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,8,100\n0,1564,21\n1.0,50,50\n")
+    d = scenario("vllm-v0", kv_tokens=1600, max_model_len=1600, sched={"preemption_mode": "swap"})
+    d["workload"] = {"arrival": {"type": "trace", "path": str(trace)}}
+    req = simulate(d)[1].requests
+    assert list(req["status"]) == ["completed", "rejected", "completed"]
+    assert "one more to come back from host memory" in req["reject_reason"][1]
+    d["scheduler"]["preemption_mode"] = "recompute"
+    assert (simulate(d)[1].requests["status"] == "completed").all()
+
+
+@pytest.mark.parametrize("gpu", ["gb200", "gb300"])
+def test_grace_blackwell_swaps_over_nvlink_c2c_not_pcie(gpu):
+    """The GPU's host link on a Grace superchip is NVLink-C2C (as GH200's): swap copies
+    cost a fraction of PCIe Gen5's time."""
+    link = get_gpu(gpu).pcie
+    assert "NVLink-C2C" in link.name
+    assert seconds_per_block(16, 131072, link) < seconds_per_block(16, 131072, get_gpu("b200").pcie) / 3
+
+
+def test_swap_without_host_space_is_warned(tmp_path, capsys):
+    d = crowded("swap", swap_gib=0.0)
+    d["workload"]["num_requests"] = 20
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(d))
+    assert cli(path, "-o", tmp_path / "out", "--quiet", "--no-report") == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert "swap_space_gib 0: no KV block fits in host memory, so every preemption recomputes" in err

@@ -27,6 +27,7 @@ from simulator.hardware.links import (
     NVLINK4_8LINKS,
     NVLINK5,
     NVLINK_C2C,
+    NVLINK_C2C_GRACE_BLACKWELL,
     PCIE4,
     PCIE5,
 )
@@ -642,7 +643,7 @@ _GPUS: list[GPUSpec] = [
         l2_cache_mb=126.5,  # same die as B200
         intra_node_link=NVLINK5,  # NVL72: 1.8 TB/s NVLink 5 per GPU within the rack
         inter_node_link=IB_NDR,
-        pcie=PCIE5,
+        pcie=NVLINK_C2C_GRACE_BLACKWELL,  # the GPU's host link (swap copies) is NVLink-C2C to Grace, not PCIe
         cost_per_gpu_hour=6.0,  # estimate: no public on-demand list price checked; override per plan
         aliases=("gb200-nvl72", "gb200-sxm"),
         kernel_tables_from="b200",
@@ -698,7 +699,7 @@ _GPUS: list[GPUSpec] = [
         l2_cache_mb=126.5,  # estimate: B200's L2
         intra_node_link=NVLINK5,  # NVL72: 1.8 TB/s NVLink 5 per GPU within the rack
         inter_node_link=IB_XDR800,  # ConnectX-8, 800 Gb/s per GPU
-        pcie=PCIE5,
+        pcie=NVLINK_C2C_GRACE_BLACKWELL,  # the GPU's host link (swap copies) is NVLink-C2C to Grace, not PCIe
         cost_per_gpu_hour=7.0,  # estimate: no public on-demand list price checked; override per plan
         aliases=("gb300-nvl72", "gb300-sxm"),
         kernel_tables_from="b300",

@@ -40,6 +40,13 @@ NVLINK_C2C = LinkSpec(
     bandwidth_gbps=450.0,  # NVIDIA GH200 datasheet: NVLink-C2C 900 GB/s bidirectional
     latency_us=2.0,  # estimate
 )
+NVLINK_C2C_GRACE_BLACKWELL = LinkSpec(
+    name="NVLink-C2C (Grace CPU to two Blackwell GPUs)",
+    # NVIDIA GB200/GB300 NVL72 datasheets: one Grace CPU reaches its two GPUs over a 900 GB/s
+    # bidirectional NVLink-C2C. Estimate: 450 GB/s per direction shared by the two, 225 each.
+    bandwidth_gbps=225.0,
+    latency_us=2.0,  # estimate
+)
 INFINITY_FABRIC = LinkSpec(
     name="AMD Infinity Fabric (MI300X OAM mesh)",
     # AMD Instinct MI300X datasheet: 7 links, 896 GB/s aggregate peak (bidirectional) ->

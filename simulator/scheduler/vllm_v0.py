@@ -3,20 +3,23 @@
 An iteration is all prefill or all decode. Waiting prompts are admitted FCFS, whole,
 while the token budget, max_num_seqs and the KV watermark allow; if any were admitted
 the iteration is theirs. Otherwise every running request decodes one token; a request
-that cannot get a new block preempts the most recently admitted running request.
+that cannot get a new block preempts the latest-arrived running request.
 
 Preemption recomputes (vLLM's default for one-sequence requests) or, with
 `preemption_mode: swap` (vLLM's `--preemption-mode swap`), copies the victim's KV blocks
 to host memory. As in vLLM's v0 scheduler: no new prompt is admitted while any request
-is swapped out; swapped requests come back FCFS, in a decode iteration that swapped
-nothing out, when their blocks plus one per sequence fit above the watermark; a victim
-that finds the host space full is recomputed (vLLM aborts the engine there). The copies
+is swapped out; swapped requests come back FCFS (earliest arrival first), in a decode
+iteration that preempted nothing, when their blocks plus one per sequence fit above the
+watermark; a victim that finds the host space full is recomputed (vLLM aborts the engine
+there). Before each decode step `running` is sorted by arrival, as vLLM up to 0.5.3 sorts
+it, so the victim is always the latest arrival. The copies
 run before the iteration's forward pass, over the GPU's host link (`Step.copy_s`,
 simulator/kv_swap.py).
 """
 
 from __future__ import annotations
 
+from bisect import insort
 from typing import Literal
 
 from pydantic import Field
@@ -29,6 +32,10 @@ from simulator.scheduler.base import (
     max_num_seqs_field,
     whole_prompt_budget,
 )
+
+
+def _arrival(req) -> float:
+    return req.arrival
 
 
 class VllmV0Config(SchedulerConfigBase):
@@ -45,7 +52,7 @@ class VllmV0Config(SchedulerConfigBase):
         "and back; vLLM --preemption-mode)")
     swap_space_gib: float = Field(
         4.0, ge=0, description="host memory per GPU for swapped-out KV blocks, GiB (vLLM --swap-space); "
-        "used with preemption_mode swap")
+        "used with preemption_mode swap; a victim that finds it full is recomputed (vLLM aborts the engine there)")
     max_paddings: int | None = Field(
         None, ge=0, description="vLLM <= 0.2.x: prompts of one prefill are padded to the longest, the padded "
         "size counts against the budget, and at most this many pad tokens are allowed (0.2.x default 256); "
@@ -73,6 +80,11 @@ class VllmV0Scheduler(Scheduler):
         if need > usable:
             return (f"needs {need} KV blocks at full length; {usable} can be admitted under the "
                     f"watermark (cache {self.kv.total} blocks)")
+        if self.config.preemption_mode == "swap" and need + 1 > usable:
+            # Swapped out at full length, it could never come back (swap-in needs one block
+            # more than it holds), and no prompt is admitted while anything is swapped out.
+            return (f"needs {need} KV blocks at full length, and one more to come back from host memory "
+                    f"after a swap; {usable} fit under the watermark (cache {self.kv.total} blocks)")
         return super().admission_error(req)
 
     def _preempt(self, req) -> None:
@@ -83,13 +95,13 @@ class VllmV0Scheduler(Scheduler):
             self.step_swapped += held
             req.swaps += 1
             self._count_preemption(req, "swapped")
-            self.swapped.append(req)
+            insort(self.swapped, req, key=_arrival)  # brought back earliest arrival first
             return
         super()._preempt(req)
 
     def _swap_in(self, entries: list) -> None:
         """Bring swapped requests back FCFS into this decode iteration, as vLLM's v0 does when
-        the iteration swapped nothing out: each needs its blocks plus one for its next token
+        the iteration preempted nothing: each needs its blocks plus one for its next token
         above the watermark, and a slot under max_num_seqs."""
         kv = self.kv
         swapped = self.swapped
@@ -147,6 +159,9 @@ class VllmV0Scheduler(Scheduler):
             return Step(entries, shape, False)
         preempted = 0
         bs = kv.block_size
+        # vLLM 0.2-0.5.3 sorts `running` by arrival before each decode step (FCFS priority),
+        # so a victim is always the latest arrival, wherever a swapped request rejoined.
+        running.sort(key=_arrival)
         i = 0
         while i < len(running):
             req = running[i]
@@ -159,7 +174,7 @@ class VllmV0Scheduler(Scheduler):
                 preempted += evicted
             entries.append((req, 1))
             i += 1
-        if self.swapped and not self.step_swapped:
+        if self.swapped and not preempted:  # vLLM swaps in only in a step that preempted nothing
             self._swap_in(entries)
         if not entries:
             return None
