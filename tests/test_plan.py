@@ -354,13 +354,27 @@ def test_an_unreachable_ray_address_is_refused_before_anything_is_written(tmp_pa
     # A budget below one replica: the budget is blamed, with the smallest budget that buys one.
     ({"max_usd_per_hour": 0.5}, ["target missed:", "one replica is over the budget",
                                   "raise target.max_usd_per_hour to at least", "outside the target's budget"]),
+    # The fix rounds up: following it buys the replica (2.99 $/h an H100).
+    ({"max_usd_per_hour": 2.98}, ["raise target.max_usd_per_hour to at least 2.99 (one h100-sxm TP1)"]),
+    # The smallest count space.replicas allows is what the budget must buy.
+    ({"max_gpus": 3, "replicas": [4, 8]}, [
+        "the smallest count space.replicas allows (4 replicas, 4 GPUs, $11.96/h) is over the budget",
+        "raise target.max_gpus to at least 4 (4 × h100-sxm TP1, space.replicas' fewest)"]),
+    # A free GPU under a dollar cap alone: nothing bounds the fleet, and the message says so.
+    ({"max_usd_per_hour": 6, "prices": {"h100-sxm": 0}}, ["a $0/h GPU leaves target.max_usd_per_hour no bound"]),
 ])
 def test_a_target_no_deployment_reaches_is_blamed_on_the_target(tmp_path, capsys, target, needles):
     import yaml
 
     d = tiny_plan(tmp_path, **QUICK)
+    target = dict(target)
+    if "replicas" in target:
+        d["space"]["replicas"] = target.pop("replicas")
+    if "prices" in target:
+        d["prices"] = target.pop("prices")
     d["target"] = target
     d["space"]["gpu"] = ["h100-sxm"]
+    d["space"]["tp"] = [1]
     path = tmp_path / "plan.yaml"
     path.write_text(yaml.safe_dump(d))
     assert cli("plan", path, "-o", tmp_path / "out", "--workers", 1) == 0
@@ -368,3 +382,25 @@ def test_a_target_no_deployment_reaches_is_blamed_on_the_target(tmp_path, capsys
     assert all(n in out for n in needles), out
     assert "SLO missed" not in out and "recommended: none" in out
     assert json.loads((tmp_path / "out" / "plan.json").read_text())["recommendation"] is None
+
+
+def test_a_rate_target_one_replica_over_a_gpu_cap_is_verified_at_the_cap(tmp_path, capsys):
+    """Replicas pool their traffic: 250 req/s derives 3 H100s (120 req/s each), but 2 carry
+    it. A `max_gpus: 2` cap used to drop the configuration as over the cap without a run;
+    the cap's count is now verified, and passes."""
+    import yaml
+
+    d = tiny_plan(tmp_path)
+    d["target"] = {"rate": 250, "max_gpus": 2}
+    d["space"]["gpu"] = ["h100-sxm"]
+    d["space"]["tp"] = [1]
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(d))
+    assert cli("plan", path, "-o", tmp_path / "out", "--workers", 1) == 0
+    rec = json.loads((tmp_path / "out" / "plan.json").read_text())["recommendation"]
+    assert rec["replicas"] == 2 and rec["gpus"] == 2 and rec["verified"]
+    d["target"]["max_gpus"] = 1  # two under the derived count: the cap stops it, without a run
+    path.write_text(yaml.safe_dump(d))
+    assert cli("plan", path, "-o", tmp_path / "out1", "--workers", 1) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "over the budget cap" in out and "recommended: none" in out

@@ -236,3 +236,64 @@ def test_a_same_cost_trim_wins_only_on_a_lower_p99_ttft(monkeypatch, b_ttft, win
     assert best["key"] == winner and best["usd_per_hour"] == pytest.approx(4 * 2.99)
     assert [(v["label"], v["replicas"], v["check"]) for v in outcome.verification][:2] == [
         ("b TP2", 2, "fewer replicas, same cost"), ("b TP2", 1, "fewer replicas")]
+
+
+def _budget_race(monkeypatch, capacities: dict[str, float], runs: int, headroom: float):
+    """Two budget deployments whose whole runs pass up to `capacities`; a verified at its
+    derived claim, b ranked second. Returns (best, outcome) after the budget's refinement."""
+    import yaml
+
+    d = yaml.safe_load(TINY.read_text())
+    d["space"] = {"gpu": ["h100-sxm"], "tp": [1, 2]}
+    d["target"] = {"max_gpus": 4, "headroom": headroom}
+    d["search"]["max_refine_runs"] = runs
+    loaded = load_plan(TINY, data=d)
+
+    def deployment(_loaded, row, rate):
+        ok = rate <= capacities[row["key"]]
+        return (type("Run", (), {"summary": {"cost": {"usd_per_million_output_tokens": 1.0}}})(),
+                Verdict(ok, "" if ok else "p99 TPOT over", {"ttft_p99_ms": 10.0, "tpot_p99_ms": 5.0}))
+
+    monkeypatch.setattr(runner, "simulate_deployment", deployment)
+    common = {"pp": 1, "usd_per_gpu_hour": 2.99, "mean_output_tokens": 50, "replicas": 2, "tp": 2, "gpus": 4,
+              "usd_per_hour": 4 * 2.99}
+    a = {**common, "key": "a", "label": "a", "rank": 1, "max_rate_per_replica": 50.0,
+         "carried_rps": 100 / (1 + headroom)}
+    b = {**common, "key": "b", "label": "b", "rank": 2, "max_rate_per_replica": 45.0,
+         "carried_rps": 90 / (1 + headroom)}
+    outcome = PlanOutcome(out_dir=None, rows=[a, b], records={}, reused=0, searched=2, wall_s=0.0)
+    outcome.verification.append({"label": "a", "replicas": 2, "rate": a["carried_rps"], "check": "the ranking's top",
+                                 "passed": True, "reason": "", "ttft_p99_ms": 10.0, "tpot_p99_ms": 5.0})
+    verified = type("Run", (), {"summary": {"cost": {"usd_per_million_output_tokens": 1.0}}})()
+    best, _ = runner._raise_all(loaded, outcome, a, verified, runs)
+    return best, outcome
+
+
+def test_a_budget_rival_is_checked_before_the_best_spends_every_run(monkeypatch):
+    """Regression (session-56 audit): raising the best took all the runs, so a rival that
+    carries far more (many small replicas pool their traffic; the derived claim underrates
+    them) was never run. Half the runs are kept for the rivals' checks."""
+    best, outcome = _budget_race(monkeypatch, {"a": 1000.0, "b": 5000.0}, runs=6, headroom=0.0)
+    assert any(v["label"] == "b" for v in outcome.verification)
+    assert best["key"] == "b"
+
+
+def test_a_rival_that_overtakes_claims_its_rate_less_the_headroom(monkeypatch):
+    """Regression (session-56 audit): a rival whose first check passed, with no miss above
+    it, claimed that raw rate; like the best's derived claim, it is less the headroom."""
+    best, outcome = _budget_race(monkeypatch, {"a": 110.0, "b": 200.0}, runs=7, headroom=0.2)
+    b_runs = [(v["rate"], v["passed"], v["check"]) for v in outcome.verification if v["label"] == "b"]
+    assert [check for _, _, check in b_runs] == ["beating the best", "the claim, less the headroom"]
+    assert best["key"] == "b" and best["carried_rps"] == pytest.approx(b_runs[0][0] / 1.2)
+    assert best["carried_rps"] > 110.0 / 1.2  # above a's claim (its capacity less the headroom)
+
+
+def test_with_few_runs_the_rivals_left_unchecked_are_said(monkeypatch):
+    """A rival's check needs a run of its own and one for its claim less the headroom: with
+    three runs it gets them (and wins), with two or one it is said to be unchecked."""
+    best, outcome = _budget_race(monkeypatch, {"a": 110.0, "b": 200.0}, runs=3, headroom=0.2)
+    assert best["key"] == "b" and best.get("rivals_unchecked") is None
+    for runs in (2, 1):
+        best, outcome = _budget_race(monkeypatch, {"a": 110.0, "b": 200.0}, runs=runs, headroom=0.2)
+        assert best["key"] == "a" and best["rivals_unchecked"] == 1
+        assert all(v["label"] == "a" for v in outcome.verification)

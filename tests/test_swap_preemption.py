@@ -171,7 +171,7 @@ def test_swap_victims_are_the_latest_arrivals_and_come_back_earliest_first(monke
     seen = _watch_swaps(monkeypatch)
     d = scenario("vllm-v0", arrival={"type": "poisson", "rate": 1e9}, prompt=uniform(16, 64), output=fixed(200),
                  num_requests=6, kv_tokens=16 * 32, max_model_len=512, seed=0, sched={"preemption_mode": "swap"})
-    sim, res = simulate(d)
+    _, res = simulate(d)
     assert (res.requests["status"] == "completed").all()
     assert len(seen["swap_ins"]) >= 2
     assert all(victim == latest for victim, latest in seen["victims"])

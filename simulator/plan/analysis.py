@@ -42,7 +42,9 @@ def _replicas_for_rate(rate: float, per_replica: float, allowed: list[int] | Non
     return min(fits) if fits else None
 
 
-def _replicas_for_budget(plan, gpr: int, price: float, allowed: list[int] | None) -> int:
+def _replicas_for_budget(plan, gpr: int, price: float, allowed: list[int] | None) -> int | float:
+    """The most replicas the caps pay for (an allowed count), 0 if not one; math.inf where
+    no cap bounds them (a $0/h GPU under a dollar cap alone)."""
     t = plan.target
     most = math.inf
     if t.max_usd_per_hour is not None:
@@ -52,7 +54,16 @@ def _replicas_for_budget(plan, gpr: int, price: float, allowed: list[int] | None
     if allowed is not None:
         fits = [r for r in allowed if r <= most]
         return max(fits) if fits else 0
-    return int(most) if math.isfinite(most) else 0
+    return int(most) if math.isfinite(most) else math.inf
+
+
+def _unaffordable(plan, unit: str, gpr: int, price: float, allowed: list[int] | None) -> str:
+    """Why the caps pay for no allowed count of this configuration."""
+    smallest = min(allowed) if allowed else 1
+    if smallest == 1:
+        return f"one {unit} is over the budget"
+    return (f"the smallest count space.replicas allows ({smallest} {unit}s, {smallest * gpr} GPUs, "
+            f"${smallest * gpr * price:,.2f}/h) is over the budget")
 
 
 def _operating_probe(rec: dict, load: float) -> dict | None:
@@ -107,11 +118,25 @@ def derive(loaded: LoadedPlan, records: dict[str, dict]) -> list[dict]:
         row["tpot_mean_at_max_ms"] = tpot
         row["_e2e_mean_ms"] = at_max.get("e2e_mean_ms")  # sizes the verification run
         unit = "unit" if p.get("pools") else "replica"
+        capped = False
         if plan.target.mode == "rate":
             n = _replicas_for_rate(plan.target.rate * (1 + plan.target.headroom), rate1, allowed)
             carried = plan.target.rate
+            if n and not within_caps(plan, {"usd_per_hour": n * gpr * price, "gpus": n * gpr}):
+                # Replicas pool their traffic: one fewer than derived may still carry the
+                # target (refine's trim), so the count the caps allow is verified when it
+                # is that close; below it, the caps stop it.
+                most = _replicas_for_budget(plan, gpr, price, allowed)
+                fewer = [k for k in (allowed or range(1, n)) if k < n]
+                if most and fewer and most >= max(fewer):
+                    n, capped = max(fewer), True
         else:
             n = _replicas_for_budget(plan, gpr, price, allowed)
+            if n == math.inf:
+                row["reason"] = (f"a ${price:g}/h GPU leaves target.max_usd_per_hour no bound on the {unit}s: "
+                                 "add target.max_gpus, or price it under prices")
+                rows.append(row)
+                continue
             carried = n * rate1 / (1 + plan.target.headroom)
         if n and n > MAX_REPLICAS:
             row["reason"] = (f"needs {n:,} {unit}s ({rate1:.3g} req/s each), more than the planner simulates "
@@ -123,10 +148,11 @@ def derive(loaded: LoadedPlan, records: dict[str, dict]) -> list[dict]:
             continue
         if not n:
             row["reason"] = (f"the allowed {unit} counts cannot carry the target" if plan.target.mode == "rate"
-                             else f"one {unit} is over the budget")
+                             else _unaffordable(plan, unit, gpr, price, allowed))
             rows.append(row)
             continue
         usd = n * gpr * price
+        row["capped"] = capped  # the caps' count, below the derived one: verification decides
         row.update(replicas=n, gpus=n * gpr, usd_per_hour=usd, carried_rps=carried, capacity_rps=n * rate1,
                    utilization=carried / (n * rate1),
                    usd_per_m_output_tokens=usd / (carried * out_tok * 3600) * 1e6 if carried > 0 else None)

@@ -131,6 +131,11 @@ def plan_cmd(
             console.print(f"             fewer replicas may carry it too: trimming stopped after "
                           f"search.max_refine_runs ({loaded.plan.search.max_refine_runs}) runs; raise it to go on",
                           soft_wrap=True, highlight=False)
+        if best.get("rivals_unchecked"):
+            n = best["rivals_unchecked"]
+            console.print(f"             {n} other deployment{'s' if n > 1 else ''} within the budget went unchecked "
+                          f"above its rate: search.max_refine_runs ({loaded.plan.search.max_refine_runs}) ran out; "
+                          "raise it to check them", soft_wrap=True, highlight=False)
         if not quiet and best.get("weights_gib_per_gpu") is not None:
             console.print(f"             {why_it_fits(best)}", soft_wrap=True, highlight=False)
         if second is not None:
@@ -187,18 +192,21 @@ def _print_target_misses(rows: list[dict], loaded, shown: int) -> None:
     priced = [r for r in short if r.get("usd_per_gpu_hour") is not None]
     if target.mode != "budget" or not priced:
         return
+    from simulator.plan.analysis import allowed_replicas
     from simulator.plan.config import gpus_per_replica
 
+    fewest = min(allowed_replicas(loaded.plan) or [1])  # the smallest deployment the space allows
     cheapest = min(priced, key=lambda r: gpus_per_replica(r) * r["usd_per_gpu_hour"])
-    gpus = gpus_per_replica(cheapest)
+    gpus = fewest * gpus_per_replica(cheapest)
     usd = gpus * cheapest["usd_per_gpu_hour"]
     asks = []
     if target.max_usd_per_hour is not None and usd > target.max_usd_per_hour:
-        asks.append(f"target.max_usd_per_hour to at least {usd:,.2f}")
+        asks.append(f"target.max_usd_per_hour to at least {math.ceil(usd * 100 - 1e-9) / 100:,.2f}")
     if target.max_gpus is not None and gpus > target.max_gpus:
         asks.append(f"target.max_gpus to at least {gpus}")
     if asks:
-        console.print(f"{'fix:':<15}raise {' and '.join(asks)} (one {cheapest['label']}), or add cheaper GPUs to "
+        what = f"one {cheapest['label']}" if fewest == 1 else f"{fewest} × {cheapest['label']}, space.replicas' fewest"
+        console.print(f"{'fix:':<13}raise {' and '.join(asks)} ({what}), or add cheaper GPUs to "
                       "the space", soft_wrap=True, markup=False, highlight=False)
 
 
@@ -232,9 +240,11 @@ def _why_none(groups, n_ok: int, n_err: int, loaded, rows: list[dict]) -> str:
     from simulator.plan.infeasible import none_feasible
 
     if n_ok:
-        if all(r.get("max_rate_per_replica") for r in rows if r["status"] == "ok"):
+        meeting = sum(bool(r.get("max_rate_per_replica")) for r in rows if r["status"] == "ok")
+        if meeting:
             what = "rate" if loaded.plan.target.mode == "rate" else "budget"
-            return (f"the configurations that meet the SLO all fall outside the target's {what} (target "
+            some = "" if meeting == n_ok else f" ({meeting} of {n_ok})"
+            return (f"the configurations that meet the SLO{some} all fall outside the target's {what} (target "
                     "missed, above)")
         return f"no configuration meets the target under the SLO ({loaded.plan.slo.describe()})"
     if groups:
@@ -246,17 +256,21 @@ def _table(rows: list[dict], loaded) -> None:
     ranked = [r for r in rows if r["rank"] is not None][:8]
     if not ranked:
         return
+    budget = loaded.plan.target.mode == "budget"  # ranked by the rate each carries: shown
     table = Table(title=f"{loaded.name}: configurations that meet the target, best first", title_justify="left",
-                  caption="repl: replicas, or disaggregated units; max req/s: per replica (unit) under the SLO; "
-                          "p99 ms: bounds at the target load per replica",
+                  caption="repl: replicas, or disaggregated units; "
+                          + ("carries: the whole deployment's req/s (the ranking's key); " if budget else "")
+                          + "max req/s: per replica (unit) under the SLO; p99 ms: bounds at the "
+                          + ("carried" if budget else "target") + " load per replica",
                   caption_justify="left")
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("configuration", overflow="fold", ratio=1)
-    for col in ("repl", "GPUs", "$/h", "max req/s", "TTFT p99", "TPOT p99"):
+    for col in ("repl", "GPUs", "$/h", *(("carries",) if budget else ()), "max req/s", "TTFT p99", "TPOT p99"):
         table.add_column(col, justify="right", no_wrap=True, min_width=len(col))
     for r in ranked:
+        carried = (f"{r['carried_rps']:.3g}",) if budget else ()
         table.add_row(str(r["rank"]), r["label"], str(r["replicas"]), str(r["gpus"]), f"{r['usd_per_hour']:,.2f}",
-                      f"{r['max_rate_per_replica']:.3g}", _f(r["ttft_p99_ms"], "{:,.0f}"),
+                      *carried, f"{r['max_rate_per_replica']:.3g}", _f(r["ttft_p99_ms"], "{:,.0f}"),
                       _f(r["tpot_p99_ms"], "{:,.1f}"))
     console.print(table)
 

@@ -82,7 +82,7 @@ def why_it_fits(row: dict) -> str:
     where, per = ("decode GPU", "decode instance") if row.get("pools") else ("GPU", "replica")
     return (f"Per {where}: weights {row['weights_gib_per_gpu']:.1f} GiB, KV cache {row['kv_gib_per_gpu']:.1f} GiB "
             f"({row['kv_capacity_tokens']:,} tokens per {per}). Decode-step floor (the weights one token "
-            f"reads ÷ HBM bandwidth): {row['decode_floor_ms']:.1f} ms. Utilisation at the target: "
+            f"reads ÷ HBM bandwidth): {row['decode_floor_ms']:.1f} ms. Utilisation at the carried rate: "
             f"{row['utilization']:.0%} "
             f"of {row['replicas']} × {row['max_rate_per_replica']:.3g} req/s"
             + (" (above 100%: the replicas pool their traffic, which one replica's search cannot see)."
@@ -129,7 +129,7 @@ def fig_cost_latency(rows: list[dict], best: dict | None) -> bytes | None:
         ax.scatter([best["usd_per_hour"]], [verified if verified is not None else best["ttft_p99_ms"]],
                    marker="*", s=260, color="gold", edgecolor="black", zorder=3,
                    label="recommended (verified p99)" if verified is not None else "recommended")
-    return _finish(fig, ax, "deployment cost, $/hour", "p99 TTFT at the target load, ms (search bound)",
+    return _finish(fig, ax, "deployment cost, $/hour", "p99 TTFT at the carried load, ms (search bound)",
                    "Cost vs latency (deployments that meet the target)")
 
 
@@ -277,12 +277,14 @@ def render_html(loaded: LoadedPlan, outcome: PlanOutcome, figures: list[tuple[st
             rec_html += f"<p class='config'>{_esc(why_it_fits(best))}</p>"
         if second is not None:
             rec_html += f"<p><b>Runner-up:</b> {_esc(headline(second, loaded))}</p>"
-    ranked = [[r["rank"], r["label"], r["replicas"], r["gpus"], _f(r["usd_per_hour"]), _f(r["max_rate_per_replica"], "{:.3g}"),
+    ranked = [[r["rank"], r["label"], r["replicas"], r["gpus"], _f(r["usd_per_hour"]), _f(r["carried_rps"], "{:.3g}"),
+               _f(r["max_rate_per_replica"], "{:.3g}"),
                _f(r["utilization"], "{:.0%}"), _f(r["ttft_p99_ms"], "{:,.0f}"), _f(r["tpot_p99_ms"], "{:,.1f}"),
                _f(r["usd_per_m_output_tokens"]), _f(r["output_tok_s_per_gpu"], "{:,.0f}"), _f(r["tok_s_per_user"], "{:,.1f}"),
                ("cost/latency " if r["pareto_cost_latency"] else "") + ("throughput" if r["pareto_throughput"] else "")]
               for r in rows if r["rank"] is not None]
-    ranked_html = _table(["#", "configuration", "replicas (units)", "GPUs", "$/h", "max req/s per replica (unit)",
+    ranked_html = _table(["#", "configuration", "replicas (units)", "GPUs", "$/h", "carried req/s",
+                          "max req/s per replica (unit)",
                           "utilization",
                           "p99 TTFT ms", "p99 TPOT ms", "$/M out tok", "out tok/s/GPU", "tok/s/user", "Pareto"], ranked)
     other = [[r["label"], r["status"], _f(r.get("max_rate_per_replica"), "{:.3g}"), r.get("reason") or r.get("limited_by") or ""]
@@ -304,7 +306,7 @@ def render_html(loaded: LoadedPlan, outcome: PlanOutcome, figures: list[tuple[st
 <p class="config">Goal: <b>{_esc(target)}</b>. SLO: <b>{_esc(plan.slo.describe())}</b>. {_esc(counts)}.</p>
 {rec_html}
 <h2>Ranked deployments</h2>
-<p class="config">Latency columns are bounds at the target load per replica (the nearest passing probe above it);
+<p class="config">Latency columns are bounds at the carried load per replica (the nearest passing probe above it);
 $/M output tokens at the carried rate. Throughput per GPU and per user are at each configuration's max rate.</p>
 {ranked_html}
 <h2>Verification</h2>

@@ -421,16 +421,25 @@ def _raise_all(loaded: LoadedPlan, outcome: PlanOutcome, best: dict, result, run
     plan = loaded.plan
     grow = 1 + plan.search.tolerance
     report = 1 if plan.target.headroom > 0 else 0  # a run kept for the claim less the headroom
+    rivals = sorted((r for r in outcome.rows if r["rank"] is not None and r is not best),
+                    key=lambda r: (-r["carried_rps"], r["label"]))
     if runs <= report:
+        if runs and rivals:
+            best["rivals_unchecked"] = len(rivals)
         return best, result
     claim = best["carried_rps"]
-    rate, bracketed, res, runs = _raise(loaded, outcome, best, claim, result, runs - report)
-    best, result, runs = _settle(loaded, outcome, best, rate, res, bracketed, claim, runs + report)
+    # Runs kept for the rivals' checks: the derived claims underrate many small replicas,
+    # which pool their traffic most, so raising the best must not spend them all.
+    # (Each check that passes may need a report run of its own too.)
+    kept = min(len(rivals), (runs - report) // 2)
+    kept += report if kept else 0
+    rate, bracketed, res, runs = _raise(loaded, outcome, best, claim, result, runs - report - kept)
+    best, result, runs = _settle(loaded, outcome, best, rate, res, bracketed, claim, runs + report + kept)
     # A rival matters only if its whole deployment passes above the best's rate: one run
     # each decides it, most promising (highest claim) first.
-    for row in sorted((r for r in outcome.rows if r["rank"] is not None and r is not best),
-                      key=lambda r: (-r["carried_rps"], r["label"])):
+    for i, row in enumerate(rivals):
         if runs <= report:
+            best["rivals_unchecked"] = len(rivals) - i
             break
         runs -= 1
         start = rate * grow
@@ -439,9 +448,18 @@ def _raise_all(loaded: LoadedPlan, outcome: PlanOutcome, best: dict, result, run
             if row["carried_rps"] > best["carried_rps"]:
                 _reprice(row, best["carried_rps"])
             continue
-        rate, bracketed, res, runs = _raise(loaded, outcome, row, start, res, runs - report)
+        top, bracketed, res, runs = _raise(loaded, outcome, row, start, res, runs - report)
+        # Its first check passed at `start`; with no miss above, its claim is at least that
+        # less the headroom, as the best's derived claim is. Claims compare less the headroom.
+        floor = start / (1 + plan.target.headroom)
+        if max(top / (1 + plan.target.headroom), 0.0 if bracketed else floor) <= best["carried_rps"]:
+            if row["carried_rps"] > best["carried_rps"]:
+                _reprice(row, best["carried_rps"])
+            runs += report
+            continue
+        rate = top
         _unmark_verified(best)
-        best, result, runs = _settle(loaded, outcome, row, rate, res, bracketed, start, runs + report)
+        best, result, runs = _settle(loaded, outcome, row, rate, res, bracketed, floor, runs + report)
     return best, result
 
 
