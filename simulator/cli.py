@@ -156,8 +156,9 @@ def print_summary(summary: dict, out_dir: Path | None) -> None:
         f"{_fmt(thr['output_tokens_per_s'])} output tok/s",
         f"KV cache   {kv['capacity_tokens']:,} tokens per "
         f"{'decode ' if dis else ''}"
-        f"{'DP rank' if summary['config'].get('dp', 1) > 1 else 'instance' if dis else 'replica'}, "
-        f"peak {percent(kv['peak_utilization'], 0)} used"
+        f"{'DP rank' if summary['config'].get('dp', 1) > 1 else 'instance' if dis else 'replica'}"
+        + (f" ({summary['config']['pp']} virtual engines, a share each), peak {percent(kv['peak_utilization'], 0)} "
+           "of a share used" if summary["config"].get("pp", 1) > 1 else f", peak {percent(kv['peak_utilization'], 0)} used")
         + (f", {percent(kv['prefix_cache_hit_rate'], 0)} of prompt tokens from the prefix cache"
            if kv.get("prefix_cache_hit_rate") else "")
         + (f", each running sequence also holding {kv['state_blocks_per_sequence']} blocks of "
@@ -222,6 +223,8 @@ def run_cmd(
     print_warnings(loaded.warnings)
     if output_dir is not None:  # a bad folder is reported before the run, not after it
         check_output_dir(output_dir)
+    elif loaded.scenario.output.dir:
+        check_output_dir(Path(loaded.scenario.output.dir), option=f"output.dir in {loaded.path or 'the scenario'}")
     progress = LazyProgress(f"simulating {loaded.name}", enabled=not quiet)
     try:
         result = api.run(loaded, progress=progress)

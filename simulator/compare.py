@@ -80,9 +80,10 @@ def marked_change(change: float | None, base: float | None, value: float | None,
     fraction, the difference in percentage points), or "from 0" where the base is zero and
     a relative change does not exist (0 -> 124 preemptions is worse, not unchanged)."""
     if change is None and base == 0 and value:
+        text = f"{value * 100:+.1f} pts" if unit == "fraction" else "from 0"  # a fraction's points exist
         if lower_is_better is None:
-            return "changed", "from 0"
-        return ("worse" if (value > 0) == lower_is_better else "better"), "from 0"
+            return "changed", text
+        return ("worse" if (value > 0) == lower_is_better else "better"), text
     judged = verdict(change, lower_is_better)
     if not judged:
         return judged, ""
@@ -201,6 +202,9 @@ def build_variants(base_path: Path, base_sets: list[str], variant_texts: list[st
         raise ConfigError("nothing to compare the base with", where="--variant",
                           fix="add --variant 'NAME: path=value; ...' (or a second scenario file) at least once")
     names = [v.name for v in variants]
+    if "base" in names[1:]:
+        raise ConfigError("a variant is named `base`, the name of the first column (the base scenario)",
+                          where="--variant", fix="give the variant another name")
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         raise ConfigError(f"variant name(s) used twice: {', '.join(repeated)}", where="--variant",
@@ -237,13 +241,14 @@ def write_comparison(comparison: Comparison, final: Path, unique: bool = False) 
     names = [v.name for v in comparison.variants]
     table = comparison.rows()
     base = comparison.variants[0]
+    warnings = [w for v in comparison.variants[1:] if (w := v.unlike(base))]
     with staged(final, unique) as (tmp, final):
         write_json(tmp / "compare.json", {
             "variants": [{"name": v.name, "scenario": str(v.loaded.path) if v.loaded.path else None,
                           "sets": list(v.sets), "summary": s}
                          for v, s in zip(comparison.variants, comparison.summaries, strict=True)],
             "table": table,
-            "warnings": [w for v in comparison.variants[1:] if (w := v.unlike(base))]})
+            "warnings": warnings})
         with open(tmp / "compare.csv", "w", newline="") as f:
             out = csv.writer(f, lineterminator="\n")
             out.writerow(["metric", "unit", *names, *(f"{n} change %" for n in names[1:]),
@@ -254,5 +259,5 @@ def write_comparison(comparison: Comparison, final: Path, unique: bool = False) 
                               *("" if c is None else repr(c) for c in r["change_pts"][1:])])
         write_compare_page(tmp, f"servesim compare: {base.loaded.name}", names, table,
                            [(base.name, str(base.loaded.path or "the base scenario")),
-                            *((v.name, v.changes(base)) for v in comparison.variants[1:])])
+                            *((v.name, v.changes(base)) for v in comparison.variants[1:])], warnings)
     return final

@@ -55,18 +55,25 @@ OWN_FILES = {"summary.json", "requests.csv", "iterations.csv", "report.html", "s
              "validation.json", "validation.csv", "validation.html", "compare.json", "compare.csv", "compare.html"}
 
 
-def check_creatable(final: Path) -> None:
+#: The figures servesim writes beside them: a run's report, validate's and compare's pages,
+#: and a plan's. Any other PNG in the folder is the user's, and the folder is not replaced.
+OWN_FIGURES = re.compile(
+    r"(?:(?:ttft|tpot|e2e)_distribution|throughput|queue_length|kv_utilization|batch_size|compare"
+    r"|pareto_cost_latency|pareto_throughput|max_rate_vs_gpus|(?:scatter|cdf|curves)_[A-Za-z0-9._-]+)\.png")
+
+
+def check_creatable(final: Path, option: str = "--output-dir") -> None:
     """Refuse a path whose folders cannot be made, before any work is done: a parent that
-    is a file, or a folder this user may not write into."""
+    is a file, or a folder this user may not write into. `option`: where the path came from."""
     ancestor = final.parent.absolute()
     while not ancestor.exists() and ancestor != ancestor.parent:
         ancestor = ancestor.parent
     if not ancestor.is_dir():
         raise ServesimError(f"{ancestor} is a file, so no folder can be made below it", where=str(final),
-                            fix="pass a folder path to --output-dir")
+                            fix=f"pass a folder path to {option}")
     if not os.access(ancestor, os.W_OK | os.X_OK):
         raise ServesimError(f"no permission to create folders in {ancestor}", where=str(final),
-                            fix="choose a folder you can write to for --output-dir")
+                            fix=f"choose a folder you can write to for {option}")
 
 
 def make_dirs(path: Path, named: Path | None = None) -> None:
@@ -79,20 +86,21 @@ def make_dirs(path: Path, named: Path | None = None) -> None:
                             fix="choose another folder for --output-dir") from None
 
 
-def check_output_dir(final: Path) -> None:
+def check_output_dir(final: Path, option: str = "--output-dir") -> None:
     """Refuse to overwrite anything that is not a previous servesim output folder, and a
-    path that cannot be created."""
+    path that cannot be created. `option`: where the path came from (`--output-dir`, or a
+    scenario's `output.dir`), which the fix names."""
     if final.exists() and not final.is_dir():
         raise ServesimError("the output path exists and is a file", where=str(final),
-                            fix="pass a folder path to --output-dir")
+                            fix=f"pass a folder path to {option}")
     if final.is_dir():
-        foreign = [p.name for p in final.iterdir() if p.name not in OWN_FILES and p.suffix != ".png"]
+        foreign = [p.name for p in final.iterdir() if p.name not in OWN_FILES and not OWN_FIGURES.fullmatch(p.name)]
         if foreign:
             shown = ", ".join(sorted(foreign)[:5])
             raise ServesimError(f"the output folder holds files servesim did not write ({shown})",
-                                where=str(final), fix="choose a new or empty folder for --output-dir")
+                                where=str(final), fix=f"choose a new or empty folder for {option}")
     else:
-        check_creatable(final)
+        check_creatable(final, option)
 
 
 def publish(tmp: Path, final: Path) -> None:
@@ -137,6 +145,8 @@ def staged(final: Path, unique: bool = False) -> Iterator[tuple[Path, Path]]:
     into place when the block ends, removed if it fails, so no half-written output folder
     ever appears. `unique` (a default, timestamped folder): never replace one that exists,
     take the next free name instead."""
+    if final.is_symlink():  # write where the link points: the link itself is not replaced
+        final = final.resolve()
     if unique:
         final = claim_free(final)
     tmp = None

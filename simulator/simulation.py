@@ -620,11 +620,14 @@ class Simulation:
         gpus = sum(plan.gpus for plan in self.pools.values())
         usd_per_hour = sum(plan.gpus * plan.price for plan in self.pools.values())
         out_tps = summary["throughput"]["output_tokens_per_s"]
+        # Under PP each virtual engine holds blocks // pp: what the replica can use.
+        blocks = self.memory.num_blocks // main.pp * main.pp
+        capacity = blocks * self.memory.block_size if main.pp > 1 else self.memory.capacity_tokens
         summary["kv_cache"] = {
-            "capacity_tokens": self.memory.capacity_tokens,
-            "total_capacity_tokens": self.memory.capacity_tokens * main.dp * main.replicas,
+            "capacity_tokens": capacity,
+            "total_capacity_tokens": capacity * main.dp * main.replicas,
             "block_size": self.memory.block_size,
-            "blocks_per_replica": self.memory.num_blocks,
+            "blocks_per_replica": blocks,
             "peak_utilization": peak,
             "mean_utilization": mean_util,
             "prefix_cache_hit_rate": _prefix_hit_rate(req_df),

@@ -62,6 +62,7 @@ def test_a_scenario_file_is_a_variant_too(tmp_path):
     ([": parallelism.tp=2"], "has no name"),
     (["tp2:"], "changes nothing"),
     (["a: parallelism.tp=2", "a: parallelism.tp=4"], "used twice: a"),
+    (["base: parallelism.tp=2"], "the name of the first column"),
     (["bad: parallelism.tp=3"], None),  # the scenario's own check, raised when it runs
 ])  # fmt: skip
 def test_bad_variants_are_one_clean_error_and_write_nothing(variants, match, tmp_path, capsys):
@@ -113,6 +114,7 @@ def test_a_comparison_without_an_slo_has_no_attainment_rows_and_counts_read_whol
     assert units["KV peak"] == "fraction" and shown(0.173, "fraction") == "17.3%"
     assert shown(16.0, "") == "16" and shown(2.5, "") == "2.50"  # three figures, as every table shows them
     assert marked_change(None, 0.0, 124.0, True) == ("worse", "from 0")  # preemptions appearing
+    assert marked_change(None, 0.0, 1.0, False, "fraction") == ("better", "+100.0 pts")  # attainment 0 -> 100%
     assert marked_change(None, 0.0, 0.0, True) == (None, "")
 
 
@@ -127,3 +129,13 @@ def test_a_kv_peak_is_neither_better_nor_worse_and_fractions_change_in_points():
     assert marked_change(757.1, 0.117, 1.0, False, "fraction") == ("better", "+88.3 pts")
     assert marked_change(12.3, 10.0, 11.23, False, "req/s") == ("better", "+12.3%")
     assert shown(23.92, "$/h") == "23.92"
+
+
+def test_the_page_says_when_a_variant_ran_other_requests(tmp_path):
+    """compare.json lists a scenario-file variant with its own workload; the shareable page
+    says so too, instead of claiming every variant ran the same requests."""
+    other = ROOT / "scenarios" / "llama70b-tp4-replicas.yaml"
+    assert cli("compare", other, "--set", FEW, "--variant", str(CHATBOT), "-o", tmp_path / "out", "-q") == 0
+    page = (tmp_path / "out" / "compare.html").read_text()
+    warnings = json.loads((tmp_path / "out" / "compare.json").read_text())["warnings"]
+    assert warnings and "Not every variant ran the base" in page and "Every variant ran the same" not in page

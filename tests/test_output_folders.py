@@ -87,3 +87,44 @@ def test_an_interrupt_after_the_files_are_written_says_they_are_complete(tmp_pat
     assert cli(CHATBOT, "--set", "workload.num_requests=10", "-o", out) == 130
     assert f"the run's files are complete in {out}/" in " ".join(capsys.readouterr().err.split())
     assert (out / "summary.json").is_file()
+
+
+def _run(out, *sets) -> int:
+    return cli(CHATBOT, "--set", "workload.num_requests=5", *sets, "-o", out, "-q", "--no-report")
+
+
+def test_a_folder_with_the_users_own_pictures_is_not_replaced(tmp_path, capsys):
+    """Regression (session-56 audit): any *.png passed for servesim's own figure, and the
+    folder, pictures and all, was replaced."""
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    (photos / "holiday.png").write_bytes(b"precious")
+    assert _run(photos) == 2
+    assert (photos / "holiday.png").read_bytes() == b"precious"
+    assert "holds files servesim did not write (holiday.png)" in " ".join(capsys.readouterr().err.split())
+    ours = tmp_path / "ours"
+    ours.mkdir()
+    (ours / "ttft_distribution.png").write_bytes(b"old figure")  # a previous run's: replaced
+    assert _run(ours) == 0 and not (ours / "ttft_distribution.png").exists()
+
+
+def test_an_output_folder_given_as_a_link_is_written_through(tmp_path):
+    """Regression (session-56 audit): a symlinked -o crashed with a traceback after the run."""
+    real = tmp_path / "real"
+    real.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    assert _run(link) == 0 and link.is_symlink()
+    assert (real / "summary.json").is_file()
+    assert _run(link) == 0  # again, over the previous output
+    assert (real / "summary.json").is_file()
+
+
+def test_a_scenarios_output_dir_is_checked_before_the_run_and_named_in_the_fix(tmp_path, capsys):
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (taken / "notes.txt").write_text("mine")
+    assert cli(CHATBOT, "--set", "workload.num_requests=5", "--set", f"output.dir={taken}", "-q") == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "fix: choose a new or empty folder for output.dir in" in err
+    assert "simulating" not in err

@@ -283,6 +283,11 @@ def test_pipeline_parallel_engines_latency_and_throughput():
         assert rows["start_s"].is_monotonic_increasing
         assert (rows["kv_blocks_used"] <= rows["kv_blocks_total"]).all()
     assert "virtual_engine" not in sat1.iterations.columns and "virtual_engine" not in sat1.requests.columns
+    # The replica's capacity is what its engines hold together (blocks // pp each).
+    per_engine = set(it["kv_blocks_total"])
+    kv = sat2.summary["kv_cache"]
+    assert len(per_engine) == 1 and kv["blocks_per_replica"] == 2 * per_engine.pop()
+    assert kv["capacity_tokens"] == kv["blocks_per_replica"] * kv["block_size"]
 
 
 def _pp_trace_run(tmp_path, rows: str, pp: int):

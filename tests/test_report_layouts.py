@@ -279,6 +279,29 @@ def test_an_idle_replica_keeps_its_row() -> None:
     assert list(per_instance(requests)["replica"]) == [0, 1]  # without the count: those seen
 
 
+def test_an_idle_dp_rank_keeps_its_row() -> None:
+    """Regression (session-56 audit): DP rows came only from ranks that served a request."""
+    requests = pd.DataFrame({"replica": [0, 1], "dp_rank": [0, 0], "ttft_ms": [10.0, 20.0],
+                             "tpot_ms": [1.0, 2.0], "preemptions": [0, 0], "status": ["completed"] * 2})
+    table = per_instance(requests, replicas=2, dp=2)
+    assert list(zip(table["replica"], table["pool"], table["requests"], strict=True)) == [
+        (0, "DP rank 0", 1), (0, "DP rank 1", 0), (1, "DP rank 0", 1), (1, "DP rank 1", 0)]
+
+
+def test_pipeline_virtual_engines_get_lines_of_their_own() -> None:
+    """Each PP virtual engine schedules and caches on its own: one line each, named so,
+    not one zigzag line per replica (regression, session-56 audit)."""
+    from simulator.report.aggregate import bin_iterations
+    from simulator.report.figures import series
+
+    it = pd.DataFrame({"replica": [0, 0, 0, 0], "virtual_engine": [0, 1, 0, 1], "start_s": [0.0, 0.1, 0.2, 0.3],
+                       "kv_blocks_used": [5, 2, 6, 2], "kv_blocks_total": [10, 10, 10, 10], "queue_len": [0] * 4,
+                       "num_seqs": [5, 2, 5, 2], "prefill_tokens": [0] * 4, "decode_tokens": [5, 2, 5, 2]})
+    lines = series(bin_iterations(it, max_bins=2))
+    assert [label for label, _, _ in lines] == ["replica 0 · virtual engine 0", "replica 0 · virtual engine 1"]
+    assert [g["seqs_mean"].tolist() for _, _, g in lines] == [[5.0, 5.0], [2.0, 2.0]]
+
+
 # -- what the figures say when the data is lopsided (session 39) --------------------------
 def _kept(monkeypatch, draw):
     kept: list = []

@@ -21,7 +21,7 @@ import numpy as np
 
 from simulator.config import load_scenario
 from simulator.errors import ServesimError
-from simulator.output import check_creatable, folder_name, make_dirs, write_outputs
+from simulator.output import OWN_FIGURES, check_creatable, folder_name, make_dirs, write_outputs
 from simulator.plan.analysis import allowed_replicas, derive, sort_key, within_caps
 from simulator.plan.config import LoadedPlan, gpus_per_replica
 from simulator.plan.executor import check_executor, run_tasks
@@ -70,7 +70,7 @@ def prepare_output_dir(out: Path, resume: bool) -> None:
         raise ServesimError("the output path exists and is a file", where=str(out),
                             fix="pass a folder path to --output-dir")
     if out.is_dir():
-        foreign = [p.name for p in out.iterdir() if p.name not in OWN and p.suffix != ".png"
+        foreign = [p.name for p in out.iterdir() if p.name not in OWN and not OWN_FIGURES.fullmatch(p.name)
                    and not p.name.startswith(".")]
         if foreign:
             raise ServesimError(f"the output folder holds files a plan did not write ({', '.join(sorted(foreign)[:5])})",

@@ -53,15 +53,27 @@ def _replicas(df: pd.DataFrame) -> pd.Series:
     return pd.Series(np.zeros(len(df), dtype=np.int64))
 
 
-def _dp_ranks(df: pd.DataFrame) -> np.ndarray:
-    """Attention-DP rank of each row; 0 for logs of runs without DP (no `dp_rank` column)."""
-    if "dp_rank" in df.columns:
-        return df["dp_rank"].to_numpy()
-    return np.zeros(len(df), dtype=np.int64)
+#: The engines a replica's iterations log apart: attention-DP ranks, or pipeline virtual
+#: engines (each schedules and caches on its own); the label each gets in the figures.
+RANK_COLUMNS = {"dp_rank": "DP rank", "virtual_engine": "virtual engine"}
+
+
+def _dp_ranks(df: pd.DataFrame) -> tuple[np.ndarray, str]:
+    """Each row's engine within its replica (its attention-DP rank, or pipeline virtual
+    engine) and what to call it; 0 for logs of runs with one engine a replica."""
+    for name, label in RANK_COLUMNS.items():
+        if name in df.columns:
+            return df[name].to_numpy(), label
+    return np.zeros(len(df), dtype=np.int64), "DP rank"
+
+
+def rank_label(binned: pd.DataFrame) -> str:
+    """What a binned log's `dp_rank` column counts (bin_iterations sets it)."""
+    return binned.attrs.get("rank_label", "DP rank")
 
 
 def ranked(binned: pd.DataFrame) -> bool:
-    """True when the binned log holds more than one attention-DP rank.
+    """True when the binned log holds more than one attention-DP rank (or virtual engine).
 
     Only then do the figures split a replica by rank: a run without DP, or one where a
     single rank ever ran, keeps one line per replica.
@@ -70,7 +82,8 @@ def ranked(binned: pd.DataFrame) -> bool:
 
 
 def bin_iterations(iterations: pd.DataFrame, max_bins: int = MAX_TIME_BINS) -> pd.DataFrame:
-    """Time-bin iterations per (replica, DP rank) on one shared grid of at most `max_bins` bins.
+    """Time-bin iterations per (replica, DP rank or PP virtual engine) on one shared grid of at
+    most `max_bins` bins.
 
     Means are per iteration (not time-weighted): a bin's value is what a typical
     iteration in that window saw. The shared grid keeps replicas aligned on one x axis.
@@ -86,6 +99,7 @@ def bin_iterations(iterations: pd.DataFrame, max_bins: int = MAX_TIME_BINS) -> p
     width = (t1 - t0) / max_bins if t1 > t0 else 1.0
     idx = np.minimum(((t - t0) / width).astype(np.int64), max_bins - 1)
 
+    ranks, label = _dp_ranks(iterations)
     used = column(iterations, "kv_blocks_used")[keep]
     total = column(iterations, "kv_blocks_total")[keep]
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -93,7 +107,7 @@ def bin_iterations(iterations: pd.DataFrame, max_bins: int = MAX_TIME_BINS) -> p
     frame = pd.DataFrame(
         {
             "replica": _replicas(iterations)[keep].to_numpy(),
-            "dp_rank": _dp_ranks(iterations)[keep],
+            "dp_rank": ranks[keep],
             "bin": idx,
             "queue": column(iterations, "queue_len")[keep],
             "kv": kv,
@@ -118,7 +132,9 @@ def bin_iterations(iterations: pd.DataFrame, max_bins: int = MAX_TIME_BINS) -> p
         .reset_index()
     )
     out["t_s"] = t0 + (out["bin"] + 0.5) * width
-    return out[BINNED_COLUMNS]
+    out = out[BINNED_COLUMNS]
+    out.attrs["rank_label"] = label
+    return out
 
 
 def completed_mask(requests: pd.DataFrame) -> np.ndarray:
@@ -231,11 +247,12 @@ def _stage_instances(requests: pd.DataFrame, pools: Mapping[int, str]) -> tuple[
 
 
 def per_instance(requests: pd.DataFrame, pools: Mapping[int, str] | None = None,
-                 replicas: int | None = None) -> pd.DataFrame:
+                 replicas: int | None = None, dp: int | None = None) -> pd.DataFrame:
     """Per-instance request counts, mean TTFT/TPOT and preemptions, to spot load imbalance.
 
     Colocated runs get one row per replica (`replicas` of them, idle ones at zero: an idle
-    replica is the imbalance to spot; else those seen). Disaggregated runs (`pools`) get a row
+    replica is the imbalance to spot; else those seen), and under attention DP one per rank
+    of each (`dp` ranks each, idle ones at zero too). Disaggregated runs (`pools`) get a row
     for every instance of both pools: a prefill row covers the requests it prefilled and
     their TTFT, a decode row those it decoded and their TPOT; preemptions count where
     the request ended, since requests.csv does not say where each one happened.
@@ -253,7 +270,9 @@ def per_instance(requests: pd.DataFrame, pools: Mapping[int, str] | None = None,
             return _instance_stats(frame, ids).assign(pool="")[PER_INSTANCE_COLUMNS]
         # Attention DP: each rank of a replica schedules and caches on its own.
         ranks = column(requests, "dp_rank")
-        parts = [_instance_stats(frame[ranks == k]).assign(pool=f"DP rank {int(k)}") for k in np.unique(ranks)]
+        ids = list(range(replicas)) if replicas else None
+        every = range(dp) if dp else np.unique(ranks[np.isfinite(ranks)])
+        parts = [_instance_stats(frame[ranks == k], ids).assign(pool=f"DP rank {int(k)}") for k in every]
         out = pd.concat(parts, ignore_index=True).sort_values(["replica", "pool"], kind="stable")
         return out.reset_index(drop=True)[PER_INSTANCE_COLUMNS]
     prefill, decode = _stage_instances(requests, pools)

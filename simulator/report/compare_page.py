@@ -62,15 +62,18 @@ def plot_comparison(names: list[str], rows: list[dict], path: Path) -> Path:
 
 
 def write_compare_page(out_dir: Path, title: str, names: list[str], rows: list[dict],
-                       variants: list[tuple[str, str]]) -> Path:
-    """compare.html and compare.png in `out_dir`; `variants` are (name, what it changes)."""
+                       variants: list[tuple[str, str]], warnings: list[str] = ()) -> Path:
+    """compare.html and compare.png in `out_dir`; `variants` are (name, what it changes);
+    `warnings`: variants that did not run the base's requests or SLO (compare.json's)."""
     figure = plot_comparison(names, rows, out_dir / "compare.png")
     listed = "".join(f"<li><b>{_esc(n)}</b>: {_esc(what)}</li>" for n, what in variants)
+    same = ("<p>Every variant ran the same requests (one workload seed)." if not warnings else
+            "<p><b>Not every variant ran the base's requests or SLO:</b></p><ul>"
+            + "".join(f"<li>{_esc(w)}</li>" for w in warnings) + "</ul><p>")
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{_esc(title)}</title><style>{CSS}</style></head>
 <body><main><h1>{_esc(title)}</h1>
-<p>Every variant ran the same requests (one workload seed). Changes are against the first
-column: green where better, red where worse.</p>
+{same} Changes are against the first column: green where better, red where worse.</p>
 <ul>{listed}</ul>
 <h2>Metrics</h2>{comparison_table(names, rows)}
 <h2>Figure</h2><div class="figs">{_figure("the metrics a deployment choice turns on", figure)}</div>

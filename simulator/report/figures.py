@@ -21,7 +21,7 @@ from matplotlib.cm import ScalarMappable
 from matplotlib.colors import BoundaryNorm, ListedColormap
 from matplotlib.ticker import MaxNLocator
 
-from simulator.report.aggregate import bin_completions, finite, ranked
+from simulator.report.aggregate import bin_completions, finite, rank_label, ranked
 
 DPI = 100
 ECDF_POINTS = 2000
@@ -172,8 +172,9 @@ def series(
     """
     if not ranked(binned):
         return [(instance_label(r, pools), 0, g) for r, g in binned.groupby("replica", sort=True)]
+    noun = "virtual engine" if rank_label(binned) == "virtual engine" else "rank"
     return [
-        (f"{instance_label(r, pools)} · rank {int(k)}", int(k), g)
+        (f"{instance_label(r, pools)} · {noun} {int(k)}", int(k), g)
         for (r, k), g in binned.groupby(["replica", "dp_rank"], sort=True)
     ]
 
@@ -185,7 +186,7 @@ def _rank_colors(ranks: list[int]):
     return cmap, BoundaryNorm(np.arange(n + 1) - 0.5, n)
 
 
-def _rank_colorbar(ax, cmap, norm, replicas: int, pools: Mapping[int, str] | None) -> None:
+def _rank_colorbar(ax, cmap, norm, replicas: int, pools: Mapping[int, str] | None, label: str = "DP rank") -> None:
     """Colour key inside the axes, in the legend's corner and boxed like a legend: the axes
     keep their size (a side colorbar would misalign the batch-size figure's shared x axis).
     The box is 0.5 in tall whatever the axes' height, to fit a two-panel figure's top one."""
@@ -197,7 +198,7 @@ def _rank_colorbar(ax, cmap, norm, replicas: int, pools: Mapping[int, str] | Non
     for spine in box.spines.values():
         spine.set_color("0.8")
     noun = "instances" if pools else "replicas"
-    box.text(0.5, 0.92, f"DP rank ({replicas} {noun})", ha="center", va="top", fontsize=8,
+    box.text(0.5, 0.92, f"{label} ({replicas} {noun})", ha="center", va="top", fontsize=8,
              transform=box.transAxes)
     cax = box.inset_axes([0.06, 0.38, 0.88, 0.2])
     bar = ax.figure.colorbar(ScalarMappable(norm, cmap), cax=cax, orientation="horizontal")
@@ -246,7 +247,7 @@ def _replica_lines(
     if labeled:
         ax.legend(fontsize=8, loc="upper right", framealpha=0.9)
     elif by_rank:
-        _rank_colorbar(ax, cmap, norm, replicas, pools)
+        _rank_colorbar(ax, cmap, norm, replicas, pools, rank_label(binned))
     else:
         ax.text(
             0.99,

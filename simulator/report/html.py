@@ -75,14 +75,8 @@ def fmt_num(value: Any, unit: str = "") -> str:
     x = _number(value)
     if x is None:
         return MISSING
-    if isinstance(value, Integral):
-        text = f"{int(x):,}"
-    elif abs(x) >= 100:
-        text = f"{x:,.1f}"
-    elif abs(x) >= 1:
-        text = f"{x:.2f}"
-    else:
-        text = significant(x)
+    # The terminal's rule (formatting.significant), so a value reads the same in both.
+    text = f"{int(x):,}" if isinstance(value, Integral) else significant(x)
     return f"{text} {unit}".rstrip()
 
 

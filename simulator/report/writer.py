@@ -72,9 +72,10 @@ def write_report(
         ),
     ]
 
-    replicas = get(summary, "config", "replicas")
+    replicas, dp = get(summary, "config", "replicas"), get(summary, "config", "dp")
     page = render_page(title, summary, plotted,
-                       per_instance(requests, pools, replicas if isinstance(replicas, int) else None), scenario_yaml)
+                       per_instance(requests, pools, replicas if isinstance(replicas, int) else None,
+                                    dp if isinstance(dp, int) else None), scenario_yaml)
     html_path = out_dir / HTML_NAME
     html_path.write_text(page, encoding="utf-8")
     return html_path

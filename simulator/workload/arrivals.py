@@ -241,7 +241,8 @@ class ClosedLoopArrival(StrictModel):
 
 class TraceArrival(StrictModel):
     """Replay of recorded traffic: exact timestamps and lengths from a file (rows out of time
-    order are replayed in time order; request ids follow that order)."""
+    order are replayed in time order; request ids follow that order; times are shifted so
+    the first request arrives at 0 s)."""
 
     type: Literal["trace"] = Field(
         "trace",
