@@ -185,6 +185,12 @@ def fit_warnings(profile: Profile, budget_s: float) -> list[str]:
         out.append(f"the {budget_s:g} s budget cut the grid ({m.skipped} points not measured): shapes beyond "
                    "those measured are extrapolated; give it more time (--budget-s)")
     sparse = m.quick or m.truncated  # few points a family: leaving one out tests interpolation
+    spread = _wide_spread(profile)
+    if spread is not None:  # the samples themselves say the machine was busy, whatever the grid
+        out.append(f"the timings spread widely (p90 over {SPREAD_FACTOR:g}× p10 in {spread:.0%} of rows): the "
+                   "machine was busy; measure on an idle one"
+                   + (" (on a CPU, with --cpu-threads 1)" if profile.metadata.device_kind == "cpu"
+                      and profile.metadata.compute_units != 1 else ""))
     for family, fit in (profile.metadata.fit or {}).items():
         error = fit.cv_median_ape_pct
         if error is None or error <= NOISY_FIT_PCT:
@@ -199,6 +205,30 @@ def fit_warnings(profile: Profile, budget_s: float) -> list[str]:
                        "idle machine" + (" (on a CPU, with --cpu-threads 1)" if profile.metadata.device_kind == "cpu"
                                          and profile.metadata.compute_units != 1 else ""))
     return out
+
+
+#: A row whose p90 exceeds its p10 this many times was timed on a busy machine; past
+#: SPREAD_SHARE of such rows the profile says so.
+SPREAD_FACTOR = 3.0
+SPREAD_SHARE = 0.25
+
+
+def _wide_spread(profile: Profile) -> float | None:
+    """The share of measured rows whose samples spread past SPREAD_FACTOR, when it is over
+    SPREAD_SHARE; None otherwise (or where no row keeps its p10 and p90)."""
+    wide = kept = 0
+    for family in profile.tables:
+        table = profile.table(family)
+        if table is None or "p10_us" not in table.columns:
+            continue
+        i, j = table.columns.index("p10_us"), table.columns.index("p90_us")
+        for row in table.rows:
+            lo, hi = row[i], row[j]
+            if lo and hi and lo > 0:
+                kept += 1
+                wide += hi > SPREAD_FACTOR * lo
+    share = wide / kept if kept else 0.0
+    return share if share > SPREAD_SHARE else None
 
 
 def _threads(count: int | None) -> str:
@@ -417,6 +447,10 @@ def compare_cmd(
                   f"{against}: {ref.metadata.gpu_name}, {ref.metadata.source}, {ref.metadata.date}\n"
                   "each row of the first profile is predicted by the second as a simulation reads it "
                   "(interpolated between its rows, its fitted roofline outside them)")
+    if (mine.metadata.gpu or mine.metadata.gpu_name) != (ref.metadata.gpu or ref.metadata.gpu_name):
+        console.print(f"note: the two profiles time different GPUs ({mine.metadata.gpu_name} and "
+                      f"{ref.metadata.gpu_name}): the ratios hold the hardware's difference, not only the "
+                      "kernels' or the method's; check a profile against one of its own GPU")
 
 
 def _ratio(x: float) -> str:

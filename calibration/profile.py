@@ -306,9 +306,13 @@ def parse_profile(data: bytes | str, *, where: str = "<profile>") -> Profile:
     if not isinstance(raw, dict) or "schema_version" not in raw:
         raise CalibrationError("not a calibration profile (JSON without schema_version)", where=where,
                                fix=_PROFILE_FIX)
-    if raw["schema_version"] != SCHEMA_VERSION:
+    version = raw["schema_version"]
+    if isinstance(version, str) and version.strip() == str(SCHEMA_VERSION):
+        raise CalibrationError(f"schema_version must be the number {SCHEMA_VERSION}, not the string {version!r}",
+                               where=where, fix=f'write "schema_version": {SCHEMA_VERSION} (no quotes)')
+    if version != SCHEMA_VERSION or isinstance(version, bool):
         raise CalibrationError(
-            f"profile schema_version {raw['schema_version']!r} is not supported (this servesim reads "
+            f"profile schema_version {version!r} is not supported (this servesim reads "
             f"version {SCHEMA_VERSION})", where=where,
             fix="re-create the profile with this servesim's `simulate calibrate` / `import-aiconfigurator`")
     try:

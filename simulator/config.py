@@ -57,7 +57,7 @@ class HardwareConfig(StrictModel):
     inter_node_link: Literal["ib-ndr", "ib-hdr", "eth-200g", "pcie5"] | None = Field(
         None, description="interconnect between nodes, per GPU (TP/PP beyond a node); default the GPU's own")
     cost_per_gpu_hour: float | None = Field(None, ge=0, description="$ per GPU-hour; default the catalog's price")
-    profile: str | None = Field(None, description="calibrated profile: a path (a relative one the file names is read from the scenario's folder when it is there, else from the working directory), a shipped name (e.g. h100_sxm-vllm), or `auto` (the shipped profile of this GPU); for cost_model.backend: calibrated or auto")
+    profile: str | None = Field(None, description="calibrated profile: a path (a relative one the file names is read from the scenario's folder when it is there, else from the working directory), a shipped name (e.g. h100_sxm-vllm), or `auto` (the shipped profile of this GPU); for cost_model.backend: calibrated or auto. It times this GPU only: a disaggregated pool on another GPU reads that GPU's shipped tables")
 
 
 class ParallelismConfig(StrictModel):
@@ -587,7 +587,8 @@ def load_scenario(path: str | Path | None = None, overrides: list[str] | None = 
     text = yaml.safe_dump(_with_absolute_paths(data, base), sort_keys=False)
     return LoadedScenario(scenario, Path(path) if path is not None else None, base, text,
                           switched_arrival_leftovers(as_written, overrides or []) + _unread_profile(scenario)
-                          + _swap_without_space(scenario) + _surprising_defaults(scenario, data),
+                          + _swap_without_space(scenario) + _profile_beside_pools(scenario)
+                          + _surprising_defaults(scenario, data),
                           tuple(overrides or ()) if overrides_label == "--set" else ())
 
 
@@ -663,6 +664,29 @@ def _swap_without_space(scenario: Scenario) -> tuple[str, ...]:
         return ()
     return ("scheduler.preemption_mode swap with swap_space_gib 0: no KV block fits in host memory, so every "
             "preemption recomputes (vLLM aborts the engine at the first one): give swap_space_gib > 0",)
+
+
+def _profile_beside_pools(scenario: Scenario) -> tuple[str, ...]:
+    """A named profile times `hardware.gpu`'s kernels only: a disaggregated pool on another
+    GPU reads that GPU's shipped tables instead (Simulation._timer), which is said."""
+    from simulator.errors import CatalogError
+    from simulator.hardware import get_gpu
+
+    dis, profile = scenario.disaggregation, scenario.hardware.profile
+    if dis is None or profile in (None, "auto") or scenario.cost_model.backend == "roofline":
+        return ()
+    try:
+        main = get_gpu(scenario.hardware.gpu).name
+        elsewhere = {role: get_gpu(pool.gpu).name for role in ("prefill", "decode")
+                     if (pool := getattr(dis, role)).gpu is not None and get_gpu(pool.gpu).name != main}
+    except CatalogError:
+        return ()  # the run names the unknown GPU
+    if not elsewhere:
+        return ()
+    pools = " and ".join(f"the {role} pool on {gpu}" for role, gpu in elsewhere.items())
+    unread = " (so it is not read at all)" if len(elsewhere) == 2 else ""
+    return (f"hardware.profile {profile} times {main}'s kernels only: {pools} read{'s' if len(elsewhere) == 1 else ''} "
+            f"that GPU's shipped tables{unread}",)
 
 
 def _unread_profile(scenario: Scenario) -> tuple[str, ...]:

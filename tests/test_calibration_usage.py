@@ -71,3 +71,52 @@ def test_the_gemm_grid_measures_both_ends_of_m_for_every_shape_first():
     assert {(n, k) for _, n, k, _ in first} == shapes
     assert {m for m, *_ in first} == {min(m for m, *_ in plan.gemm), max(m for m, *_ in plan.gemm)}
     assert json.dumps(plan.gemm)  # plain data, for the run's progress
+
+
+def test_comparing_profiles_of_two_gpus_says_so(capsys):
+    assert cli("calibrate", "compare", "h100_sxm-measured", "--against", "h200_sxm-vllm") == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "note: the two profiles time different GPUs" in out
+    assert cli("calibrate", "compare", "h100_sxm-measured", "--against", "h100_sxm-vllm") == 0
+    assert "different GPUs" not in capsys.readouterr().out
+
+
+def test_a_schema_version_written_as_text_is_named_as_such(tmp_path, capsys):
+    raw = json.loads((PROFILES_DIR / "h100_sxm-measured.json").read_text())
+    raw["schema_version"] = "1"
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(raw))
+    assert cli("calibrate", "show", path) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "schema_version must be the number 1, not the string '1'" in err and "Traceback" not in err
+
+
+def test_a_profile_is_said_to_time_only_its_own_gpus_pools():
+    """A disaggregated pool on another GPU reads that GPU's shipped tables, not the named
+    profile (regression, session-56 audit: silently)."""
+    from conftest import ROOT
+
+    sc = load_scenario(ROOT / "scenarios" / "disaggregated.yaml",
+                       ["disaggregation.decode.gpu=h200", "hardware.profile=h100_sxm-vllm",
+                        "cost_model.backend=calibrated"])
+    (said,) = [w for w in sc.warnings if w.startswith("hardware.profile")]
+    assert "the decode pool on h200 reads that GPU's shipped tables" in said
+    same = load_scenario(ROOT / "scenarios" / "disaggregated.yaml",
+                         ["hardware.profile=h100_sxm-vllm", "cost_model.backend=calibrated"])
+    assert not [w for w in same.warnings if w.startswith("hardware.profile")]
+
+
+def test_samples_that_spread_widely_are_called_noise_even_on_a_quick_grid():
+    """Regression (session-56 audit): a --quick run on a busy CPU (GEMMs 100× slow, p10 at a
+    fifth of the median) was only told its grid was sparse. The rows' own spread says noise."""
+    profile = load_profile("h100_sxm-measured")
+    assert not any("spread widely" in w for w in fit_warnings(profile, 600))
+    gemm = profile.table("gemm")
+    i, j = gemm.columns.index("p10_us"), gemm.columns.index("p90_us")
+    rows = [[*r[:i], 1.0, 10.0, *r[j + 1:]] for r in gemm.rows]  # every GEMM row: p90 = 10 × p10
+    tables = {**profile.tables, "gemm": gemm.model_copy(update={"rows": rows})}
+    method = profile.metadata.method.model_copy(update={"quick": True})
+    busy = profile.model_copy(update={"tables": tables,
+                                      "metadata": profile.metadata.model_copy(update={"method": method})})
+    (said,) = [w for w in fit_warnings(busy, 600) if "spread widely" in w]
+    assert "the machine was busy; measure on an idle one" in said
