@@ -425,3 +425,12 @@ def test_names_benchmark_files_use_resolve(name, entry):
     if entry.startswith("mistral-7b"):
         assert model.vocab_size == (32768 if entry == "mistral-7b" else 32000)
         assert abs(model.param_count / 1e9 - model.published_params_b) / model.published_params_b < 0.01
+
+
+@pytest.mark.parametrize(("gpu", "smi_mib"), [("b300", 275040), ("gb300", 284208)])
+def test_blackwell_ultra_memory_is_what_nvidia_smi_reports(gpu, smi_mib):
+    """aiconfigurator-core 0.12's system files record each board's nvidia-smi total; GB300's
+    (284,208 MiB) is not B300's, which the catalog had borrowed (session-56 audit)."""
+    from simulator.hardware import get_gpu
+
+    assert get_gpu(gpu).usable_memory_gib == pytest.approx(smi_mib / 1024)

@@ -681,7 +681,7 @@ _GPUS: list[GPUSpec] = [
         vendor="nvidia",
         architecture="blackwell",
         memory_gb=288.0,  # NVIDIA GB300 NVL72 datasheet: 20.7 TB HBM3e for 72 GPUs (288 GB each)
-        usable_memory_gib=275040 / 1024,  # estimate: B300's nvidia-smi total (same 288 GB HBM3e stacks)
+        usable_memory_gib=284208 / 1024,  # nvidia-smi 284208 MiB (aiconfigurator-core 0.12 gb300.yaml)
         hbm_tbps=8.0,  # NVIDIA GB300 NVL72 datasheet: 576 TB/s for 72 GPUs
         # NVIDIA GB300 NVL72 datasheet (72 GPUs): FP4 1,080 PF dense, FP8/FP6 720 PF sparse,
         # BF16 360 PF sparse, TF32 180 PF sparse, INT8 24 POPS, FP32 6 PF. Per GPU dense:
