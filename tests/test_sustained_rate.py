@@ -296,3 +296,24 @@ def test_a_gpu_measured_only_through_its_tables_carries_hoppers_relations():
 
     timer = CalibratedTimer(own, get_gpu("b200"))
     assert timer.sustained["bf16"].source == "profile" and timer.attention_sustained is None
+
+
+def test_families_filled_from_shipped_tables_run_at_the_profiles_own_sustained_rate():
+    """A measured profile lacks fused-MoE rows, which the GPU's shipped tables fill in; its
+    own back-to-back sustained fractions (H100: FP8 0.84) come before the tables' (0.83),
+    for those kernels too (regression, session-56 audit: the fill-ins kept the tables')."""
+    from simulator.cost.calibrated.profiles import calibrated_backend
+    from simulator.cost.config import CostModelConfig
+    from simulator.cost.ops import ShardedModel, token_ops
+    from simulator.hardware import get_gpu
+    from simulator.models import get_model
+
+    timer = calibrated_backend(get_gpu("h100-sxm"), CostModelConfig(), "h100_sxm-measured")
+    shipped = timer.shipped_for("moe")
+    assert shipped is not None and timer.sustained["fp8"].fraction != shipped.sustained["fp8"].fraction
+    sharded = ShardedModel.build(get_model("qwen3-30b-a3b"), 1, 1, "fp8", "fp8", "bf16", 8)
+    moe = next(op for op in token_ops(65536, sharded) if op.family == "moe")  # compute-bound
+    assert timer.source_of(moe).startswith("shipped:")
+    raw = shipped.op_time(moe) / shipped._sustain(moe)
+    assert timer.op_time(moe) == pytest.approx(raw * timer._sustain(moe))
+    assert timer._sustain(moe) < shipped._sustain(moe)  # a higher fraction: less slowing

@@ -237,7 +237,9 @@ class CalibratedTimer:
         if model is None:
             shipped = self.shipped_for(op.family)
             if shipped is not None:
-                return shipped.op_time(op, relief)
+                # The shipped tables' kernel time, at this profile's own sustained rates (a
+                # measured profile's come before the tables', calibration/README.md).
+                return shipped.op_time(op, relief) / shipped._sustain(op, relief) * self._sustain(op, relief)
             donor = self._donor(op)
             if donor is None:
                 return self.default.op_time(op)
