@@ -297,3 +297,12 @@ def test_with_few_runs_the_rivals_left_unchecked_are_said(monkeypatch):
         best, outcome = _budget_race(monkeypatch, {"a": 110.0, "b": 200.0}, runs=runs, headroom=0.2)
         assert best["key"] == "a" and best["rivals_unchecked"] == 1
         assert all(v["label"] == "a" for v in outcome.verification)
+
+
+def test_a_best_overtaken_by_a_rival_keeps_its_passing_run(monkeypatch):
+    """Regression (session-56 audit): the runner-up, verified at its claim before a rival
+    overtook it, was shown as an estimate."""
+    best, outcome = _budget_race(monkeypatch, {"a": 110.0, "b": 200.0}, runs=7, headroom=0.2)
+    a = next(r for r in outcome.rows if r["key"] == "a")
+    assert best["key"] == "b" and best["verified"] and a["verified"]
+    assert a["carried_rps"] == pytest.approx(110.0 / 1.2)

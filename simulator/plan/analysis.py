@@ -28,8 +28,9 @@ COLUMNS = (
     "tpot_mean_at_max_ms", "pareto_cost_latency", "pareto_throughput", "limited_by", "reason",
     "kv_capacity_tokens", "weights_gib_per_gpu", "kv_gib_per_gpu", "decode_floor_ms", "usd_per_gpu_hour",
     "mean_output_tokens", "sims", "wall_s", "key",
-    # The recommendation's check at the target load (blank for the others): p99s, and $/M
-    # output tokens over the whole verification run, drain included.
+    # A whole-deployment run that passed at the carried rate (the recommendation's, and any
+    # other deployment's that refinement ran and passed; blank for those never run): p99s,
+    # and $/M output tokens over the whole run, drain included.
     "verified", "verified_ttft_p99_ms", "verified_tpot_p99_ms", "verified_usd_per_m_output_tokens",
 )  # fmt: skip
 

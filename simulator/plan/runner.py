@@ -269,11 +269,6 @@ def _mark_verified(row: dict, step: dict, result) -> None:
     row["verified_usd_per_m_output_tokens"] = result.summary["cost"]["usd_per_million_output_tokens"]
 
 
-def _unmark_verified(row: dict) -> None:
-    for column in ("verified", "verified_ttft_p99_ms", "verified_tpot_p99_ms", "verified_usd_per_m_output_tokens"):
-        row[column] = None
-
-
 def _check(loaded: LoadedPlan, outcome: PlanOutcome, row: dict, rate: float, why: str):
     """One whole-deployment run after the sweep (verification or refinement), announced and logged."""
     outcome.checking(row, rate, why)
@@ -388,8 +383,7 @@ def _trim(loaded: LoadedPlan, outcome: PlanOutcome, best: dict, result, runs: in
                 continue  # it carries the target as well, for the same price, but no faster
         row["replicas"] = n
         _reprice(row, target)
-        _unmark_verified(best)
-        best.pop("trim_cut_short", None)
+        best.pop("trim_cut_short", None)  # the old best keeps its own passing run's figures
         _mark_verified(row, step, res)
         row["ttft_p99_ms"], row["tpot_p99_ms"] = step["ttft_p99_ms"], step["tpot_p99_ms"]  # no probe bounds it now
         best, result = row, res
@@ -457,8 +451,7 @@ def _raise_all(loaded: LoadedPlan, outcome: PlanOutcome, best: dict, result, run
                 _reprice(row, best["carried_rps"])
             runs += report
             continue
-        rate = top
-        _unmark_verified(best)
+        rate = top  # the old best keeps its own passing run's figures
         best, result, runs = _settle(loaded, outcome, row, rate, res, bracketed, floor, runs + report)
     return best, result
 
