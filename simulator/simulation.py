@@ -267,6 +267,7 @@ class Simulation:
                                           price=getattr(layout, "cost_per_gpu_hour", None))
         for role, plan in self.pools.items():
             self._check_swap(plan, role)
+            self._check_engine_blocks(plan, role)
         if dis is not None:
             self.kv_transfer = build_kv_transfer(dis, self.model, gpus["prefill"], sc.model.kv_dtype,
                                                  sc.hardware.gpus_per_node, decode_gpu=gpus["decode"])
@@ -434,6 +435,18 @@ class Simulation:
                               "stepping in lockstep)", where="scheduler.preemption_mode",
                               fix="use preemption_mode: recompute, or "
                                   f"{'parallelism' if role == 'serve' else f'disaggregation.{role}'}.dp: 1")
+
+    def _check_engine_blocks(self, plan: InstancePlan, role: str) -> None:
+        """Each pipeline virtual engine holds blocks // pp of the cache: at least one each."""
+        blocks, pp = plan.memory.num_blocks, plan.pp
+        if blocks // pp:
+            return
+        layout = "parallelism" if role == "serve" else f"disaggregation.{role}"
+        set_tokens = self.scenario.memory.kv_cache_tokens is not None
+        raise ConfigError(
+            f"the KV cache holds {blocks} block(s) of {self.block_size} tokens, fewer than the {pp} pipeline "
+            "virtual engines that split it", where="memory.kv_cache_tokens" if set_tokens else f"{layout}.pp",
+            fix=f"give memory.kv_cache_tokens at least {pp * self.block_size}, or fewer stages ({layout}.pp)")
 
     def _build_cluster(self, env, itl, log) -> DisaggregatedCluster:
         prefill = self._build_engines(env, itl, log, self.pools["prefill"], 0, "prefill")

@@ -546,3 +546,32 @@ def test_vllm_default_budget_follows_memory_and_release(gpu, release, limits):
                       "prompt_tokens": {"type": "fixed", "value": 64}, "output_tokens": {"type": "fixed", "value": 4}}}
     sim = Simulation(api.load(data=d))
     assert (sim.token_budget, sim.max_num_seqs) == limits
+
+
+@pytest.mark.parametrize("start", [0.0, 49040.537, 312443.281])
+def test_a_dynamic_batch_fires_its_wait_hours_into_a_run(tmp_path, start):
+    """Regression (session-56 fuzz): readiness tested `now - arrival >= max_wait`, while the
+    engine woke at `arrival + max_wait`; far into a run the two round apart, the batch never
+    fired and the request was rejected as a deadlock."""
+    from simulator import api
+
+    trace = tmp_path / "t.csv"
+    trace.write_text(f"arrival_s,prompt_tokens,output_tokens\n0,16,1\n{start + 49040.537},16,1\n")
+    d = {"model": {"name": "opt-125m"}, "scheduler": {"policy": "dynamic", "max_wait_ms": 20.0},
+         "workload": {"arrival": {"type": "trace", "path": str(trace)}}, "output": {"report": False}}
+    req = api.run(d).requests
+    assert (req["status"] == "completed").all()
+    assert req["ttft_ms"].max() < 25.0  # the 20 ms wait and the step, not the next arrival
+
+
+def test_a_cache_smaller_than_one_block_per_virtual_engine_is_a_config_error():
+    from simulator import api
+    from simulator.errors import ConfigError
+
+    d = {"model": {"name": "llama-3.1-8b", "max_model_len": 16}, "parallelism": {"pp": 2},
+         "memory": {"block_size": 16, "kv_cache_tokens": 16},
+         "workload": {"arrival": {"type": "poisson", "rate": 1.0}, "num_requests": 2,
+                      "prompt_tokens": {"type": "fixed", "value": 8}, "output_tokens": {"type": "fixed", "value": 4}}}
+    with pytest.raises(ConfigError, match="fewer than the 2 pipeline virtual engines") as exc:
+        api.run(d)
+    assert exc.value.where == "memory.kv_cache_tokens" and "at least 32" in exc.value.fix

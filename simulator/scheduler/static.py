@@ -173,7 +173,9 @@ class DynamicScheduler(_BatchRunner):
         # since a real batcher cannot know that nothing else will arrive.
         if len(self.waiting) >= self.batch_size:
             return True
-        return now - self.waiting[0].arrival >= self.max_wait - 1e-12
+        # The same sum next_wakeup wakes the engine at: `now - arrival >= max_wait` rounds
+        # differently once times are large (hours in), and the batch then never fired.
+        return now >= self.waiting[0].arrival + self.max_wait
 
     def next_wakeup(self, now: float) -> float | None:
         if self.waiting and not self.running:
