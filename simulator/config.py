@@ -136,7 +136,7 @@ class MemoryConfig(StrictModel):
     gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="fraction of GPU memory the engine may use (vLLM's flag)")
     block_size: int = Field(16, ge=1, description="tokens per KV block (DeepSeek-V3.2 and GLM-5: 64, which vLLM's sparse MLA kernels require)")
     runtime_reserve_gib: float = Field(1.0, ge=0, description="non-torch memory: CUDA context, CUDA graphs, NCCL buffers, GiB per GPU")
-    kv_cache_tokens: int | None = Field(None, ge=1, description="force the KV capacity per replica, tokens (skips the memory plan)")
+    kv_cache_tokens: int | None = Field(None, ge=1, description="force the KV capacity per replica, tokens (skips the memory plan; rounded up to whole blocks)")
 
 
 class SLOConfig(StrictModel):
