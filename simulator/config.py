@@ -60,10 +60,17 @@ class HardwareConfig(StrictModel):
     profile: str | None = Field(None, description="calibrated profile: a path (a relative one the file names is read from the scenario's folder when it is there, else from the working directory), a shipped name (e.g. h100_sxm-vllm), or `auto` (the shipped profile of this GPU); for cost_model.backend: calibrated or auto. It times this GPU only: a disaggregated pool on another GPU reads that GPU's shipped tables")
 
 
+#: Replicas one run simulates at most: each is its own engines (100,000 take ~6 s and 0.6 GB
+#: to build; ten million never finish on a laptop).
+MAX_SIMULATED_REPLICAS = 100_000
+
+
 class ParallelismConfig(StrictModel):
     tp: int = Field(1, ge=1, description="tensor-parallel degree (GPUs per pipeline stage)")
     pp: int = Field(1, ge=1, description="pipeline-parallel stages")
-    replicas: int = Field(1, ge=1, description="independent copies of the model behind the router")
+    replicas: int = Field(1, ge=1, le=MAX_SIMULATED_REPLICAS, description="independent copies of the model behind "
+                          "the router (each simulated as its own engines: at most 100,000; a larger fleet is a "
+                          "share of its traffic, simulated once)")
     dp: int = Field(
         1, ge=1, description="attention data-parallel ranks per copy (vLLM `--data-parallel-size`): each rank "
         "serves its own requests with its own scheduler and KV cache, attention and dense layers split tp "
@@ -81,7 +88,7 @@ class PoolConfig(StrictModel):
 
     tp: int = Field(1, ge=1, description="tensor-parallel degree of each instance of this pool")
     pp: int = Field(1, ge=1, description="pipeline-parallel stages of each instance of this pool")
-    replicas: int = Field(1, ge=1, description="instances in this pool, behind the router")
+    replicas: int = Field(1, ge=1, le=MAX_SIMULATED_REPLICAS, description="instances in this pool, behind the router")
     dp: int = Field(1, ge=1, description="attention data-parallel ranks of each instance, as `parallelism.dp` "
                     "(an instance is then tp x pp x dp GPUs; the wide-EP layout of MoE decode pools)")
     expert_parallel: bool = Field(False, description="as `parallelism.expert_parallel`, for this pool's instances")

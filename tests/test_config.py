@@ -323,3 +323,13 @@ def test_shipped_scenario_loads_and_builds(path):
     assert loaded.name
     sim = Simulation(loaded)  # catalogs, parallelism checks, memory plan, workload
     assert sim.memory.capacity_tokens >= sim.max_model_len
+
+
+def test_a_fleet_too_large_to_simulate_is_refused_before_it_is_built(tmp_path, capsys):
+    """Ten million replicas took minutes and all memory to build before the first event
+    (session-56 fuzz); the field now says how many one run simulates."""
+    from conftest import CHATBOT, cli
+
+    assert cli(CHATBOT, "--set", "parallelism.replicas=10000000", "-q", "--no-report", "-o", tmp_path / "o") == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "parallelism.replicas" in err and "100000" in err and "Traceback" not in err
