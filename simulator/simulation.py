@@ -92,6 +92,11 @@ class InstancePlan:
         return self.tp * self.pp * self.dp * self.replicas
 
 
+def _layout_path(role: str) -> str:
+    """The scenario section that lays out a pool: `parallelism`, or a disaggregated pool's."""
+    return "parallelism" if role == "serve" else f"disaggregation.{role}"
+
+
 def resolve_model(scenario: Scenario, base_dir) -> ModelSpec:
     m = scenario.model
     if m.config_json is not None:
@@ -433,15 +438,14 @@ class Simulation:
         if plan.sharded.dp > 1 and getattr(self.scenario.scheduler, "preemption_mode", "recompute") == "swap":
             raise ConfigError("swap preemption is not modelled with attention data parallelism (ranks "
                               "stepping in lockstep)", where="scheduler.preemption_mode",
-                              fix="use preemption_mode: recompute, or "
-                                  f"{'parallelism' if role == 'serve' else f'disaggregation.{role}'}.dp: 1")
+                              fix=f"use preemption_mode: recompute, or {_layout_path(role)}.dp: 1")
 
     def _check_engine_blocks(self, plan: InstancePlan, role: str) -> None:
         """Each pipeline virtual engine holds blocks // pp of the cache: at least one each."""
         blocks, pp = plan.memory.num_blocks, plan.pp
         if blocks // pp:
             return
-        layout = "parallelism" if role == "serve" else f"disaggregation.{role}"
+        layout = _layout_path(role)
         set_tokens = self.scenario.memory.kv_cache_tokens is not None
         raise ConfigError(
             f"the KV cache holds {blocks} block(s) of {self.block_size} tokens, fewer than the {pp} pipeline "
@@ -635,7 +639,7 @@ class Simulation:
         out_tps = summary["throughput"]["output_tokens_per_s"]
         # Under PP each virtual engine holds blocks // pp: what the replica can use.
         blocks = self.memory.num_blocks // main.pp * main.pp
-        capacity = blocks * self.memory.block_size if main.pp > 1 else self.memory.capacity_tokens
+        capacity = blocks * self.memory.block_size
         summary["kv_cache"] = {
             "capacity_tokens": capacity,
             "total_capacity_tokens": capacity * main.dp * main.replicas,

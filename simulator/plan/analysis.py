@@ -119,7 +119,6 @@ def derive(loaded: LoadedPlan, records: dict[str, dict]) -> list[dict]:
         row["tpot_mean_at_max_ms"] = tpot
         row["_e2e_mean_ms"] = at_max.get("e2e_mean_ms")  # sizes the verification run
         unit = "unit" if p.get("pools") else "replica"
-        capped = False
         if plan.target.mode == "rate":
             n = _replicas_for_rate(plan.target.rate * (1 + plan.target.headroom), rate1, allowed)
             carried = plan.target.rate
@@ -127,10 +126,9 @@ def derive(loaded: LoadedPlan, records: dict[str, dict]) -> list[dict]:
                 # Replicas pool their traffic: one fewer than derived may still carry the
                 # target (refine's trim), so the count the caps allow is verified when it
                 # is that close; below it, the caps stop it.
-                most = _replicas_for_budget(plan, gpr, price, allowed)
-                fewer = [k for k in (allowed or range(1, n)) if k < n]
-                if most and fewer and most >= max(fewer):
-                    n, capped = max(fewer), True
+                fewer = fewer_replicas(plan, n)
+                if fewer is not None and _replicas_for_budget(plan, gpr, price, allowed) >= fewer:
+                    n = fewer
         else:
             n = _replicas_for_budget(plan, gpr, price, allowed)
             if n == math.inf:
@@ -153,7 +151,6 @@ def derive(loaded: LoadedPlan, records: dict[str, dict]) -> list[dict]:
             rows.append(row)
             continue
         usd = n * gpr * price
-        row["capped"] = capped  # the caps' count, below the derived one: verification decides
         row.update(replicas=n, gpus=n * gpr, usd_per_hour=usd, carried_rps=carried, capacity_rps=n * rate1,
                    utilization=carried / (n * rate1),
                    usd_per_m_output_tokens=usd / (carried * out_tok * 3600) * 1e6 if carried > 0 else None)
@@ -169,6 +166,18 @@ def derive(loaded: LoadedPlan, records: dict[str, dict]) -> list[dict]:
 def allowed_replicas(plan) -> list[int] | None:
     """The replica counts `space.replicas` lists, or None where it says `minimise`."""
     return plan.space.replicas if isinstance(plan.space.replicas, list) else None
+
+
+def fewer_replicas(plan, replicas: int, step: int = 1, miss: int = 0) -> int | None:
+    """The count to try below `replicas`, above `miss` (a count known to miss; 0: none): the
+    next smaller allowed one (step 1), or the middle one (step 0, bisecting); None when no
+    allowed count lies between."""
+    allowed = allowed_replicas(plan)
+    between = [n for n in (allowed or range(1, replicas)) if miss < n < replicas]
+    if not between:
+        return None
+    between.sort()
+    return between[len(between) // 2] if step == 0 else between[-1]
 
 
 def within_caps(plan, row: dict) -> bool:

@@ -22,7 +22,7 @@ import numpy as np
 from simulator.config import load_scenario
 from simulator.errors import ServesimError
 from simulator.output import OWN_FIGURES, check_creatable, folder_name, make_dirs, write_outputs
-from simulator.plan.analysis import allowed_replicas, derive, sort_key, within_caps
+from simulator.plan.analysis import allowed_replicas, derive, fewer_replicas, sort_key, within_caps
 from simulator.plan.config import LoadedPlan, gpus_per_replica
 from simulator.plan.executor import check_executor, run_tasks
 from simulator.plan.search import burst_factor
@@ -346,7 +346,7 @@ def _trim(loaded: LoadedPlan, outcome: PlanOutcome, best: dict, result, runs: in
         for r in outcome.rows:
             if r["rank"] is None or r["key"] in failed:
                 continue
-            n = _fewer_by(plan, upper(r), steps.get(r["key"], 1), misses.get(r["key"], 0))
+            n = fewer_replicas(plan, upper(r), steps.get(r["key"], 1), misses.get(r["key"], 0))
             if n is None or _seen_failing(outcome, r, n, checked):
                 continue
             usd = n * gpus_per_replica(r) * r["usd_per_gpu_hour"]
@@ -370,7 +370,7 @@ def _trim(loaded: LoadedPlan, outcome: PlanOutcome, best: dict, result, runs: in
         steps[row["key"]] = 0
         if not verdict.passed:
             misses[row["key"]] = max(misses.get(row["key"], 0), n)
-            if _fewer_by(plan, upper(row), 0, misses[row["key"]]) is None:
+            if fewer_replicas(plan, upper(row), 0, misses[row["key"]]) is None:
                 failed.add(row["key"])
             continue
         passes[row["key"]] = n
@@ -396,18 +396,6 @@ def _ttft(row: dict) -> float:
         if row.get(column) is not None:
             return row[column]
     return math.inf
-
-
-def _fewer_by(plan, replicas: int, step: int, miss: int) -> int | None:
-    """The count to try below `replicas`, above `miss` (a count known to miss; 0: none): the
-    next smaller allowed one (step 1), or the middle one (step 0, bisecting); None when no
-    allowed count lies between."""
-    allowed = allowed_replicas(plan)
-    between = [n for n in (allowed or range(1, replicas)) if miss < n < replicas]
-    if not between:
-        return None
-    between.sort()
-    return between[len(between) // 2] if step == 0 else between[-1]
 
 
 def _raise_all(loaded: LoadedPlan, outcome: PlanOutcome, best: dict, result, runs: int):
