@@ -251,6 +251,14 @@ def test_calibrated_backend_needs_a_profile():
         COST_BACKENDS["calibrated"](H100, CostModelConfig(), None)
 
 
+@pytest.mark.parametrize("name", sorted(shipped_profiles()))
+def test_shipped_fit_errors_are_todays(name):
+    """`calibrate show` prints the stored fit errors, so they must be what today's predictor
+    scores on the profile's own rows (6 of 10 profiles had drifted by session 57)."""
+    prof = load_profile(name)
+    assert cross_validate(prof) == prof.metadata.fit, "stale: run `python -m calibration.refresh_fits`"
+
+
 # -- fitting ------------------------------------------------------------------------------------
 def test_fit_recovers_known_efficiencies():
     true = RooflineTimer(H100, RooflineEfficiency(gemm_compute=0.6, gemm_memory=0.7), 5.0)
