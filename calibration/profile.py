@@ -15,7 +15,7 @@ import os
 from collections.abc import Iterator
 from functools import cache, lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pydantic import Field, ValidationError, model_validator
 
@@ -253,21 +253,40 @@ def _load_cached(path: str, mtime_ns: int, size: int) -> Profile:
     return parse_profile(data, where=path)
 
 
+class ProfileOrigin(NamedTuple):
+    """Where a profile was measured: its catalog GPU (None off the catalog), the device's
+    own name and kind (cuda or cpu)."""
+
+    gpu: str | None
+    gpu_name: str
+    device_kind: str
+
+
 def profile_gpu(ref: str | os.PathLike) -> str | None:
     """The catalog GPU a profile was measured on, from its metadata alone: choosing a
     shipped profile need not validate every table row of every file (~8x faster)."""
+    return profile_origin(ref).gpu
+
+
+def profile_origin(ref: str | os.PathLike) -> ProfileOrigin:
+    """`ProfileOrigin` from the metadata alone (see `profile_gpu`)."""
     path = resolve_profile(ref).resolve()
     st = path.stat()
-    return _gpu_cached(str(path), st.st_mtime_ns, st.st_size)
+    return _origin_cached(str(path), st.st_mtime_ns, st.st_size)
 
 
 @lru_cache(maxsize=64)
-def _gpu_cached(path: str, mtime_ns: int, size: int) -> str | None:
+def _origin_cached(path: str, mtime_ns: int, size: int) -> ProfileOrigin:
     try:
-        gpu = json.loads(Path(path).read_bytes())["metadata"].get("gpu")
+        meta = json.loads(Path(path).read_bytes())["metadata"]
+        origin = ProfileOrigin(meta.get("gpu"), meta["gpu_name"], meta["device_kind"])
     except (ValueError, KeyError, TypeError, AttributeError):
-        return load_profile(path).metadata.gpu  # not a profile: the full parse says why
-    return gpu if isinstance(gpu, str) else None
+        origin = None
+    if origin is None or not all(isinstance(v, str) for v in origin[1:]) \
+            or not (origin.gpu is None or isinstance(origin.gpu, str)):
+        meta = load_profile(path).metadata  # not a profile: the full parse says why
+        origin = ProfileOrigin(meta.gpu, meta.gpu_name, meta.device_kind)
+    return origin
 
 
 def _add_ep_column(moe: dict) -> None:

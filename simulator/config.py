@@ -595,6 +595,7 @@ def load_scenario(path: str | Path | None = None, overrides: list[str] | None = 
     return LoadedScenario(scenario, Path(path) if path is not None else None, base, text,
                           switched_arrival_leftovers(as_written, overrides or []) + _unread_profile(scenario)
                           + _swap_without_space(scenario) + _profile_beside_pools(scenario)
+                          + _profile_off_catalog(scenario)
                           + _surprising_defaults(scenario, data),
                           tuple(overrides or ()) if overrides_label == "--set" else ())
 
@@ -694,6 +695,26 @@ def _profile_beside_pools(scenario: Scenario) -> tuple[str, ...]:
     unread = " (so it is not read at all)" if len(elsewhere) == 2 else ""
     return (f"hardware.profile {profile} times {main}'s kernels only: {pools} read{'s' if len(elsewhere) == 1 else ''} "
             f"that GPU's shipped tables{unread}",)
+
+
+def _profile_off_catalog(scenario: Scenario) -> tuple[str, ...]:
+    """A profile measured on a device outside the GPU catalog cannot be checked against
+    `hardware.gpu` (a catalog GPU's profile is, and a mismatch refused): its kernel times
+    stand for that GPU as they are, which is said."""
+    from calibration.profile import profile_origin
+
+    profile = scenario.hardware.profile
+    if profile in (None, "auto") or scenario.cost_model.backend == "roofline":
+        return ()
+    try:
+        origin = profile_origin(profile)
+    except (ServesimError, OSError):
+        return ()  # the run says what is wrong with the file
+    if origin.gpu is not None:
+        return ()
+    device = "a CPU" if origin.device_kind == "cpu" else "a GPU the catalog does not hold"
+    return (f"hardware.profile {profile} was measured on {origin.gpu_name} ({device}): its kernel times stand "
+            f"for hardware.gpu {scenario.hardware.gpu} unchanged, with {scenario.hardware.gpu}'s memory and links",)
 
 
 def _unread_profile(scenario: Scenario) -> tuple[str, ...]:

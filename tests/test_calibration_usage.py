@@ -120,3 +120,25 @@ def test_samples_that_spread_widely_are_called_noise_even_on_a_quick_grid():
                                       "metadata": profile.metadata.model_copy(update={"method": method})})
     (said,) = [w for w in fit_warnings(busy, 600) if "spread widely" in w]
     assert "the machine was busy; measure on an idle one" in said
+
+
+def test_a_profile_from_a_device_off_the_catalog_is_said_to_stand_for_the_scenarios_gpu(tmp_path):
+    """A catalog GPU's profile is checked against hardware.gpu (a mismatch is refused); one
+    measured elsewhere cannot be, so its use for another GPU is said, not silent."""
+    raw = json.loads((PROFILES_DIR / "h100_sxm-measured.json").read_text())
+    d = yaml.safe_load(CHATBOT.read_text())
+    d["cost_model"]["backend"] = "calibrated"
+    for gpu, name, kind, says in ((None, "NVIDIA A10G", "cuda", "a GPU the catalog does not hold"),
+                                  (None, "x86_64 (8 threads)", "cpu", "a CPU"),
+                                  ("h100-sxm", "NVIDIA H100 80GB HBM3", "cuda", None)):
+        raw["metadata"].update(gpu=gpu, gpu_name=name, device_kind=kind)
+        (tmp_path / "p.json").write_text(json.dumps(raw))
+        d["hardware"]["profile"] = str(tmp_path / "p.json")
+        (tmp_path / "s.yaml").write_text(yaml.safe_dump(d))
+        found = [w for w in load_scenario(tmp_path / "s.yaml").warnings if "was measured on" in w]
+        if says is None:
+            assert found == []
+        else:
+            assert found == [f"hardware.profile {tmp_path / 'p.json'} was measured on {name} ({says}): its kernel "
+                             f"times stand for hardware.gpu {d['hardware']['gpu']} unchanged, with "
+                             f"{d['hardware']['gpu']}'s memory and links"]
