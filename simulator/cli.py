@@ -157,8 +157,9 @@ def print_summary(summary: dict, out_dir: Path | None) -> None:
         f"KV cache   {kv['capacity_tokens']:,} tokens per "
         f"{'decode ' if dis else ''}"
         f"{'DP rank' if summary['config'].get('dp', 1) > 1 else 'instance' if dis else 'replica'}"
-        + (f" ({summary['config']['pp']} virtual engines, a share each), peak {percent(kv['peak_utilization'], 0)} "
-           "of a share used" if summary["config"].get("pp", 1) > 1 else f", peak {percent(kv['peak_utilization'], 0)} used")
+        + (f" ({summary['config']['virtual_engines']} virtual engines, a share each), peak "
+           f"{percent(kv['peak_utilization'], 0)} of a share used" if summary["config"].get("virtual_engines", 1) > 1
+           else f", peak {percent(kv['peak_utilization'], 0)} used")
         + (f", {percent(kv['prefix_cache_hit_rate'], 0)} of prompt tokens from the prefix cache"
            if kv.get("prefix_cache_hit_rate") else "")
         + (f", each running sequence also holding {kv['state_blocks_per_sequence']} blocks of "

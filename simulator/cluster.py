@@ -21,7 +21,7 @@ from simulator.router import RouterConfig, make_router
 
 
 class Replica:
-    """A model copy: one engine, or one per pipeline stage's micro-batch (virtual engines)."""
+    """A model copy: one engine, or one per pipeline stage's micro-batch (vLLM v0's virtual engines)."""
 
     def __init__(self, index: int, engines: list[Engine]):
         self.index = index

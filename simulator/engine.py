@@ -9,11 +9,16 @@ without it: the stretch's next step, which the stretch runs before it ends.
 
 An attention-DP rank of a MoE model steps in lockstep with its peers (lockstep.py): each
 step is one event, priced by the group, with no stretches.
+
+A pipeline-parallel replica under a batch-queue policy (vLLM v1) is one engine that keeps
+up to one micro-batch per stage crossing the stages (`_run_queued`); other policies run one
+engine per stage, its virtual engines, which share the stages (pipeline.py).
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections import deque
 from collections.abc import Callable
 from itertools import accumulate
 
@@ -28,7 +33,7 @@ from simulator.scheduler.base import Scheduler
 
 
 class Engine:
-    """One scheduler + KV cache + cost model: a replica, or one pipeline virtual engine."""
+    """One scheduler + KV cache + cost model: a replica, or one pipeline virtual engine (vLLM v0)."""
 
     def __init__(self, env: simpy.Environment, replica: int, scheduler: Scheduler,
                  cost: IterationCostModel, log: IterationLog,
@@ -42,9 +47,9 @@ class Engine:
         # pipeline virtual engine (the two do not combine).
         self.rank = rank
         self.scheduler = scheduler
-        # A pipeline-parallel replica's stages, shared with its other virtual engines: a
-        # micro-batch waits for a stage another one holds (pipeline.py), so each iteration
-        # is its own event (no decode fast-forward, which could not see the other engines).
+        # A pipeline-parallel replica's stages, shared with its other virtual engines (or its
+        # own other micro-batches): a micro-batch waits for a stage another one holds
+        # (pipeline.py), so each iteration is its own event (no decode fast-forward).
         self.stages = stages
         self.cost = cost
         self.log = log
@@ -66,7 +71,14 @@ class Engine:
         # Closed loop: after finishing requests, let the replacement sends of this instant
         # arrive (one zero-delay event) before scheduling, so they can join the next step.
         self.settle_after_finish = settle_after_finish
-        self.process = env.process(self._run())
+        # vLLM v1 under PP: micro-batches this engine keeps in flight, one per stage (its
+        # batch queue). Arrivals join the scheduler at once: the queue already overlaps
+        # scheduling with the passes, which is what async scheduling would add.
+        self.depth = len(stages.stages) if stages is not None and scheduler.batch_queue else 1
+        if self.depth > 1:
+            scheduler.pipelined = True
+            self.async_scheduling = False
+        self.process = env.process(self._run_queued() if self.depth > 1 else self._run())
 
     @property
     def outstanding(self) -> int:
@@ -111,6 +123,55 @@ class Engine:
         if self._idle is not None and not self._idle.triggered:
             self._idle.succeed()
 
+    def _idle_wait(self, now: float):
+        """Wait for an arrival, or for the scheduler's own wake-up time."""
+        self._idle = self.env.event()
+        wake_at = self.scheduler.next_wakeup(now)
+        if wake_at is None or wake_at <= now:
+            yield self._idle
+        else:
+            yield self._idle | self.env.timeout(max(wake_at - now, 0.0))
+        self._idle = None
+        self._from_idle = True
+
+    def _run_queued(self):
+        """vLLM v1's batch queue (EngineCore.step_with_batch_queue): schedule another
+        micro-batch whenever fewer than `depth` are in flight and some work is not already
+        in one; otherwise wait for the oldest one's output, which lets its sequences go on.
+        Micro-batches cross the stages in order (pipeline.py), so they land oldest first."""
+        env = self.env
+        sched = self.scheduler
+        cost = self.cost
+        log = self.log
+        kv = sched.kv
+        queue: deque = deque()
+        while True:
+            now = env.now
+            step = sched.schedule_more(now) if len(queue) < self.depth else None
+            if step is not None:
+                for req, q in step.entries:
+                    req.inflight += q
+                from_idle, self._from_idle = self._from_idle, False
+                dt = cost.iteration_time(step.shape, from_idle=from_idle) + step.copy_s
+                self._steps += 1
+                queue.append((step, now, env.process(self.stages.traverse(dt)), kv.used, sched.queued))
+                continue
+            if not queue:
+                yield from self._idle_wait(now)
+                continue
+            step, start, crossing, used, queued = queue.popleft()
+            yield crossing
+            for req, q in step.entries:
+                req.inflight -= q
+            finished = sched.complete(step, env.now)
+            shape = step.shape
+            log.add(self.replica, start, env.now - start, shape.num_tokens - shape.num_decode, shape.num_decode,
+                    shape.num_seqs, used, kv.total, queued)
+            for req in finished:
+                self.on_finish(req)
+            if finished and self.settle_after_finish:
+                yield env.timeout(0)
+
     def _run(self):
         env = self.env
         sched = self.scheduler
@@ -137,14 +198,7 @@ class Engine:
             if step is None:
                 if group is not None:
                     group.rest(self)
-                self._idle = env.event()
-                wake_at = sched.next_wakeup(now)
-                if wake_at is None or wake_at <= now:
-                    yield self._idle
-                else:
-                    yield self._idle | env.timeout(max(wake_at - now, 0.0))
-                self._idle = None
-                self._from_idle = True
+                yield from self._idle_wait(now)
                 continue
             shape = step.shape
             k = sched.stretch_limit(step) if (step.decode_only and self.fast_forward and not self._inbox

@@ -1,14 +1,17 @@
-"""The pipeline stages of one replica, shared by its virtual engines.
+"""The pipeline stages of one replica, shared by the micro-batches that cross them.
 
-vLLM serves pipeline parallelism with one virtual engine per stage, each scheduling its own
-micro-batch, and a stage works on one micro-batch at a time: micro-batches follow each other
-through the stages (DESIGN.md §5). A micro-batch holds a stage for its share of the pass
-(the cost model's pass over every stage, including the activation sends, divided by the
-stage count: the slowest stage's time, which sets the pass) and waits for a stage another
-virtual engine's micro-batch holds. So two prompts that arrive together leave the first
-stage one after the other, and a long prefill on one virtual engine holds up the decode
-steps of the others at every stage it occupies; alone, a micro-batch crosses the stages in
-its pass's time.
+A stage works on one micro-batch at a time, and micro-batches follow each other through the
+stages (DESIGN.md §5). A micro-batch holds a stage for its share of the pass (the cost
+model's pass over every stage, including the activation sends, divided by the stage count:
+the slowest stage's time, which sets the pass) and waits for a stage another micro-batch
+holds. Alone, a micro-batch crosses the stages in its pass's time.
+
+Who sends the micro-batches depends on the engine generation. vLLM v1 runs one scheduler
+that keeps a micro-batch per stage in flight (engine.py, `_run_queued`), so a prompt's
+chunks follow each other through the stages. vLLM v0 runs one virtual engine per stage,
+each scheduling its own micro-batch: two prompts that arrive together leave the first stage
+one after the other, and a long prefill on one virtual engine holds up the decode steps of
+the others at every stage it occupies.
 """
 
 from __future__ import annotations

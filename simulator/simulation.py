@@ -406,7 +406,8 @@ class Simulation:
             dis = sc.disaggregation
             policy = role_scheduler(policy, role, dis.kv_transfer.protocol if dis is not None else "connector")
         pp = plan.pp
-        blocks_per_engine = plan.memory.num_blocks // pp
+        engines_per_rank = self.virtual_engines(plan)
+        blocks_per_engine = plan.memory.num_blocks // engines_per_rank
         coupled = plan.sharded.dp > 1  # MoE layers shared by the DP ranks
         swap_blocks, swap_s = 0, 0.0
         if getattr(sc.scheduler, "preemption_mode", "recompute") == "swap":
@@ -418,7 +419,7 @@ class Simulation:
             engines = []
             lockstep = LockstepGroup(env, plan.cost) if coupled else None
             stages = PipelineStages(env, pp) if pp > 1 else None
-            for k in range(plan.dp * pp):  # each DP rank's virtual engines; ranks pick by load as vLLM's DP balancer does
+            for k in range(plan.dp * engines_per_rank):  # each DP rank's engines; ranks pick by load as vLLM's DP balancer does
                 kv = BlockManager(blocks_per_engine, self.block_size,
                                   getattr(sc.scheduler, "watermark", 0.0), plan.memory.state_blocks, swap_blocks,
                                   swap_s, plan.memory.window)
@@ -428,7 +429,8 @@ class Simulation:
                 engines.append(Engine(env, r, sched, plan.cost, log, self._on_finish, self._on_reject,
                                       fast_forward=self._fast_forward, lockstep=lockstep,
                                       settle_after_finish=isinstance(self.workload, ClosedLoopWorkload),
-                                      rank=k // pp if plan.dp > 1 else k % pp, stages=stages))
+                                      rank=k // engines_per_rank if plan.dp > 1 else k % engines_per_rank,
+                                      stages=stages))
             replicas.append(Replica(r, engines))
         return replicas
 
@@ -440,9 +442,16 @@ class Simulation:
                               "stepping in lockstep)", where="scheduler.preemption_mode",
                               fix=f"use preemption_mode: recompute, or {_layout_path(role)}.dp: 1")
 
+    def virtual_engines(self, plan: InstancePlan) -> int:
+        """Engines per DP rank: a PP replica under vLLM v1 (colocated) is one scheduler with a
+        batch queue over the whole cache; under other policies, or in a disaggregated pool,
+        one virtual engine per stage, each holding blocks // pp."""
+        queued = POLICIES[self.scenario.scheduler.policy].scheduler.batch_queue and self.scenario.disaggregation is None
+        return 1 if queued else plan.pp
+
     def _check_engine_blocks(self, plan: InstancePlan, role: str) -> None:
         """Each pipeline virtual engine holds blocks // pp of the cache: at least one each."""
-        blocks, pp = plan.memory.num_blocks, plan.pp
+        blocks, pp = plan.memory.num_blocks, self.virtual_engines(plan)
         if blocks // pp:
             return
         layout = _layout_path(role)
@@ -573,7 +582,7 @@ class Simulation:
         log = IterationLog(record_iterations)
         if any(p.dp > 1 for p in self.pools.values()):
             log.record_ranks()
-        elif any(p.pp > 1 for p in self.pools.values()):
+        elif any(self.virtual_engines(p) > 1 for p in self.pools.values()):
             log.record_ranks("virtual_engine")
         self.router = make_router(self.scenario.router)
         # Late-bound: a disaggregated run rebinds _route to its cluster just below.
@@ -637,8 +646,9 @@ class Simulation:
         gpus = sum(plan.gpus for plan in self.pools.values())
         usd_per_hour = sum(plan.gpus * plan.price for plan in self.pools.values())
         out_tps = summary["throughput"]["output_tokens_per_s"]
-        # Under PP each virtual engine holds blocks // pp: what the replica can use.
-        blocks = self.memory.num_blocks // main.pp * main.pp
+        # Under PP's virtual engines each holds blocks // pp: what the replica can use.
+        engines = self.virtual_engines(main)
+        blocks = self.memory.num_blocks // engines * engines
         capacity = blocks * self.memory.block_size
         summary["kv_cache"] = {
             "capacity_tokens": capacity,
@@ -676,6 +686,7 @@ class Simulation:
             "gpu": self.gpu.name,
             "tp": main.tp,
             "pp": main.pp,
+            "virtual_engines": self.virtual_engines(main),
             "replicas": main.replicas,
             "dp": main.dp,
             "ep": main.sharded.ep,

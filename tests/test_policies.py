@@ -259,22 +259,48 @@ def test_replicas_serve_independent_shares():
 
 
 # -- parallelism ---------------------------------------------------------------------------
-def test_pipeline_parallel_engines_latency_and_throughput():
+@pytest.mark.parametrize("policy", ["vllm-v0", "vllm-v1"])
+def test_pipeline_parallel_latency_and_throughput(policy):
     base = {"prompt": fixed(512), "output": fixed(128)}
-    sim1, lone1 = simulate(scenario("vllm-v1", num_requests=1, **base))
-    sim2, lone2 = simulate(scenario("vllm-v1", num_requests=1, pp=2, **base))
-    assert len(engines(sim1)) == 1 and len(engines(sim2)) == 2
-    assert all(len(rep.engines) == 2 for rep in sim2.replicas)
+    _, lone1 = simulate(scenario(policy, num_requests=1, **base))
+    _, lone2 = simulate(scenario(policy, num_requests=1, pp=2, **base))
     # A lone request crosses every stage (plus the activation send): never faster.
     assert lone2.requests.iloc[0]["ttft_ms"] >= lone1.requests.iloc[0]["ttft_ms"]
     assert lone2.requests.iloc[0]["e2e_ms"] >= lone1.requests.iloc[0]["e2e_ms"]
     # Saturated: two stages work on different micro-batches; twice the GPUs, more throughput.
     heavy = {"arrival": poisson(1000.0), "num_requests": 600, **base}
-    _, sat1 = simulate(scenario("vllm-v1", **heavy))
-    _, sat2 = simulate(scenario("vllm-v1", pp=2, **heavy))
+    _, sat1 = simulate(scenario(policy, **heavy))
+    _, sat2 = simulate(scenario(policy, pp=2, **heavy))
     assert (sat2.requests["status"] == "completed").all()
     assert (sat2.summary["throughput"]["output_tokens_per_s"]
-            > sat1.summary["throughput"]["output_tokens_per_s"])
+            > 1.3 * sat1.summary["throughput"]["output_tokens_per_s"])
+
+
+def test_vllm_v1_runs_a_pipeline_as_one_scheduler_over_the_whole_cache():
+    """vLLM v1 under PP: one engine core whose batch queue holds a micro-batch per stage, and
+    one KV cache (each stage's GPUs hold their layers' KV of every sequence), where vLLM v0
+    ran a virtual engine per stage with a share each."""
+    heavy = {"arrival": poisson(1000.0), "num_requests": 300, "prompt": fixed(512), "output": fixed(128)}
+    sim, res = simulate(scenario("vllm-v1", pp=2, **heavy))
+    assert len(engines(sim)) == 1 and engines(sim)[0].depth == 2
+    it, kv = res.iterations, res.summary["kv_cache"]
+    assert "virtual_engine" not in it.columns and "virtual_engine" not in res.requests.columns
+    assert res.summary["config"]["virtual_engines"] == 1
+    assert kv["blocks_per_replica"] == sim.memory.num_blocks == set(it["kv_blocks_total"]).pop()
+    # At most two micro-batches in flight, and at times exactly two.
+    start = it["start_s"].to_numpy()
+    end = np.sort(start + it["duration_ms"].to_numpy() * 1e-3)
+    in_flight = np.arange(1, len(start) + 1) - np.searchsorted(end, start + 1e-9, side="right")
+    assert in_flight.max() == 2
+
+
+def test_vllm_v0_pipeline_runs_virtual_engines_with_a_share_each():
+    base = {"prompt": fixed(512), "output": fixed(128)}
+    heavy = {"arrival": poisson(1000.0), "num_requests": 600, **base}
+    sim2, sat2 = simulate(scenario("vllm-v0", pp=2, **heavy))
+    assert len(engines(sim2)) == 2 and all(len(rep.engines) == 2 for rep in sim2.replicas)
+    _, sat1 = simulate(scenario("vllm-v0", **heavy))
+    assert sat2.summary["config"]["virtual_engines"] == 2
     # Each virtual engine's rows are its own: named, in time order, within its KV share;
     # a run without PP has no such column.
     it, req = sat2.iterations, sat2.requests
@@ -290,26 +316,60 @@ def test_pipeline_parallel_engines_latency_and_throughput():
     assert kv["capacity_tokens"] == kv["blocks_per_replica"] * kv["block_size"]
 
 
-def _pp_trace_run(tmp_path, rows: str, pp: int):
-    from simulator import api
-
-    trace = tmp_path / f"pp{pp}.csv"
+def _pp_trace_dict(tmp_path, rows: str, pp: int, policy: str = "vllm-v0", budget: int = 8192) -> dict:
+    trace = tmp_path / f"pp{pp}-{policy}.csv"
     trace.write_text("arrival_s,prompt_tokens,output_tokens\n" + rows)
-    d = {"model": {"name": "llama-3.1-8b", "max_model_len": 8192}, "hardware": {"gpu": "h100-sxm"},
-         "parallelism": {"pp": pp}, "scheduler": {"policy": "vllm-v1", "max_num_batched_tokens": 8192},
-         "workload": {"arrival": {"type": "trace", "path": str(trace)}}, "output": {"report": False}}
-    return api.run(d)
+    return {"model": {"name": "llama-3.1-8b", "max_model_len": 8192}, "hardware": {"gpu": "h100-sxm"},
+            "parallelism": {"pp": pp}, "scheduler": {"policy": policy, "max_num_batched_tokens": budget},
+            "workload": {"arrival": {"type": "trace", "path": str(trace)}}, "output": {"report": False}}
+
+
+def _pp_trace_run(tmp_path, rows: str, pp: int, policy: str = "vllm-v0", budget: int = 8192):
+    return simulate(_pp_trace_dict(tmp_path, rows, pp, policy, budget))[1]
 
 
 def test_pipeline_stages_hold_one_micro_batch_at_a_time(tmp_path):
-    """Two prompts arriving together go to the two virtual engines, but the second leaves
-    the first stage only when the first has: its TTFT is 1.5 passes, not one (DESIGN.md §5)."""
+    """vLLM v0: two prompts arriving together go to the two virtual engines, but the second
+    leaves the first stage only when the first has: its TTFT is 1.5 passes, not one
+    (DESIGN.md §5). vLLM v1's one scheduler batches them into one micro-batch instead."""
     alone = _pp_trace_run(tmp_path, "0,1000,2\n", 2)
     lone = alone.requests["ttft_ms"].iloc[0]
     pass_ms = alone.iterations["duration_ms"].iloc[0]  # the prefill's pass over both stages
     both = _pp_trace_run(tmp_path, "0,1000,2\n0,1000,2\n", 2).requests["ttft_ms"].sort_values().to_numpy()
     assert both[0] == pytest.approx(lone, rel=1e-9)
     assert both[1] - both[0] == pytest.approx(0.5 * pass_ms, rel=1e-6)
+    v1 = _pp_trace_run(tmp_path, "0,1000,2\n0,1000,2\n", 2, "vllm-v1")
+    first = v1.iterations.iloc[0]
+    assert first["prefill_tokens"] == 2000 and first["num_seqs"] == 2
+    assert list(v1.requests["ttft_ms"]) == pytest.approx([first["duration_ms"]] * 2, rel=1e-9)
+
+
+def test_vllm_v1_pipelines_a_long_prompts_chunks(tmp_path):
+    """vLLM v1 counts a chunk's tokens as computed when it schedules them, so a prompt's next
+    chunk follows the previous one into the next micro-batch: with a micro-batch per stage in
+    flight, an 8,000-token prompt's four chunks cross two stages in the closed form of a
+    two-stage pipeline (each stage takes half of its chunk's pass, in order), not in four
+    whole passes as one virtual engine would take them."""
+    sim, res = simulate(_pp_trace_dict(tmp_path, "0,8000,3\n", 2, "vllm-v1", budget=2048))
+    it = res.iterations
+    chunks = it[it["prefill_tokens"] > 0]
+    assert list(chunks["prefill_tokens"]) == [2048, 2048, 2048, 1856]
+    # Each chunk's pass, from the cost model at its context; half on each stage.
+    stage = [sim.cost.iteration_time(prefill_shape(q, c, emit=q == 1856), from_idle=c == 0) / 2
+             for q, c in ((2048, 0), (2048, 2048), (2048, 4096), (1856, 6144))]
+    # Stage 0 takes the chunks back to back, except that the third is scheduled only when
+    # the first lands (two in flight); stage 1 follows stage 0.
+    s0_end, s1_end = [], []
+    scheduled = [0.0, 0.0]
+    for i, t in enumerate(stage):
+        if i >= 2:
+            scheduled.append(s1_end[i - 2])
+        start0 = max(scheduled[i], s0_end[-1] if s0_end else 0.0)
+        s0_end.append(start0 + t)
+        s1_end.append(max(s0_end[-1], s1_end[-1] if s1_end else 0.0) + t)
+    assert res.requests["ttft_ms"].iloc[0] == pytest.approx(s1_end[-1] * 1e3, rel=1e-9)
+    v0 = _pp_trace_run(tmp_path, "0,8000,3\n", 2, "vllm-v0", budget=8192)
+    assert res.requests["ttft_ms"].iloc[0] < v0.requests["ttft_ms"].iloc[0] * 4
 
 
 def test_a_long_prefill_holds_up_the_other_virtual_engines_decode(tmp_path):
@@ -569,9 +629,13 @@ def test_a_cache_smaller_than_one_block_per_virtual_engine_is_a_config_error():
     from simulator.errors import ConfigError
 
     d = {"model": {"name": "llama-3.1-8b", "max_model_len": 16}, "parallelism": {"pp": 2},
-         "memory": {"block_size": 16, "kv_cache_tokens": 16},
+         "memory": {"block_size": 16, "kv_cache_tokens": 16}, "scheduler": {"policy": "vllm-v0"},
          "workload": {"arrival": {"type": "poisson", "rate": 1.0}, "num_requests": 2,
-                      "prompt_tokens": {"type": "fixed", "value": 8}, "output_tokens": {"type": "fixed", "value": 4}}}
+                      "prompt_tokens": {"type": "fixed", "value": 8}, "output_tokens": {"type": "fixed", "value": 4}},
+         "output": {"report": False}}
     with pytest.raises(ConfigError, match="fewer than the 2 pipeline virtual engines") as exc:
         api.run(d)
     assert exc.value.where == "memory.kv_cache_tokens" and "at least 32" in exc.value.fix
+    # vLLM v1's one scheduler holds the whole cache: one block serves it.
+    d["scheduler"] = {"policy": "vllm-v1"}
+    assert (api.run(d).requests["status"] == "completed").all()

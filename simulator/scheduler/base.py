@@ -93,6 +93,10 @@ class Scheduler:
     name: ClassVar[str] = ""
     # Paged, on-demand KV (blocks follow the context): what a disaggregated pool needs.
     paged: ClassVar[bool] = False
+    # How a pipeline-parallel replica runs this policy: True, one scheduler keeping a
+    # micro-batch per stage in flight (vLLM v1's batch queue: `schedule_more`); False, one
+    # virtual engine per stage, each with its share of the KV cache (vLLM v0).
+    batch_queue: ClassVar[bool] = False
 
     def __init__(self, config: SchedulerConfigBase, kv: BlockManager, max_model_len: int,
                  itl: ItlSink, *, token_budget: int = 0, max_num_seqs: int = 0):

@@ -45,7 +45,8 @@ class VllmV1Config(SchedulerConfigBase):
         "scheduled while this one runs, so a request that arrives mid-iteration joins the one after next, "
         "and an iteration that follows another lasts max(GPU time, CPU overheads) instead of their sum "
         "(on by default in vLLM since vllm-project/vllm#27614, as here; an opt-in flag up to vLLM ~0.13: "
-        "set false to model those)")
+        "set false to model those). With pp > 1 a request joins the next micro-batch scheduled instead: "
+        "the pipeline's batch queue already schedules while earlier micro-batches run")
     reserve_full_prompt: bool = Field(
         True, description="admit a waiting request only when KV blocks for its whole prompt (and, for a "
         "preempted one, the output it had made) are free, not just its first chunk's: vLLM's "
@@ -117,6 +118,7 @@ def vllm_default_limits(gpu_name: str, gpu_memory_gib: float,
 class VllmV1Scheduler(Scheduler):
     name = "vllm-v1"
     paged = True
+    batch_queue = True
 
     def __init__(self, config: VllmV1Config, kv, max_model_len, itl, **limits):
         super().__init__(config, kv, max_model_len, itl, **limits)
@@ -124,6 +126,7 @@ class VllmV1Scheduler(Scheduler):
         self.reserve_full = config.reserve_full_prompt
         # unset (a scheduler built without a Simulation) means vLLM's default for dense models: on
         self.prefix_cache = PrefixCache(kv) if config.enable_prefix_caching is not False else None
+        self.pipelined = False  # set by the engine of a pipeline-parallel replica (schedule_more)
 
     def _preempt(self, req):
         if self.prefix_cache is not None:
@@ -137,6 +140,61 @@ class VllmV1Scheduler(Scheduler):
                 if req.prefix_tail is not None:  # a conversation turn: its context stays cached
                     cache.keep_own(req)
         super()._retire(finished, end)
+
+    def schedule_more(self, now: float) -> Step | None:
+        """The next micro-batch while earlier ones still cross the pipeline (PP under vLLM v1).
+
+        vLLM counts tokens as computed when it schedules them, so a prompt's next chunk can
+        follow the previous one into the next micro-batch (its KV is written stage by stage
+        ahead of it), while a sequence whose scheduled tokens are all in flight, a decode
+        awaiting its token, is skipped until that micro-batch's output is back. Here the
+        in-flight tokens count as computed for this call only; `complete` adds each
+        micro-batch's tokens as it lands, oldest first."""
+        running = self.running
+        busy = [r for r in running if r.inflight]
+        if not busy:
+            return self.schedule(now)
+        for r in busy:
+            r.num_computed += r.inflight
+        # Nothing left to schedule until its output returns (decodes; a prompt's last chunk).
+        parked = {id(r) for r in busy if r.num_computed >= r.prompt_tokens + r.num_generated}
+        self.running = [r for r in running if id(r) not in parked]
+        try:
+            return self.schedule(now)
+        finally:
+            for r in busy:
+                r.num_computed -= r.inflight
+            after = self.running
+            kept = {id(r) for r in after}
+            before = {id(r) for r in running}
+            # Parked sequences keep their places; victims leave; admissions join at the end.
+            self.running = ([r for r in running if id(r) in parked or id(r) in kept]
+                            + [r for r in after if id(r) not in before])
+
+    def _grow(self, req, need):
+        """As the base, but a victim is never a sequence with tokens in flight (PP's batch
+        queue): its micro-batch would land on a preempted request. When only such sequences
+        stand behind `req` and `req` is in flight itself, it waits (-1, nothing preempted)."""
+        if not self.pipelined:
+            return super()._grow(req, need)
+        kv = self.kv
+        running = self.running
+        preempted = 0
+        while need > kv.total - kv.used:
+            i = len(running) - 1
+            while running[i] is not req and running[i].inflight:
+                i -= 1
+            victim = running[i]
+            if victim.inflight:  # req itself, mid-pipeline: wait for its micro-batches
+                return -1
+            del running[i]
+            self._preempt(victim)
+            preempted += 1
+            if victim is req:
+                return -1
+        kv.allocate(need)
+        req.block_count += need
+        return preempted
 
     def admission_error(self, req):
         err = None if self.chunked else self.budget_error(req, " with chunked prefill off")
