@@ -76,7 +76,7 @@ class Engine:
         # scheduling with the passes, which is what async scheduling would add.
         self.depth = len(stages.stages) if stages is not None and scheduler.batch_queue else 1
         if self.depth > 1:
-            scheduler.pipelined = True
+            scheduler.enter_pipeline()
             self.async_scheduling = False
         self.process = env.process(self._run_queued() if self.depth > 1 else self._run())
 
@@ -149,8 +149,7 @@ class Engine:
             now = env.now
             step = sched.schedule_more(now) if len(queue) < self.depth else None
             if step is not None:
-                for req, q in step.entries:
-                    req.inflight += q
+                sched.launch(step)
                 from_idle, self._from_idle = self._from_idle, False
                 dt = cost.iteration_time(step.shape, from_idle=from_idle) + step.copy_s
                 self._steps += 1
@@ -161,9 +160,7 @@ class Engine:
                 continue
             step, start, crossing, used, queued = queue.popleft()
             yield crossing
-            for req, q in step.entries:
-                req.inflight -= q
-            finished = sched.complete(step, env.now)
+            finished = sched.land(step, env.now)
             shape = step.shape
             log.add(self.replica, start, env.now - start, shape.num_tokens - shape.num_decode, shape.num_decode,
                     shape.num_seqs, used, kv.total, queued)

@@ -18,7 +18,6 @@ class Request:
         "finish_time",
         "first_token_time",
         "id",
-        "inflight",
         "kv_transfer_s",
         "last_token_time",
         "num_computed",
@@ -79,9 +78,6 @@ class Request:
         # num_computed: tokens whose KV is in cache; num_generated: output tokens emitted.
         self.num_computed = 0
         self.num_generated = 0
-        # Tokens in micro-batches still crossing the pipeline (vLLM v1's batch queue under PP):
-        # scheduled, not yet computed.
-        self.inflight = 0
         self.block_count = 0
         self.preemptions = 0  # of which `swaps` moved the KV to host memory (no recompute)
         self.swaps = 0

@@ -126,7 +126,6 @@ class VllmV1Scheduler(Scheduler):
         self.reserve_full = config.reserve_full_prompt
         # unset (a scheduler built without a Simulation) means vLLM's default for dense models: on
         self.prefix_cache = PrefixCache(kv) if config.enable_prefix_caching is not False else None
-        self.pipelined = False  # set by the engine of a pipeline-parallel replica (schedule_more)
 
     def _preempt(self, req):
         if self.prefix_cache is not None:
@@ -150,20 +149,20 @@ class VllmV1Scheduler(Scheduler):
         awaiting its token, is skipped until that micro-batch's output is back. Here the
         in-flight tokens count as computed for this call only; `complete` adds each
         micro-batch's tokens as it lands, oldest first."""
-        running = self.running
-        busy = [r for r in running if r.inflight]
-        if not busy:
+        inflight = self.inflight
+        if not inflight:
             return self.schedule(now)
-        for r in busy:
-            r.num_computed += r.inflight
+        running = self.running
+        for r, q in inflight.items():
+            r.num_computed += q
         # Nothing left to schedule until its output returns (decodes; a prompt's last chunk).
-        parked = {id(r) for r in busy if r.num_computed >= r.prompt_tokens + r.num_generated}
+        parked = {id(r) for r in inflight if r.num_computed >= r.prompt_tokens + r.num_generated}
         self.running = [r for r in running if id(r) not in parked]
         try:
             return self.schedule(now)
         finally:
-            for r in busy:
-                r.num_computed -= r.inflight
+            for r, q in inflight.items():
+                r.num_computed -= q
             after = self.running
             kept = {id(r) for r in after}
             before = {id(r) for r in running}
@@ -171,21 +170,45 @@ class VllmV1Scheduler(Scheduler):
             self.running = ([r for r in running if id(r) in parked or id(r) in kept]
                             + [r for r in after if id(r) not in before])
 
-    def _grow(self, req, need):
-        """As the base, but a victim is never a sequence with tokens in flight (PP's batch
-        queue): its micro-batch would land on a preempted request. When only such sequences
-        stand behind `req` and `req` is in flight itself, it waits (-1, nothing preempted)."""
-        if not self.pipelined:
-            return super()._grow(req, need)
+    def enter_pipeline(self) -> None:
+        """Serve a pipeline-parallel replica through its batch queue (Engine._run_queued):
+        track each sequence's tokens in flight, and spare those sequences in preemption. A
+        bound method on this instance only, so that runs without PP keep the base `_grow`
+        on their hot path."""
+        self.inflight: dict = {}  # request -> tokens scheduled in micro-batches not yet landed
+        self._grow = self._grow_in_pipeline
+
+    def launch(self, step: Step) -> None:
+        """`step` leaves for the pipeline: its tokens are in flight until it lands."""
+        inflight = self.inflight
+        for req, q in step.entries:
+            inflight[req] = inflight.get(req, 0) + q
+
+    def land(self, step: Step, end: float) -> list:
+        """`step`'s output is back: its tokens are computed (`complete`)."""
+        inflight = self.inflight
+        for req, q in step.entries:
+            left = inflight[req] - q
+            if left:
+                inflight[req] = left
+            else:
+                del inflight[req]
+        return self.complete(step, end)
+
+    def _grow_in_pipeline(self, req, need):
+        """As the base `_grow`, but a victim is never a sequence with tokens in flight: its
+        micro-batch would land on a preempted request. When only such sequences stand behind
+        `req` and `req` is in flight itself, it waits (-1, nothing preempted)."""
         kv = self.kv
         running = self.running
         preempted = 0
+        inflight = self.inflight
         while need > kv.total - kv.used:
             i = len(running) - 1
-            while running[i] is not req and running[i].inflight:
+            while running[i] is not req and running[i] in inflight:
                 i -= 1
             victim = running[i]
-            if victim.inflight:  # req itself, mid-pipeline: wait for its micro-batches
+            if victim in inflight:  # req itself, mid-pipeline: wait for its micro-batches
                 return -1
             del running[i]
             self._preempt(victim)
