@@ -639,3 +639,45 @@ def test_a_cache_smaller_than_one_block_per_virtual_engine_is_a_config_error():
     # vLLM v1's one scheduler holds the whole cache: one block serves it.
     d["scheduler"] = {"policy": "vllm-v1"}
     assert (api.run(d).requests["status"] == "completed").all()
+
+
+def test_vllm_v1_pipeline_counts_sequences_in_flight_toward_max_num_seqs(monkeypatch):
+    """vLLM's `running` holds the sequences whose micro-batch is still in flight, and it
+    admits nothing once it holds max_num_seqs: the cap is the engine's, not each
+    micro-batch's (a session-57 audit found pp x max_num_seqs running)."""
+    from simulator.scheduler import vllm_v1
+
+    peak = {}
+    launch = vllm_v1.VllmV1Scheduler.launch
+
+    def counting(self, step):
+        peak[self] = max(peak.get(self, 0), len(self.running))
+        return launch(self, step)
+
+    monkeypatch.setattr(vllm_v1.VllmV1Scheduler, "launch", counting)
+    for pp in (2, 4):
+        peak.clear()
+        d = scenario("vllm-v1", arrival=poisson(100.0), prompt=fixed(64), output=fixed(50), num_requests=40,
+                     sched={"max_num_seqs": 2, "max_num_batched_tokens": 512}, pp=pp)
+        _, res = simulate(d)
+        assert (res.requests["status"] == "completed").all()
+        assert list(peak.values()) == [2]  # one scheduler, at the cap and never above it
+
+
+def test_vllm_v1_pipeline_preempts_the_last_admitted_even_when_it_is_in_flight(tmp_path):
+    """Under KV pressure vLLM preempts the last admitted sequence. When that one is in
+    flight, the older sequence that needs a block waits for its micro-batch instead of
+    preempting itself (the first form preempted the oldest, which then finished last)."""
+    rows = "0.0,1000,1000\n0.002,200,1000\n"
+    ends = {}
+    for pp in (1, 2):
+        trace = tmp_path / f"victim{pp}.csv"
+        trace.write_text("arrival_s,prompt_tokens,output_tokens\n" + rows)
+        d = scenario("vllm-v1", pp=pp, kv_tokens=2048, max_model_len=2048, sched={"max_num_batched_tokens": 512})
+        d["workload"] = {"arrival": {"type": "trace", "path": str(trace)}}
+        _, res = simulate(d)
+        req = res.requests.set_index("request_id")
+        assert (req["status"] == "completed").all()
+        assert req.loc[0, "preemptions"] == 0 and req.loc[1, "preemptions"] >= 1
+        ends[pp] = (req["arrival_s"] + req["e2e_ms"] / 1e3).to_dict()
+        assert ends[pp][0] < ends[pp][1]  # the first admitted finishes first, as at pp=1

@@ -45,8 +45,8 @@ class VllmV1Config(SchedulerConfigBase):
         "scheduled while this one runs, so a request that arrives mid-iteration joins the one after next, "
         "and an iteration that follows another lasts max(GPU time, CPU overheads) instead of their sum "
         "(on by default in vLLM since vllm-project/vllm#27614, as here; an opt-in flag up to vLLM ~0.13: "
-        "set false to model those). With pp > 1 a request joins the next micro-batch scheduled instead: "
-        "the pipeline's batch queue already schedules while earlier micro-batches run")
+        "set false to model those). With pp > 1 it sets only the CPU overlap: a request joins the next "
+        "micro-batch scheduled, since the pipeline's batch queue already schedules while earlier ones run")
     reserve_full_prompt: bool = Field(
         True, description="admit a waiting request only when KV blocks for its whole prompt (and, for a "
         "preempted one, the output it had made) are free, not just its first chunk's: vLLM's "
@@ -103,6 +103,10 @@ class VllmV1Config(SchedulerConfigBase):
 #: the published measurements of these GPUs ran (aiconfigurator's sample: 0.15 to 0.19).
 LARGE_GPU_BUDGET_SINCE = (0, 28)
 
+#: `_grow`'s answer under PP's batch queue when the victim has tokens in flight: the
+#: sequence that asked skips this micro-batch, and nothing is preempted yet.
+WAIT_FOR_PIPELINE = -2
+
 
 def vllm_default_limits(gpu_name: str, gpu_memory_gib: float,
                         release: tuple[int, ...] | None = None) -> tuple[int, int]:
@@ -158,9 +162,16 @@ class VllmV1Scheduler(Scheduler):
         # Nothing left to schedule until its output returns (decodes; a prompt's last chunk).
         parked = {id(r) for r in inflight if r.num_computed >= r.prompt_tokens + r.num_generated}
         self.running = [r for r in running if id(r) not in parked]
+        # Parked sequences still count toward max_num_seqs, and still stand in the admission
+        # order that picks preemption victims (vLLM's `running` holds them throughout).
+        limit = self.max_num_seqs
+        self.max_num_seqs = limit - len(parked)
+        self._admitted = list(running)
         try:
             return self.schedule(now)
         finally:
+            self.max_num_seqs = limit
+            self._admitted = None
             for r, q in inflight.items():
                 r.num_computed -= q
             after = self.running
@@ -176,6 +187,7 @@ class VllmV1Scheduler(Scheduler):
         bound method on this instance only, so that runs without PP keep the base `_grow`
         on their hot path."""
         self.inflight: dict = {}  # request -> tokens scheduled in micro-batches not yet landed
+        self._admitted: list | None = None  # during schedule_more: `running` with the parked ones
         self._grow = self._grow_in_pipeline
 
     def launch(self, step: Step) -> None:
@@ -196,21 +208,20 @@ class VllmV1Scheduler(Scheduler):
         return self.complete(step, end)
 
     def _grow_in_pipeline(self, req, need):
-        """As the base `_grow`, but a victim is never a sequence with tokens in flight: its
-        micro-batch would land on a preempted request. When only such sequences stand behind
-        `req` and `req` is in flight itself, it waits (-1, nothing preempted)."""
+        """As the base `_grow`: the victim is the last admitted sequence, in flight or not.
+        But a sequence with tokens in flight is not preempted (its micro-batch would land on
+        a preempted request): `req` then waits for this micro-batch (WAIT_FOR_PIPELINE,
+        nothing preempted), and the victim goes once its own micro-batch is back."""
         kv = self.kv
-        running = self.running
         preempted = 0
-        inflight = self.inflight
+        order = self._admitted if self._admitted is not None else self.running
         while need > kv.total - kv.used:
-            i = len(running) - 1
-            while running[i] is not req and running[i] in inflight:
-                i -= 1
-            victim = running[i]
-            if victim in inflight:  # req itself, mid-pipeline: wait for its micro-batches
-                return -1
-            del running[i]
+            victim = order[-1]
+            if victim in self.inflight:
+                return WAIT_FOR_PIPELINE
+            order.pop()
+            if order is not self.running:
+                self.running.remove(victim)
             self._preempt(victim)
             preempted += 1
             if victim is req:
@@ -248,6 +259,8 @@ class VllmV1Scheduler(Scheduler):
                 if c >= req.block_count * bs:
                     evicted = self._grow(req, -(-(c + 1) // bs) - req.block_count)
                     if evicted < 0:
+                        if evicted == WAIT_FOR_PIPELINE:
+                            continue
                         preempted += 1
                         break
                     preempted += evicted
@@ -262,6 +275,8 @@ class VllmV1Scheduler(Scheduler):
             if need > 0:
                 evicted = self._grow(req, need)
                 if evicted < 0:
+                    if evicted == WAIT_FOR_PIPELINE:
+                        continue
                     preempted += 1
                     break
                 preempted += evicted
