@@ -55,6 +55,12 @@ def max_num_seqs_field(default_text: str):
     return Field(None, ge=1, description=f"most sequences running at once; default {default_text}")
 
 
+#: `_grow`'s answer when the victim cannot be preempted yet (under PP's batch queue, a
+#: sequence with tokens in flight): the sequence that asked skips this iteration, and
+#: nothing is preempted.
+WAIT_FOR_PIPELINE = -2
+
+
 @dataclass(slots=True)
 class Step:
     """One iteration's work: (request, new tokens) pairs and the shape the cost model sees."""
@@ -173,11 +179,14 @@ class Scheduler:
 
     def _grow(self, req: Request, need: int) -> int:
         """Give `req` `need` more KV blocks, preempting from the back of `running` as vLLM
-        does. Returns how many were preempted, or -1 if `req` itself had to go."""
+        does. Returns how many were preempted, -1 if `req` itself had to go, or
+        WAIT_FOR_PIPELINE if the victim cannot go yet (`_next_victim`)."""
         kv = self.kv
         preempted = 0
         while need > kv.total - kv.used:
-            victim = self.running.pop()
+            victim = self._next_victim()
+            if victim is None:
+                return WAIT_FOR_PIPELINE
             self._preempt(victim)
             preempted += 1
             if victim is req:
@@ -185,6 +194,11 @@ class Scheduler:
         kv.allocate(need)
         req.block_count += need
         return preempted
+
+    def _next_victim(self) -> Request | None:
+        """Take the lowest-priority running request out of `running` (the last admitted);
+        None when it cannot be preempted now (a pipelined scheduler's sequence in flight)."""
+        return self.running.pop()
 
     def _release(self, req: Request) -> None:
         """Free the request's blocks; those of cached prefix segments stay cached."""

@@ -20,6 +20,7 @@ from simulator.cost.ops import IterationShape
 from simulator.errors import ConfigError
 from simulator.prefix_cache import PrefixCache
 from simulator.scheduler.base import (
+    WAIT_FOR_PIPELINE,
     Scheduler,
     SchedulerConfigBase,
     Step,
@@ -103,10 +104,6 @@ class VllmV1Config(SchedulerConfigBase):
 #: the published measurements of these GPUs ran (aiconfigurator's sample: 0.15 to 0.19).
 LARGE_GPU_BUDGET_SINCE = (0, 28)
 
-#: `_grow`'s answer under PP's batch queue when the victim has tokens in flight: the
-#: sequence that asked skips this micro-batch, and nothing is preempted yet.
-WAIT_FOR_PIPELINE = -2
-
 
 def vllm_default_limits(gpu_name: str, gpu_memory_gib: float,
                         release: tuple[int, ...] | None = None) -> tuple[int, int]:
@@ -183,12 +180,11 @@ class VllmV1Scheduler(Scheduler):
 
     def enter_pipeline(self) -> None:
         """Serve a pipeline-parallel replica through its batch queue (Engine._run_queued):
-        track each sequence's tokens in flight, and spare those sequences in preemption. A
-        bound method on this instance only, so that runs without PP keep the base `_grow`
-        on their hot path."""
+        track each sequence's tokens in flight, and spare those sequences in preemption. The
+        rule is bound on this instance only, so runs without PP keep the base one."""
         self.inflight: dict = {}  # request -> tokens scheduled in micro-batches not yet landed
         self._admitted: list | None = None  # during schedule_more: `running` with the parked ones
-        self._grow = self._grow_in_pipeline
+        self._next_victim = self._next_victim_in_pipeline
 
     def launch(self, step: Step) -> None:
         """`step` leaves for the pipeline: its tokens are in flight until it lands."""
@@ -207,28 +203,19 @@ class VllmV1Scheduler(Scheduler):
                 del inflight[req]
         return self.complete(step, end)
 
-    def _grow_in_pipeline(self, req, need):
-        """As the base `_grow`: the victim is the last admitted sequence, in flight or not.
-        But a sequence with tokens in flight is not preempted (its micro-batch would land on
-        a preempted request): `req` then waits for this micro-batch (WAIT_FOR_PIPELINE,
-        nothing preempted), and the victim goes once its own micro-batch is back."""
-        kv = self.kv
-        preempted = 0
+    def _next_victim_in_pipeline(self):
+        """The last admitted sequence, in flight or not, as vLLM picks it; but one with tokens
+        in flight is not preempted (its micro-batch would land on a preempted request): None,
+        so the sequence that needs its blocks skips this micro-batch, and the victim goes
+        once its own micro-batch is back."""
         order = self._admitted if self._admitted is not None else self.running
-        while need > kv.total - kv.used:
-            victim = order[-1]
-            if victim in self.inflight:
-                return WAIT_FOR_PIPELINE
-            order.pop()
-            if order is not self.running:
-                self.running.remove(victim)
-            self._preempt(victim)
-            preempted += 1
-            if victim is req:
-                return -1
-        kv.allocate(need)
-        req.block_count += need
-        return preempted
+        victim = order[-1]
+        if victim in self.inflight:
+            return None
+        order.pop()
+        if order is not self.running:
+            self.running.remove(victim)
+        return victim
 
     def admission_error(self, req):
         err = None if self.chunked else self.budget_error(req, " with chunked prefill off")
