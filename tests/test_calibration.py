@@ -25,6 +25,7 @@ from calibration.profile import (
     load_profile,
     make_table,
     parse_profile,
+    profile_json,
     resolve_profile,
     save_profile,
     shipped_profiles,
@@ -706,3 +707,24 @@ def test_the_summary_names_families_the_profile_does_not_time(tmp_path):
     assert "attn_decode" not in summary["config"]["kernel_times"]
     shipped = api.run(data, overrides=["hardware.profile=h100_sxm-vllm"]).summary
     assert "not in the profile" not in shipped["config"]["kernel_times"]
+
+
+def test_refresh_fits_rewrites_only_the_stored_fit_errors(tmp_path):
+    """`python -m calibration.refresh_fits` re-scores a stale profile in place: its fit
+    becomes today's, and every other byte of the file (tables, other metadata) stays."""
+    from calibration.refresh_fits import refresh
+
+    path = tmp_path / "p.json"
+    path.write_text((PROFILES_DIR / "h100_sxm-measured.json").read_text())
+    assert not refresh(path)  # current already: untouched
+    raw = json.loads(path.read_text())
+    raw["metadata"]["fit"]["gemm"]["cv_median_ape_pct"] = 99.0
+    stale = profile_json(parse_profile(json.dumps(raw)))
+    path.write_text(stale)
+    assert refresh(path)
+    fresh = path.read_text()
+    assert load_profile(path).metadata.fit == cross_validate(load_profile(path))
+    tables = stale.index('\n"tables": {')
+    assert fresh[fresh.index('\n"tables": {'):] == stale[tables:]
+    before, after = json.loads(stale)["metadata"], json.loads(fresh)["metadata"]
+    assert {k: v for k, v in before.items() if k != "fit"} == {k: v for k, v in after.items() if k != "fit"}
