@@ -148,7 +148,7 @@ class VllmV1Scheduler(Scheduler):
         follow the previous one into the next micro-batch (its KV is written stage by stage
         ahead of it), while a sequence whose scheduled tokens are all in flight, a decode
         awaiting its token, is skipped until that micro-batch's output is back. Here the
-        in-flight tokens count as computed for this call only; `complete` adds each
+        in-flight tokens count as computed for this call only; `land` adds each
         micro-batch's tokens as it lands, oldest first."""
         inflight = self.inflight
         if not inflight:
