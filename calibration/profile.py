@@ -279,14 +279,13 @@ def profile_origin(ref: str | os.PathLike) -> ProfileOrigin:
 def _origin_cached(path: str, mtime_ns: int, size: int) -> ProfileOrigin:
     try:
         meta = json.loads(Path(path).read_bytes())["metadata"]
-        origin = ProfileOrigin(meta.get("gpu"), meta["gpu_name"], meta["device_kind"])
+        gpu, name, kind = meta.get("gpu"), meta["gpu_name"], meta["device_kind"]
+        if isinstance(name, str) and isinstance(kind, str) and (gpu is None or isinstance(gpu, str)):
+            return ProfileOrigin(gpu, name, kind)
     except (ValueError, KeyError, TypeError, AttributeError):
-        origin = None
-    if origin is None or not all(isinstance(v, str) for v in origin[1:]) \
-            or not (origin.gpu is None or isinstance(origin.gpu, str)):
-        meta = load_profile(path).metadata  # not a profile: the full parse says why
-        origin = ProfileOrigin(meta.gpu, meta.gpu_name, meta.device_kind)
-    return origin
+        pass
+    meta = load_profile(path).metadata  # not a profile: the full parse says why
+    return ProfileOrigin(meta.gpu, meta.gpu_name, meta.device_kind)
 
 
 def _add_ep_column(moe: dict) -> None:

@@ -40,7 +40,7 @@ class Engine:
                  on_finish: Callable[[Request], None], on_reject: Callable[[Request, str], None],
                  *, fast_forward: bool = True, settle_after_finish: bool = False,
                  lockstep: LockstepGroup | None = None, rank: int = 0,
-                 stages: PipelineStages | None = None):
+                 stages: PipelineStages | None = None, batch_queue: bool = False):
         self.env = env
         self.replica = replica
         # Its place within the replica, for the records: its attention-DP rank, or its
@@ -74,7 +74,7 @@ class Engine:
         # vLLM v1 under PP: micro-batches this engine keeps in flight, one per stage (its
         # batch queue). Arrivals join the scheduler at once: the queue already overlaps
         # scheduling with the passes, which is what async scheduling would add.
-        self.depth = len(stages.stages) if stages is not None and scheduler.batch_queue else 1
+        self.depth = len(stages.stages) if stages is not None and batch_queue else 1
         if self.depth > 1:
             scheduler.enter_pipeline()
             self.async_scheduling = False

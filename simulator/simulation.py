@@ -430,7 +430,7 @@ class Simulation:
                                       fast_forward=self._fast_forward, lockstep=lockstep,
                                       settle_after_finish=isinstance(self.workload, ClosedLoopWorkload),
                                       rank=k // engines_per_rank if plan.dp > 1 else k % engines_per_rank,
-                                      stages=stages))
+                                      stages=stages, batch_queue=engines_per_rank < pp))
             replicas.append(Replica(r, engines))
         return replicas
 
@@ -686,7 +686,7 @@ class Simulation:
             "gpu": self.gpu.name,
             "tp": main.tp,
             "pp": main.pp,
-            "virtual_engines": self.virtual_engines(main),
+            "virtual_engines": engines,
             "replicas": main.replicas,
             "dp": main.dp,
             "ep": main.sharded.ep,

@@ -29,9 +29,6 @@ from simulator.scheduler.base import Scheduler, Step
 class PrefillRole(Scheduler):
     """Runs prompts only; hands each request off after its first token."""
 
-    # A disaggregated pool's PP replica keeps one virtual engine per stage under every policy.
-    batch_queue = False
-
     # Whether a one-token request ends here (DistServe streams the prefill's token); under
     # vLLM's connectors (False, set by the cluster) it moves to a decode instance like any
     # other, whose step streams the client's token.
@@ -87,8 +84,6 @@ class PrefillRole(Scheduler):
 
 class DecodeRole(Scheduler):
     """Decodes requests whose prompt KV arrived from a prefill instance."""
-
-    batch_queue = False  # as PrefillRole
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -157,13 +157,13 @@ class VllmV1Scheduler(Scheduler):
         for r, q in inflight.items():
             r.num_computed += q
         # Nothing left to schedule until its output returns (decodes; a prompt's last chunk).
-        parked = {id(r) for r in inflight if r.num_computed >= r.prompt_tokens + r.num_generated}
-        self.running = [r for r in running if id(r) not in parked]
+        parked = {r for r in inflight if r.num_computed >= r.prompt_tokens + r.num_generated}
+        self.running = [r for r in running if r not in parked]
         # Parked sequences still count toward max_num_seqs, and still stand in the admission
-        # order that picks preemption victims (vLLM's `running` holds them throughout).
+        # order (`running`, which victims leave) that picks preemption victims.
         limit = self.max_num_seqs
         self.max_num_seqs = limit - len(parked)
-        self._admitted = list(running)
+        self._admitted = running
         try:
             return self.schedule(now)
         finally:
@@ -171,19 +171,17 @@ class VllmV1Scheduler(Scheduler):
             self._admitted = None
             for r, q in inflight.items():
                 r.num_computed -= q
-            after = self.running
-            kept = {id(r) for r in after}
-            before = {id(r) for r in running}
-            # Parked sequences keep their places; victims leave; admissions join at the end.
-            self.running = ([r for r in running if id(r) in parked or id(r) in kept]
-                            + [r for r in after if id(r) not in before])
+            # Parked sequences keep their places; admissions join at the end.
+            kept, before = set(self.running), set(running)
+            self.running = ([r for r in running if r in parked or r in kept]
+                            + [r for r in self.running if r not in before])
 
     def enter_pipeline(self) -> None:
         """Serve a pipeline-parallel replica through its batch queue (Engine._run_queued):
         track each sequence's tokens in flight, and spare those sequences in preemption. The
         rule is bound on this instance only, so runs without PP keep the base one."""
         self.inflight: dict = {}  # request -> tokens scheduled in micro-batches not yet landed
-        self._admitted: list | None = None  # during schedule_more: `running` with the parked ones
+        self._admitted: list | None = None  # during schedule_more: `running`, the parked ones included
         self._next_victim = self._next_victim_in_pipeline
 
     def launch(self, step: Step) -> None:
