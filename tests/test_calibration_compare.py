@@ -80,14 +80,17 @@ def test_the_shipped_measured_profiles_carry_their_provenance(name, gpu):
     meta = load_profile(name).metadata
     assert (meta.source, meta.gpu, meta.device_kind) == ("measured", gpu, "cuda")
     assert meta.driver == "580.159.04" and meta.cuda == "13.0" and meta.torch.startswith("2.11.0")
-    assert meta.date.startswith("2026-11-26") and meta.models == ["llama-3.1-70b", "llama-3.1-8b", "gpt-oss-120b"]
+    assert meta.date.startswith("2026-11-28") and meta.models == ["llama-3.1-70b", "llama-3.1-8b", "gpt-oss-120b"]
     assert meta.method.timer == "cuda-events" and meta.method.graph_below_us == 300.0
     assert meta.method.graphed_points > 3000 and not meta.method.truncated
     assert meta.fit["gemm"].cv_median_ape_pct < 5.0 and meta.fit["attn_decode"].cv_median_ape_pct < 5.0
     assert "allreduce" in meta.not_measured  # one GPU: collectives come from the shipped tables
-    if name == "h100_sxm-measured":  # made after calibrate gained --sustained-s: its own fractions
-        assert meta.sustained_fraction == {"bf16": 0.86, "fp8": 0.84}
-        assert any(n.startswith("sustained: bf16 8192x28672x8192") for n in meta.notes)
+    # Made with the whole method: its own sustained GEMM rates and the layer-power step's fractions.
+    own = {"h200_sxm-measured": ({"bf16": 0.87, "fp8": 0.84}, 0.71, 0.58),
+           "h100_sxm-measured": ({"bf16": 0.88, "fp8": 0.84}, 0.75, 0.63)}[name]
+    assert (meta.sustained_fraction, meta.sustained_attention_fraction, meta.collective_wait_power_fraction) == own
+    assert any(n.startswith("sustained: bf16 8192x28672x8192") for n in meta.notes)
+    assert any(n.startswith("layer power: Llama-3.1-70B-shaped fp8 prefill layer") for n in meta.notes)
 
 
 def test_our_fp8_gemms_pay_the_input_quantisation_vllm_runs_before_them():

@@ -86,6 +86,10 @@ def test_the_layer_runs_on_a_cpu_and_say_what_they_found():
         assert 0.0 <= found.wait_power < 1.0 and "q = " in found.note
 
 
+# A profile made before calibrate's layer-power step, as the shipped ones were until 2026-11-28.
+_NO_LAYER_STEP = {"sustained_attention_fraction": None, "collective_wait_power_fraction": None}
+
+
 def _own(update: dict):
     from calibration.profile import load_profile
 
@@ -98,7 +102,7 @@ def test_a_profiles_own_layer_measurements_override_the_catalog():
 
     h100 = get_gpu("h100-sxm")
     relief = CostModelConfig(collective_power_relief=True)
-    plain = CalibratedTimer(_own({}), h100, relief)
+    plain = CalibratedTimer(_own(_NO_LAYER_STEP), h100, relief)
     assert plain.attention_sustained.source == "catalog"
     assert plain.attention_sustained.fraction == h100.sustained_attention_fraction
     assert plain.collective_wait_power == h100.collective_wait_power_fraction
@@ -131,6 +135,10 @@ def test_show_says_whose_layer_measurements_a_profile_uses(tmp_path, capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "prefill attention: 0.60 of its burst rate, measured inside a prefill layer in this run" in text
     assert "collective wait: 0.30 of the power limit drawn" in text and "in this run" in text
-    _main(["calibrate", "show", "h100_sxm-measured"])  # predates the step: the catalog's
-    text = " ".join(capsys.readouterr().out.split())
+    _main(["calibrate", "show", str(save_profile(_own(_NO_LAYER_STEP), tmp_path / "older.json"))])
+    text = " ".join(capsys.readouterr().out.split())  # a profile from before the step: the catalog's
     assert "prefill attention: 0.74" in text and "collective wait: 0.75" in text and "(GPU catalog)" in text
+    _main(["calibrate", "show", "h100_sxm-measured"])  # the shipped run measured both
+    text = " ".join(capsys.readouterr().out.split())
+    assert "prefill attention: 0.75 of its burst rate, measured inside a prefill layer in this run" in text
+    assert "collective wait: 0.63 of the power limit drawn" in text

@@ -105,6 +105,8 @@ _GPUS: list[GPUSpec] = [
         # the TP1 layer above with a copy+spin wait at each all-reduce point, 0.17-0.19 of the
         # pass; four runs fit q = 0.70, 0.78, 0.78, 0.73 (attention 0.73-0.75, as above).
         # benchmarks/logs/2026-11-27-h100-layer-power-repeat2.log. Until then it borrowed the H200's.
+        # Another H100, 2026-11-28 (the shipped h100_sxm-measured, which uses its own): q = 0.63,
+        # attention 0.746; the median of the five runs is 0.73.
         collective_wait_power_fraction=0.75,
     ),
     GPUSpec(
@@ -177,7 +179,8 @@ _GPUS: list[GPUSpec] = [
         # benchmarks/sustained_gemm.py on one H200 (700 W, driver 580.159.04), two runs on
         # 2026-11-26: FP8 8192x28672x8192 0.922, 0.929 and 2048x10240x8192 0.830, 0.819 (median
         # 0.876); BF16 8192x28672x8192 0.850 (SM clock 1980 -> 1320-1455 MHz at 683-690 W).
-        # docs/fidelity.md item 16.
+        # docs/fidelity.md item 16. Another H200, 2026-11-28 (the shipped h200_sxm-measured): FP8
+        # 0.855, 0.828; BF16 0.904, 0.835. Per-shape medians over the three runs leave these values.
         sustained_tensor_fraction={"fp8": 0.88, "bf16": 0.85},
         # benchmarks/sustained_gemm.py --op layer, same H200: Llama-3.1-70B FP8 layer, attention's
         # unthrottled over steady time, TP1 8,192 tokens 0.696 and 0.716, TP2 4,096 tokens 0.701
