@@ -5,7 +5,9 @@ the same layer (gpt-oss-120b's experts, MXFP4 weights, bf16 activations).
 
 The prediction is one layer of the `fused_moe` op of a lone prefill of that many tokens
 under `cost_model.backend: auto` (the GPU's shipped kernel tables), with the sustained
-tensor rate off: the measurement times short bursts, as the tables do. The measured time
+tensor rate off: the measurement times short bursts, as the tables do. It reads the tables'
+power-law 1.01 rows, the flattest routing they ship, nearest to the measurement's random
+router logits (skew 0; skew 1 is a power law of exponent 1), not gpt-oss's own 1.2. The measured time
 is the CUDA-graph one (no Python launch cost), the eager one where graphs were off.
 """
 
@@ -29,7 +31,8 @@ def predicted_layer_us(gpu: str, tp: int, tokens: int) -> float:
     """servesim's fused-MoE time for one gpt-oss-120b layer on `tokens` rows."""
     overrides = ["model.name=openai/gpt-oss-120b", f"hardware.gpu={gpu}", f"parallelism.tp={tp}",
                  "model.weight_dtype=bf16", "model.activation_dtype=bf16", "model.kv_dtype=bf16",
-                 "model.expert_weight_dtype=fp4", "cost_model.sustained_tensor_rate=false"]
+                 "model.expert_weight_dtype=fp4", "model.moe_routing=power_law_1.01",
+                 "cost_model.sustained_tensor_rate=false"]
     e = explain(api.load(SCENARIO, overrides), batch=1, context=1024, prefill=tokens)
     return e.prefill["fused_moe"] / GPT_OSS_LAYERS * 1e6
 

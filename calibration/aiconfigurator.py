@@ -29,6 +29,7 @@ import importlib.util
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import get_args
 
 from calibration.profile import (
     CalibrationError,
@@ -39,6 +40,7 @@ from calibration.profile import (
     round_sig,
 )
 from simulator.cost.ops import MLA_LATENT_HALF as MLA_DECODE_HEAD_DIM
+from simulator.models.spec import MoeRouting
 
 PACKAGE = "aiconfigurator_core"
 LICENSE_NOTE = ("Data: NVIDIA aiconfigurator-core {version} (Apache-2.0), "
@@ -56,9 +58,11 @@ _MS_TO_US = 1000.0
 # expert shapes without block-scaled fp8 rows (the checkpoints served are block-scaled).
 _MOE_DTYPES = {"bfloat16": "bf16", "fp8_block": "fp8", "fp8": "fp8", "nvfp4": "fp4",
                "w4a16_mxfp4": "w4a16", "int4_wo": "w4a16"}
-# Token-to-expert routing the MoE rows were measured under. aiconfigurator's own estimates
-# use a power law with alpha 1.01 (its sdk/models/deepseek.py): real routers are imbalanced.
-MOE_DISTRIBUTION = "power_law_1.01"
+# Token-to-expert routings of the MoE rows kept: the power laws aiconfigurator's own estimates
+# read (alpha 1.2 for its generic MoE family, 1.01 for DeepSeek-style ones; models.spec.
+# MoeRouting says which model reads which). Its "balanced" rows are left out: real routers
+# are imbalanced.
+MOE_ROUTINGS = get_args(MoeRouting)
 # Expert-parallel rows kept: up to 16 GPUs in one MoE group (two 8-GPU nodes), which keeps
 # each shipped file near 3 MB.
 MAX_EP = 16
@@ -205,7 +209,7 @@ def _kept_moe(df, dtypes):
     MAX_EP), routing and weight formats (`dtypes`: source label -> profile label)."""
     tensor_parallel = df["moe_ep_size"] == 1
     expert_parallel = (df["moe_tp_size"] == 1) & df["moe_ep_size"].between(2, MAX_EP)
-    return df[(tensor_parallel | expert_parallel) & (df["distribution"] == MOE_DISTRIBUTION)
+    return df[(tensor_parallel | expert_parallel) & df["distribution"].isin(MOE_ROUTINGS)
               & df["moe_dtype"].isin(dtypes)].copy()
 
 
@@ -215,8 +219,8 @@ def _moe_profile_rows(df, dtypes) -> tuple[list[list], list[str]]:
     df["inter"] = df["inter_size"] // df["moe_tp_size"]
     df["latency_us"] = df["latency"] * _MS_TO_US
     df = df.rename(columns={"num_tokens": "tokens", "hidden_size": "hidden", "num_experts": "experts",
-                            "moe_ep_size": "ep"})
-    return (_rows(df, ["tokens", "hidden", "inter", "topk", "experts", "ep", "dtype"]),
+                            "moe_ep_size": "ep", "distribution": "routing"})
+    return (_rows(df, ["tokens", "hidden", "inter", "topk", "experts", "ep", "routing", "dtype"]),
             sorted(df["kernel_source"].unique()))
 
 
@@ -466,8 +470,8 @@ def convert(system: str, backend: str = "vllm", version: str | None = None, *, f
     moe = _moe_rows(sys_dir, backend, version)
     if moe is not None:
         rows, moe_version, moe_kernels = moe
-        notes.append(f"fused MoE from moe/{backend}/{moe_version}: expert parallelism 1, routing "
-                     f"{MOE_DISTRIBUTION}; inter is the expert width per GPU (inter_size / moe_tp_size)")
+        notes.append(f"fused MoE from moe/{backend}/{moe_version}: expert parallelism 1 to {MAX_EP}, routings "
+                     f"{', '.join(MOE_ROUTINGS)}; inter is the expert width per GPU (inter_size / moe_tp_size)")
         w4a8 = _w4a8_moe_rows(sys_dir) if backend == "vllm" else None
         if w4a8 is not None:
             w4a8_rows, w4a8_version, w4a8_kernels = w4a8

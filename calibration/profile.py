@@ -15,11 +15,12 @@ import os
 from collections.abc import Iterator
 from functools import cache, lru_cache
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import Literal, NamedTuple, get_args
 
 from pydantic import Field, ValidationError, model_validator
 
 from simulator.errors import CatalogError, ServesimError
+from simulator.models.spec import MoeRouting
 from simulator.strict import StrictModel
 
 SCHEMA_VERSION = 1
@@ -34,9 +35,9 @@ FAMILY_COLUMNS: dict[str, tuple[str, ...]] = {
     "attn_decode": ("batch", "ctx_len", "heads", "kv_heads", "head_dim", "dtype"),
     # One fused MoE MLP: `tokens` routed to `topk` of `experts` experts of width `inter` per
     # GPU (the model's intermediate size / TP; the whole width under expert parallelism),
-    # the experts split over `ep` GPUs (1: every GPU holds a slice of each); `dtype` is
-    # ops.moe_table_dtype's label.
-    "moe": ("tokens", "hidden", "inter", "topk", "experts", "ep", "dtype"),
+    # the experts split over `ep` GPUs (1: every GPU holds a slice of each), tokens routed
+    # as `routing` says (models.spec.MoeRouting); `dtype` is ops.moe_table_dtype's label.
+    "moe": ("tokens", "hidden", "inter", "topk", "experts", "ep", "routing", "dtype"),
     # `bytes` = bytes read + written by the kernel.
     "elementwise": ("kind", "bytes", "dtype"),
     # Gated DeltaNet's recurrence per layer: `kind` prefill (the chunked delta rule over
@@ -50,7 +51,10 @@ FAMILY_COLUMNS: dict[str, tuple[str, ...]] = {
 }
 STAT_COLUMNS = ("median_us", "p10_us", "p90_us", "samples")
 MOE_COLUMNS_BEFORE_EP = ("tokens", "hidden", "inter", "topk", "experts", "dtype")
-_TEXT_COLUMNS = frozenset({"dtype", "kind", "link", "impl"})
+MOE_COLUMNS_BEFORE_ROUTING = ("tokens", "hidden", "inter", "topk", "experts", "ep", "dtype")
+# What the rows of a profile written before the routing column were measured under.
+ROUTING_BEFORE_THE_COLUMN = "power_law_1.01"
+_TEXT_COLUMNS = frozenset({"dtype", "kind", "link", "impl", "routing"})
 _ZERO_OK = frozenset({"prior_ctx"})
 
 
@@ -182,9 +186,13 @@ def _check_rows(family: str, table: FamilyTable) -> None:
                 ok = v is None or (isinstance(v, int | float) and v >= 0)
             if ok and name == "dtype":
                 ok = v in _dtype_labels(family)
+            elif ok and name == "routing":
+                ok = v in get_args(MoeRouting)
             if not ok:
+                known = (sorted(_dtype_labels(family)) if name == "dtype"
+                         else get_args(MoeRouting) if name == "routing" else ())
                 raise ValueError(f"tables.{family}.rows[{i}]: bad {name} {v!r}"
-                                 + (f" (known: {', '.join(sorted(_dtype_labels(family)))})" if name == "dtype" else ""))
+                                 + (f" (known: {', '.join(known)})" if known else ""))
 
 
 @cache
@@ -288,11 +296,25 @@ def _origin_cached(path: str, mtime_ns: int, size: int) -> ProfileOrigin:
     return ProfileOrigin(meta.gpu, meta.gpu_name, meta.device_kind)
 
 
-def _add_ep_column(moe: dict) -> None:
-    """Profiles written before the `ep` column timed tensor-parallel experts only: ep = 1."""
-    at = MOE_COLUMNS_BEFORE_EP.index("experts") + 1
-    moe["columns"] = [*moe["columns"][:at], "ep", *moe["columns"][at:]]
-    moe["rows"] = [[*r[:at], 1, *r[at:]] if isinstance(r, list) else r for r in moe.get("rows", [])]
+def _add_moe_column(moe: dict, name: str, before: str, value) -> None:
+    """Give an older profile's MoE table a column its rows were all measured at `value`."""
+    at = moe["columns"].index(before)
+    moe["columns"] = [*moe["columns"][:at], name, *moe["columns"][at:]]
+    moe["rows"] = [[*r[:at], value, *r[at:]] if isinstance(r, list) else r for r in moe.get("rows", [])]
+
+
+def _upgrade_moe_table(moe: dict) -> bool:
+    """Older MoE tables in today's columns: those written before the `ep` column timed
+    tensor-parallel experts only (ep = 1), and those before the `routing` column the
+    power-law 1.01 routing. True when the table changed."""
+    columns = tuple(moe.get("columns", ()))
+    if columns == (*MOE_COLUMNS_BEFORE_EP, *STAT_COLUMNS):
+        _add_moe_column(moe, "ep", "dtype", 1)
+        columns = tuple(moe["columns"])
+    if columns == (*MOE_COLUMNS_BEFORE_ROUTING, *STAT_COLUMNS):
+        _add_moe_column(moe, "routing", "dtype", ROUTING_BEFORE_THE_COLUMN)
+        return True
+    return False
 
 
 _PROFILE_FIX = ("give the .json file that `simulate calibrate --out` or `simulate calibrate "
@@ -335,8 +357,7 @@ def parse_profile(data: bytes | str, *, where: str = "<profile>") -> Profile:
             fix="re-create the profile with this servesim's `simulate calibrate` / `import-aiconfigurator`")
     try:
         moe = raw.get("tables", {}).get("moe") if isinstance(raw.get("tables"), dict) else None
-        if isinstance(moe, dict) and tuple(moe.get("columns", ())) == (*MOE_COLUMNS_BEFORE_EP, *STAT_COLUMNS):
-            _add_ep_column(moe)
+        if isinstance(moe, dict) and isinstance(moe.get("columns"), list) and _upgrade_moe_table(moe):
             data = json.dumps(raw)
         profile = Profile.model_validate_json(data)
     except ValidationError as exc:

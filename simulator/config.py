@@ -21,6 +21,7 @@ from simulator.cost.config import CostModelConfig
 from simulator.dtypes import Dtype
 from simulator.errors import ConfigError, ServesimError
 from simulator.hardware import LINKS
+from simulator.models.spec import MoeRouting
 from simulator.router import RouterConfig
 from simulator.scheduler import POLICIES, SchedulerConfig
 from simulator.scheduler.roles import DECODE_ROLES
@@ -39,6 +40,7 @@ class ModelConfig(StrictModel):
     expert_weight_dtype: Dtype | None = Field(None, description="MoE routed experts' weight format when it differs from weight_dtype (gpt-oss: fp4 experts, bf16 rest); default weight_dtype")
     expert_activation_dtype: Dtype | None = Field(None, description="MoE routed experts' GEMM input format when it differs from activation_dtype (gpt-oss on Blackwell under vLLM's VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1: fp8, MXFP4 x MXFP8 experts); default activation_dtype")
     expert_kernel: Literal["auto", "marlin", "triton"] = Field("auto", description="MoE routed experts' kernel: `auto`, the one vLLM picks for the expert format, GPU and release (the kernel tables' default rows; Marlin for MXFP4 experts on Hopper under `cost_model.engine_version` before 0.12, which shipped no Triton MoE); `triton`, a Triton MoE: OpenAI's for MXFP4 experts on Hopper whatever the release (a pre-0.12 install with `triton_kernels` added by hand), vLLM's fused_moe for FP8 experts under FP8 inputs (on Blackwell, a run with VLLM_USE_FLASHINFER_MOE_FP8=0 and VLLM_MOE_USE_DEEP_GEMM=0; timed by the tables' Triton rows, which of the shipped profiles only B200's (and GB200, which reads it) carries, and refused with other kernel tables; on Hopper it is the default kernel under TP); `marlin`, vLLM's Marlin MoE for 4-bit experts with 16-bit inputs, chosen instead (gpt-oss on Hopper under VLLM_MXFP4_USE_MARLIN=1), padded to its tiles and timed by the tables' Marlin rows (on Hopper, at an expert shape timed only under the default kernel: that shape's rows, bounded below by Marlin's own compute rate measured at the nearest shape)")
+    moe_routing: MoeRouting | None = Field(None, description="MoE: the token-to-expert routing the kernel tables' fused-MoE rows are read under, a power law over the experts (`power_law_1.2` is steeper: a decode batch reads fewer distinct experts, a long prefill waits on busier ones); default the model family's, as NVIDIA's aiconfigurator estimates it (1.2 for Mixtral, Qwen2/3-MoE, Qwen3.5, gpt-oss and MiniMax-M2; 1.01 for DeepSeek-style and other families). The roofline back end routes uniformly")
     max_model_len: int | None = Field(None, ge=2, description="longest prompt + output; default the model's max_position_embeddings")
 
     @model_validator(mode="after")

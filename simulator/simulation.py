@@ -102,11 +102,15 @@ def resolve_model(scenario: Scenario, base_dir) -> ModelSpec:
     if m.config_json is not None:
         path = base_dir / m.config_json if not str(m.config_json).startswith("/") else m.config_json
         try:
-            return load_hf_config(path)
+            spec = load_hf_config(path)
         except CatalogError as exc:  # name the field, so the error also names a --set behind it
             raise CatalogError(f"{exc.where}: {exc.message}" if exc.where else exc.message,
                                where="model.config_json", fix=exc.fix) from None
-    return get_model(m.name)
+    else:
+        spec = get_model(m.name)
+    if m.moe_routing is not None and spec.is_moe:
+        spec = spec.model_copy(update={"moe_routing": m.moe_routing})
+    return spec
 
 
 def with_links(gpu: GPUSpec, intra: str | None, inter: str | None) -> GPUSpec:

@@ -102,16 +102,32 @@ def test_expert_parallel_pads_whole_experts_not_slices():
     assert gpu.peak_tflops.get("fp4")
 
 
+def _moe_without(moe: dict, rows: list[list], *columns: str) -> dict:
+    """`moe` as a profile written before `columns` existed held `rows`."""
+    drop = [moe["columns"].index(c) for c in columns]
+    return {**moe, "columns": [c for c in moe["columns"] if c not in columns],
+            "rows": [[v for i, v in enumerate(r) if i not in drop] for r in rows]}
+
+
 def test_a_profile_from_before_the_ep_column_reads_as_tensor_parallel():
+    """Such a profile also predates the routing column: its rows are power-law 1.01's."""
     raw = json.loads((PROFILES_DIR / "h200_sxm-vllm.json").read_text())
     moe = raw["tables"]["moe"]
-    at = moe["columns"].index("ep")
-    tp_rows = [r for r in moe["rows"] if r[at] == 1]
-    old = {**moe, "columns": [c for c in moe["columns"] if c != "ep"],
-           "rows": [r[:at] + r[at + 1:] for r in tp_rows]}
+    at, routing = moe["columns"].index("ep"), moe["columns"].index("routing")
+    tp_rows = [r for r in moe["rows"] if r[at] == 1 and r[routing] == "power_law_1.01"]
+    old = _moe_without(moe, tp_rows, "ep", "routing")
     profile = parse_profile(json.dumps({**raw, "tables": {**raw["tables"], "moe": old}}))
-    assert profile.tables["moe"].columns[at] == "ep"
+    assert profile.tables["moe"].columns[at] == "ep" and profile.tables["moe"].columns[routing] == "routing"
     assert profile.tables["moe"].rows == tp_rows
+
+
+def test_a_profile_from_before_the_routing_column_reads_as_power_law_1_01():
+    raw = json.loads((PROFILES_DIR / "h200_sxm-vllm.json").read_text())
+    moe = raw["tables"]["moe"]
+    routing = moe["columns"].index("routing")
+    rows = [r for r in moe["rows"] if r[routing] == "power_law_1.01"]
+    profile = parse_profile(json.dumps({**raw, "tables": {**raw["tables"], "moe": _moe_without(moe, rows, "routing")}}))
+    assert profile.tables["moe"].rows == rows
 
 
 def test_a_broken_shipped_profile_is_an_error_not_a_silent_roofline(monkeypatch):

@@ -40,7 +40,7 @@ def test_marlin_has_its_own_label_only_for_four_bit_weights_under_16_bit_inputs(
 @pytest.mark.parametrize("gpu", ["h100_sxm", "h200_sxm"])
 def test_the_shipped_hopper_profiles_carry_marlin_rows(gpu):
     profile = load_profile(ROOT / "calibration" / "profiles" / f"{gpu}-vllm.json")
-    rows = [r for r in profile.table("moe").rows if r[6] == "w4a16m"]
+    rows = [r for r in profile.table("moe").rows if r[7] == "w4a16m"]
     assert len(rows) > 400
     assert any("marlin" in k for k in profile.metadata.versions["kernels.moe"].split(", "))
 
@@ -86,7 +86,7 @@ def test_marlins_compute_floor_follows_its_own_rows(gpu):
             assert low * t_auto <= t_marlin * (1 + 1e-9) and t_marlin <= high * t_auto * (1 + 1e-9), (tp, tokens)
         key, coords = model.adapter.locate(op)
         donor = model.adapter.rate_donor(key, tuple(model.trees), "hopper")
-        assert donor == (3584, 16, 896, 1, "w4a16m")
+        assert donor == (3584, 16, 896, 1, "w4a16m", "power_law_1.2")  # the same routing as gpt-oss
         point = model.adapter.donor_point(key, coords, donor)
         assert point[0] == {2: 1536, 8: 384}[tp]  # Marlin's padded width per GPU
         assert point[1] == pytest.approx(8192 * 4 / 128 * 896 / 16)  # tokens per expert kept
@@ -96,12 +96,17 @@ def test_marlins_compute_floor_follows_its_own_rows(gpu):
 
 def test_no_floor_where_a_kernel_reads_its_own_rows():
     moe = FAMILY_ADAPTERS["moe"]
-    keys = ((3584, 16, 896, 1, "w4a16m"), (2880, 4, 128, 1, "w4a16"))
-    assert moe.rate_donor((2880, 4, 128, 1, "w4a16"), keys, "hopper") is None
-    assert moe.rate_donor((2880, 4, 128, 1, "w4a16m"), keys, "blackwell") is None
-    assert moe.rate_donor((2880, 4, 128, 1, "w4a16m"), keys, "hopper") == (3584, 16, 896, 1, "w4a16m")
-    assert moe.rate_donor((2880, 4, 128, 2, "w4a16m"), keys, "hopper") is None  # another EP size
-    assert moe.rate_donor((3584, 16, 896, 1, "w4a16m"), keys, "hopper") is None  # Marlin's own rows
+    r = "power_law_1.2"
+    keys = ((3584, 16, 896, 1, "w4a16m", r), (2880, 4, 128, 1, "w4a16", r))
+    assert moe.rate_donor((2880, 4, 128, 1, "w4a16", r), keys, "hopper") is None
+    assert moe.rate_donor((2880, 4, 128, 1, "w4a16m", r), keys, "blackwell") is None
+    assert moe.rate_donor((2880, 4, 128, 1, "w4a16m", r), keys, "hopper") == (3584, 16, 896, 1, "w4a16m", r)
+    assert moe.rate_donor((2880, 4, 128, 2, "w4a16m", r), keys, "hopper") is None  # another EP size
+    assert moe.rate_donor((3584, 16, 896, 1, "w4a16m", r), keys, "hopper") is None  # Marlin's own rows
+    # Another routing's rows donate only where the wanted one has none.
+    both = (*keys, (2880, 4, 128, 1, "w4a16m", "power_law_1.01"))
+    assert moe.rate_donor((4096, 8, 128, 1, "w4a16m", r), both, "hopper") == (3584, 16, 896, 1, "w4a16m", r)
+    assert moe.rate_donor((4096, 8, 128, 1, "w4a16m", "power_law_1.01"), both, "hopper")[5] == "power_law_1.01"
 
 
 @pytest.mark.parametrize(("gpu", "release", "kernel"), [

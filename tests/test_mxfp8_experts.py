@@ -28,8 +28,8 @@ GPT_OSS = ["model.name=gpt-oss-120b", "model.weight_dtype=bf16", "model.activati
 def _moe_rows(dtype: str, tp: int = 1) -> dict[int, float]:
     """tokens -> median us of gpt-oss-120b's expert shape at `tp` in the shipped B200 profile."""
     table = load_profile(ROOT / "calibration" / "profiles" / "b200_sxm-vllm.json").table("moe")
-    return {r[0]: r[7] for r in table.rows
-            if r[1:7] == [2880, 2880 // tp, 4, 128, 1, dtype]}
+    return {r[0]: r[8] for r in table.rows
+            if r[1:8] == [2880, 2880 // tp, 4, 128, 1, "power_law_1.2", dtype]}
 
 
 def test_four_bit_weights_under_fp8_inputs_have_their_own_label():

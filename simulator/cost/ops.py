@@ -89,6 +89,7 @@ class ShardedModel:
     moe_passes: int = 0  # layer passes with a MoE MLP; the rest are dense
     shared_ffn: int = 0  # shared experts' total intermediate size per GPU
     moe_latent: int = 0  # latent MoE: the width the routed experts compute on (ModelSpec.moe_latent_size)
+    moe_routing: str = "power_law_1.01"  # the routing its MoE kernel rows are read under (ModelSpec.moe_routing)
     kv_lora: int = 0  # MLA latent width (0: GQA attention)
     q_lora: int = 0  # MLA low-rank query width
     rope_dim: int = 0  # MLA rotary query/key part (head_dim is the non-rotary part)
@@ -204,6 +205,7 @@ class ShardedModel:
             moe_passes=round(passes * model.moe_layers / model.num_layers),
             shared_ffn=model.num_shared_experts * model.moe_ffn_size // tp,
             moe_latent=model.moe_latent_size,
+            moe_routing=model.moe_routing,
             kv_lora=model.kv_lora_rank,
             q_lora=model.q_lora_rank,
             rope_dim=model.qk_rope_head_dim,
@@ -338,7 +340,8 @@ MOE_TABLE_WEIGHT_BYTES = {"fp4": 0.5, "w4a16": 0.5, "w4a16m": 0.5, "w4a8": 0.5, 
 
 
 def fused_moe_op(m: int, hidden: int, inter: int, top_k: int, experts: int, label: str,
-                 *, gated: bool = True, act_bytes: float = 2.0, count: int = 1, ep: int = 1) -> Op:
+                 *, gated: bool = True, act_bytes: float = 2.0, count: int = 1, ep: int = 1,
+                 routing: str = "power_law_1.01") -> Op:
     """One MoE MLP as vLLM's fused_moe runs it: align/permute, a grouped GEMM for gate/up
     over the active experts, the activation, a grouped GEMM for down, and the weighted sum.
 
@@ -347,8 +350,10 @@ def fused_moe_op(m: int, hidden: int, inter: int, top_k: int, experts: int, labe
     under uniform routing (the slowest GPU's excess under real routing is in the tables).
 
     shape: (tokens, hidden, inter per GPU, top-k, experts, up width, active experts on this
-    GPU, bytes the two GEMMs move, ep, table label); dtype is the GEMM compute format.
+    GPU, bytes the two GEMMs move, ep, routing, table label); dtype is the GEMM compute format.
     FLOPs are the two GEMMs'; bytes add the activation, align and sum traffic to the GEMMs' own.
+    `routing` (ModelSpec.moe_routing) picks the kernel table rows; the roofline's counts stay
+    uniform.
     """
     w = MOE_TABLE_WEIGHT_BYTES[label]
     up_n = 2 * inter if gated else inter
@@ -361,7 +366,7 @@ def fused_moe_op(m: int, hidden: int, inter: int, top_k: int, experts: int, labe
             + m * hidden) * act_bytes
     align = m * experts * 4.0 + rows * 8.0
     return Op("fused_moe", "moe", flops, weights + acts + align, count,
-              (m, hidden, inter, top_k, experts, up_n, active, gemm_bytes, ep, label),
+              (m, hidden, inter, top_k, experts, up_n, active, gemm_bytes, ep, routing, label),
               MOE_TABLE_COMPUTE[label], kernels=7)
 
 
@@ -379,7 +384,8 @@ def moe_ops(m: int, sm: ShardedModel, moe_m: int | None = None) -> list[Op]:
     if sm.moe_latent:  # projected in and out of the latent on every rank (replicated GEMMs)
         ops.append(gemm("moe_latent_in", m, sm.moe_latent, h, sm, layers))
     ops.append(fused_moe_op(moe_m, sm.moe_latent or h, sm.moe_ffn, sm.experts_per_token, sm.num_experts, label,
-                            gated=sm.gated_mlp, act_bytes=sm.act_bytes, count=layers, ep=sm.ep))
+                            gated=sm.gated_mlp, act_bytes=sm.act_bytes, count=layers, ep=sm.ep,
+                            routing=sm.moe_routing))
     if sm.moe_latent:
         ops.append(gemm("moe_latent_out", m, h, sm.moe_latent, sm, layers))
     if sm.dp > 1:

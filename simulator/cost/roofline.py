@@ -71,7 +71,7 @@ class RooflineTimer:
     def moe_parts(self, op: Op) -> tuple[float, float, float]:
         """moe_time's terms: the grouped GEMMs' compute and weight-read times, and the rest
         (activation traffic and launches)."""
-        m, hidden, inter, top_k, _experts, up_n, active, gemm_bytes, ep, _label = op.shape
+        m, hidden, inter, top_k, _experts, up_n, active, gemm_bytes, ep, _routing, _label = op.shape
         rows = m * top_k / ep / active if active else 0.0
         tile_m = 16 if rows <= 16 else 64 if rows <= 64 else 128
         padded = 2.0 * active * math.ceil(rows / tile_m) * tile_m * (up_n * hidden + hidden * inter)

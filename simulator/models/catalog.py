@@ -16,7 +16,7 @@ from simulator.models.catalog_extra import (
     step37_flash,
     vision_language_models,
 )
-from simulator.models.spec import ModelSpec
+from simulator.models.spec import ModelSpec, moe_routing_for
 
 # Catalog. Shapes copied from each model's config.json on the Hugging Face Hub.
 # Gemma 3's SigLIP vision encoder, 4B-27B (Gemma 3 technical report, Table 1: 417M).
@@ -448,6 +448,7 @@ _MODELS: list[ModelSpec] = [
         qk_norm=True,
         num_experts=128,
         experts_per_token=8,
+        moe_routing=moe_routing_for("qwen3_moe"),
         moe_ffn_size=768,
         published_params_b=30.5,  # model card: 30.5B total, 3.3B activated
         published_active_params_b=3.3,
@@ -469,6 +470,7 @@ _MODELS: list[ModelSpec] = [
         qk_norm=True,
         num_experts=128,
         experts_per_token=8,
+        moe_routing=moe_routing_for("qwen3_moe"),
         moe_ffn_size=1536,
         published_params_b=235.0,  # model card: 235B total, 22B activated
         published_active_params_b=22.0,
@@ -490,6 +492,7 @@ _MODELS: list[ModelSpec] = [
         qk_norm=True,
         num_experts=160,
         experts_per_token=8,
+        moe_routing=moe_routing_for("qwen3_moe"),
         moe_ffn_size=2560,
         published_params_b=480.0,  # model card: 480B total, 35B activated
         published_active_params_b=35.0,
@@ -510,6 +513,7 @@ _MODELS: list[ModelSpec] = [
         max_position_embeddings=32768,
         num_experts=8,
         experts_per_token=2,
+        moe_routing=moe_routing_for("mixtral"),
         moe_ffn_size=14336,
         published_params_b=46.7,  # Mistral AI: 46.7B total, 12.9B active per token
         published_active_params_b=12.9,
@@ -530,6 +534,7 @@ _MODELS: list[ModelSpec] = [
         max_position_embeddings=65536,
         num_experts=8,
         experts_per_token=2,
+        moe_routing=moe_routing_for("mixtral"),
         moe_ffn_size=16384,
         published_params_b=141.0,  # Mistral AI: 141B total, 39B active per token
         published_active_params_b=39.0,
@@ -555,6 +560,7 @@ _MODELS: list[ModelSpec] = [
         max_position_embeddings=196608,
         num_experts=256,
         experts_per_token=8,
+        moe_routing=moe_routing_for("minimax_m2"),
         moe_ffn_size=1536,
         published_params_b=230.0,  # model card: 230B total, 10B activated
         published_active_params_b=10.0,
@@ -580,6 +586,7 @@ _MODELS: list[ModelSpec] = [
         mlp_bias=True,
         num_experts=128,
         experts_per_token=4,
+        moe_routing=moe_routing_for("gpt_oss"),
         moe_ffn_size=2880,
         sliding_window=128,
         sliding_layers=18,
@@ -605,6 +612,7 @@ _MODELS: list[ModelSpec] = [
         mlp_bias=True,
         num_experts=32,
         experts_per_token=4,
+        moe_routing=moe_routing_for("gpt_oss"),
         moe_ffn_size=2880,
         sliding_window=128,
         sliding_layers=12,
@@ -1112,7 +1120,8 @@ def _qwen3_5(size: str, published_b: float, published_active_b: float | None = N
     in text-only serving). The MTP layer is not counted. Qwen publishes block-scaled -FP8
     checkpoints (weight_block_size [128, 128]) of every size here."""
     moe = {"num_experts": experts, "experts_per_token": top_k, "moe_ffn_size": expert_ffn,
-           "num_shared_experts": 1, "shared_expert_gate": True} if experts else {}
+           "num_shared_experts": 1, "shared_expert_gate": True,
+           "moe_routing": moe_routing_for("qwen3_5_moe")} if experts else {}
     return ModelSpec(
         name=f"qwen3.5-{size}", hf_id=hf_id or f"Qwen/Qwen3.5-{size.upper()}", aliases=aliases, native_fp8=True,
         num_layers=layers, hidden_size=hidden, num_heads=heads, num_kv_heads=kv_heads, head_dim=256,

@@ -9,7 +9,7 @@ they matter: ALiBi in place of RoPE, fused QKV tensors of the same total shape, 
 
 from __future__ import annotations
 
-from simulator.models.spec import ModelSpec
+from simulator.models.spec import ModelSpec, moe_routing_for
 
 
 def _dense(name: str, hf_id: str, layers: int, hidden: int, heads: int, kv_heads: int, ffn: int, vocab: int,
@@ -167,7 +167,8 @@ MOE_MODELS: list[ModelSpec] = [
     ModelSpec(name="qwen2-57b-a14b", hf_id="Qwen/Qwen2-57B-A14B", num_layers=28, hidden_size=3584, num_heads=28,
               num_kv_heads=4, head_dim=128, ffn_size=18944, gated_mlp=True, vocab_size=151936,
               max_position_embeddings=131072, qkv_bias=True, num_experts=64, experts_per_token=8, moe_ffn_size=2560,
-              num_shared_experts=8, shared_expert_gate=True, published_params_b=57.4, published_active_params_b=14.0),
+              num_shared_experts=8, shared_expert_gate=True, moe_routing=moe_routing_for("qwen2_moe"),
+              published_params_b=57.4, published_active_params_b=14.0),
     # Hunyuan-A13B: every layer 64 experts of 3,072 (top-8) plus one shared; per-head q/k
     # norms; tied 128,167-token vocabulary. The card: 80B total, 13B activated.
     ModelSpec(name="hunyuan-a13b", hf_id="tencent/Hunyuan-A13B-Instruct", num_layers=32, hidden_size=4096,

@@ -50,6 +50,24 @@ def sparse_latent_bytes(kv_lora: int, rope: int, kv_dtype_bytes: float) -> float
 # config names another (ModelSpec.linear_ssm_bytes: Qwen3.5's float32).
 LINEAR_CONV_STATE_BYTES = 2.0
 
+# Token-to-expert routing the fused-MoE kernel tables are read under: aiconfigurator's
+# collector times each MoE shape under power-law routings (a few experts take most tokens),
+# and its own estimator reads alpha 1.2 for the generic MoE family (Mixtral, Qwen2/3-MoE,
+# Qwen3-VL-MoE, Qwen3.5, gpt-oss, MiniMax-M2) and 1.01 for DeepSeek-style and the other
+# families (aiconfigurator_core 0.12: sdk/models/moe.py, qwen35.py against deepseek.py,
+# kimi_k3.py, hybrid_moe.py, ...). At a decode batch the skew sets how many distinct experts
+# a step reads.
+MoeRouting = Literal["power_law_1.01", "power_law_1.2"]
+# Hugging Face model types of those alpha-1.2 families (aiconfigurator maps architectures;
+# these are their model types). Other MoE types, and those it does not map, read 1.01.
+_SKEWED_ROUTING_MODEL_TYPES = frozenset({"mixtral", "qwen2_moe", "qwen3_moe", "qwen3_vl_moe", "qwen3_5_moe",
+                                         "gpt_oss", "minimax_m2"})
+
+
+def moe_routing_for(model_type: str) -> MoeRouting:
+    """The routing a MoE model of this Hugging Face model type is read under."""
+    return "power_law_1.2" if model_type in _SKEWED_ROUTING_MODEL_TYPES else "power_law_1.01"
+
 
 class ModelSpec(StrictModel):
     """A decoder-only transformer, described by the shapes that cost time and memory.
@@ -138,6 +156,7 @@ class ModelSpec(StrictModel):
     moe_ffn_size: int = Field(0, ge=0)  # intermediate size of one expert
     published_active_params_b: float | None = None  # MoE: published activated size, billions
     num_shared_experts: int = Field(0, ge=0)  # MoE: always-on experts of width moe_ffn_size
+    moe_routing: MoeRouting = "power_law_1.01"  # MoE: the routing its kernel tables are read under
     first_dense_layers: int = Field(0, ge=0)  # MoE: leading layers with a dense ffn_size MLP
     kv_lora_rank: int = Field(0, ge=0)  # MLA: latent KV width; 0 = ordinary (GQA) attention
     q_lora_rank: int = Field(0, ge=0)  # MLA: low-rank query width (0 = full-rank q projection)

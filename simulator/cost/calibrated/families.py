@@ -210,27 +210,32 @@ class _Decode(_Attention):
         return not (key[1] == 1 and key[2] == MLA_LATENT_HALF)
 
 
+# A key of the other routing stands in only where none of the wanted one can: the rows of
+# profiles written before routing was a column time power-law 1.01 routing.
+_OTHER_ROUTING = 100.0
+
+
 class _Moe(_Family):
-    """Fused MoE tables: one model's expert shape and expert-parallel size per key; expert
-    width per GPU (TP) and tokens are the axes. Across widths the roofline's scaling
-    carries (as across GEMM N)."""
+    """Fused MoE tables: one model's expert shape, expert-parallel size, kernel format and
+    routing per key; expert width per GPU (TP) and tokens are the axes. Across widths the
+    roofline's scaling carries (as across GEMM N)."""
 
     name = "moe"
     scales = ("log", "log")  # inter per GPU, tokens
     ratio = (True, False)
 
     def split(self, shape):
-        tokens, hidden, inter, topk, experts, ep, dtype = shape
-        return (int(hidden), int(topk), int(experts), int(ep), dtype), (float(inter), float(tokens))
+        tokens, hidden, inter, topk, experts, ep, routing, dtype = shape
+        return (int(hidden), int(topk), int(experts), int(ep), dtype, routing), (float(inter), float(tokens))
 
     def eq_op(self, key, c):
-        hidden, topk, experts, ep, dtype = key
+        hidden, topk, experts, ep, dtype, routing = key
         inter, tokens = c
-        return fused_moe_op(tokens, hidden, inter, topk, experts, dtype, ep=ep)
+        return fused_moe_op(tokens, hidden, inter, topk, experts, dtype, ep=ep, routing=routing)
 
     def locate(self, op):
-        m, hidden, inter, topk, experts, *_, ep, label = op.shape
-        return (hidden, topk, experts, ep, label), (float(inter), float(m))
+        m, hidden, inter, topk, experts, *_, ep, routing, label = op.shape
+        return (hidden, topk, experts, ep, label, routing), (float(inter), float(m))
 
     def in_fit(self, key):
         """vLLM's Triton FP8 rows on Blackwell (FP8T) time a kernel a run must ask for: read
@@ -239,10 +244,12 @@ class _Moe(_Family):
 
     def distance(self, want, have):
         """Another model's expert shape stands in only at the same expert-parallel size and
-        kernel format (vLLM runs other MoE kernels under expert parallelism)."""
-        if want[3:] != have[3:]:
+        kernel format (vLLM runs other MoE kernels under expert parallelism); another
+        routing's rows only where the wanted routing has none."""
+        if want[3:5] != have[3:5]:
             return None
-        return sum(_log_dist(a, b) for a, b in zip(want[:3], have[:3], strict=True))
+        return (sum(_log_dist(a, b) for a, b in zip(want[:3], have[:3], strict=True))
+                + (_OTHER_ROUTING if want[5] != have[5] else 0.0))
 
     def same_shape_standin(self, key, architecture):
         """Marlin (W4A16M) at an expert shape the tables time only under the default
@@ -255,9 +262,9 @@ class _Moe(_Family):
         vLLM's Triton fused MoE for FP8 experts (FP8T) on Hopper, without expert
         parallelism: that is the default kernel there, so the default rows time it."""
         if architecture == "hopper" and key[4] == "w4a16m":
-            return (*key[:4], "w4a16")
+            return (*key[:4], "w4a16", *key[5:])
         if architecture == "hopper" and key[4] == "fp8t" and key[3] == 1:
-            return (*key[:4], "fp8")
+            return (*key[:4], "fp8", *key[5:])
         return None
 
     has_rate_floor = True
@@ -271,7 +278,7 @@ class _Moe(_Family):
         if key in keys or self.same_shape_standin(key, architecture) is None:
             return None  # its own rows time it, compute and all
         donors = [k for k in keys if k[4] == key[4] and k[3] == key[3]]
-        return min(donors, key=lambda k: _log_dist(k[0], key[0]), default=None)
+        return min(donors, key=lambda k: (k[5] != key[5], _log_dist(k[0], key[0])), default=None)
 
     def donor_point(self, key, coords, donor):
         """The same expert width per GPU (Marlin's padded one) and the same tokens per expert:
