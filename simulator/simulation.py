@@ -707,6 +707,8 @@ class Simulation:
             "api_server": describe_api_server(sc.cost_model),
             "seed": sc.workload.seed,
         }
+        if self.model.is_moe:  # the routing its fused-MoE kernel rows were read under
+            summary["config"]["moe_routing"] = self.model.moe_routing
         if self.model.compressed:  # DeepSeek-V4 caches its own FP8 layout whatever kv_dtype says
             summary["config"]["compressed_attention"] = True
             summary["config"]["dtypes"]["kv"] = "fp8"
