@@ -167,32 +167,62 @@ class Profile(StrictModel):
 
 
 def _check_rows(family: str, table: FamilyTable) -> None:
-    """Type and range checks a JSON schema cannot express compactly; names the bad row."""
-    n_shape = len(FAMILY_COLUMNS[family])
+    """Type and range checks a JSON schema cannot express compactly; names the bad row.
+    Column by column, since every run that reads the tables checks their 10^5 rows."""
     names = table.columns
     width = len(names)
     for i, row in enumerate(table.rows):
         if len(row) != width:
             raise ValueError(f"tables.{family}.rows[{i}] has {len(row)} values, expected {width}")
-        for j, (name, v) in enumerate(zip(names, row, strict=True)):
-            if j < n_shape:
-                ok = isinstance(v, str) if name in _TEXT_COLUMNS else (
-                    isinstance(v, int | float) and (v >= 0 if name in _ZERO_OK else v > 0))
-            elif name == "median_us":
-                ok = isinstance(v, int | float) and v > 0
-            elif name == "samples":
-                ok = v is None or (isinstance(v, int) and v > 0)
-            else:
-                ok = v is None or (isinstance(v, int | float) and v >= 0)
-            if ok and name == "dtype":
-                ok = v in _dtype_labels(family)
-            elif ok and name == "routing":
-                ok = v in get_args(MoeRouting)
-            if not ok:
-                known = (sorted(_dtype_labels(family)) if name == "dtype"
-                         else get_args(MoeRouting) if name == "routing" else ())
-                raise ValueError(f"tables.{family}.rows[{i}]: bad {name} {v!r}"
-                                 + (f" (known: {', '.join(known)})" if known else ""))
+    if not table.rows:
+        return
+    n_shape = len(FAMILY_COLUMNS[family])
+    for j, (name, column) in enumerate(zip(names, zip(*table.rows, strict=True), strict=True)):
+        ok, known = _cell_check(family, name, j < n_shape)
+        if not _all_numbers_pass(name, j < n_shape, column) and not all(map(ok, column)):
+            i = next(i for i, v in enumerate(column) if not ok(v))
+            raise ValueError(f"tables.{family}.rows[{i}]: bad {name} {column[i]!r}"
+                             + (f" (known: {', '.join(known)})" if known else ""))
+
+
+def _all_numbers_pass(name: str, shape: bool, column: tuple) -> bool:
+    """The common case of a numeric column, at C speed: plain numbers (None where a
+    statistic may be missing) within range. False means: check cell by cell."""
+    if name in _TEXT_COLUMNS:
+        return False
+    missing_ok = not shape and name != "median_us"
+    types = set(map(type, column))
+    if not types <= ({int, float, type(None)} if missing_ok else {int, float}):
+        return False
+    values = [v for v in column if v is not None] if type(None) in types else column
+    if not values or sum(values) != sum(values):  # a NaN hides from min()
+        return not values
+    low = min(values)
+    return low >= 0 if (name in _ZERO_OK or (missing_ok and name != "samples")) else (
+        low > 0 and (name != "samples" or types <= {int, type(None)}))
+
+
+def _number(v) -> bool:
+    return isinstance(v, int | float)
+
+
+def _cell_check(family: str, name: str, shape: bool):
+    """The test one column's cells must pass, and the values it knows (for the error)."""
+    if name == "dtype":
+        labels = _dtype_labels(family)
+        return (lambda v: isinstance(v, str) and v in labels), sorted(labels)
+    if name == "routing":
+        routings = get_args(MoeRouting)
+        return (lambda v: isinstance(v, str) and v in routings), routings
+    if shape and name in _TEXT_COLUMNS:
+        return (lambda v: isinstance(v, str)), ()
+    if shape and name in _ZERO_OK:
+        return (lambda v: _number(v) and v >= 0), ()
+    if shape or name == "median_us":
+        return (lambda v: _number(v) and v > 0), ()
+    if name == "samples":
+        return (lambda v: v is None or (isinstance(v, int) and v > 0)), ()
+    return (lambda v: v is None or (_number(v) and v >= 0)), ()
 
 
 @cache
