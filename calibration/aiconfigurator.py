@@ -64,7 +64,7 @@ _MOE_DTYPES = {"bfloat16": "bf16", "fp8_block": "fp8", "fp8": "fp8", "nvfp4": "f
 # are imbalanced.
 MOE_ROUTINGS = get_args(MoeRouting)
 # Expert-parallel rows kept: up to 16 GPUs in one MoE group (two 8-GPU nodes), which keeps
-# each shipped file near 3 MB.
+# each shipped file within 6 MB (B200's, the largest, 5.5 MB with both routings).
 MAX_EP = 16
 
 # What ships in calibration/profiles/: the shapes the catalog's models need (N, K >= 512;
@@ -403,7 +403,7 @@ def convert(system: str, backend: str = "vllm", version: str | None = None, *, f
     """Build a profile from one system/backend/version of aiconfigurator's tables.
 
     `full` keeps every fp16/bf16/fp8 GEMM and every head size; otherwise the shipped
-    subset (the catalog's shapes, ~3 MB) is kept.
+    subset (the catalog's shapes, 1-6 MB) is kept.
     """
     sys_dir, version = resolve(system, backend, version, data_root)
     tables: dict = {}

@@ -195,8 +195,14 @@ def _all_numbers_pass(name: str, shape: bool, column: tuple) -> bool:
     if not types <= ({int, float, type(None)} if missing_ok else {int, float}):
         return False
     values = [v for v in column if v is not None] if type(None) in types else column
-    if not values or sum(values) != sum(values):  # a NaN hides from min()
-        return not values
+    if not values:
+        return True
+    try:
+        total = sum(values)
+    except OverflowError:  # an integer past float range beside floats: cell by cell
+        return False
+    if total != total:  # a NaN hides from min()
+        return False
     low = min(values)
     return low >= 0 if (name in _ZERO_OK or (missing_ok and name != "samples")) else (
         low > 0 and (name != "samples" or types <= {int, type(None)}))

@@ -51,7 +51,7 @@ def _routed(op, routing: str):
 
 
 def test_the_shipped_tables_time_both_routings_and_skew_reads_fewer_experts():
-    """gpt-oss-120b's Marlin rows on the H100 at TP2: a decode batch of 16 touches fewer
+    """gpt-oss-120b's W4A16 rows on the H100 at TP2 (which Marlin reads): a decode batch of 16 touches fewer
     experts under the steeper power law, so it takes less time; at 8k tokens every expert
     is busy under either."""
     rows = load_profile("h100_sxm-vllm").table("moe").rows
@@ -70,20 +70,42 @@ def test_the_timer_reads_the_models_own_routing_rows():
     assert timer.source_of(skewed) == timer.source_of(flat) == "profile"
 
 
-def test_a_profile_without_the_wanted_routing_reads_the_other_one():
-    """Rows of one routing only (a profile written before the routing column): a model of
-    the other routing reads them rather than a roofline, and says they stand in."""
+def _only_flat_rows():
+    """The shipped H100 profile as one written before the routing column would read."""
     raw = json.loads((PROFILES_DIR / "h100_sxm-vllm.json").read_text())
     moe = raw["tables"]["moe"]
     at = moe["columns"].index("routing")
     moe["rows"] = [r for r in moe["rows"] if r[at] == "power_law_1.01"]
-    only_flat = parse_profile(json.dumps(raw))
-    gpu = get_gpu("h100-sxm")
+    return parse_profile(json.dumps(raw))
+
+
+def test_a_profile_without_the_wanted_routing_reads_the_other_one():
+    """Rows of one routing only (a profile written before the routing column): a model of
+    the other routing reads the same shape's rows rather than another shape's or a
+    roofline, and says they stand in."""
+    timer = CalibratedTimer(_only_flat_rows(), get_gpu("h100-sxm"), CostModelConfig())
     op = _moe_op("gpt-oss-120b", 16)
     flat = _routed(op, "power_law_1.01")
-    timer = CalibratedTimer(only_flat, gpu, CostModelConfig())
     assert timer.op_time(op) == pytest.approx(timer.op_time(flat))
     assert timer.source_of(op) == "profile-nearest" and timer.source_of(flat) == "profile"
+
+
+@pytest.mark.parametrize("model, expert_dtype, kernel", [("gpt-oss-120b", "fp4", "marlin"),
+                                                          ("qwen3-30b-a3b", "fp8", "triton")])
+def test_a_kernels_same_shape_standin_falls_back_to_the_other_routing(model, expert_dtype, kernel):
+    """On Hopper Marlin (gpt-oss) and Triton FP8 experts read the default kernel's rows of
+    their own shape; with one routing's rows only, those rows still stand in (not another
+    model's Marlin rows, and no refusal for want of Triton rows)."""
+    timer = CalibratedTimer(_only_flat_rows(), get_gpu("h100-sxm"), CostModelConfig())
+    act = "fp8" if expert_dtype == "fp8" else "bf16"
+    sm = ShardedModel.build(get_model(model), 2, 1, act, act, "bf16", 8, expert_weight_dtype=expert_dtype,
+                            expert_kernel=kernel)
+    op = next(o for o in token_ops(64, sm) if o.name == "fused_moe")
+    assert op.shape[9] == "power_law_1.2"
+    key, _ = timer.models["moe"].adapter.locate(op)
+    (standin,) = timer.models["moe"].candidates(key)
+    assert standin[:4] == key[:4] and standin[5] == "power_law_1.01" and standin[4] != key[4]
+    assert timer.source_of(op).startswith("profile-standin")
 
 
 def test_a_scenario_may_name_another_routing():

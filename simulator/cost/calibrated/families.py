@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 from functools import lru_cache
+from typing import get_args
 
 from calibration.profile import FAMILY_COLUMNS
 from simulator.cost.calibrated.gemm_rows import monotone_gemm_rows
@@ -22,6 +23,7 @@ from simulator.cost.ops import (
 )
 from simulator.dtypes import DTYPE_BYTES
 from simulator.memory import MXFP4_MARLIN_TILE
+from simulator.models.spec import MoeRouting
 
 FAMILIES = tuple(FAMILY_COLUMNS)
 
@@ -97,6 +99,11 @@ class _Family:
         """Another kernel's key at this very shape whose rows answer for `key` ahead of any
         other shape's (None: no such stand-in)."""
         return None
+
+    def same_shape_standins(self, key: tuple, architecture: str) -> tuple[tuple, ...]:
+        """`same_shape_standin`'s key and its fallbacks, in order of preference."""
+        standin = self.same_shape_standin(key, architecture)
+        return () if standin is None else (standin,)
 
     # Whether rate_donor can bound a key's time from below (FamilyModel skips the check otherwise).
     has_rate_floor = False
@@ -210,9 +217,10 @@ class _Decode(_Attention):
         return not (key[1] == 1 and key[2] == MLA_LATENT_HALF)
 
 
-# A key of the other routing stands in only where none of the wanted one can: the rows of
-# profiles written before routing was a column time power-law 1.01 routing.
-_OTHER_ROUTING = 100.0
+# A key of the other routing at the same shape stands in ahead of any other shape's (the
+# rows of profiles written before routing was a column time power-law 1.01 routing), and
+# behind it where the shapes are the same distance away.
+_OTHER_ROUTING = 1e-3
 
 
 class _Moe(_Family):
@@ -244,8 +252,8 @@ class _Moe(_Family):
 
     def distance(self, want, have):
         """Another model's expert shape stands in only at the same expert-parallel size and
-        kernel format (vLLM runs other MoE kernels under expert parallelism); another
-        routing's rows only where the wanted routing has none."""
+        kernel format (vLLM runs other MoE kernels under expert parallelism); the same shape
+        under the other routing before any other shape."""
         if want[3:5] != have[3:5]:
             return None
         return (sum(_log_dist(a, b) for a, b in zip(want[:3], have[:3], strict=True))
@@ -266,6 +274,14 @@ class _Moe(_Family):
         if architecture == "hopper" and key[4] == "fp8t" and key[3] == 1:
             return (*key[:4], "fp8", *key[5:])
         return None
+
+    def same_shape_standins(self, key, architecture):
+        """The stand-in under the model's routing, then under the other one (a profile
+        written before the routing column holds 1.01 rows only)."""
+        standin = self.same_shape_standin(key, architecture)
+        if standin is None:
+            return ()
+        return (standin, *((*standin[:5], r) for r in get_args(MoeRouting) if r != standin[5]))
 
     has_rate_floor = True
 

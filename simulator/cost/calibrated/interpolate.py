@@ -89,8 +89,9 @@ class FamilyModel:
         if found is None:
             if key in self.trees:
                 found = [key]
-            elif (standin := self.adapter.same_shape_standin(key, self.architecture)) in self.trees:
-                found = [standin]
+            elif standins := [k for k in self.adapter.same_shape_standins(key, self.architecture)
+                              if k in self.trees]:
+                found = standins[:1]
             else:
                 scored = [(d, k) for k in self.trees if (d := self.adapter.distance(key, k)) is not None]
                 best = min((d for d, _ in scored), default=None)

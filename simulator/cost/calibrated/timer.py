@@ -279,6 +279,6 @@ class CalibratedTimer:
             return "roofline-fitted"
         if model.adapter.distance(key, cands[0]) == 0:
             return "profile-extrapolated" if model.outside_rows(op) else "profile"
-        if cands[0] != model.adapter.same_shape_standin(key, model.architecture):
+        if cands[0] not in model.adapter.same_shape_standins(key, model.architecture):
             return "profile-nearest"
         return "profile-standin-rate" if model.floor_binds(op) else "profile-standin"
