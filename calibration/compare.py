@@ -49,8 +49,10 @@ def _regime(family: str, shape: tuple) -> tuple[tuple, str]:
     if family == "attn_decode":
         b, _, _, _, d, _ = shape
         return (d, b > 8), f"head {d}, batch {'> 8' if b > 8 else '≤ 8'}"
-    if family == "moe":
-        return (shape[-1], shape[0] > 64), f"{shape[-1]}, tokens {'> 64' if shape[0] > 64 else '≤ 64'}"
+    if family == "moe":  # per routing: the two differ most at decode batches
+        tokens, routing, dtype = shape[0], shape[-2], shape[-1]
+        return ((dtype, routing, tokens > 64),
+                f"{dtype}, {routing.replace('power_law_', 'power law ')}, tokens {'> 64' if tokens > 64 else '≤ 64'}")
     if family == "elementwise":
         return (shape[0],), str(shape[0])
     if family == "linear_attn":

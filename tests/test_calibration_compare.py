@@ -142,3 +142,13 @@ def test_dtypes_the_reference_never_measured_are_listed_not_ratioed(capsys):
     main(["calibrate", "compare", "h100_sxm-measured", "--against", "a100_sxm-vllm"])
     out = " ".join(capsys.readouterr().out.split())
     assert f"not compared (the reference has no rows of the dtype): gemm fp8 ({fp8} rows)" in out
+
+
+def test_fused_moe_regimes_keep_the_routings_apart():
+    """The two routings' rows differ most at decode batches, so each is its own regime."""
+    from calibration.profile import load_profile
+
+    out = compare(load_profile("b200_sxm-vllm"), load_profile("b300_sxm-vllm"))
+    moe = [r.regime for r in out if r.family == "moe"]
+    assert "fp4, power law 1.01, tokens ≤ 64" in moe and "fp4, power law 1.2, tokens ≤ 64" in moe
+    assert all(", power law 1.01, " in r or ", power law 1.2, " in r for r in moe)
