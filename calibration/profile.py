@@ -178,57 +178,65 @@ def _check_rows(family: str, table: FamilyTable) -> None:
         return
     n_shape = len(FAMILY_COLUMNS[family])
     for j, (name, column) in enumerate(zip(names, zip(*table.rows, strict=True), strict=True)):
-        ok, known = _cell_check(family, name, j < n_shape)
-        if not _all_numbers_pass(name, j < n_shape, column) and not all(map(ok, column)):
-            i = next(i for i, v in enumerate(column) if not ok(v))
+        rule = _column_rule(family, name, j < n_shape)
+        if not rule.column_passes(column):
+            i = next(i for i, v in enumerate(column) if not rule.cell_passes(v))
             raise ValueError(f"tables.{family}.rows[{i}]: bad {name} {column[i]!r}"
-                             + (f" (known: {', '.join(known)})" if known else ""))
+                             + (f" (known: {', '.join(rule.known)})" if rule.known else ""))
 
 
-def _all_numbers_pass(name: str, shape: bool, column: tuple) -> bool:
-    """The common case of a numeric column, at C speed: plain numbers (None where a
-    statistic may be missing) within range. False means: check cell by cell."""
-    if name in _TEXT_COLUMNS:
-        return False
-    missing_ok = not shape and name != "median_us"
-    types = set(map(type, column))
-    if not types <= ({int, float, type(None)} if missing_ok else {int, float}):
-        return False
-    values = [v for v in column if v is not None] if type(None) in types else column
-    if not values:
-        return True
-    try:
-        total = sum(values)
-    except OverflowError:  # an integer past float range beside floats: cell by cell
-        return False
-    if total != total:  # a NaN hides from min()
-        return False
-    low = min(values)
-    return low >= 0 if (name in _ZERO_OK or (missing_ok and name != "samples")) else (
-        low > 0 and (name != "samples" or types <= {int, type(None)}))
+class _ColumnRule(NamedTuple):
+    """What one column's cells must be: of `types`, or None where `none_ok`; text among
+    `known` (when given); numbers above `low` (at or above where not `strict`)."""
+
+    types: tuple[type, ...]
+    none_ok: bool = False
+    low: float | None = None
+    strict: bool = False
+    known: tuple[str, ...] = ()
+
+    def cell_passes(self, v) -> bool:
+        if v is None:
+            return self.none_ok
+        if not isinstance(v, self.types) or (self.known and v not in self.known):
+            return False
+        return self.low is None or (v > self.low if self.strict else v >= self.low)
+
+    def column_passes(self, column: tuple) -> bool:
+        """Every cell passes, checked at C speed where the cells are plain: exact types
+        (a bool in a number column, say, goes cell by cell) and the column's minimum."""
+        types = set(map(type, column))
+        if not types <= {*self.types, *((type(None),) if self.none_ok else ())}:
+            return all(map(self.cell_passes, column))
+        values = [v for v in column if v is not None] if type(None) in types else column
+        if not values:
+            return True
+        if self.known:
+            return set(values) <= set(self.known)
+        if self.low is None:
+            return True
+        try:
+            if sum(values) != sum(values):  # a NaN hides from min()
+                return False
+        except OverflowError:  # an integer past float range beside floats
+            return all(map(self.cell_passes, column))
+        low = min(values)
+        return low > self.low if self.strict else low >= self.low
 
 
-def _number(v) -> bool:
-    return isinstance(v, int | float)
-
-
-def _cell_check(family: str, name: str, shape: bool):
-    """The test one column's cells must pass, and the values it knows (for the error)."""
+@cache
+def _column_rule(family: str, name: str, shape: bool) -> _ColumnRule:
     if name == "dtype":
-        labels = _dtype_labels(family)
-        return (lambda v: isinstance(v, str) and v in labels), sorted(labels)
+        return _ColumnRule((str,), known=tuple(sorted(_dtype_labels(family))))
     if name == "routing":
-        routings = get_args(MoeRouting)
-        return (lambda v: isinstance(v, str) and v in routings), routings
-    if shape and name in _TEXT_COLUMNS:
-        return (lambda v: isinstance(v, str)), ()
-    if shape and name in _ZERO_OK:
-        return (lambda v: _number(v) and v >= 0), ()
+        return _ColumnRule((str,), known=get_args(MoeRouting))
+    if name in _TEXT_COLUMNS:
+        return _ColumnRule((str,))
     if shape or name == "median_us":
-        return (lambda v: _number(v) and v > 0), ()
+        return _ColumnRule((int, float), low=0, strict=name not in _ZERO_OK)
     if name == "samples":
-        return (lambda v: v is None or (isinstance(v, int) and v > 0)), ()
-    return (lambda v: v is None or (_number(v) and v >= 0)), ()
+        return _ColumnRule((int,), none_ok=True, low=0, strict=True)
+    return _ColumnRule((int, float), none_ok=True, low=0)
 
 
 @cache

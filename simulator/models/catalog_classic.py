@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from simulator.models.hf_classic import DENSE_FAMILIES, MOE_FAMILIES
-from simulator.models.spec import ModelSpec, moe_routing_for
+from simulator.models.spec import ModelSpec, with_moe_routing
 
 # Each entry's config keys, by catalog name: what a config.json of that model holds.
 CONFIGS: dict[str, dict[str, Any]] = {}
@@ -24,9 +24,7 @@ def _from_config(name: str, hf_id: str, published_b: float, cfg: dict[str, Any],
                  active_b: float | None = None, aliases: tuple[str, ...] = ()) -> ModelSpec:
     CONFIGS[name] = cfg
     read = {**DENSE_FAMILIES, **MOE_FAMILIES}[cfg["model_type"]]
-    fields = read(cfg, f"catalog entry {name}")
-    if fields.get("num_experts"):
-        fields["moe_routing"] = moe_routing_for(cfg["model_type"])
+    fields = with_moe_routing(read(cfg, f"catalog entry {name}"), cfg["model_type"])
     return ModelSpec(name=name, hf_id=hf_id, published_params_b=published_b, published_active_params_b=active_b,
                      aliases=aliases, **fields)
 

@@ -15,7 +15,7 @@ from simulator.models.catalog_extra import KIMI_K3_VISION_PARAMS, STEP37_VISION_
 from simulator.models.config_keys import decoder_fields as _decoder_fields
 from simulator.models.config_keys import optional as _optional
 from simulator.models.config_keys import require as _require
-from simulator.models.spec import ModelSpec, moe_routing_for
+from simulator.models.spec import ModelSpec, with_moe_routing
 
 # Hugging Face config.json loader
 # phi3 fuses qkv and gate/up into single tensors of the same total shape; gemma/gemma2
@@ -171,10 +171,8 @@ def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
         fields.setdefault("released_in_fp8", True)  # the config is the checkpoint's own
     if encoder_params:
         fields["encoder_params"] = encoder_params
-    if fields.get("num_experts"):
-        fields.setdefault("moe_routing", moe_routing_for(model_type))
     try:
-        return ModelSpec(name=name, hf_id=hf_id, **fields)
+        return ModelSpec(name=name, hf_id=hf_id, **with_moe_routing(fields, model_type))
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = ".".join(str(x) for x in first["loc"]) or "config"

@@ -69,6 +69,11 @@ def moe_routing_for(model_type: str) -> MoeRouting:
     return "power_law_1.2" if model_type in _SKEWED_ROUTING_MODEL_TYPES else "power_law_1.01"
 
 
+def with_moe_routing(fields: dict, model_type: str) -> dict:
+    """ModelSpec fields read from a config.json of `model_type`, a MoE model's routing added."""
+    return {**fields, "moe_routing": moe_routing_for(model_type)} if fields.get("num_experts") else fields
+
+
 class ModelSpec(StrictModel):
     """A decoder-only transformer, described by the shapes that cost time and memory.
 
