@@ -104,7 +104,8 @@ class CostModelConfig(StrictModel):
         "token reaches the client (HTTP, API server hand-offs, streaming), ms; not serialised")
     frontend_ms_per_request: float = Field(
         0.0, ge=0, description="API-server time per request before the engine sees it (HTTP, "
-        "request parsing), ms; requests queue for it one at a time")
+        "request parsing), ms; requests queue for it one at a time; benchmarks/api_server_burst.py "
+        "measures it (~1.4 ms), which the shipped scenarios leave out (docs/fidelity.md, Known gaps)")
     frontend_us_per_token: float = Field(
         0.0, ge=0, description="API-server tokenisation time per prompt token, µs, on one tokeniser thread that "
         "`engine` batches as vLLM does (simulator/frontend.py); benchmarks/tokenize_prompts.py measures it "
