@@ -20,9 +20,12 @@ the serial time per request (a burst of C spread evenly over C x s has a mean of
 (C - 1) s / 2 above a lone request's). Not measured here: the prompt's tokenising (its own
 term, `frontend_us_per_token`), vLLM's input processing and the hop to the engine process.
 
-Needs `fastapi`, `uvicorn[standard]` and `aiohttp` (not project dependencies):
+Needs `fastapi`, `uvicorn[standard]` and `aiohttp` (not project dependencies), and for
+vLLM's request model a vLLM wheel installed with `--no-deps` plus the modules its protocol
+imports (no GPU needed). That model logs a warning for each request, since the harness's
+payload sends `best_of`, which vLLM 0.13's server logs too: part of the measured path.
 
-    python benchmarks/api_server_burst.py --bursts 1,8,32,64,128 --prompt-words 700
+    python benchmarks/api_server_burst.py --bursts 1,8,32,64,128 --prompt-words 700 2>&1 | grep -v WARNING
 """
 
 from __future__ import annotations
