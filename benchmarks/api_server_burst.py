@@ -15,8 +15,8 @@ the machine it runs on, without a GPU or an engine:
   to the first chunk with text taken as TTFT).
 
 For each burst size it prints the mean and median time to that first chunk over
-`--repeats` bursts and the slope of the mean against the burst size: twice that slope is
-the serial time per request (a burst of C spread evenly over C x s has a mean of about
+`--repeats` bursts and the slope of that median against the burst size: twice that slope
+is the serial time per request (a burst of C spread evenly over C x s has a mean of about
 (C - 1) s / 2 above a lone request's). Not measured here: the prompt's tokenising (its own
 term, `frontend_us_per_token`), vLLM's input processing and the hop to the engine process.
 
@@ -83,8 +83,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-async def _one(aiohttp, url: str, payload: dict, session) -> float:
+async def _one(url: str, payload: dict, session) -> float:
     """The harness's request function, reduced to the time to the first chunk with text."""
+    import aiohttp
+
     own = session is None
     if own:
         session = aiohttp.ClientSession(trust_env=True, timeout=aiohttp.ClientTimeout(total=600))
@@ -114,10 +116,10 @@ async def _bursts(url: str, sizes: list[int], repeats: int, prompt: str, shared:
     session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600)) if shared else None
     try:
         for _ in range(2):  # warm-up: first connections, imports on the server's first call
-            await asyncio.gather(*(_one(aiohttp, url, payload, session) for _ in range(8)))
+            await asyncio.gather(*(_one(url, payload, session) for _ in range(8)))
         for _ in range(repeats):
             for c in sizes:
-                times = await asyncio.gather(*(_one(aiohttp, url, payload, session) for _ in range(c)))
+                times = await asyncio.gather(*(_one(url, payload, session) for _ in range(c)))
                 results[c].append(statistics.fmean(times) * 1e3)
                 await asyncio.sleep(0.05)
     finally:
