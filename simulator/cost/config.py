@@ -36,6 +36,8 @@ class EngineOverhead(NamedTuple):
     preparation, output processing).
     per_sequence_overhead_us: the part of that work that grows with each scheduled
     sequence (sampling bookkeeping, detokenisation, stop checks).
+    dispatch_us: CPU time to issue each kernel in eager mode, overlapped with the GPU kernel
+    by kernel (simulator/cost/dispatch.py); 0 where CUDA graphs or C++ issue the kernels.
     tokenizer_batch, tokenizer_window_ms: how the API server tokenises prompts (used when
     `frontend_us_per_token` is set): up to this many prompts that reach an idle tokeniser
     within the window are encoded as one batch (simulator/frontend.py); 1 and 0: one by one.
@@ -45,6 +47,7 @@ class EngineOverhead(NamedTuple):
     framework_overhead_ms: float
     per_sequence_overhead_us: float
     note: str
+    dispatch_us: float = 0.0
     tokenizer_batch: int = 1
     tokenizer_window_ms: float = 0.0
 
@@ -95,6 +98,10 @@ class CostModelConfig(StrictModel):
         "own release. Scheduler defaults are set by their own fields")
     kernel_latency_us: float | None = Field(
         None, ge=0, description="fixed cost per kernel, µs; default from `engine`")
+    dispatch_us_per_kernel: float | None = Field(
+        None, ge=0, description="CPU time to issue each kernel in eager mode, µs, overlapped with the GPU kernel by "
+        "kernel (the GPU idles only where the CPU falls behind; simulator/cost/dispatch.py); default from "
+        "`engine`: 0 in every preset (docs/fidelity.md, Known gaps, gives vLLM 0.2's above TP1)")
     framework_overhead_ms: float | None = Field(
         None, ge=0, description="fixed per-iteration CPU cost: scheduling, input prep, output processing, ms; default from `engine`")
     per_sequence_overhead_us: float | None = Field(
@@ -148,6 +155,7 @@ class CostModelConfig(StrictModel):
         base = ENGINES[self.engine]
         return base._replace(
             kernel_latency_us=base.kernel_latency_us if self.kernel_latency_us is None else self.kernel_latency_us,
+            dispatch_us=base.dispatch_us if self.dispatch_us_per_kernel is None else self.dispatch_us_per_kernel,
             framework_overhead_ms=(base.framework_overhead_ms if self.framework_overhead_ms is None
                                    else self.framework_overhead_ms),
             per_sequence_overhead_us=(base.per_sequence_overhead_us if self.per_sequence_overhead_us is None

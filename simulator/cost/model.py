@@ -13,6 +13,7 @@ from typing import Protocol
 import numpy as np
 
 from simulator.cost.config import CostModelConfig
+from simulator.cost.dispatch import Segment, dispatch_stall
 from simulator.cost.ops import (
     IterationShape,
     Op,
@@ -60,6 +61,9 @@ class IterationCostModel:
         engine = config.overheads()
         self.overhead = engine.framework_overhead_ms * 1e-3
         self.per_seq = engine.per_sequence_overhead_us * 1e-6
+        # Eager dispatch (cost/dispatch.py): the CPU time to issue each kernel; 0: none.
+        self.dispatch = engine.dispatch_us * 1e-6
+        self._segment_cache: dict = {}
         # Async scheduling (vLLM --async-scheduling, with its model runner overlapped since
         # vllm-project/vllm#23569): the CPU work of the next iteration (scheduling, input
         # preparation, output processing) runs while this one's kernels do, so back-to-back
@@ -271,8 +275,10 @@ class IterationCostModel:
             t += self.prefill_attention_time(shape.prefill_chunks)
         if self.wait_power is not None:
             t = self._relieve(t, shape.num_tokens, shape.num_emit, shape.prefill_chunks, moe_others)
-        if shape.num_decode:
-            t += self.decode_attention_time(shape.num_decode, shape.decode_context)
+        attn = self.decode_attention_time(shape.num_decode, shape.decode_context) if shape.num_decode else 0.0
+        t += attn
+        if self.dispatch:
+            t += self.dispatch_stall(shape.num_tokens, shape.num_emit, shape.prefill_chunks, attn)
         cpu = self.cpu_time(shape.num_seqs)
         if self.overlap_cpu and not from_idle:
             return t if t > cpu else cpu
@@ -301,6 +307,10 @@ class IterationCostModel:
             kv_len = context_sum + num_seqs * (1.0 + np.arange(steps, dtype=np.float64))
             flops, nbytes = attn_decode_cost(num_seqs, kv_len, self.decode_sharded)
             gpu = (base + vector(flops, nbytes) * self.decode_sharded.attn_layer_passes).tolist()
+        if self.dispatch:  # each step as iteration_time adds its stall, from the same attention time
+            attn = self._decode_attention_steps(num_seqs, context_sum, steps)
+            stall = self.dispatch_stall
+            gpu = [g + stall(num_seqs, num_seqs, (), a) for g, a in zip(gpu, attn, strict=True)]
         # The CPU work as iteration_time adds it, step by step.
         if not self.overlap_cpu:
             return [g + cpu for g in gpu]
@@ -308,6 +318,66 @@ class IterationCostModel:
         if from_idle and out:
             out[0] = gpu[0] + cpu
         return out
+
+    def _decode_attention_steps(self, num_seqs: int, context_sum: int, steps: int) -> list[float]:
+        """The decode attention of `steps` consecutive steps, as decode_step_times adds it."""
+        if self._attn_vector is None:
+            return self._decode_attention_run(num_seqs, context_sum, steps)
+        if steps < 4:
+            return [self.decode_attention_time(num_seqs, context_sum + j * num_seqs) for j in range(steps)]
+        kv_len = context_sum + num_seqs * (1.0 + np.arange(steps, dtype=np.float64))
+        flops, nbytes = attn_decode_cost(num_seqs, kv_len, self.decode_sharded)
+        return (self._attn_vector(flops, nbytes) * self.decode_sharded.attn_layer_passes).tolist()
+
+    def dispatch_stall(self, num_tokens: int, num_emit: int, chunks: tuple[tuple[int, int], ...],
+                       decode_attention_s: float) -> float:
+        """The GPU's idle time while an eager engine's CPU issues this iteration's kernels
+        (cost/dispatch.py). Ops run in every layer are spread over the layers; attention
+        closes each layer; the rest sit before the first layer or after the last."""
+        head, layer, tail = self._token_segments(num_tokens)
+        layers = self.sharded.total_layer_passes
+        extra = []
+        if chunks:
+            extra.append(Segment(self._attention_kernels("prefill"), self.prefill_attention_time(chunks) / layers))
+        if decode_attention_s:
+            extra.append(Segment(self._attention_kernels("decode"), decode_attention_s / layers))
+        return dispatch_stall(head, layer + tuple(extra), layers, tail + self._emit_segments(num_emit),
+                              self.dispatch, self.sharded.pp)
+
+    def _token_segments(self, num_tokens: int) -> tuple[tuple[Segment, ...], ...]:
+        """token_ops as (head, one layer, tail) kernel segments, memoised per token count."""
+        v = self._segment_cache.get(num_tokens)
+        if v is None:
+            if len(self._segment_cache) > 200_000:
+                self._segment_cache.clear()
+            layers = self.sharded.total_layer_passes
+            head, layer, tail = [], [], []
+            for op in token_ops(num_tokens, self.sharded):
+                t = self.timer.op_time(op) * op.count
+                if 2 * op.count >= layers:  # an op of (almost) every layer
+                    layer.append(Segment(op.kernels * op.count / layers, t / layers))
+                else:
+                    (tail if layer else head).append(Segment(op.kernels * op.count, t))
+            v = self._segment_cache[num_tokens] = (tuple(head), tuple(layer), tuple(tail))
+        return v
+
+    def _emit_segments(self, num_emit: int) -> tuple[Segment, ...]:
+        key = ("emit", num_emit)
+        v = self._segment_cache.get(key)
+        if v is None:
+            v = self._segment_cache[key] = tuple(
+                Segment(op.kernels * op.count, self.timer.op_time(op) * op.count) for op in emit_ops(num_emit, self.sharded))
+        return v
+
+    def _attention_kernels(self, kind: str) -> float:
+        """Attention kernels per layer (their count does not depend on the sizes)."""
+        key = ("kernels", kind)
+        v = self._segment_cache.get(key)
+        if v is None:
+            ops = (prefill_attention_ops(((1, 0),), self.sharded) if kind == "prefill"
+                   else decode_attention_ops(1, 1, self.sharded, self.decode_sharded))
+            v = self._segment_cache[key] = sum(op.kernels * op.count for op in ops) / self.sharded.total_layer_passes
+        return v
 
     def iteration_relief(self, shape: IterationShape, moe_others: int = 0) -> float:
         """The power_relief one iteration of `shape` runs at (1.0: none)."""
@@ -333,6 +403,9 @@ class IterationCostModel:
         relief = self.iteration_relief(shape, moe_others)
         for op in self.ops(shape, moe_others):
             out[op.name] = out.get(op.name, 0.0) + self._sum([op], relief)
+        if self.dispatch:
+            attn = self.decode_attention_time(shape.num_decode, shape.decode_context) if shape.num_decode else 0.0
+            out["kernel_dispatch"] = self.dispatch_stall(shape.num_tokens, shape.num_emit, shape.prefill_chunks, attn)
         cpu = self.cpu_time(shape.num_seqs)
         if self.overlap_cpu and not from_idle:
             cpu = max(0.0, cpu - sum(out.values()))
