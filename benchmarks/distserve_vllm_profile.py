@@ -15,12 +15,20 @@ This prints them beside servesim's step under
 both with and without the engine's per-iteration CPU work (framework overhead and the
 online server's per-sequence cost, which an offline profile does not carry). It is a
 check of the cost model's TP scaling in an eager engine, measured per iteration, not
-end to end; nothing is fitted to it (docs/fidelity.md, Known gaps).
+end to end (docs/fidelity.md, Known gaps).
+
+The last column times the same steps with the kernels issued from Python and overlapped
+with the GPU kernel by kernel (`cost_model.dispatch_us_per_kernel`, simulator/cost/dispatch.py)
+under the offline constants in EAGER, which `--fit` least-squares fits to the decode rows
+(the one place this profile is fitted to; the shipped `vllm-0.2` preset does not use them).
 """
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
+
+import numpy as np
 
 from simulator.config import load_scenario
 from simulator.errors import ConfigError
@@ -39,6 +47,42 @@ PROFILE = {
 DECODE_POINTS = ((1, 500), (4, 500), (16, 500))  # (sequences, context each)
 PREFILL_POINTS = (256, 1000)
 CPU_WORK = "framework_overhead"
+# Offline constants of vLLM 0.2 with overlapped dispatch: µs to issue a kernel, ms per iteration,
+# µs per sequence (`--fit` prints them; docs/fidelity.md, Known gaps).
+EAGER = (42.0, 2.9, 120.0)
+FIT_DISPATCH_US = (36.0, 38.0, 40.0, 42.0, 44.0, 46.0, 48.0)
+FIT_POINTS = ((1, 200), (1, 900), (4, 200), (4, 900), (16, 200), (16, 900))
+
+
+def _eager(dispatch_us: float, framework_ms: float = 0.0, per_sequence_us: float = 0.0) -> list[str]:
+    return ["cost_model.kernel_latency_us=3.5", f"cost_model.dispatch_us_per_kernel={dispatch_us}",
+            f"cost_model.framework_overhead_ms={framework_ms}", f"cost_model.per_sequence_overhead_us={per_sequence_us}"]
+
+
+def _decode_ms(model: str, tp: int, extra: list[str], batch: int, context: int) -> float | None:
+    loaded = load_scenario(SCENARIO, [f"model.name={model}", f"parallelism.tp={tp}", *extra])
+    try:
+        return sum(explain(loaded, batch=batch, context=context, prefill=PREFILL_POINTS[0]).decode.values()) * 1e3
+    except ConfigError:  # more sequences than the KV cache holds
+        return None
+
+
+def fit() -> None:
+    """Least-squares fit of the eager constants to every layout's decode rows."""
+    for dispatch in FIT_DISPATCH_US:
+        rows = []
+        for (model, tp), (_, dec) in PROFILE.items():
+            for batch, context in FIT_POINTS:
+                gpu = _decode_ms(model, tp, _eager(dispatch), batch, context)
+                if gpu is not None:
+                    rows.append((dec[0] + dec[1] * batch * context + dec[2] * batch, batch, gpu))
+        measured, batch, gpu = (np.array(c, dtype=float) for c in zip(*rows, strict=True))
+        # Minimise the relative error of gpu + framework + per-sequence x batch.
+        design = np.stack([1 / measured, batch / measured], axis=1)
+        (framework, per_seq), *_ = np.linalg.lstsq(design, 1 - gpu / measured, rcond=None)
+        err = (gpu + framework + per_seq * batch) / measured - 1
+        print(f"{dispatch:4.0f} µs per kernel: {framework:5.2f} ms + {per_seq * 1e3:4.0f} µs per sequence, "
+              f"mean |error| {np.abs(err).mean():.1%}, worst {np.abs(err).max():.1%}")
 
 
 def _step_ms(parts: dict[str, float]) -> tuple[float, float]:
@@ -48,21 +92,32 @@ def _step_ms(parts: dict[str, float]) -> tuple[float, float]:
 
 
 def main() -> None:
-    print(f"{'model':8} {'TP':>2}  {'step':26} {'DistServe':>9} {'servesim':>9} {'w/o CPU work':>12}")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--fit", action="store_true", help="fit the overlapped-dispatch constants instead")
+    if parser.parse_args().fit:
+        fit()
+        return
+    eager = _eager(EAGER[0], EAGER[1], EAGER[2])
+    print(f"{'model':8} {'TP':>2}  {'step':26} {'DistServe':>9} {'servesim':>9} {'w/o CPU work':>12} {'overlapped':>10}")
     for (model, tp), (pre, dec) in PROFILE.items():
         loaded = load_scenario(SCENARIO, [f"model.name={model}", f"parallelism.tp={tp}"])
+        overlapped = load_scenario(SCENARIO, [f"model.name={model}", f"parallelism.tp={tp}", *eager])
         for batch, context in DECODE_POINTS:
             try:
                 e = explain(loaded, batch=batch, context=context, prefill=PREFILL_POINTS[0])
             except ConfigError:  # OPT-66B at TP2 holds only 6 such sequences
                 continue
             total, gpu = _step_ms(e.decode)
+            o = sum(explain(overlapped, batch=batch, context=context, prefill=PREFILL_POINTS[0]).decode.values()) * 1e3
             measured = dec[0] + dec[1] * batch * context + dec[2] * batch
-            print(f"{model:8} {tp:>2}  decode {batch:>2} x {context} tokens     {measured:9.1f} {total:9.1f} {gpu:12.1f}")
+            print(f"{model:8} {tp:>2}  decode {batch:>2} x {context} tokens     {measured:9.1f} {total:9.1f} {gpu:12.1f} "
+                  f"{o:10.1f}")
         for prefill in PREFILL_POINTS:
             total, gpu = _step_ms(explain(loaded, batch=1, context=DECODE_POINTS[0][1], prefill=prefill).prefill)
+            o = sum(explain(overlapped, batch=1, context=DECODE_POINTS[0][1], prefill=prefill).prefill.values()) * 1e3
             measured = pre[0] + pre[1] * prefill + pre[2] * prefill ** 2
-            print(f"{model:8} {tp:>2}  prefill {prefill:>4} tokens          {measured:9.1f} {total:9.1f} {gpu:12.1f}")
+            print(f"{model:8} {tp:>2}  prefill {prefill:>4} tokens          {measured:9.1f} {total:9.1f} {gpu:12.1f} "
+                  f"{o:10.1f}")
 
 
 if __name__ == "__main__":

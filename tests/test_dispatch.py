@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DS_SCENARIO = ROOT / "scenarios" / "validation" / "distserve-opt13b-a100-vllm.yaml"
 # vLLM 0.2's offline constants fitted to DistServe's profile of it (docs/fidelity.md, Known gaps).
 EAGER = ["cost_model.kernel_latency_us=3.5", "cost_model.dispatch_us_per_kernel=42",
-         "cost_model.framework_overhead_ms=3.1", "cost_model.per_sequence_overhead_us=95"]
+         "cost_model.framework_overhead_ms=2.9", "cost_model.per_sequence_overhead_us=120"]
 
 
 def lindley(kernels: list[float], dispatch_s: float) -> float:
