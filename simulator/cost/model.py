@@ -275,10 +275,10 @@ class IterationCostModel:
             t += self.prefill_attention_time(shape.prefill_chunks)
         if self.wait_power is not None:
             t = self._relieve(t, shape.num_tokens, shape.num_emit, shape.prefill_chunks, moe_others)
-        attn = self.decode_attention_time(shape.num_decode, shape.decode_context) if shape.num_decode else 0.0
-        t += attn
-        if self.dispatch:
-            t += self.dispatch_stall(shape.num_tokens, shape.num_emit, shape.prefill_chunks, attn)
+        if shape.num_decode:
+            t += self.decode_attention_time(shape.num_decode, shape.decode_context)
+        if self.dispatch:  # off the default path: the attention is memoised, read again
+            t += self._shape_stall(shape)
         cpu = self.cpu_time(shape.num_seqs)
         if self.overlap_cpu and not from_idle:
             return t if t > cpu else cpu
@@ -328,6 +328,10 @@ class IterationCostModel:
         kv_len = context_sum + num_seqs * (1.0 + np.arange(steps, dtype=np.float64))
         flops, nbytes = attn_decode_cost(num_seqs, kv_len, self.decode_sharded)
         return (self._attn_vector(flops, nbytes) * self.decode_sharded.attn_layer_passes).tolist()
+
+    def _shape_stall(self, shape: IterationShape) -> float:
+        attn = self.decode_attention_time(shape.num_decode, shape.decode_context) if shape.num_decode else 0.0
+        return self.dispatch_stall(shape.num_tokens, shape.num_emit, shape.prefill_chunks, attn)
 
     def dispatch_stall(self, num_tokens: int, num_emit: int, chunks: tuple[tuple[int, int], ...],
                        decode_attention_s: float) -> float:
@@ -404,8 +408,7 @@ class IterationCostModel:
         for op in self.ops(shape, moe_others):
             out[op.name] = out.get(op.name, 0.0) + self._sum([op], relief)
         if self.dispatch:
-            attn = self.decode_attention_time(shape.num_decode, shape.decode_context) if shape.num_decode else 0.0
-            out["kernel_dispatch"] = self.dispatch_stall(shape.num_tokens, shape.num_emit, shape.prefill_chunks, attn)
+            out["kernel_dispatch"] = self._shape_stall(shape)
         cpu = self.cpu_time(shape.num_seqs)
         if self.overlap_cpu and not from_idle:
             cpu = max(0.0, cpu - sum(out.values()))
