@@ -10,8 +10,8 @@ nor before kernel k-1 has finished, so the GPU finishes the iteration at
 short kernels then drain its queue, so the iteration lasts between max(CPU, GPU) and
 CPU + GPU, nearer the first when one side dominates. A fixed CPU cost added to each
 kernel (CPU + GPU) over-counts GPU-bound steps and under-counts dispatch-bound ones; this
-form fits vLLM 0.2's offline iteration times at TP 1-4 with one constant (docs/fidelity.md
-item 36).
+form fits vLLM 0.2's offline iteration times at TP 1-4 with one constant (docs/fidelity.md,
+Known gaps).
 
 An iteration's kernels are described by `Segment`s, each a run of identical kernels:
 `head` before the first transformer layer, `layer` repeated `layers` times, `tail` after.

@@ -303,10 +303,7 @@ class IterationCostModel:
             attn = self.decode_attention_time
             gpu = [base + attn(num_seqs, context_sum + j * num_seqs) for j in range(steps)]
         else:
-            # Evaluate the decode-attention roofline of all steps at once.
-            kv_len = context_sum + num_seqs * (1.0 + np.arange(steps, dtype=np.float64))
-            flops, nbytes = attn_decode_cost(num_seqs, kv_len, self.decode_sharded)
-            gpu = (base + vector(flops, nbytes) * self.decode_sharded.attn_layer_passes).tolist()
+            gpu = (base + self._decode_attention_array(num_seqs, context_sum, steps)).tolist()
         if self.dispatch:  # each step as iteration_time adds its stall, from the same attention time
             attn = self._decode_attention_steps(num_seqs, context_sum, steps)
             stall = self.dispatch_stall
@@ -325,9 +322,13 @@ class IterationCostModel:
             return self._decode_attention_run(num_seqs, context_sum, steps)
         if steps < 4:
             return [self.decode_attention_time(num_seqs, context_sum + j * num_seqs) for j in range(steps)]
+        return self._decode_attention_array(num_seqs, context_sum, steps).tolist()
+
+    def _decode_attention_array(self, num_seqs: int, context_sum: int, steps: int) -> np.ndarray:
+        """A formula timer's decode attention of all the stretch's steps at once."""
         kv_len = context_sum + num_seqs * (1.0 + np.arange(steps, dtype=np.float64))
         flops, nbytes = attn_decode_cost(num_seqs, kv_len, self.decode_sharded)
-        return (self._attn_vector(flops, nbytes) * self.decode_sharded.attn_layer_passes).tolist()
+        return self._attn_vector(flops, nbytes) * self.decode_sharded.attn_layer_passes
 
     def _shape_stall(self, shape: IterationShape) -> float:
         attn = self.decode_attention_time(shape.num_decode, shape.decode_context) if shape.num_decode else 0.0
@@ -337,7 +338,8 @@ class IterationCostModel:
                        decode_attention_s: float) -> float:
         """The GPU's idle time while an eager engine's CPU issues this iteration's kernels
         (cost/dispatch.py). Ops run in every layer are spread over the layers; attention
-        closes each layer; the rest sit before the first layer or after the last."""
+        closes each layer; the rest sit before the first layer or after the last. Kernels are
+        timed at the sustained fractions without power relief (collective_power_relief)."""
         head, layer, tail = self._token_segments(num_tokens)
         layers = self.sharded.total_layer_passes
         extra = []
