@@ -15,6 +15,14 @@ is the best any iteration-level cost model of this shape can do *given the measu
 schedule*. The script prints its coefficients, each file's mean-TPOT residual, and the
 residual in each fifth of each run: a file whose residual is the same sign in every fifth
 ran uniformly faster or slower than the others, which no load-dependent cost explains.
+
+It then checks the files against each other with no model at all. Every file's requests
+are a prefix of one list (the same prompts and output lengths in the same order) and its
+arrival gaps are that list's gaps scaled by 1/rate, so the first 100 requests (the shortest
+file) are one workload replayed at eight rates. A server can only get slower on the same
+workload sent faster; a pair where the higher rate measured a lower mean TTFT or TPOT on
+those requests is printed as a contradiction. With `--predicted validation.csv` (written by
+`simulate validate` on these files) the table gains the predicted means beside them.
 """
 
 from __future__ import annotations
@@ -45,11 +53,61 @@ def decode_phase_features(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def rate_of(path: Path) -> float:
+    """The request rate a DistServe file's name carries: vllm-<N>-<rate>.csv."""
+    return float(path.name.removesuffix(".csv").split("-")[-1])
+
+
+def common_prefix_means(frames: dict[str, pd.DataFrame], predicted: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Mean TTFT and TPOT over the requests every file shares (the shortest file's count),
+    per file; raises ValueError when the files do not share them in order."""
+    n = min(len(f) for f in frames.values())
+    first = next(iter(frames.values())).iloc[:n]
+    rows = []
+    for name, frame in frames.items():
+        head = frame.iloc[:n]
+        same = (head[["prompt_tokens", "output_tokens"]].to_numpy() == first[["prompt_tokens", "output_tokens"]].to_numpy())
+        if not same.all():
+            raise ValueError(f"{name}: its first {n} requests are not the other files' requests")
+        decoded = head.output_tokens >= 2
+        row = {"file": name, "rate": rate_of(Path(f"{name}.csv")), "requests": n,
+               "ttft_ms": head.ttft_ms.mean(), "tpot_ms": head.tpot_ms[decoded].mean()}
+        if predicted is not None:
+            pred = predicted[predicted.source == f"{name}.csv"].iloc[:n]
+            row["pred_ttft_ms"] = pred.pred_ttft_ms.mean()
+            row["pred_tpot_ms"] = pred.pred_tpot_ms[decoded.to_numpy()].mean()
+        rows.append(row)
+    return pd.DataFrame(rows).sort_values(["rate", "file"], kind="stable").reset_index(drop=True)
+
+
+def contradictions(means: pd.DataFrame, metric: str) -> list[tuple[str, str, float]]:
+    """(slower-rate file, faster-rate file, how much lower the faster rate measured, %) for
+    every pair of rates where the higher rate measured the lower mean."""
+    out = []
+    for lo in means.itertuples():
+        for hi in means.itertuples():
+            if hi.rate > lo.rate and getattr(hi, metric) < getattr(lo, metric):
+                out.append((lo.file, hi.file, 100 * (1 - getattr(hi, metric) / getattr(lo, metric))))
+    return out
+
+
+def print_common_prefix(files: list[Path], predicted: Path | None) -> None:
+    frames = {f.name.removesuffix(".csv"): pd.read_csv(f) for f in files}
+    means = common_prefix_means(frames, pd.read_csv(predicted) if predicted else None)
+    print(f"\nThe first {means.requests.iat[0]} requests, the same workload in every file, by rate:")
+    with pd.option_context("display.width", 200, "display.float_format", "{:.1f}".format):
+        print(means.drop(columns="requests").to_string(index=False))
+    for metric in ("ttft_ms", "tpot_ms"):
+        for lo, hi, pct in contradictions(means, metric):
+            print(f"  {metric}: {hi} measured {pct:.1f}% below {lo}, at a higher rate")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", nargs="?", type=Path, default=DEFAULT_DIR)
+    parser.add_argument("--predicted", type=Path, help="a validation.csv of these files, for predicted means")
     args = parser.parse_args()
-    files = sorted(args.folder.glob("vllm-*.csv"), key=lambda p: float(p.stem.split("-")[-1]))
+    files = sorted(args.folder.glob("vllm-*.csv"), key=rate_of)
     if not files:
         raise SystemExit(f"no vllm-*.csv in {args.folder}")
     data = pd.concat([decode_phase_features(pd.read_csv(f)).assign(file=f.stem) for f in files])
@@ -66,6 +124,7 @@ def main() -> None:
     with pd.option_context("display.width", 200, "display.float_format", "{:.3f}".format):
         print(per_file.round(2).to_string())
         print(fifths.to_string())
+    print_common_prefix(files, args.predicted)
 
 
 if __name__ == "__main__":
