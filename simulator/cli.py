@@ -330,6 +330,7 @@ def validate_cmd(
 ) -> None:
     """Simulate measured benchmarks under SCENARIO and report the prediction error."""
     from simulator.validation import run_validation
+    from simulator.validation.consistency import consistency_hint
     from simulator.validation.occupancy import occupancy_hint
     from simulator.validation.scoring import BREAKDOWNS, mismatch_hint
     from simulator.workers import default_workers
@@ -383,7 +384,8 @@ def validate_cmd(
     for run, model in result.get("model_from_file", {}).items():
         console.print(f"{run}: simulated as {model}, the model its file names "
                       "(--set model.name=... to choose another)", highlight=False)
-    for hint in (mismatch_hint(result), occupancy_hint(result.get("kv_occupancy"))):
+    for hint in (mismatch_hint(result), occupancy_hint(result.get("kv_occupancy")),
+                 consistency_hint(result.get("consistency"))):
         if hint:
             console.print(hint, highlight=False)
     console.print(f"output     {out}/  (validation.html, validation.json, validation.csv, figures *.png)")

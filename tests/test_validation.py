@@ -70,6 +70,28 @@ def test_distserve_errors_do_not_grow(distserve):
 
 
 @needs_distserve
+def test_distserve_files_contradict_each_other_and_validate_says_by_how_much(distserve):
+    """The eight files replay one workload at eight rates (docs/fidelity.md, Known gaps): on
+    the requests they share, the 2.5 req/s run measured a 13% shorter mean TTFT than the
+    2 req/s runs, which bounds any model that slows with load to ~7% off one of them."""
+    result, _ = distserve
+    spread = result["consistency"]
+    assert spread["pairs_compared"] == 28  # every pair of the 8 files shares its first 100 requests
+    top = spread["pairs"][0]
+    assert (top["metric"], top["quieter_run"], top["busier_run"]) == ("ttft_ms", "vllm-100-2", "vllm-250-2.5")
+    assert top["shared_requests"] == 100
+    assert 13.0 < top["drop_pct"] < 14.0 and 7.0 < spread["floor_pct"]["ttft_ms"] < 7.5
+
+
+@needs_silicon
+def test_the_silicon_sweep_rises_with_clients_in_every_configuration(silicon):
+    result, _ = silicon
+    spread = result["consistency"]
+    assert spread["pairs_compared"] == 120  # 12 configurations (4 TPs x 3 length pairs), 5 client counts each
+    assert spread["contradictions"] == 0 and spread["pairs"] == []
+
+
+@needs_distserve
 def test_distserve_kv_capacity_matches_the_measured_occupancy(distserve):
     """The memory plan for the harness's launch flags holds the KV capacity the measurements
     show to within 2%, with nothing read off them (3,410 blocks against ~3,370; see the

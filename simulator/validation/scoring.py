@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from simulator.formatting import natural_key
+from simulator.validation.consistency import load_consistency
 from simulator.validation.measurement import MeasuredSet
 from simulator.validation.occupancy import occupancy_check
 from simulator.validation.runner import METRICS, RunPrediction
@@ -218,6 +219,9 @@ def score(measured: MeasuredSet, preds: list[RunPrediction], slo: dict[str, floa
     kv = occupancy_check(preds)
     if kv is not None:
         result["kv_occupancy"] = kv
+    spread = load_consistency(preds)
+    if spread is not None:
+        result["consistency"] = spread
     result["per_run"] = runs.replace({np.nan: None}).to_dict(orient="records")
     return result
 

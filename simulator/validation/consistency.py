@@ -1,0 +1,171 @@
+"""Where the measurements contradict each other: the same workload measured faster under more load.
+
+On one server, sending the same requests faster (open loop) or through more clients (closed
+loop) can only lengthen their mean TTFT and TPOT. A pair of measured runs that went the other
+way is run-to-run noise, and it bounds every model that slows with load: if the busier run
+measured `hi` and the quieter one `lo > hi`, the prediction closest to both is the same value
+for the two, 2·lo·hi/(lo + hi), which is still (lo − hi)/(lo + hi) off each. Reported beside
+the errors so a user can tell the simulator's error from the benchmark's own spread.
+
+Runs are compared when they measured the same workload:
+- per-request runs whose first requests have the same prompt and output lengths in the same
+  order (a benchmark re-run at another rate from the same dataset and seed), over the
+  requests they share;
+- sweep rows of one configuration (`group`) at different client counts.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+
+METRICS = ("ttft_ms", "tpot_ms")
+MIN_SHARED = 20  # requests two runs must share, in order, to count as one workload
+MIN_RATE_STEP = 1.02  # a send rate at least this much higher counts as more load (not a repeat)
+HINT_FLOOR_PCT = 2.5  # the CLI mentions the spread when a pair bounds every model this far off
+MAX_PAIRS = 50  # pairs kept in validation.json, largest first
+
+
+@dataclass
+class _Run:
+    label: str
+    load: float
+    unit: str  # "req/s" or "clients"
+    lengths: np.ndarray  # (n, 2): each request's prompt and output tokens
+    values: dict[str, np.ndarray | None]  # each metric's per-request measurements (NaN: none)
+
+
+def _load(run, requests) -> tuple[float, str] | None:
+    """The run's offered load: its clients (closed loop), else its send rate in req/s."""
+    if run.kind == "closed_loop":
+        return (float(run.concurrency), "clients") if run.concurrency else None
+    if run.kind == "rate" and run.rate and np.isfinite(run.rate):
+        return float(run.rate), "req/s"
+    if requests is not None and "arrival_s" in requests and len(requests) > 1:
+        arrivals = requests["arrival_s"].to_numpy(dtype=float)
+        span = arrivals[-1] - arrivals[0]
+        return ((len(arrivals) - 1) / span, "req/s") if span > 0 else None
+    return None
+
+
+def _per_request(run) -> _Run | None:
+    req = run.requests
+    if req is None or len(req) < MIN_SHARED or not {"prompt_tokens", "output_tokens"} <= set(req.columns):
+        return None
+    load = _load(run, req)
+    if load is None:
+        return None
+    columns = {m: req[m].to_numpy(dtype=float) if m in req else None for m in METRICS}
+    tpot = columns["tpot_ms"]
+    if tpot is not None:  # a one-token output has no TPOT
+        tpot = np.where(req["output_tokens"].to_numpy() >= 2, tpot, np.nan)
+    columns["tpot_ms"] = tpot
+    return _Run(run.label, *load, req[["prompt_tokens", "output_tokens"]].to_numpy(dtype=np.int64), columns)
+
+
+def _prefix_load(run: _Run, n: int, source) -> float:
+    """An open-loop trace's rate over its first n requests (the part compared)."""
+    if run.unit != "req/s" or source.kind != "trace":
+        return run.load
+    arrivals = source.requests["arrival_s"].to_numpy(dtype=float)[:n]
+    span = arrivals[-1] - arrivals[0]
+    return (n - 1) / span if span > 0 else run.load
+
+
+def _mean(values: np.ndarray | None, n: int) -> float | None:
+    if values is None:
+        return None
+    head = values[:n]
+    head = head[~np.isnan(head)]
+    return float(head.mean()) if head.size else None
+
+
+def _pair_entries(metric: str, a: tuple[str, float, float], b: tuple[str, float, float], unit: str,
+                  shared: int | None) -> dict | None:
+    """The entry for two (label, load, measured mean) when the busier one measured less."""
+    lo, hi = (a, b) if a[1] < b[1] else (b, a)
+    more_load = hi[1] > lo[1] if unit == "clients" else hi[1] >= lo[1] * MIN_RATE_STEP
+    if not more_load or not hi[2] < lo[2]:
+        return None
+    return {"metric": metric, "quieter_run": lo[0], "busier_run": hi[0], "unit": unit,
+            "quieter_load": lo[1], "busier_load": hi[1], "quieter_measured": lo[2], "busier_measured": hi[2],
+            "shared_requests": shared, "drop_pct": 100.0 * (1.0 - hi[2] / lo[2]),
+            "floor_pct": 100.0 * (lo[2] - hi[2]) / (lo[2] + hi[2])}
+
+
+def _request_pairs(preds) -> tuple[list[dict], int]:
+    """Contradicting pairs among per-request runs that share their first requests."""
+    runs = [(p.run, r) for p in preds if not p.error and (r := _per_request(p.run)) is not None]
+    by_start: dict[tuple, list] = defaultdict(list)
+    for source, run in runs:
+        by_start[(run.unit, run.lengths[:MIN_SHARED].tobytes())].append((source, run))
+    pairs, compared = [], 0
+    for members in by_start.values():
+        for i, (sa, a) in enumerate(members):
+            for sb, b in members[i + 1:]:
+                n = min(len(a.lengths), len(b.lengths))
+                if not np.array_equal(a.lengths[:n], b.lengths[:n]):
+                    continue
+                compared += 1
+                la, lb = _prefix_load(a, n, sa), _prefix_load(b, n, sb)
+                for m in METRICS:
+                    ma, mb = _mean(a.values[m], n), _mean(b.values[m], n)
+                    if ma is not None and mb is not None:
+                        entry = _pair_entries(m, (a.label, la, ma), (b.label, lb, mb), a.unit, n)
+                        if entry:
+                            pairs.append(entry)
+    return pairs, compared
+
+
+def _sweep_pairs(preds) -> tuple[list[dict], int]:
+    """Contradicting pairs among sweep rows of one configuration at different client counts."""
+    groups: dict[str, list] = defaultdict(list)
+    for p in preds:
+        if not p.error and p.run.requests is None and p.run.group and p.run.kind == "closed_loop" \
+                and p.run.concurrency:
+            groups[p.run.group].append(p)
+    pairs, compared = [], 0
+    for members in groups.values():
+        for i, a in enumerate(members):
+            for b in members[i + 1:]:
+                compared += 1
+                means_a = a.run.measured if a.measured is None else a.measured
+                means_b = b.run.measured if b.measured is None else b.measured
+                for m in METRICS:
+                    ma, mb = means_a.get(m), means_b.get(m)
+                    if ma is not None and mb is not None and np.isfinite(ma) and np.isfinite(mb):
+                        entry = _pair_entries(m, (a.run.label, float(a.run.concurrency), float(ma)),
+                                              (b.run.label, float(b.run.concurrency), float(mb)), "clients", None)
+                        if entry:
+                            pairs.append(entry)
+    return pairs, compared
+
+
+def load_consistency(preds) -> dict | None:
+    """The measured runs that contradict each other under load, and the error floor they set.
+
+    `preds` are validation RunPredictions. None when no two runs measured the same workload.
+    """
+    request_pairs, n_requests = _request_pairs(preds)
+    sweep_pairs, n_sweep = _sweep_pairs(preds)
+    if not n_requests + n_sweep:
+        return None
+    pairs = sorted(request_pairs + sweep_pairs, key=lambda e: -e["floor_pct"])
+    worst = {m: max((e["floor_pct"] for e in pairs if e["metric"] == m), default=0.0) for m in METRICS}
+    return {"pairs_compared": n_requests + n_sweep, "contradictions": len(pairs),
+            "floor_pct": worst, "pairs": pairs[:MAX_PAIRS]}
+
+
+def consistency_hint(check: dict | None) -> str | None:
+    """One line when the measurements' own spread bounds every model by more than a little."""
+    if not check or not check["pairs"] or check["pairs"][0]["floor_pct"] < HINT_FLOOR_PCT:
+        return None
+    top = check["pairs"][0]
+    what = top["metric"].removesuffix("_ms").upper()
+    shared = f"on the {top['shared_requests']:,} requests they share, " if top["shared_requests"] else ""
+    return (f"Measurement spread: {shared}{top['busier_run']} measured a {top['drop_pct']:.1f}% lower mean "
+            f"{what} than {top['quieter_run']} under {top['busier_load'] / top['quieter_load']:.2f}× its load, "
+            f"so no model that slows with load is within {top['floor_pct']:.1f}% of both "
+            f"({check['contradictions']} such pair(s) in validation.json, `consistency`).")
