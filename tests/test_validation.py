@@ -78,7 +78,8 @@ def test_distserve_files_contradict_each_other_and_validate_says_by_how_much(dis
     spread = result["consistency"]
     assert spread["pairs_compared"] == 28  # every pair of the 8 files shares its first 100 requests
     top = spread["pairs"][0]
-    assert (top["metric"], top["quieter_run"], top["busier_run"]) == ("ttft_ms", "vllm-100-2", "vllm-250-2.5")
+    assert (top["metric"], top["kind"], top["slower_run"], top["faster_run"]) == ("ttft_ms", "inverted", "vllm-100-2",
+                                                                                   "vllm-250-2.5")
     assert top["shared_requests"] == 100
     assert 13.0 < top["drop_pct"] < 14.0 and 7.0 < spread["floor_pct"]["ttft_ms"] < 7.5
 

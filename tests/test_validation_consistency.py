@@ -35,8 +35,9 @@ def test_a_busier_run_of_the_same_requests_that_measured_faster_sets_a_floor():
     check = load_consistency([_trace("slow", 2.0, 220.0, 60.0), _trace("fast", 2.5, 190.0, 65.0)])
     assert check["pairs_compared"] == 1 and check["contradictions"] == 1
     (pair,) = check["pairs"]
-    assert (pair["metric"], pair["quieter_run"], pair["busier_run"]) == ("ttft_ms", "slow", "fast")
-    assert pair["busier_load"] / pair["quieter_load"] == pytest.approx(1.25)
+    assert (pair["metric"], pair["kind"], pair["slower_run"], pair["faster_run"]) == ("ttft_ms", "inverted", "slow",
+                                                                                        "fast")
+    assert pair["faster_load"] / pair["slower_load"] == pytest.approx(1.25)
     assert pair["shared_requests"] == N
     assert pair["drop_pct"] == pytest.approx(100 * (1 - 190 / 220))
     # The prediction closest to both is one value for the two, 2*lo*hi/(lo+hi): this far off each.
@@ -62,11 +63,17 @@ def test_runs_compare_over_the_requests_they_share_and_only_when_those_match():
                              _trace("b", 2.0, 100.0, 40.0, n=MIN_SHARED - 1)]) is None
 
 
-def test_repeats_at_the_same_load_and_runs_that_slow_with_load_are_not_contradictions():
-    check = load_consistency([_trace("a", 2.0, 200.0, 50.0), _trace("b", 2.0, 180.0, 45.0),
-                              _trace("c", 3.0, 250.0, 70.0)])
+def test_runs_that_slow_with_load_agree_and_repeats_that_differ_do_not():
+    rising = [_trace("a", 2.0, 200.0, 50.0), _trace("c", 3.0, 250.0, 70.0), _trace("d", 4.0, 250.0, 90.0)]
+    check = load_consistency(rising)
     assert check["pairs_compared"] == 3 and check["contradictions"] == 0 and check["pairs"] == []
     assert consistency_hint(check) is None
+    # The same requests sent again at the same rate (within 2%): any difference is spread.
+    check = load_consistency([_trace("first", 2.0, 200.0, 50.0), _trace("again", 2.01, 180.0, 50.0)])
+    (pair,) = check["pairs"]
+    assert (pair["kind"], pair["slower_run"], pair["faster_run"]) == ("repeat", "first", "again")
+    assert pair["floor_pct"] == pytest.approx(100 * 20 / 380)
+    assert "again measured a 10.0% lower mean TTFT than first at the same load" in consistency_hint(check)
 
 
 def test_sweep_rows_compare_within_their_configuration_by_clients():
@@ -75,12 +82,16 @@ def test_sweep_rows_compare_within_their_configuration_by_clients():
     check = load_consistency(rows)
     assert check["pairs_compared"] == 3
     (pair,) = check["pairs"]
-    assert (pair["metric"], pair["quieter_run"], pair["busier_run"], pair["unit"]) == ("tpot_ms", "tp1 c4", "tp1 c8",
-                                                                                       "clients")
+    assert (pair["metric"], pair["slower_run"], pair["faster_run"], pair["unit"]) == ("tpot_ms", "tp1 c4", "tp1 c8",
+                                                                                      "clients")
     assert pair["shared_requests"] is None
     assert pair["floor_pct"] == pytest.approx(100 * 0.4 / 39.6)
     assert consistency_hint(check) is None  # a 1% floor is not worth a line
     assert load_consistency([_row("tp1", 4, 100.0, 20.0), _row("tp2", 8, 90.0, 19.0)]) is None
+    # One configuration measured twice at the same client count: a repeat.
+    (again,) = load_consistency([_row("tp1", 4, 100.0, 20.0), _row("tp1", 4, 100.0, 22.0)])["pairs"]
+    assert (again["kind"], again["metric"], again["slower_measured"], again["faster_measured"]) == ("repeat", "tpot_ms",
+                                                                                                    22.0, 20.0)
 
 
 @settings(max_examples=60, deadline=None)
@@ -100,5 +111,6 @@ def test_a_sweep_that_slows_with_load_has_no_contradiction_and_its_mirror_has_ev
     strict = sum(int(x < y) for vals in (ttfts, tpots) for i, x in enumerate(vals) for y in vals[i + 1:])
     assert mirrored["contradictions"] == strict
     for pair in mirrored["pairs"]:
-        assert pair["busier_load"] > pair["quieter_load"] and pair["busier_measured"] < pair["quieter_measured"]
+        assert pair["kind"] == "inverted"
+        assert pair["faster_load"] > pair["slower_load"] and pair["faster_measured"] < pair["slower_measured"]
         assert 0 < pair["floor_pct"] < pair["drop_pct"] < 100

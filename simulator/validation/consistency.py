@@ -1,17 +1,18 @@
 """Where the measurements contradict each other: the same workload measured faster under more load.
 
 On one server, sending the same requests faster (open loop) or through more clients (closed
-loop) can only lengthen their mean TTFT and TPOT. A pair of measured runs that went the other
-way is run-to-run noise, and it bounds every model that slows with load: if the busier run
-measured `hi` and the quieter one `lo > hi`, the prediction closest to both is the same value
-for the two, 2·lo·hi/(lo + hi), which is still (lo − hi)/(lo + hi) off each. Reported beside
-the errors so a user can tell the simulator's error from the benchmark's own spread.
+loop) can only lengthen their mean TTFT and TPOT, and sending them again at the same load
+should measure the same. A pair of measured runs that went the other way, or a repeat that
+differs, is run-to-run noise, and it bounds every model that slows with load: if the slower
+run measured `slow` and the other `fast`, the prediction closest to both is the same value
+for the two, 2·slow·fast/(slow + fast), which is still (slow − fast)/(slow + fast) off each.
+Reported beside the errors so a user can tell the simulator's error from the benchmark's own
+spread.
 
 Runs are compared when they measured the same workload:
 - per-request runs whose first requests have the same prompt and output lengths in the same
-  order (a benchmark re-run at another rate from the same dataset and seed), over the
-  requests they share;
-- sweep rows of one configuration (`group`) at different client counts.
+  order (a benchmark re-run from the same dataset and seed), over the requests they share;
+- sweep rows of one configuration (`group`), by their client counts.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import numpy as np
 
 METRICS = ("ttft_ms", "tpot_ms")
 MIN_SHARED = 20  # requests two runs must share, in order, to count as one workload
-MIN_RATE_STEP = 1.02  # a send rate at least this much higher counts as more load (not a repeat)
+MIN_RATE_STEP = 1.02  # send rates closer than this count as one load (a repeat)
 HINT_FLOOR_PCT = 2.5  # the CLI mentions the spread when a pair bounds every model this far off
 MAX_PAIRS = 50  # pairs kept in validation.json, largest first
 
@@ -84,15 +85,24 @@ def _mean(values: np.ndarray | None, n: int) -> float | None:
 
 def _pair_entries(metric: str, a: tuple[str, float, float], b: tuple[str, float, float], unit: str,
                   shared: int | None) -> dict | None:
-    """The entry for two (label, load, measured mean) when the busier one measured less."""
-    lo, hi = (a, b) if a[1] < b[1] else (b, a)
-    more_load = hi[1] > lo[1] if unit == "clients" else hi[1] >= lo[1] * MIN_RATE_STEP
-    if not more_load or not hi[2] < lo[2]:
+    """The entry for two (label, load, measured mean) when they contradict: the busier one
+    measured less ("inverted"), or the two ran at the same load and measured differently
+    ("repeat")."""
+    lo, hi = (a, b) if a[1] <= b[1] else (b, a)
+    same_load = hi[1] == lo[1] if unit == "clients" else hi[1] < lo[1] * MIN_RATE_STEP
+    if same_load:
+        if hi[2] == lo[2]:
+            return None
+        slow, fast = (lo, hi) if lo[2] > hi[2] else (hi, lo)
+    elif hi[2] < lo[2]:
+        slow, fast = lo, hi
+    else:
         return None
-    return {"metric": metric, "quieter_run": lo[0], "busier_run": hi[0], "unit": unit,
-            "quieter_load": lo[1], "busier_load": hi[1], "quieter_measured": lo[2], "busier_measured": hi[2],
-            "shared_requests": shared, "drop_pct": 100.0 * (1.0 - hi[2] / lo[2]),
-            "floor_pct": 100.0 * (lo[2] - hi[2]) / (lo[2] + hi[2])}
+    return {"metric": metric, "kind": "repeat" if same_load else "inverted", "unit": unit,
+            "slower_run": slow[0], "faster_run": fast[0], "slower_load": slow[1], "faster_load": fast[1],
+            "slower_measured": slow[2], "faster_measured": fast[2], "shared_requests": shared,
+            "drop_pct": 100.0 * (1.0 - fast[2] / slow[2]),
+            "floor_pct": 100.0 * (slow[2] - fast[2]) / (slow[2] + fast[2])}
 
 
 def _request_pairs(preds) -> tuple[list[dict], int]:
@@ -165,7 +175,11 @@ def consistency_hint(check: dict | None) -> str | None:
     top = check["pairs"][0]
     what = top["metric"].removesuffix("_ms").upper()
     shared = f"on the {top['shared_requests']:,} requests they share, " if top["shared_requests"] else ""
-    return (f"Measurement spread: {shared}{top['busier_run']} measured a {top['drop_pct']:.1f}% lower mean "
-            f"{what} than {top['quieter_run']} under {top['busier_load'] / top['quieter_load']:.2f}× its load, "
-            f"so no model that slows with load is within {top['floor_pct']:.1f}% of both "
-            f"({check['contradictions']} such pair(s) in validation.json, `consistency`).")
+    if top["kind"] == "repeat":
+        how = "at the same load"
+    else:
+        how = f"under {top['faster_load'] / top['slower_load']:.2f}× its load"
+    return (f"Measurement spread: {shared}{top['faster_run']} measured a {top['drop_pct']:.1f}% lower mean "
+            f"{what} than {top['slower_run']} {how}, so no model that slows with load is within "
+            f"{top['floor_pct']:.1f}% of both ({check['contradictions']} such pair(s) in validation.json, "
+            "`consistency`).")

@@ -341,16 +341,17 @@ def write_validation_report(out_dir: Path, result: dict, runs: pd.DataFrame, pre
                             "simulated cache full", "implied capacity"], rows))
     spread = result.get("consistency")
     if spread and spread["pairs"]:
-        rows = [[e["metric"], e["quieter_run"], e["busier_run"], f"{e['busier_load'] / e['quieter_load']:.2f}×",
-                 "" if e["shared_requests"] is None else f"{e['shared_requests']:,}", _fmt(e["quieter_measured"]),
-                 _fmt(e["busier_measured"]), _fmt(e["drop_pct"]), _fmt(e["floor_pct"])] for e in spread["pairs"]]
+        rows = [[e["metric"], e["slower_run"], e["faster_run"],
+                 "same" if e["kind"] == "repeat" else f"{e['faster_load'] / e['slower_load']:.2f}×",
+                 "" if e["shared_requests"] is None else f"{e['shared_requests']:,}", _fmt(e["slower_measured"]),
+                 _fmt(e["faster_measured"]), _fmt(e["drop_pct"]), _fmt(e["floor_pct"])] for e in spread["pairs"]]
         extra += ("<h2>Where the measurements contradict each other</h2><p>The same workload measured "
-                  "faster under more load, in "
+                  "faster under more load, or differently at the same load, in "
                   f"{spread['contradictions']} of {spread['pairs_compared']} comparable pair(s) of runs: "
                   "run-to-run spread. No model that slows with load can be closer to both runs of a pair "
                   "than its floor.</p>"
-                  + _table(["metric", "quieter run", "busier run", "load", "shared requests", "quieter measured",
-                            "busier measured", "busier lower by %", "floor %"], rows, numeric_from=3))
+                  + _table(["metric", "slower run", "faster run", "load, faster/slower", "shared requests",
+                            "slower measured", "faster measured", "faster by %", "floor %"], rows, numeric_from=3))
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{_esc(title)}</title><style>{CSS}</style></head>
 <body><main><h1>{_esc(title)}</h1>
