@@ -79,6 +79,9 @@ def test_a_release_cell_of_na_names_none(tmp_path):
     ("int4_awq", ("int4", "bf16", "bf16")), ("W4A16_AWQ", ("int4", "bf16", "bf16")),
     ("fp8_dynamic", ("fp8", "fp8", "bf16")), ("FP8-Dynamic", ("fp8", "fp8", "bf16")), ("fp8_kv16", ("fp8", "fp8", "bf16")),
     ("fp8_e4m3", ("fp8", "fp8", "fp8")), ("mxfp8", ("fp8", "fp8", "bf16")), ("w8a16", ("int8", "bf16", "bf16")),
+    ("fp8-blockwise", ("fp8", "fp8", "fp8")), ("fp8_block_scale", ("fp8", "fp8", "fp8")),
+    # TensorRT Model Optimizer's quant configs
+    ("w4a8_awq", ("int4", "fp8", "bf16")), ("nvfp4_awq", ("fp4", "fp4", "fp8")),
 ])
 def test_aiconfigurator_and_common_precision_names(name, dtypes):
     assert PRECISIONS[canonical_precision(name)] == dtypes

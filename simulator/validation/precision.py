@@ -41,11 +41,13 @@ PRECISIONS = {
 # GEMM/MoE quant modes (sdk/common.py: GEMMQuantMode, MoEQuantMode) are among them:
 # int4_wo = W4A16; fp8_static, fp8_block, fp8_ootb = FP8 W8A8 with other scalings; sq =
 # SmoothQuant W8A8 INT8; w4afp8 = INT4 weights x FP8 inputs; nvfp4_wo, w4a16_nvfp4 = NVFP4
-# weights x bf16; w4a16_mxfp4 = MXFP4 weights x bf16.
+# weights x bf16; w4a16_mxfp4 = MXFP4 weights x bf16. TensorRT Model Optimizer's quant
+# configs name the same formats w4a8_awq (INT4 AWQ weights x FP8 inputs) and nvfp4_awq.
 PRECISION_ALIASES = {
     "float16": "fp16", "half": "fp16", "bfloat16": "bf16",
     "nvfp4": "fp4", "mxfp4": "fp4", "w4a4": "fp4",
     "fp8_block": "fp8", "fp8_static": "fp8", "fp8_ootb": "fp8", "fp8_e4m3": "fp8", "w8a8_fp8": "fp8",
+    "fp8_blockwise": "fp8", "fp8_block_scale": "fp8", "nvfp4_awq": "fp4", "w4a8_awq": "int4_fp8",
     "float8": "fp8", "fp8_dynamic": "fp8_kv16", "fp8dynamic": "fp8_kv16", "mxfp8": "fp8_kv16",
     "nvfp4_wo": "fp4_wo", "w4a16_nvfp4": "fp4_wo", "w4a16_mxfp4": "mxfp4_wo",
     "w4a16": "int4", "int4_wo": "int4", "awq": "int4", "int4_awq": "int4", "w4a16_awq": "int4",
