@@ -380,6 +380,27 @@ def test_sources_and_fallbacks(timer):
     assert timer.source_of(Op("ar", "allreduce", 0.0, 1e5, 1, (1e5, 2, "inter"), "bf16")) == "roofline-fitted"
 
 
+@pytest.mark.parametrize(("gpu", "profile", "standin"), [("h100-sxm", "h100_sxm-vllm", True),
+                                                        ("b200", "b200_sxm-vllm", True),
+                                                        ("b300", "b300_sxm-vllm", False)])
+def test_int8_w8a8_gemms_read_the_fp8_rows_where_the_datasheet_gives_both_one_rate(gpu, profile, standin):
+    """The shipped tables have no INT8 rows. vLLM runs W8A8 INT8 through the same CUTLASS
+    scaled-mm kernels as FP8, so on a GPU whose INT8 and FP8 peaks are one (Hopper, B200)
+    the FP8 rows time it, FLOPs and bytes being the same; B300 cut its INT8 rate to a few
+    percent of FP8's, so there the fitted roofline at that peak stays."""
+    timer = calibrated_backend(get_gpu(gpu), CostModelConfig(), profile)
+    for m in (8, 4096):  # a decode step's weight read and a prefill's compute
+        int8, fp8 = _gemm(m, 14336, 4096, "int8"), _gemm(m, 14336, 4096, "fp8")
+        if standin:
+            assert timer.source_of(int8) == "profile-standin"
+            assert timer.op_time(int8) == timer.op_time(fp8)
+        else:
+            assert timer.source_of(int8) == "roofline-fitted"
+            assert timer.op_time(int8) > timer.op_time(fp8)
+    if not standin:  # compute-bound, at 153.5 against 4,500 TFLOP/s
+        assert timer.op_time(_gemm(4096, 14336, 4096, "int8")) > 10 * timer.op_time(_gemm(4096, 14336, 4096, "fp8"))
+
+
 # -- the CLI and the end-to-end path ----------------------------------------------------------------
 def _main(args: list[str]) -> None:
     from simulator.cli import main

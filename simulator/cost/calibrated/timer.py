@@ -4,6 +4,7 @@ tensor-core rate, the DRAM floor and the roofline where the profile is silent.""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from calibration.profile import FAMILY_COLUMNS, Profile
 from simulator.cost.calibrated.families import FAMILIES, FAMILY_ADAPTERS
@@ -193,6 +194,13 @@ class CalibratedTimer:
         self._fp8_input_quant = profile.metadata.source == "measured"
         self._shipped_name = _shipped_stand_in(profile, gpu)
         self._shipped_timer: CalibratedTimer | None = None
+        # INT8 W8A8 GEMMs run the same CUTLASS scaled-mm kernels as FP8 ones in vLLM, on the
+        # same 8-bit tensor cores: where the GPU's datasheet gives the two one rate (Hopper,
+        # Ada, B200; not B300, whose INT8 is cut) the FP8 rows time them, as the tables have
+        # no INT8 rows. Elsewhere they take the fitted roofline at the INT8 peak.
+        gemm_model = self.models.get("gemm")
+        self._int8_as_fp8 = (gemm_model is not None and ("fp8",) in gemm_model.trees
+                             and gpu.peak_tflops.get("int8") == gpu.peak_tflops.get("fp8"))
 
     def shipped_for(self, family: str) -> CalibratedTimer | None:
         """For a family our own measurement lacks (fused MoE, collectives on one GPU), the
@@ -226,6 +234,8 @@ class CalibratedTimer:
 
     def op_time(self, op: Op, relief: float = 1.0) -> float:
         """`op`'s time; `relief` > 1 raises the sustained fractions (power_relief)."""
+        if op.dtype == "int8" and self._int8_as_fp8 and op.family == "gemm":
+            op = replace(op, dtype="fp8")  # same FLOPs and bytes: both 1-byte weights
         t = self._table_time(op, relief)
         if self._fp8_input_quant and op.family == "gemm" and op.dtype == "fp8":
             m, _, k = op.shape
@@ -268,6 +278,8 @@ class CalibratedTimer:
         ratio), profile-standin-rate (this kernel's own compute rate, measured at another
         shape, bounds it: the stand-in's rows are faster), profile-nearest, shipped:<name> (a shipped
         profile standing in for a family ours lacks), roofline-fitted or roofline-default."""
+        if op.dtype == "int8" and self._int8_as_fp8 and op.family == "gemm":
+            return "profile-standin"
         model = self.models.get(op.family)
         if model is None:
             if self.shipped_for(op.family) is not None:
