@@ -194,13 +194,6 @@ class CalibratedTimer:
         self._fp8_input_quant = profile.metadata.source == "measured"
         self._shipped_name = _shipped_stand_in(profile, gpu)
         self._shipped_timer: CalibratedTimer | None = None
-        # INT8 W8A8 GEMMs run the same CUTLASS scaled-mm kernels as FP8 ones in vLLM, on the
-        # same 8-bit tensor cores: where the GPU's datasheet gives the two one rate (Hopper,
-        # Ada, B200; not B300, whose INT8 is cut) the FP8 rows time them, as the tables have
-        # no INT8 rows. Elsewhere they take the fitted roofline at the INT8 peak.
-        gemm_model = self.models.get("gemm")
-        self._int8_as_fp8 = (gemm_model is not None and ("fp8",) in gemm_model.trees
-                             and gpu.peak_tflops.get("int8") == gpu.peak_tflops.get("fp8"))
 
     def shipped_for(self, family: str) -> CalibratedTimer | None:
         """For a family our own measurement lacks (fused MoE, collectives on one GPU), the
@@ -229,13 +222,20 @@ class CalibratedTimer:
         fraction = rate.fraction if relief == 1.0 else min(1.0, rate.fraction * relief)
         return sustained_factor(compute, memory, fraction)
 
+    def _int8_reads_fp8(self, op: Op, model: FamilyModel) -> bool:
+        """INT8 W8A8 GEMMs run the same CUTLASS scaled-mm kernels as FP8 ones in vLLM, on the
+        same 8-bit tensor cores: where the GPU's datasheet gives the two one rate (Hopper,
+        Ada, B200; not B300, whose INT8 is cut) the FP8 rows time them, as the tables have
+        no INT8 rows. Elsewhere they take the fitted roofline at the INT8 peak."""
+        peaks = self.gpu.peak_tflops
+        return (op.dtype == "int8" and op.family == "gemm" and peaks.get("fp8") is not None
+                and peaks.get("int8") == peaks["fp8"] and ("fp8",) in model.trees)
+
     def _donor(self, op: Op) -> FamilyModel | None:
         return self.models.get(FIT_FROM.get(op.family, ""))
 
     def op_time(self, op: Op, relief: float = 1.0) -> float:
         """`op`'s time; `relief` > 1 raises the sustained fractions (power_relief)."""
-        if op.dtype == "int8" and self._int8_as_fp8 and op.family == "gemm":
-            op = replace(op, dtype="fp8")  # same FLOPs and bytes: both 1-byte weights
         t = self._table_time(op, relief)
         if self._fp8_input_quant and op.family == "gemm" and op.dtype == "fp8":
             m, _, k = op.shape
@@ -256,6 +256,8 @@ class CalibratedTimer:
             return donor.timer.op_time(op) * self._sustain(op, relief) + self.extra_launch * op.kernels
         t = model.predict(op)
         if t is None:
+            if self._int8_reads_fp8(op, model):
+                return self._table_time(replace(op, dtype="fp8"), relief)  # same FLOPs and bytes
             return model.timer.op_time(op) * self._sustain(op, relief)
         t *= self._sustain(op, relief)
         if op.family in DRAM_FLOOR_FAMILIES:
@@ -278,9 +280,9 @@ class CalibratedTimer:
         ratio), profile-standin-rate (this kernel's own compute rate, measured at another
         shape, bounds it: the stand-in's rows are faster), profile-nearest, shipped:<name> (a shipped
         profile standing in for a family ours lacks), roofline-fitted or roofline-default."""
-        if op.dtype == "int8" and self._int8_as_fp8 and op.family == "gemm":
-            return "profile-standin"
         model = self.models.get(op.family)
+        if model is not None and self._int8_reads_fp8(op, model):
+            return "profile-standin"
         if model is None:
             if self.shipped_for(op.family) is not None:
                 return f"shipped:{self._shipped_name}"
