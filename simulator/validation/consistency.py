@@ -32,47 +32,47 @@ MAX_PAIRS = 50  # pairs kept in validation.json, largest first
 @dataclass
 class _Run:
     label: str
-    load: float
+    load: float  # clients, or the send rate in req/s
     unit: str  # "req/s" or "clients"
     lengths: np.ndarray  # (n, 2): each request's prompt and output tokens
     values: dict[str, np.ndarray | None]  # each metric's per-request measurements (NaN: none)
+    arrivals: np.ndarray | None = None  # an open-loop trace's send times: its rate is theirs
 
-
-def _load(run, requests) -> tuple[float, str] | None:
-    """The run's offered load: its clients (closed loop), else its send rate in req/s."""
-    if run.kind == "closed_loop":
-        return (float(run.concurrency), "clients") if run.concurrency else None
-    if run.kind == "rate" and run.rate and np.isfinite(run.rate):
-        return float(run.rate), "req/s"
-    if requests is not None and "arrival_s" in requests and len(requests) > 1:
-        arrivals = requests["arrival_s"].to_numpy(dtype=float)
-        span = arrivals[-1] - arrivals[0]
-        return ((len(arrivals) - 1) / span, "req/s") if span > 0 else None
-    return None
+    def load_over(self, n: int) -> float:
+        """The load over the first n requests (the part two runs share)."""
+        if self.arrivals is None:
+            return self.load
+        span = self.arrivals[n - 1] - self.arrivals[0]
+        return (n - 1) / span if span > 0 else self.load
 
 
 def _per_request(run) -> _Run | None:
+    """A per-request run as compared here: None without lengths, enough requests or a load."""
     req = run.requests
     if req is None or len(req) < MIN_SHARED or not {"prompt_tokens", "output_tokens"} <= set(req.columns):
         return None
-    load = _load(run, req)
-    if load is None:
+    arrivals = None
+    if run.kind == "closed_loop":
+        if not run.concurrency:
+            return None
+        load, unit = float(run.concurrency), "clients"
+    elif run.kind == "rate" and run.rate and np.isfinite(run.rate):
+        load, unit = float(run.rate), "req/s"
+    elif "arrival_s" in req:
+        arrivals = req["arrival_s"].to_numpy(dtype=float)
+        span = arrivals[-1] - arrivals[0]
+        if not span > 0:
+            return None
+        load, unit = (len(arrivals) - 1) / span, "req/s"
+        if run.kind != "trace":  # only exact send times carry a rate over a prefix
+            arrivals = None
+    else:
         return None
-    columns = {m: req[m].to_numpy(dtype=float) if m in req else None for m in METRICS}
-    tpot = columns["tpot_ms"]
-    if tpot is not None:  # a one-token output has no TPOT
-        tpot = np.where(req["output_tokens"].to_numpy() >= 2, tpot, np.nan)
-    columns["tpot_ms"] = tpot
-    return _Run(run.label, *load, req[["prompt_tokens", "output_tokens"]].to_numpy(dtype=np.int64), columns)
-
-
-def _prefix_load(run: _Run, n: int, source) -> float:
-    """An open-loop trace's rate over its first n requests (the part compared)."""
-    if run.unit != "req/s" or source.kind != "trace":
-        return run.load
-    arrivals = source.requests["arrival_s"].to_numpy(dtype=float)[:n]
-    span = arrivals[-1] - arrivals[0]
-    return (n - 1) / span if span > 0 else run.load
+    values = {m: req[m].to_numpy(dtype=float) if m in req else None for m in METRICS}
+    if values["tpot_ms"] is not None:  # a one-token output has no TPOT
+        values["tpot_ms"] = np.where(req["output_tokens"].to_numpy() >= 2, values["tpot_ms"], np.nan)
+    return _Run(run.label, load, unit, req[["prompt_tokens", "output_tokens"]].to_numpy(dtype=np.int64),
+                values, arrivals)
 
 
 def _mean(values: np.ndarray | None, n: int) -> float | None:
@@ -105,28 +105,41 @@ def _pair_entries(metric: str, a: tuple[str, float, float], b: tuple[str, float,
             "floor_pct": 100.0 * (slow[2] - fast[2]) / (slow[2] + fast[2])}
 
 
+def _compare(a: tuple[str, float, dict], b: tuple[str, float, dict], unit: str, shared: int | None) -> list[dict]:
+    """Every metric both runs measured, as `_pair_entries` for each: (label, load, means)."""
+    out = []
+    for m in METRICS:
+        ma, mb = a[2].get(m), b[2].get(m)
+        if ma is not None and mb is not None and np.isfinite(ma) and np.isfinite(mb):
+            entry = _pair_entries(m, (a[0], a[1], float(ma)), (b[0], b[1], float(mb)), unit, shared)
+            if entry:
+                out.append(entry)
+    return out
+
+
 def _request_pairs(preds) -> tuple[list[dict], int]:
     """Contradicting pairs among per-request runs that share their first requests."""
-    runs = [(p.run, r) for p in preds if not p.error and (r := _per_request(p.run)) is not None]
-    by_start: dict[tuple, list] = defaultdict(list)
-    for source, run in runs:
-        by_start[(run.unit, run.lengths[:MIN_SHARED].tobytes())].append((source, run))
+    by_start: dict[tuple, list[_Run]] = defaultdict(list)
+    for p in preds:
+        if not p.error and (run := _per_request(p.run)) is not None:
+            by_start[(run.unit, run.lengths[:MIN_SHARED].tobytes())].append(run)
     pairs, compared = [], 0
     for members in by_start.values():
-        for i, (sa, a) in enumerate(members):
-            for sb, b in members[i + 1:]:
+        for i, a in enumerate(members):
+            for b in members[i + 1:]:
                 n = min(len(a.lengths), len(b.lengths))
                 if not np.array_equal(a.lengths[:n], b.lengths[:n]):
                     continue
                 compared += 1
-                la, lb = _prefix_load(a, n, sa), _prefix_load(b, n, sb)
-                for m in METRICS:
-                    ma, mb = _mean(a.values[m], n), _mean(b.values[m], n)
-                    if ma is not None and mb is not None:
-                        entry = _pair_entries(m, (a.label, la, ma), (b.label, lb, mb), a.unit, n)
-                        if entry:
-                            pairs.append(entry)
+                means = [{m: _mean(r.values[m], n) for m in METRICS} for r in (a, b)]
+                pairs += _compare((a.label, a.load_over(n), means[0]), (b.label, b.load_over(n), means[1]),
+                                  a.unit, n)
     return pairs, compared
+
+
+def _row_means(p) -> tuple[str, float, dict]:
+    """A sweep row as `_compare` takes it: the means over the requests the simulation served."""
+    return p.run.label, float(p.run.concurrency), p.run.measured if p.measured is None else p.measured
 
 
 def _sweep_pairs(preds) -> tuple[list[dict], int]:
@@ -141,15 +154,7 @@ def _sweep_pairs(preds) -> tuple[list[dict], int]:
         for i, a in enumerate(members):
             for b in members[i + 1:]:
                 compared += 1
-                means_a = a.run.measured if a.measured is None else a.measured
-                means_b = b.run.measured if b.measured is None else b.measured
-                for m in METRICS:
-                    ma, mb = means_a.get(m), means_b.get(m)
-                    if ma is not None and mb is not None and np.isfinite(ma) and np.isfinite(mb):
-                        entry = _pair_entries(m, (a.run.label, float(a.run.concurrency), float(ma)),
-                                              (b.run.label, float(b.run.concurrency), float(mb)), "clients", None)
-                        if entry:
-                            pairs.append(entry)
+                pairs += _compare(_row_means(a), _row_means(b), "clients", None)
     return pairs, compared
 
 
